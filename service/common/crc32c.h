@@ -14,6 +14,15 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size);
 
 inline uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
 
+// The two implementations Crc32cExtend chooses between, exposed so tests can
+// check that they agree. Crc32cExtendHardware may only be called when
+// Crc32cHardwareAvailable() is true.
+namespace crc32c_internal {
+bool Crc32cHardwareAvailable();
+uint32_t Crc32cExtendHardware(uint32_t crc, const void* data, size_t size);
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t size);
+}  // namespace crc32c_internal
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_COMMON_CRC32C_H_

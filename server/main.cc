@@ -1,0 +1,217 @@
+// tensord: flags (also from TENSORD_* environment variables), wiring,
+// signals. Everything else lives in the service/ libraries.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "server/preload.h"
+#include "service/common/byte_size.h"
+#include "service/common/log.h"
+#include "service/transport/tensor_server.h"
+
+// A byte-size flag value that accepts "8GiB", "512M", "4096".
+struct ByteSizeFlag {
+  uint64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag, std::string* error) {
+  absl::StatusOr<uint64_t> bytes = tensord::ParseByteSize(text);
+  if (!bytes.ok()) {
+    *error = std::string(bytes.status().message());
+    return false;
+  }
+  flag->bytes = *bytes;
+  return true;
+}
+std::string AbslUnparseFlag(ByteSizeFlag flag) { return absl::StrCat(flag.bytes); }
+
+ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
+          "Address to serve gRPC on: host:port (port 0 picks one) or unix:PATH. Repeat the flag "
+          "or separate with commas for several. Env: TENSORD_LISTEN.");
+ABSL_FLAG(ByteSizeFlag, max_host_bytes, ByteSizeFlag{uint64_t{8} << 30},
+          "Host memory all tensor versions may hold together (e.g. 8GiB); puts beyond it get "
+          "RESOURCE_EXHAUSTED. Env: TENSORD_MAX_HOST_BYTES.");
+ABSL_FLAG(ByteSizeFlag, max_tensor_bytes, ByteSizeFlag{uint64_t{4} << 30},
+          "Largest single tensor a put may store. Env: TENSORD_MAX_TENSOR_BYTES.");
+ABSL_FLAG(uint64_t, max_tensors, 1'000'000,
+          "Most tensor names held at once. Env: TENSORD_MAX_TENSORS.");
+ABSL_FLAG(ByteSizeFlag, chunk_bytes, ByteSizeFlag{1 << 20},
+          "Data bytes per streamed fetch message. Env: TENSORD_CHUNK_BYTES.");
+ABSL_FLAG(ByteSizeFlag, max_message_bytes, ByteSizeFlag{8 << 20},
+          "Largest gRPC message accepted or sent; must exceed the chunk size of every client. "
+          "Env: TENSORD_MAX_MESSAGE_BYTES.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Lowest level logged: debug, info, warning, error. Env: TENSORD_LOG_LEVEL.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled. "
+          "Env: TENSORD_SHUTDOWN_GRACE.");
+ABSL_FLAG(std::string, preload, "",
+          "A .safetensors file whose tensors are published at startup. Env: TENSORD_PRELOAD.");
+ABSL_FLAG(std::string, preload_prefix, "",
+          "Prefix added to the names of preloaded tensors. Env: TENSORD_PRELOAD_PREFIX.");
+ABSL_FLAG(std::string, ready_file, "",
+          "Once serving, write the bound addresses here, one per line (written to a temporary "
+          "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
+
+namespace tensord {
+namespace {
+
+// Every flag may come from TENSORD_<FLAG_NAME>; the command line wins because
+// its arguments come after these.
+std::vector<std::string> ArgumentsFromEnvironment() {
+  static constexpr const char* kFlags[] = {
+      "listen",      "max_host_bytes", "max_tensor_bytes", "max_tensors", "chunk_bytes",
+      "max_message_bytes", "log_level", "shutdown_grace", "preload",     "preload_prefix",
+      "ready_file"};
+  std::vector<std::string> arguments;
+  for (const char* flag : kFlags) {
+    std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
+    if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
+      arguments.push_back(absl::StrCat("--", flag, "=", value));
+    }
+  }
+  return arguments;
+}
+
+// absl flags keep only the last value of a repeated flag; --listen
+// accumulates, so its occurrences are gathered here and removed from argv.
+std::vector<std::string> TakeListenAddresses(std::vector<std::string>& arguments) {
+  std::vector<std::string> addresses;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    std::string_view argument = arguments[i];
+    std::string_view value;
+    if (absl::ConsumePrefix(&argument, "--listen=") || absl::ConsumePrefix(&argument, "-listen=")) {
+      value = argument;
+    } else if ((argument == "--listen" || argument == "-listen") && i + 1 < arguments.size()) {
+      value = arguments[++i];
+    } else {
+      rest.push_back(arguments[i]);
+      continue;
+    }
+    for (std::string_view address : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      addresses.emplace_back(address);
+    }
+  }
+  arguments = std::move(rest);
+  return addresses;
+}
+
+absl::Status WriteReadyFile(const std::string& path, const std::vector<std::string>& addresses) {
+  std::string temporary = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << absl::StrJoin(addresses, "\n") << "\n";
+    if (!out.good()) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "tensord serves named tensors over gRPC.\n"
+      "Usage: tensord [--listen=127.0.0.1:50051] [--max-host-bytes=8GiB] [flags]");
+  std::vector<std::string> arguments = {argv[0]};
+  for (std::string& argument : ArgumentsFromEnvironment()) arguments.push_back(std::move(argument));
+  for (int i = 1; i < argc; ++i) arguments.push_back(argv[i]);
+  // absl spells flags with underscores; accept the dashed spelling too.
+  for (size_t i = 1; i < arguments.size(); ++i) {
+    std::string& argument = arguments[i];
+    if (absl::StartsWith(argument, "--")) {
+      size_t end = argument.find('=');
+      std::replace(argument.begin(), argument.begin() + std::min(end, argument.size()), '-', '_');
+      argument.replace(0, 2, "--");
+    }
+  }
+  std::vector<std::string> listen = TakeListenAddresses(arguments);
+  std::vector<char*> raw_arguments;
+  for (std::string& argument : arguments) raw_arguments.push_back(argument.data());
+  absl::ParseCommandLine(static_cast<int>(raw_arguments.size()), raw_arguments.data());
+  if (listen.empty()) listen = absl::GetFlag(FLAGS_listen);
+
+  absl::StatusOr<LogLevel> level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "tensord: --log-level: %s\n", std::string(level.status().message()).c_str());
+    return 2;
+  }
+  SetMinLogLevel(*level);
+
+  ServerOptions options;
+  options.listen_addresses = listen;
+  options.registry.max_host_bytes = absl::GetFlag(FLAGS_max_host_bytes).bytes;
+  options.registry.max_tensors = absl::GetFlag(FLAGS_max_tensors);
+  options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes).bytes;
+  uint64_t chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes).bytes;
+  uint64_t max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes).bytes;
+  if (max_message_bytes > (uint64_t{1} << 30) || chunk_bytes > max_message_bytes) {
+    std::fprintf(stderr, "tensord: --chunk-bytes (%lu) must not exceed --max-message-bytes (%lu), "
+                 "which must be at most 1GiB\n", chunk_bytes, max_message_bytes);
+    return 2;
+  }
+  options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
+  options.max_message_bytes = static_cast<uint32_t>(max_message_bytes);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+
+  // Signals are taken by sigwait below; block them before gRPC starts threads
+  // so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<TensorServer>> server = TensorServer::Start(options);
+  if (!server.ok()) {
+    Log(LogLevel::kError, "start_failed", {{"error", server.status().ToString()}});
+    return 1;
+  }
+  if (std::string preload = absl::GetFlag(FLAGS_preload); !preload.empty()) {
+    absl::StatusOr<uint64_t> loaded =
+        PreloadSafetensors((*server)->registry(), preload, absl::GetFlag(FLAGS_preload_prefix));
+    if (!loaded.ok()) {
+      Log(LogLevel::kError, "preload_failed", {{"file", preload}, {"error", loaded.status().ToString()}});
+      return 1;
+    }
+  }
+  Log(LogLevel::kInfo, "serving",
+      {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},
+       {"max_host_bytes", options.registry.max_host_bytes}, {"pid", getpid()}});
+  if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
+    if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {
+      Log(LogLevel::kError, "ready_file_failed", {{"error", status.ToString()}});
+      return 1;
+    }
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  Log(LogLevel::kInfo, "shutting_down",
+      {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
+  (*server)->Shutdown(options.shutdown_grace);
+  (*server)->Wait();
+  Log(LogLevel::kInfo, "stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tensord
+
+int main(int argc, char** argv) { return tensord::Run(argc, argv); }

@@ -1,0 +1,118 @@
+// Names -> immutable versions. The registry knows nothing of gRPC.
+#ifndef TENSORD_SERVICE_REGISTRY_REGISTRY_H_
+#define TENSORD_SERVICE_REGISTRY_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "service/registry/capacity.h"
+#include "service/registry/tensor_version.h"
+
+namespace tensord {
+
+struct RegistryOptions {
+  // Bytes all live host versions may hold together (--max-host-bytes).
+  uint64_t max_host_bytes = uint64_t{8} << 30;
+  // Most names the registry holds at once.
+  uint64_t max_tensors = 1'000'000;
+};
+
+// A version's metadata, copied out so no lock or lease is held.
+struct VersionInfo {
+  std::string name;
+  uint64_t version = 0;
+  dlpack::TensorLayout layout;
+  uint64_t total_bytes = 0;
+  uint32_t crc32c = 0;
+  absl::Time created;
+  uint64_t open_leases = 0;
+};
+
+VersionInfo InfoOf(const TensorVersion& version);
+
+struct ListPage {
+  std::vector<VersionInfo> tensors;
+  std::string next_page_token;  // empty on the last page
+};
+
+// The bytes and metadata of a version being built by a put, before publish.
+struct PendingVersion {
+  std::string name;
+  dlpack::TensorLayout layout;
+  uint64_t total_bytes = 0;
+  std::unique_ptr<HostBuffer> buffer;  // filled, not yet sealed
+  ByteReservation reservation;
+  // CRC-32C of the bytes when the writer computed it on the way in (while the
+  // bytes were hot in cache); Publish computes it otherwise.
+  std::optional<uint32_t> crc32c;
+};
+
+// Thread-safe. Publishing swaps one pointer under the lock; readers holding a
+// Lease never wait for writers and never see a half-written tensor.
+class Registry {
+ public:
+  explicit Registry(const RegistryOptions& options);
+
+  // Reserves host capacity for a put of `bytes` before any byte arrives.
+  absl::StatusOr<ByteReservation> ReserveHostBytes(uint64_t bytes);
+
+  // Validates the layout against the bytes, computes the CRC-32C (checking it
+  // against `expected_crc32c` when given: DATA_LOSS on mismatch), seals the
+  // buffer and makes it the latest version of its name. Nothing is published
+  // on error. RESOURCE_EXHAUSTED when the name is new and max_tensors is hit.
+  absl::StatusOr<VersionInfo> Publish(PendingVersion pending,
+                                      std::optional<uint32_t> expected_crc32c = std::nullopt);
+
+  // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
+  // missing; an older version is found while someone still holds it.
+  absl::StatusOr<Lease> Acquire(std::string_view name, uint64_t version) const;
+
+  absl::StatusOr<VersionInfo> Stat(std::string_view name, uint64_t version) const;
+
+  // Latest versions of names starting with `prefix`, in name order.
+  // `page_size` 0 means 100; above 1000 is INVALID_ARGUMENT, as is a
+  // page_token this registry did not produce.
+  absl::StatusOr<ListPage> List(std::string_view prefix, uint32_t page_size,
+                                std::string_view page_token) const;
+
+  // Removes `name`; when `expected_version` is not 0 it must be the latest
+  // (FAILED_PRECONDITION otherwise). Returns the removed version.
+  absl::StatusOr<uint64_t> Delete(std::string_view name, uint64_t expected_version);
+
+  uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
+  uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
+  size_t tensor_count() const;
+
+ private:
+  // Finds a live version; caller holds mutex_.
+  std::shared_ptr<const TensorVersion> FindLocked(std::string_view name, uint64_t version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  void RetireLocked(std::shared_ptr<const TensorVersion> version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const RegistryOptions options_;
+  const std::shared_ptr<CapacityAccount> host_capacity_;
+
+  mutable absl::Mutex mutex_;
+  uint64_t last_version_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Ordered, for prefix listing and stable page tokens.
+  std::map<std::string, std::shared_ptr<const TensorVersion>, std::less<>> latest_
+      ABSL_GUARDED_BY(mutex_);
+  // Superseded or deleted versions that readers may still hold.
+  absl::flat_hash_map<uint64_t, std::weak_ptr<const TensorVersion>> retired_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_REGISTRY_REGISTRY_H_

@@ -1,0 +1,58 @@
+#include "service/registry/tensor_name.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace tensord {
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+}
+
+std::string Quoted(std::string_view text) {
+  return absl::StrCat("'", absl::CHexEscape(text.substr(0, 300)), text.size() > 300 ? "...'" : "'");
+}
+
+absl::Status ValidateCharsAndLength(std::string_view text, std::string_view what) {
+  if (text.size() > kMaxTensorNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", Quoted(text), " is ", text.size(),
+                                                   " bytes; the limit is ", kMaxTensorNameBytes));
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!IsNameChar(text[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", Quoted(text), " has character ", Quoted(text.substr(i, 1)), " at byte ", i,
+          "; allowed are letters, digits and _ . : / -"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTensorName(std::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
+  if (absl::Status status = ValidateCharsAndLength(name, "tensor name"); !status.ok()) {
+    return status;
+  }
+  if (name.front() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor name ", Quoted(name), " starts with '/'"));
+  }
+  for (std::string_view segment : absl::StrSplit(name, '/')) {
+    if (segment.empty() || segment == "." || segment == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor name ", Quoted(name), " has an empty, '.' or '..' path segment"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNamePrefix(std::string_view prefix) {
+  return ValidateCharsAndLength(prefix, "name prefix");
+}
+
+}  // namespace tensord

@@ -1,0 +1,68 @@
+// One published, immutable version of a named tensor, and the lease a reader
+// holds on it.
+#ifndef TENSORD_SERVICE_REGISTRY_TENSOR_VERSION_H_
+#define TENSORD_SERVICE_REGISTRY_TENSOR_VERSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "service/dlpack/tensor_layout.h"
+#include "service/memory/host_buffer.h"
+#include "service/registry/capacity.h"
+
+namespace tensord {
+
+// Everything but `open_leases` is fixed at publish. The bytes stay allocated
+// (and counted against capacity) until the last shared_ptr to the version
+// goes, so readers of a superseded or deleted version keep their bytes.
+struct TensorVersion {
+  std::string name;
+  uint64_t version = 0;
+  dlpack::TensorLayout layout;
+  uint64_t total_bytes = 0;
+  uint32_t crc32c = 0;
+  absl::Time created;
+  std::unique_ptr<HostBuffer> buffer;  // sealed
+  ByteReservation reservation;
+  mutable std::atomic<uint64_t> open_leases{0};
+};
+
+// A reader's hold on one version: keeps the bytes alive and is counted in
+// `open_leases` while it exists. Move-only.
+class Lease {
+ public:
+  Lease() = default;
+  explicit Lease(std::shared_ptr<const TensorVersion> version) : version_(std::move(version)) {
+    if (version_) version_->open_leases.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Lease() { Reset(); }
+  Lease(Lease&& other) noexcept = default;
+  Lease& operator=(Lease&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      version_ = std::move(other.version_);
+    }
+    return *this;
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+
+  const TensorVersion* operator->() const { return version_.get(); }
+  const TensorVersion& operator*() const { return *version_; }
+  bool valid() const { return version_ != nullptr; }
+  void Reset() {
+    if (version_) version_->open_leases.fetch_sub(1, std::memory_order_relaxed);
+    version_.reset();
+  }
+
+ private:
+  std::shared_ptr<const TensorVersion> version_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_REGISTRY_TENSOR_VERSION_H_

@@ -1,0 +1,48 @@
+#include "service/transport/byte_buffer_codec.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord {
+
+absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer) {
+  slices_.clear();
+  pieces_.clear();
+  if (grpc::Status status = buffer.Dump(&slices_); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unreadable message: ", status.error_message()));
+  }
+  for (const grpc::Slice& slice : slices_) pieces_.emplace_back(slice.begin(), slice.size());
+  return DecodeStreamMessage(pieces_, message_);
+}
+
+grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
+                                 void (*release)(void*), void* user_data) {
+  uint8_t prefix[kMaxChunkPrefixBytes];
+  size_t prefix_size = EncodeChunkPrefix(offset, size, prefix);
+  grpc::Slice slices[2] = {
+      grpc::Slice(prefix, prefix_size),  // copied: a few bytes
+      grpc::Slice(const_cast<void*>(data), size, release, user_data),
+  };
+  return grpc::ByteBuffer(slices, 2);
+}
+
+grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message) {
+  std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
+                                 google::protobuf::MessageLite& message, std::string_view what) {
+  grpc::Slice slice;
+  if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is unreadable: ", status.error_message()));
+  }
+  if (!message.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not a valid ", message.GetTypeName()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord

@@ -1,0 +1,47 @@
+// grpc::ByteBuffer <-> tensord stream messages and protobuf messages, with
+// tensor bytes sent and received as slices rather than copied into protobuf.
+#ifndef TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_
+#define TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "google/protobuf/message_lite.h"
+#include "service/transport/stream_message.h"
+
+namespace tensord {
+
+// Decodes received stream messages; reuse one per stream so steady-state
+// decoding allocates nothing of its own.
+class ByteBufferDecoder {
+ public:
+  // The returned message's chunk pieces stay valid until the next Decode().
+  absl::Status Decode(const grpc::ByteBuffer& buffer);
+  const StreamMessage& message() const { return message_; }
+
+ private:
+  std::vector<grpc::Slice> slices_;
+  std::vector<std::span<const uint8_t>> pieces_;
+  StreamMessage message_;
+};
+
+// A stream message whose chunk carries `size` bytes at `data` without copying
+// them: gRPC calls `release(user_data)` once it no longer needs the bytes,
+// possibly on another thread and after the write completed. `size` > 0.
+grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
+                                 void (*release)(void*), void* user_data);
+
+grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
+
+// INVALID_ARGUMENT naming `what` when the bytes are not a valid message.
+absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,
+                                 std::string_view what);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_

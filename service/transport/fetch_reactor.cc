@@ -1,0 +1,130 @@
+// Remote fetch: a header, then chunks whose data slices point into the
+// version's sealed memory. The lease is held until gRPC releases the last
+// slice, which may be after the call finished.
+#include <algorithm>
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/transport/byte_buffer_codec.h"
+#include "service/transport/request_validation.h"
+#include "service/transport/status_conversion.h"
+#include "service/transport/tensor_service.h"
+
+namespace tensord {
+namespace {
+
+// Keeps the fetched version alive for the stream and for every chunk slice
+// still inside gRPC. One allocation per fetch, none per chunk.
+class PayloadHold {
+ public:
+  explicit PayloadHold(Lease lease) : lease_(std::move(lease)) {}
+  const TensorVersion& version() const { return *lease_; }
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  static void UnrefCallback(void* hold) { static_cast<PayloadHold*>(hold)->Unref(); }
+
+ private:
+  Lease lease_;
+  std::atomic<int> refs_{1};
+};
+
+class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+               Registry& registry, const ServerOptions& options)
+      : context_(context) {
+    if (absl::Status status = Start(*request, registry, options); !status.ok()) {
+      Log(LogLevel::kDebug, "fetch_failed",
+          {{"peer", context_->peer()}, {"code", absl::StatusCodeToString(status.code())},
+           {"message", status.message()}});
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    WriteHeader();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (finished_) return;
+    if (!ok) {
+      // The client went away or the deadline passed; the lease goes with OnDone.
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "fetch stream broken"));
+      return;
+    }
+    WriteNextChunk();
+  }
+
+  void OnDone() override {
+    if (hold_ != nullptr) hold_->Unref();
+    delete this;
+  }
+
+ private:
+  absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
+                     const ServerOptions& options) {
+    TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_bytes, request_, "fetch request"));
+    TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
+    TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
+    next_offset_ = range.offset;
+    end_offset_ = range.offset + range.length;
+    chunk_bytes_ = options.chunk_bytes;
+    if (request_.max_chunk_bytes() != 0) {
+      chunk_bytes_ = std::min(chunk_bytes_, request_.max_chunk_bytes());
+    }
+    hold_ = new PayloadHold(std::move(lease));
+    return absl::OkStatus();
+  }
+
+  void WriteHeader() {
+    const TensorVersion& version = hold_->version();
+    v1::FetchResponse response;
+    v1::FetchHeader* header = response.mutable_header();
+    InfoToProto(InfoOf(version), header->mutable_info());
+    header->mutable_range()->set_offset(next_offset_);
+    header->mutable_range()->set_length(end_offset_ - next_offset_);
+    message_ = SerializeToByteBuffer(response);
+    Write();
+  }
+
+  void WriteNextChunk() {
+    const TensorVersion& version = hold_->version();
+    const uint64_t size = std::min<uint64_t>(chunk_bytes_, end_offset_ - next_offset_);
+    hold_->Ref();  // dropped by gRPC through UnrefCallback
+    message_ = MakeChunkBuffer(next_offset_, version.buffer->data() + next_offset_, size,
+                               &PayloadHold::UnrefCallback, hold_);
+    next_offset_ += size;
+    Write();
+  }
+
+  // The last message carries the final status too, saving a round trip.
+  void Write() {
+    if (next_offset_ == end_offset_) {
+      finished_ = true;
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&message_);
+    }
+  }
+
+  grpc::CallbackServerContext* const context_;
+  v1::FetchRequest request_;
+  PayloadHold* hold_ = nullptr;
+  grpc::ByteBuffer message_;
+  uint64_t next_offset_ = 0;
+  uint64_t end_offset_ = 0;
+  uint32_t chunk_bytes_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::Fetch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new FetchReactor(context, request, registry_, options_);
+}
+
+}  // namespace tensord

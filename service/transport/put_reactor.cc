@@ -1,0 +1,150 @@
+// Remote put: header, then chunks copied from the received slices straight
+// into the new version's memfd (the one copy), then publish on half-close.
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/crc32c.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/transport/byte_buffer_codec.h"
+#include "service/transport/request_validation.h"
+#include "service/transport/status_conversion.h"
+#include "service/transport/tensor_service.h"
+
+namespace tensord {
+namespace {
+
+class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  PutReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response, Registry& registry,
+             const ServerOptions& options)
+      : context_(context), response_(response), registry_(registry), options_(options) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      FinishWith(EndOfStream());
+      return;
+    }
+    if (absl::Status status = HandleMessage(); !status.ok()) {
+      FinishWith(status);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status HandleMessage() {
+    TENSORD_RETURN_IF_ERROR(decoder_.Decode(request_));
+    const StreamMessage& message = decoder_.message();
+    switch (message.kind) {
+      case StreamMessage::Kind::kHeader: return StartVersion(message.header);
+      case StreamMessage::Kind::kChunk: return CopyChunk(message);
+      case StreamMessage::Kind::kEmpty: break;
+    }
+    return absl::InvalidArgumentError("put message carries neither a header nor a chunk");
+  }
+
+  absl::Status StartVersion(const std::string& header_bytes) {
+    if (pending_.buffer != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("put of '", pending_.name, "' sent a second header"));
+    }
+    v1::PutHeader header;
+    if (!header.ParseFromString(header_bytes)) {
+      return absl::InvalidArgumentError("put header is not a valid tensord.v1.PutHeader");
+    }
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
+    TENSORD_ASSIGN_OR_RETURN(pending_.reservation, registry_.ReserveHostBytes(put.total_bytes));
+    TENSORD_ASSIGN_OR_RETURN(pending_.buffer, HostBuffer::Create(put.total_bytes, put.name));
+    pending_.name = std::move(put.name);
+    pending_.layout = std::move(put.layout);
+    pending_.total_bytes = put.total_bytes;
+    expected_crc32c_ = put.crc32c;
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyChunk(const StreamMessage& chunk) {
+    if (pending_.buffer == nullptr) {
+      return absl::InvalidArgumentError("put sent a chunk before its header");
+    }
+    if (chunk.chunk_offset != received_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "put of '", pending_.name, "' sent a chunk at offset ", chunk.chunk_offset,
+          " but ", received_, " bytes have arrived; chunks must be contiguous and in order"));
+    }
+    if (chunk.chunk_size > pending_.total_bytes - received_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "put of '", pending_.name, "' sent a chunk [", chunk.chunk_offset, ", +",
+          chunk.chunk_size, ") beyond total_bytes ", pending_.total_bytes));
+    }
+    uint8_t* destination = pending_.buffer->mutable_data() + received_;
+    for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
+      std::memcpy(destination, piece.data(), piece.size());
+      // Checksummed now, while the bytes are still in cache.
+      crc32c_ = Crc32cExtend(crc32c_, destination, piece.size());
+      destination += piece.size();
+    }
+    received_ += chunk.chunk_size;
+    return absl::OkStatus();
+  }
+
+  absl::Status EndOfStream() {
+    if (context_->IsCancelled()) {
+      return absl::CancelledError("put cancelled by the client; nothing was published");
+    }
+    if (pending_.buffer == nullptr) {
+      return absl::InvalidArgumentError("put stream ended before a header");
+    }
+    if (received_ != pending_.total_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "put of '", pending_.name, "' ended after ", received_, " of ", pending_.total_bytes,
+          " bytes; nothing was published"));
+    }
+    pending_.crc32c = crc32c_;
+    TENSORD_ASSIGN_OR_RETURN(VersionInfo info,
+                             registry_.Publish(std::move(pending_), expected_crc32c_));
+    Log(LogLevel::kInfo, "put",
+        {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
+         {"peer", context_->peer()}});
+    v1::PutResponse response;
+    InfoToProto(info, response.mutable_info());
+    *response_ = SerializeToByteBuffer(response);
+    return absl::OkStatus();
+  }
+
+  void FinishWith(const absl::Status& status) {
+    if (!status.ok()) {
+      Log(LogLevel::kInfo, "put_failed",
+          {{"name", pending_.name}, {"peer", context_->peer()},
+           {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
+      // Free the partial bytes and their reservation now, not at OnDone.
+      pending_ = PendingVersion();
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_;
+  Registry& registry_;
+  const ServerOptions& options_;
+  grpc::ByteBuffer request_;
+  ByteBufferDecoder decoder_;
+  PendingVersion pending_;
+  std::optional<uint32_t> expected_crc32c_;
+  uint64_t received_ = 0;
+  uint32_t crc32c_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::Put(grpc::CallbackServerContext* context,
+                                                              grpc::ByteBuffer* response) {
+  return new PutReactor(context, response, registry_, options_);
+}
+
+}  // namespace tensord

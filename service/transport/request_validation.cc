@@ -1,0 +1,56 @@
+#include "service/transport/request_validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/common/status_macros.h"
+#include "service/dlpack/data_type.h"
+#include "service/registry/tensor_name.h"
+#include "service/transport/layout_conversion.h"
+
+namespace tensord {
+
+absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
+                                               uint64_t max_tensor_bytes) {
+  ValidatedPut put;
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(header.name()));
+  put.name = header.name();
+  TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(header.layout()));
+  if (put.layout.device.device_type != kDLCPU || put.layout.device.device_id != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layout.device {type ", put.layout.device.device_type, ", id ",
+        put.layout.device.device_id, "} is not available: this server holds host (kDLCPU 0) tensors"));
+  }
+  TENSORD_ASSIGN_OR_RETURN(uint64_t required, dlpack::RequiredBytes(put.layout));
+  if (header.total_bytes() != required) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "total_bytes ", header.total_bytes(), " does not match the ", required,
+        " bytes the layout ", dlpack::DescribeLayout(put.layout), " needs"));
+  }
+  if (required > max_tensor_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("tensor '", put.name, "' is ", required,
+                                                     " bytes; the limit (--max-tensor-bytes) is ",
+                                                     max_tensor_bytes));
+  }
+  put.total_bytes = required;
+  if (header.has_crc32c()) put.crc32c = header.crc32c();
+  return put;
+}
+
+absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint64_t total_bytes) {
+  if (!request.has_range()) return ByteSpan{0, total_bytes};
+  const uint64_t offset = request.range().offset();
+  if (offset > total_bytes) {
+    return absl::OutOfRangeError(absl::StrCat("range.offset ", offset, " is beyond the ",
+                                              total_bytes, " bytes of tensor '", request.name(),
+                                              "'"));
+  }
+  uint64_t length = request.range().length();
+  if (length == 0) length = total_bytes - offset;
+  if (length > total_bytes - offset) {
+    return absl::OutOfRangeError(absl::StrCat("range [", offset, ", +", length,
+                                              ") reaches beyond the ", total_bytes,
+                                              " bytes of tensor '", request.name(), "'"));
+  }
+  return ByteSpan{offset, length};
+}
+
+}  // namespace tensord

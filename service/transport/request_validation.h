@@ -1,0 +1,41 @@
+// Checks of every request field before a byte moves. Plain functions over the
+// wire messages so fuzz targets and unit tests reach them without a server.
+#ifndef TENSORD_SERVICE_TRANSPORT_REQUEST_VALIDATION_H_
+#define TENSORD_SERVICE_TRANSPORT_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "service/dlpack/tensor_layout.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace tensord {
+
+struct ValidatedPut {
+  std::string name;
+  dlpack::TensorLayout layout;
+  uint64_t total_bytes = 0;
+  std::optional<uint32_t> crc32c;
+};
+
+// Name rules, layout (dtype, ndim, shape, strides, byte_offset), a host
+// device, total_bytes equal to what the layout needs and at most
+// `max_tensor_bytes`. INVALID_ARGUMENT names the field and value; a tensor
+// over the size limit is RESOURCE_EXHAUSTED; a device this server cannot hold
+// is FAILED_PRECONDITION.
+absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
+                                               uint64_t max_tensor_bytes);
+
+// The absolute byte range [offset, offset + length) a fetch covers, checked
+// against the tensor's size. INVALID_ARGUMENT names the range and the size.
+struct ByteSpan {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint64_t total_bytes);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_REQUEST_VALIDATION_H_

@@ -1,0 +1,30 @@
+// Everything the gRPC server needs to know; server/main.cc fills it from flags.
+#ifndef TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_
+#define TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "service/registry/registry.h"
+
+namespace tensord {
+
+struct ServerOptions {
+  // "host:port" (port 0 picks a free one) or "unix:PATH".
+  std::vector<std::string> listen_addresses = {"127.0.0.1:50051"};
+  RegistryOptions registry;
+  // Largest single tensor a put may store (--max-tensor-bytes).
+  uint64_t max_tensor_bytes = uint64_t{4} << 30;
+  // Data bytes per fetch chunk message.
+  uint32_t chunk_bytes = 1 << 20;
+  // Largest gRPC message either way; must exceed chunk_bytes plus framing.
+  uint32_t max_message_bytes = 8 << 20;
+  // Graceful shutdown: in-flight calls get this long to finish.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_

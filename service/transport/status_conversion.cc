@@ -1,0 +1,17 @@
+#include "service/transport/status_conversion.h"
+
+#include <string>
+
+namespace tensord {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace tensord

@@ -1,0 +1,98 @@
+#include "service/transport/tensor_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "service/common/log.h"
+#include "service/transport/tensor_service.h"
+
+namespace tensord {
+namespace {
+
+// "unix:PATH", "unix:///PATH", "host:port" or "[v6]:port".
+absl::Status ValidateListenAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) {
+    if (address.size() == 5) {
+      return absl::InvalidArgumentError(absl::StrCat("listen address '", address, "' has no path"));
+    }
+    return absl::OkStatus();
+  }
+  size_t colon = address.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address '", address, "' is not host:port (port 0..65535) or unix:PATH"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOptions& options) {
+  if (options.listen_addresses.empty()) {
+    return absl::InvalidArgumentError("no listen address given");
+  }
+  if (options.chunk_bytes == 0 || options.chunk_bytes > options.max_message_bytes - 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk size ", options.chunk_bytes,
+                                                   " must be in 1..max message size (",
+                                                   options.max_message_bytes, ") - 4096"));
+  }
+  for (const std::string& address : options.listen_addresses) {
+    if (absl::Status status = ValidateListenAddress(address); !status.ok()) return status;
+  }
+
+  std::unique_ptr<TensorServer> server(new TensorServer());
+  server->registry_ = std::make_unique<Registry>(options.registry);
+  server->service_ = std::make_unique<TensorService>(*server->registry_, options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  std::vector<int> ports(options.listen_addresses.size(), 0);
+  for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
+    builder.AddListeningPort(options.listen_addresses[i], grpc::InsecureServerCredentials(),
+                             &ports[i]);
+  }
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("could not start gRPC server on ",
+                                               absl::StrJoin(options.listen_addresses, ", ")));
+  }
+  for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
+    const std::string& address = options.listen_addresses[i];
+    if (ports[i] == 0) {
+      server->server_->Shutdown();
+      return absl::UnavailableError(absl::StrCat("could not bind listen address '", address, "'"));
+    }
+    if (absl::StartsWith(address, "unix:")) {
+      server->bound_addresses_.push_back(address);
+    } else {
+      server->bound_addresses_.push_back(
+          absl::StrCat(address.substr(0, address.rfind(':')), ":", ports[i]));
+    }
+  }
+  return server;
+}
+
+TensorServer::~TensorServer() {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+  }
+}
+
+void TensorServer::Shutdown(absl::Duration grace) {
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+}
+
+void TensorServer::Wait() { server_->Wait(); }
+
+}  // namespace tensord

@@ -1,0 +1,51 @@
+// A running tensord gRPC server: the registry, the service and its
+// listeners, wired together. server/main.cc adds flags and signals.
+#ifndef TENSORD_SERVICE_TRANSPORT_TENSOR_SERVER_H_
+#define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/registry/registry.h"
+#include "service/transport/server_options.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tensord {
+
+class TensorService;
+
+class TensorServer {
+ public:
+  // Binds every listen address and starts serving. INVALID_ARGUMENT for a
+  // malformed address, UNAVAILABLE when one cannot be bound.
+  static absl::StatusOr<std::unique_ptr<TensorServer>> Start(const ServerOptions& options);
+  ~TensorServer();
+
+  // The addresses actually bound, with chosen ports filled in
+  // ("127.0.0.1:43521", "unix:/run/tensord.sock").
+  const std::vector<std::string>& bound_addresses() const { return bound_addresses_; }
+  Registry& registry() { return *registry_; }
+
+  // Stops accepting calls, lets in-flight calls run up to `grace`, then
+  // cancels what is left. Safe to call from any thread, more than once.
+  void Shutdown(absl::Duration grace);
+  // Blocks until Shutdown() has completed.
+  void Wait();
+
+ private:
+  TensorServer() = default;
+
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<TensorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> bound_addresses_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_TENSOR_SERVER_H_

@@ -1,0 +1,48 @@
+// The gRPC face of the registry: tensord.v1.TensorService on the callback
+// API. Put and Fetch use raw ByteBuffers so tensor bytes are never copied
+// into or out of protobuf `bytes` fields.
+#ifndef TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
+#define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
+
+#include "service/registry/registry.h"
+#include "service/transport/server_options.h"
+#include "tensord/v1/tensor_service.grpc.pb.h"
+
+namespace tensord {
+
+using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
+    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_Stat<
+        v1::TensorService::WithCallbackMethod_List<
+            v1::TensorService::WithCallbackMethod_Delete<v1::TensorService::Service>>>>>;
+
+// Thread-safe; the registry must outlive the service.
+class TensorService final : public TensorServiceBase {
+ public:
+  TensorService(Registry& registry, const ServerOptions& options)
+      : registry_(registry), options_(options) {}
+
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
+                                                 grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Fetch(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context,
+                                 const v1::StatRequest* request,
+                                 v1::StatResponse* response) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListRequest* request,
+                                 v1::ListResponse* response) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
+                                   const v1::DeleteRequest* request,
+                                   v1::DeleteResponse* response) override;
+
+ private:
+  Registry& registry_;
+  const ServerOptions options_;
+};
+
+// Fills a wire TensorInfo from the registry's copy.
+void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -93,8 +94,8 @@ std::vector<std::string> TakeListenAddresses(std::vector<std::string>& arguments
   std::vector<std::string> addresses;
   std::vector<std::string> rest;
   for (size_t i = 0; i < arguments.size(); ++i) {
-    std::string_view argument = arguments[i];
-    std::string_view value;
+    absl::string_view argument = arguments[i];
+    absl::string_view value;
     if (absl::ConsumePrefix(&argument, "--listen=") || absl::ConsumePrefix(&argument, "-listen=")) {
       value = argument;
     } else if ((argument == "--listen" || argument == "-listen") && i + 1 < arguments.size()) {
@@ -103,7 +104,7 @@ std::vector<std::string> TakeListenAddresses(std::vector<std::string>& arguments
       rest.push_back(arguments[i]);
       continue;
     }
-    for (std::string_view address : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    for (absl::string_view address : absl::StrSplit(value, ',', absl::SkipEmpty())) {
       addresses.emplace_back(address);
     }
   }

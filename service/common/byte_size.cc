@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/common/byte_size.h"
 
 #include "absl/strings/ascii.h"
@@ -7,8 +8,8 @@
 
 namespace tensord {
 
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
-  std::string_view trimmed = absl::StripAsciiWhitespace(text);
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  absl::string_view trimmed = absl::StripAsciiWhitespace(text);
   size_t digits = 0;
   while (digits < trimmed.size() && absl::ascii_isdigit(trimmed[digits])) ++digits;
   uint64_t number = 0;

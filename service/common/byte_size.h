@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -12,7 +12,7 @@ namespace tensord {
 
 // A number with an optional suffix: B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB
 // (all binary: K = 1024), case-insensitive. INVALID_ARGUMENT names the text.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
 // "512 B", "4.0 KiB", "1.5 GiB".
 std::string FormatByteSize(uint64_t bytes);

@@ -118,36 +118,49 @@ inline uint64_t Load64(const unsigned char* p) {
   return v;
 }
 
+// The running state of the hardware loop.
+struct HwCursor {
+  uint64_t crc;  // pre-conditioned (inverted) register
+  const unsigned char* p;
+  size_t n;
+};
+
 // One crc32 instruction has a latency of 3 cycles but a throughput of one per
-// cycle, so three independent streams run about three times faster than one.
+// cycle, so three independent streams over adjacent blocks run about three
+// times faster than one; the three CRCs are then joined with `shift`, the
+// operator for `block` zero bytes. (A lambda here would not inherit the
+// target attribute under GCC, hence a function.)
+__attribute__((target("sse4.2"))) void ThreeStreams(HwCursor& c, size_t block,
+                                                    const ShiftTables& shift) {
+  while (c.n >= 3 * block) {
+    uint64_t c0 = c.crc, c1 = 0, c2 = 0;
+    const unsigned char* p = c.p;
+    const unsigned char* end = p + block;
+    do {
+      c0 = _mm_crc32_u64(c0, Load64(p));
+      c1 = _mm_crc32_u64(c1, Load64(p + block));
+      c2 = _mm_crc32_u64(c2, Load64(p + 2 * block));
+      p += 8;
+    } while (p < end);
+    c0 = Shift(shift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
+    c.crc = Shift(shift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c2);
+    c.p += 3 * block;
+    c.n -= 3 * block;
+  }
+}
+
 __attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const unsigned char* p,
                                                           size_t n) {
-  uint64_t c0 = ~crc;
-  while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
-    c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
-    --n;
+  HwCursor c{~crc, p, n};
+  // Byte steps up to 8-byte alignment, so the word loads below are aligned.
+  for (; c.n > 0 && (reinterpret_cast<uintptr_t>(c.p) & 7) != 0; --c.n) {
+    c.crc = _mm_crc32_u8(static_cast<uint32_t>(c.crc), *c.p++);
   }
-  auto three_streams = [&](size_t block, const ShiftTables& shift) {
-    while (n >= 3 * block) {
-      uint64_t c1 = 0, c2 = 0;
-      const unsigned char* end = p + block;
-      do {
-        c0 = _mm_crc32_u64(c0, Load64(p));
-        c1 = _mm_crc32_u64(c1, Load64(p + block));
-        c2 = _mm_crc32_u64(c2, Load64(p + 2 * block));
-        p += 8;
-      } while (p < end);
-      c0 = Shift(shift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
-      c0 = Shift(shift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c2);
-      p += 2 * block;
-      n -= 3 * block;
-    }
-  };
-  three_streams(kLongBlock, kShiftLong);
-  three_streams(kShortBlock, kShiftShort);
-  for (; n >= 8; n -= 8, p += 8) c0 = _mm_crc32_u64(c0, Load64(p));
-  for (; n > 0; --n) c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), *p++);
-  return ~static_cast<uint32_t>(c0);
+  ThreeStreams(c, kLongBlock, kShiftLong);
+  ThreeStreams(c, kShortBlock, kShiftShort);
+  for (; c.n >= 8; c.n -= 8, c.p += 8) c.crc = _mm_crc32_u64(c.crc, Load64(c.p));
+  for (; c.n > 0; --c.n) c.crc = _mm_crc32_u8(static_cast<uint32_t>(c.crc), *c.p++);
+  return ~static_cast<uint32_t>(c.crc);
 }
 #endif  // __x86_64__
 

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/common/errno_status.h"
 
 #include <cerrno>
@@ -7,7 +8,7 @@
 
 namespace tensord {
 
-absl::Status ErrnoStatus(int error_number, std::string_view what) {
+absl::Status ErrnoStatus(int error_number, absl::string_view what) {
   std::string message = absl::StrCat(what, ": ", std::strerror(error_number));
   switch (error_number) {
     case ENOENT: return absl::NotFoundError(message);

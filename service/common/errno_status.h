@@ -2,14 +2,14 @@
 #ifndef TENSORD_SERVICE_COMMON_ERRNO_STATUS_H_
 #define TENSORD_SERVICE_COMMON_ERRNO_STATUS_H_
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 
 namespace tensord {
 
 // `what` names the failed call and its subject, e.g. "memfd_create(w1)".
-absl::Status ErrnoStatus(int error_number, std::string_view what);
+absl::Status ErrnoStatus(int error_number, absl::string_view what);
 
 }  // namespace tensord
 

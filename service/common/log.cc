@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/common/log.h"
 
 #include <unistd.h>
@@ -14,7 +15,7 @@ namespace {
 
 std::atomic<int> min_level{static_cast<int>(LogLevel::kInfo)};
 
-std::string_view LevelName(LogLevel level) {
+absl::string_view LevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kDebug: return "debug";
     case LogLevel::kInfo: return "info";
@@ -24,7 +25,7 @@ std::string_view LevelName(LogLevel level) {
   return "unknown";
 }
 
-bool NeedsQuotes(std::string_view value) {
+bool NeedsQuotes(absl::string_view value) {
   if (value.empty()) return true;
   for (char c : value) {
     if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f) return true;
@@ -32,9 +33,9 @@ bool NeedsQuotes(std::string_view value) {
   return false;
 }
 
-void AppendValue(std::string& line, std::string_view value) {
+void AppendValue(std::string& line, absl::string_view value) {
   if (!NeedsQuotes(value)) {
-    line.append(value);
+    line.append(value.data(), value.size());
     return;
   }
   line.push_back('"');
@@ -57,7 +58,7 @@ void AppendValue(std::string& line, std::string_view value) {
 
 }  // namespace
 
-absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
   std::string lower = absl::AsciiStrToLower(text);
   if (lower == "debug") return LogLevel::kDebug;
   if (lower == "info") return LogLevel::kInfo;
@@ -71,7 +72,7 @@ void SetMinLogLevel(LogLevel level) { min_level.store(static_cast<int>(level)); 
 
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= min_level.load(); }
 
-void Log(LogLevel level, std::string_view event, std::initializer_list<LogField> fields) {
+void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
   std::string line = absl::StrCat(
       "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()),

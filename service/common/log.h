@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -15,7 +15,7 @@ namespace tensord {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
-absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text);
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text);
 
 // Lines below this level are dropped. Thread-safe.
 void SetMinLogLevel(LogLevel level);
@@ -24,17 +24,17 @@ bool LogEnabled(LogLevel level);
 // One key=value field; values are quoted when they need it.
 struct LogField {
   template <typename T>
-  LogField(std::string_view k, const T& v) : key(k), value(absl::StrCat(v)) {}
-  LogField(std::string_view k, std::string_view v) : key(k), value(v) {}
-  LogField(std::string_view k, const char* v) : key(k), value(v) {}
-  LogField(std::string_view k, const std::string& v) : key(k), value(v) {}
-  std::string_view key;
+  LogField(absl::string_view k, const T& v) : key(k), value(absl::StrCat(v)) {}
+  LogField(absl::string_view k, absl::string_view v) : key(k), value(v) {}
+  LogField(absl::string_view k, const char* v) : key(k), value(v) {}
+  LogField(absl::string_view k, const std::string& v) : key(k), value(v) {}
+  absl::string_view key;
   std::string value;
 };
 
 // Writes one line to stderr atomically (one write(2) call), so lines from
 // concurrent threads never interleave.
-void Log(LogLevel level, std::string_view event,
+void Log(LogLevel level, absl::string_view event,
          std::initializer_list<LogField> fields = {});
 
 }  // namespace tensord

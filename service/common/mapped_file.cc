@@ -39,8 +39,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("map ", path, ": not a regular file"));
   }
-  if (st.st_size < 0 ||
-      static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("map ", path, ": size ", st.st_size, " does not fit in memory"));
   }

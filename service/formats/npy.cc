@@ -1,4 +1,5 @@
 #include "service/formats/npy.h"
+#include "absl/strings/string_view.h"
 
 #include <algorithm>
 #include <array>
@@ -38,13 +39,20 @@ struct DescrEntry {
 };
 
 constexpr std::array<DescrEntry, 14> kDescrs = {{
-    {"b1", {dlpack::kBool, 8, 1}},     {"i1", {dlpack::kInt, 8, 1}},
-    {"i2", {dlpack::kInt, 16, 1}},     {"i4", {dlpack::kInt, 32, 1}},
-    {"i8", {dlpack::kInt, 64, 1}},     {"u1", {dlpack::kUInt, 8, 1}},
-    {"u2", {dlpack::kUInt, 16, 1}},    {"u4", {dlpack::kUInt, 32, 1}},
-    {"u8", {dlpack::kUInt, 64, 1}},    {"f2", {dlpack::kFloat, 16, 1}},
-    {"f4", {dlpack::kFloat, 32, 1}},   {"f8", {dlpack::kFloat, 64, 1}},
-    {"c8", {dlpack::kComplex, 64, 1}}, {"c16", {dlpack::kComplex, 128, 1}},
+    {"b1", {dlpack::kBool, 8, 1}},
+    {"i1", {dlpack::kInt, 8, 1}},
+    {"i2", {dlpack::kInt, 16, 1}},
+    {"i4", {dlpack::kInt, 32, 1}},
+    {"i8", {dlpack::kInt, 64, 1}},
+    {"u1", {dlpack::kUInt, 8, 1}},
+    {"u2", {dlpack::kUInt, 16, 1}},
+    {"u4", {dlpack::kUInt, 32, 1}},
+    {"u8", {dlpack::kUInt, 64, 1}},
+    {"f2", {dlpack::kFloat, 16, 1}},
+    {"f4", {dlpack::kFloat, 32, 1}},
+    {"f8", {dlpack::kFloat, 64, 1}},
+    {"c8", {dlpack::kComplex, 64, 1}},
+    {"c16", {dlpack::kComplex, 128, 1}},
 }};
 
 absl::StatusOr<DLDataType> DescrToDataType(std::string_view descr) {
@@ -157,13 +165,13 @@ class DictParser {
 
   absl::StatusOr<int64_t> ParseDim() {
     SkipSpace();
+    const size_t start = pos_;
     bool negative = false;
     if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) {
       negative = text_[pos_] == '-';
       ++pos_;
     }
     if (pos_ >= text_.size() || !IsDigit(text_[pos_])) return Error("expected an integer");
-    size_t start = pos_;
     uint64_t value = 0;
     constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
     while (pos_ < text_.size() && IsDigit(text_[pos_])) {
@@ -189,14 +197,18 @@ class DictParser {
 };
 
 struct DictFields {
-  std::optional<std::string> descr;
-  std::optional<bool> fortran_order;
-  std::optional<std::vector<int64_t>> shape;
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
 };
 
 absl::StatusOr<DictFields> ParseDict(std::string_view text) {
   DictParser p(text);
-  DictFields fields;
+  struct {
+    std::optional<std::string> descr;
+    std::optional<bool> fortran_order;
+    std::optional<std::vector<int64_t>> shape;
+  } fields;
   if (!p.Consume('{')) return p.Error("expected '{'");
   while (!p.Consume('}')) {
     TENSORD_ASSIGN_OR_RETURN(std::string key, p.ParseString());
@@ -225,7 +237,7 @@ absl::StatusOr<DictFields> ParseDict(std::string_view text) {
   if (!fields.descr) return HeaderError("dict has no 'descr' key");
   if (!fields.fortran_order) return HeaderError("dict has no 'fortran_order' key");
   if (!fields.shape) return HeaderError("dict has no 'shape' key");
-  return fields;
+  return DictFields{std::move(*fields.descr), *fields.fortran_order, std::move(*fields.shape)};
 }
 
 // Column-major strides in elements. Extents of 0 count as 1, as in numpy, so
@@ -235,7 +247,8 @@ absl::StatusOr<std::vector<int64_t>> FortranStrides(std::span<const int64_t> sha
   int64_t stride = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     strides[i] = stride;
-    if (i + 1 < shape.size() && __builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride)) {
+    if (i + 1 < shape.size() &&
+        __builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride)) {
       return HeaderError("Fortran-order strides overflow int64");
     }
   }
@@ -277,8 +290,8 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view file, bool file_is_com
   }
   const uint64_t dict_bytes = LoadLe(file.substr(kMagic.size() + 2, length_bytes));
   if (dict_bytes > kMaxHeaderBytes) {
-    return HeaderError(absl::StrCat("header length ", dict_bytes, " exceeds the limit of ",
-                                    kMaxHeaderBytes));
+    return HeaderError(
+        absl::StrCat("header length ", dict_bytes, " exceeds the limit of ", kMaxHeaderBytes));
   }
   if (dict_bytes > file.size() - prefix) {
     return HeaderError(absl::StrCat("header length ", dict_bytes, " runs past the end of the ",
@@ -287,14 +300,16 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view file, bool file_is_com
   TENSORD_ASSIGN_OR_RETURN(DictFields fields, ParseDict(file.substr(prefix, dict_bytes)));
 
   NpyHeader header;
-  TENSORD_ASSIGN_OR_RETURN(header.layout.dtype, DescrToDataType(*fields.descr));
-  header.layout.shape = std::move(*fields.shape);
-  absl::StatusOr<uint64_t> bytes = dlpack::CompactByteSize(header.layout.dtype, header.layout.shape);
+  TENSORD_ASSIGN_OR_RETURN(header.layout.dtype, DescrToDataType(fields.descr));
+  header.layout.shape = std::move(fields.shape);
+  absl::StatusOr<uint64_t> bytes =
+      dlpack::CompactByteSize(header.layout.dtype, header.layout.shape);
   if (!bytes.ok()) {
-    return HeaderError(absl::StrCat("shape ", ShapeTuple(header.layout.shape), ": ",
-                                    bytes.status().message()));
+    // Our own prefix names the value whatever the dlpack message says.
+    return HeaderError(
+        absl::StrCat("shape ", ShapeTuple(header.layout.shape), ": ", bytes.status().message()));
   }
-  if (*fields.fortran_order) {
+  if (fields.fortran_order) {
     TENSORD_ASSIGN_OR_RETURN(header.layout.strides, FortranStrides(header.layout.shape));
   }
   header.data_offset = prefix + dict_bytes;
@@ -327,8 +342,7 @@ absl::StatusOr<std::string> EncodeNpyHeader(DLDataType dtype, std::span<const in
 
   // Keys in sorted order, as numpy writes them.
   std::string dict = absl::StrCat("{'descr': '", dtype.bits == 8 ? "|" : "<", AsAbsl(entry->type),
-                                  "', 'fortran_order': False, 'shape': ", ShapeTuple(shape),
-                                  ", }");
+                                  "', 'fortran_order': False, 'shape': ", ShapeTuple(shape), ", }");
   // Pad with spaces and end with '\n' so the data starts 64-byte aligned.
   auto padded = [&](size_t prefix) {
     size_t unpadded = prefix + dict.size() + 1;

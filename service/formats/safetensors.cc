@@ -1,4 +1,5 @@
 #include "service/formats/safetensors.h"
+#include "absl/strings/string_view.h"
 
 #include <algorithm>
 #include <array>
@@ -57,7 +58,8 @@ absl::Status Error(std::string_view what) {
 }
 
 absl::Status TensorError(std::string_view name, std::string_view what) {
-  return Error(absl::StrCat("tensor '", absl::Utf8SafeCHexEscape(AsAbsl(name)), "': ", AsAbsl(what)));
+  return Error(
+      absl::StrCat("tensor '", absl::Utf8SafeCHexEscape(AsAbsl(name)), "': ", AsAbsl(what)));
 }
 
 // Renders a JSON value for an error message, cut short so a hostile header
@@ -88,33 +90,38 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const Json&
 
   SafetensorsEntry entry;
   entry.name = name;
-  if (!dtype_it->is_string()) return TensorError(name, "dtype " + Excerpt(*dtype_it) + " is not a string");
+  if (!dtype_it->is_string())
+    return TensorError(name, "dtype " + Excerpt(*dtype_it) + " is not a string");
   const std::string& dtype_name = dtype_it->get_ref<const std::string&>();
   const DtypeName* known = nullptr;
   for (const DtypeName& d : kDtypes) {
     if (d.name == dtype_name) known = &d;
   }
   if (known == nullptr) {
-    return TensorError(name, absl::StrCat("unsupported dtype '", absl::Utf8SafeCHexEscape(dtype_name), "'"));
+    return TensorError(
+        name, absl::StrCat("unsupported dtype '", absl::Utf8SafeCHexEscape(dtype_name), "'"));
   }
   entry.layout.dtype = known->dtype;
 
-  if (!shape_it->is_array()) return TensorError(name, "shape " + Excerpt(*shape_it) + " is not an array");
+  if (!shape_it->is_array())
+    return TensorError(name, "shape " + Excerpt(*shape_it) + " is not an array");
   if (shape_it->size() > static_cast<size_t>(dlpack::kMaxDims)) {
-    return TensorError(name, absl::StrCat("shape has ", shape_it->size(),
-                                          " dimensions, more than ", dlpack::kMaxDims));
+    return TensorError(name, absl::StrCat("shape has ", shape_it->size(), " dimensions, more than ",
+                                          dlpack::kMaxDims));
   }
   for (const Json& dim : *shape_it) {
     std::optional<uint64_t> extent = AsUnsigned(dim, std::numeric_limits<int64_t>::max());
     if (!extent) {
-      return TensorError(name, absl::StrCat("shape ", Excerpt(*shape_it), " has extent ", Excerpt(dim),
-                                            ", not an integer in [0, 2^63)"));
+      return TensorError(name, absl::StrCat("shape ", Excerpt(*shape_it), " has extent ",
+                                            Excerpt(dim), ", not an integer in [0, 2^63)"));
     }
     entry.layout.shape.push_back(static_cast<int64_t>(*extent));
   }
   absl::StatusOr<uint64_t> bytes = dlpack::CompactByteSize(entry.layout.dtype, entry.layout.shape);
   if (!bytes.ok()) {
-    return TensorError(name, absl::StrCat("shape ", Excerpt(*shape_it), ": ", bytes.status().message()));
+    // Our own prefix names the value whatever the dlpack message says.
+    return TensorError(name,
+                       absl::StrCat("shape ", Excerpt(*shape_it), ": ", bytes.status().message()));
   }
 
   const Json& offsets = *offsets_it;
@@ -128,14 +135,14 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const Json&
                                           " is not [begin, end] with 0 <= begin <= end"));
   }
   if (*end > data_size) {
-    return TensorError(name, absl::StrCat("data_offsets ", Excerpt(offsets),
-                                          " run past the end of the ", data_size,
-                                          "-byte data section"));
+    return TensorError(name,
+                       absl::StrCat("data_offsets ", Excerpt(offsets), " run past the end of the ",
+                                    data_size, "-byte data section"));
   }
   if (*end - *begin != *bytes) {
     return TensorError(name, absl::StrCat("data_offsets ", Excerpt(offsets), " span ",
-                                          *end - *begin, " bytes but ", AsAbsl(known->name), " shape ",
-                                          Excerpt(*shape_it), " needs ", *bytes));
+                                          *end - *begin, " bytes but ", AsAbsl(known->name),
+                                          " shape ", Excerpt(*shape_it), " needs ", *bytes));
   }
   // Cannot overflow: end <= data_size and data_start + data_size == file size.
   entry.begin = data_start + *begin;
@@ -167,8 +174,8 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensors(std::string_view file) {
     header_bytes = header_bytes << 8 | static_cast<unsigned char>(file[i]);
   }
   if (header_bytes > kMaxHeaderBytes) {
-    return Error(absl::StrCat("header length ", header_bytes, " exceeds the limit of ",
-                              kMaxHeaderBytes));
+    return Error(
+        absl::StrCat("header length ", header_bytes, " exceeds the limit of ", kMaxHeaderBytes));
   }
   if (header_bytes > file.size() - kLengthBytes) {
     return Error(absl::StrCat("header length ", header_bytes, " runs past the end of the ",
@@ -199,7 +206,8 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensors(std::string_view file) {
       TENSORD_RETURN_IF_ERROR(ParseMetadata(*it, index.metadata));
       continue;
     }
-    TENSORD_ASSIGN_OR_RETURN(SafetensorsEntry entry, ParseEntry(it.key(), *it, data_start, data_size));
+    TENSORD_ASSIGN_OR_RETURN(SafetensorsEntry entry,
+                             ParseEntry(it.key(), *it, data_start, data_size));
     index.entries.push_back(std::move(entry));
   }
 
@@ -212,11 +220,11 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensors(std::string_view file) {
     const SafetensorsEntry& prev = index.entries[i - 1];
     const SafetensorsEntry& cur = index.entries[i];
     if (cur.begin < prev.end) {
-      return TensorError(cur.name, absl::StrCat("bytes [", cur.begin - data_start, ", ",
-                                                cur.end - data_start, ") overlap tensor '",
-                                                absl::Utf8SafeCHexEscape(prev.name), "' at [",
-                                                prev.begin - data_start, ", ",
-                                                prev.end - data_start, ")"));
+      return TensorError(
+          cur.name,
+          absl::StrCat("bytes [", cur.begin - data_start, ", ", cur.end - data_start,
+                       ") overlap tensor '", absl::Utf8SafeCHexEscape(prev.name), "' at [",
+                       prev.begin - data_start, ", ", prev.end - data_start, ")"));
     }
   }
   return index;

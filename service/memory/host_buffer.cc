@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/memory/host_buffer.h"
 
 #include <fcntl.h>
@@ -20,7 +21,7 @@ uint8_t* EmptyData() { return const_cast<uint8_t*>(kEmptyBytes); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Create(uint64_t size,
-                                                               std::string_view debug_name) {
+                                                               absl::string_view debug_name) {
   std::string name = absl::StrCat("tensord:", debug_name.substr(0, 200));
   ScopedFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,7 +19,7 @@ class HostBuffer {
   // A zero-filled, writable buffer of `size` bytes. `debug_name` shows in
   // /proc/PID/fd and /proc/PID/maps as "memfd:tensord:<debug_name>".
   static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(uint64_t size,
-                                                            std::string_view debug_name);
+                                                            absl::string_view debug_name);
   ~HostBuffer();
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;

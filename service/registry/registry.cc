@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/registry/registry.h"
 
 #include <utility>
@@ -16,11 +17,11 @@ namespace {
 constexpr uint32_t kDefaultPageSize = 100;
 constexpr uint32_t kMaxPageSize = 1000;
 
-std::string EncodePageToken(std::string_view last_name) {
+std::string EncodePageToken(absl::string_view last_name) {
   return absl::WebSafeBase64Escape(last_name);
 }
 
-absl::StatusOr<std::string> DecodePageToken(std::string_view token) {
+absl::StatusOr<std::string> DecodePageToken(absl::string_view token) {
   std::string last_name;
   if (!absl::WebSafeBase64Unescape(token, &last_name) || !ValidateTensorName(last_name).ok()) {
     return absl::InvalidArgumentError(
@@ -111,7 +112,7 @@ void Registry::RetireLocked(std::shared_ptr<const TensorVersion> version) {
   }
 }
 
-std::shared_ptr<const TensorVersion> Registry::FindLocked(std::string_view name,
+std::shared_ptr<const TensorVersion> Registry::FindLocked(absl::string_view name,
                                                           uint64_t version) const {
   auto it = latest_.find(name);
   if (it != latest_.end() && (version == 0 || it->second->version == version)) return it->second;
@@ -123,7 +124,7 @@ std::shared_ptr<const TensorVersion> Registry::FindLocked(std::string_view name,
   return found;
 }
 
-absl::StatusOr<Lease> Registry::Acquire(std::string_view name, uint64_t version) const {
+absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version) const {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   absl::ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
@@ -138,15 +139,15 @@ absl::StatusOr<Lease> Registry::Acquire(std::string_view name, uint64_t version)
   return Lease(std::move(found));
 }
 
-absl::StatusOr<VersionInfo> Registry::Stat(std::string_view name, uint64_t version) const {
+absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t version) const {
   TENSORD_ASSIGN_OR_RETURN(Lease lease, Acquire(name, version));
   VersionInfo info = InfoOf(*lease);
   info.open_leases -= 1;  // not counting the lease taken to read it
   return info;
 }
 
-absl::StatusOr<ListPage> Registry::List(std::string_view prefix, uint32_t page_size,
-                                        std::string_view page_token) const {
+absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_size,
+                                        absl::string_view page_token) const {
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   if (page_size > kMaxPageSize) {
     return absl::InvalidArgumentError(
@@ -172,7 +173,7 @@ absl::StatusOr<ListPage> Registry::List(std::string_view prefix, uint32_t page_s
   return page;
 }
 
-absl::StatusOr<uint64_t> Registry::Delete(std::string_view name, uint64_t expected_version) {
+absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expected_version) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   absl::MutexLock lock(&mutex_);
   auto it = latest_.find(name);

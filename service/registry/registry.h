@@ -7,7 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -75,19 +75,19 @@ class Registry {
 
   // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
   // missing; an older version is found while someone still holds it.
-  absl::StatusOr<Lease> Acquire(std::string_view name, uint64_t version) const;
+  absl::StatusOr<Lease> Acquire(absl::string_view name, uint64_t version) const;
 
-  absl::StatusOr<VersionInfo> Stat(std::string_view name, uint64_t version) const;
+  absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
 
   // Latest versions of names starting with `prefix`, in name order.
   // `page_size` 0 means 100; above 1000 is INVALID_ARGUMENT, as is a
   // page_token this registry did not produce.
-  absl::StatusOr<ListPage> List(std::string_view prefix, uint32_t page_size,
-                                std::string_view page_token) const;
+  absl::StatusOr<ListPage> List(absl::string_view prefix, uint32_t page_size,
+                                absl::string_view page_token) const;
 
   // Removes `name`; when `expected_version` is not 0 it must be the latest
   // (FAILED_PRECONDITION otherwise). Returns the removed version.
-  absl::StatusOr<uint64_t> Delete(std::string_view name, uint64_t expected_version);
+  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t expected_version);
 
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
@@ -95,7 +95,7 @@ class Registry {
 
  private:
   // Finds a live version; caller holds mutex_.
-  std::shared_ptr<const TensorVersion> FindLocked(std::string_view name, uint64_t version) const
+  std::shared_ptr<const TensorVersion> FindLocked(absl::string_view name, uint64_t version) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void RetireLocked(std::shared_ptr<const TensorVersion> version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/registry/tensor_name.h"
 
 #include "absl/strings/escaping.h"
@@ -12,11 +13,11 @@ bool IsNameChar(char c) {
          c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
 }
 
-std::string Quoted(std::string_view text) {
+std::string Quoted(absl::string_view text) {
   return absl::StrCat("'", absl::CHexEscape(text.substr(0, 300)), text.size() > 300 ? "...'" : "'");
 }
 
-absl::Status ValidateCharsAndLength(std::string_view text, std::string_view what) {
+absl::Status ValidateCharsAndLength(absl::string_view text, absl::string_view what) {
   if (text.size() > kMaxTensorNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", Quoted(text), " is ", text.size(),
                                                    " bytes; the limit is ", kMaxTensorNameBytes));
@@ -33,7 +34,7 @@ absl::Status ValidateCharsAndLength(std::string_view text, std::string_view what
 
 }  // namespace
 
-absl::Status ValidateTensorName(std::string_view name) {
+absl::Status ValidateTensorName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
   if (absl::Status status = ValidateCharsAndLength(name, "tensor name"); !status.ok()) {
     return status;
@@ -42,7 +43,7 @@ absl::Status ValidateTensorName(std::string_view name) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor name ", Quoted(name), " starts with '/'"));
   }
-  for (std::string_view segment : absl::StrSplit(name, '/')) {
+  for (absl::string_view segment : absl::StrSplit(name, '/')) {
     if (segment.empty() || segment == "." || segment == "..") {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor name ", Quoted(name), " has an empty, '.' or '..' path segment"));
@@ -51,7 +52,7 @@ absl::Status ValidateTensorName(std::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateNamePrefix(std::string_view prefix) {
+absl::Status ValidateNamePrefix(absl::string_view prefix) {
   return ValidateCharsAndLength(prefix, "name prefix");
 }
 

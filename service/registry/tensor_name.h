@@ -3,7 +3,7 @@
 #define TENSORD_SERVICE_REGISTRY_TENSOR_NAME_H_
 
 #include <cstddef>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 
@@ -15,10 +15,10 @@ inline constexpr size_t kMaxTensorNameBytes = 256;
 // with no empty, "." or ".." path segment. Names double as file names in
 // snapshots and as prefixes for namespaces, so nothing path-like may escape.
 // INVALID_ARGUMENT names the offending name (escaped) and the reason.
-absl::Status ValidateTensorName(std::string_view name);
+absl::Status ValidateTensorName(absl::string_view name);
 
 // Same charset and length for a List prefix, which may be empty or end in '/'.
-absl::Status ValidateNamePrefix(std::string_view prefix);
+absl::Status ValidateNamePrefix(absl::string_view prefix);
 
 }  // namespace tensord
 

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/transport/byte_buffer_codec.h"
 
 #include <string>
@@ -34,7 +35,7 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
 }
 
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
-                                 google::protobuf::MessageLite& message, std::string_view what) {
+                                 google::protobuf::MessageLite& message, absl::string_view what) {
   grpc::Slice slice;
   if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " is unreadable: ", status.error_message()));

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "google/protobuf/message_lite.h"
 #include "service/transport/stream_message.h"
@@ -40,7 +41,7 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
 
 // INVALID_ARGUMENT naming `what` when the bytes are not a valid message.
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,
-                                 std::string_view what);
+                                 absl::string_view what);
 
 }  // namespace tensord
 

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/transport/stream_message.h"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ size_t VarintSize(uint64_t value) {
   return n;
 }
 
-absl::Status Malformed(std::string_view what, uint64_t position) {
+absl::Status Malformed(absl::string_view what, uint64_t position) {
   return absl::InvalidArgumentError(
       absl::StrCat("malformed stream message: ", what, " at byte ", position));
 }

@@ -1,3 +1,4 @@
+#include "absl/strings/string_view.h"
 #include "service/transport/tensor_service.h"
 
 #include "absl/time/time.h"
@@ -9,7 +10,7 @@ namespace tensord {
 namespace {
 
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const absl::Status& status, std::string_view rpc) {
+                                      const absl::Status& status, absl::string_view rpc) {
   if (!status.ok()) {
     Log(LogLevel::kDebug, "rpc_failed",
         {{"rpc", rpc}, {"peer", context->peer()}, {"code", absl::StatusCodeToString(status.code())},

@@ -110,8 +110,8 @@ TEST(Crc32cTest, ExtendComposes) {
     uint32_t first = Crc32c(data.data(), split);
     EXPECT_EQ(Crc32cExtend(first, data.data() + split, data.size() - split), whole)
         << "split=" << split;
-    EXPECT_EQ(Crc32cExtendPortable(Crc32cExtendPortable(0, data.data(), split),
-                                   data.data() + split, data.size() - split),
+    EXPECT_EQ(Crc32cExtendPortable(Crc32cExtendPortable(0, data.data(), split), data.data() + split,
+                                   data.size() - split),
               whole);
   }
   // Many small pieces, as a streamed put would feed them.

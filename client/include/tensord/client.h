@@ -6,7 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,34 +67,34 @@ class Client {
   // Publishes `tensor` (host memory; any strides and byte_offset, packed
   // when not compact) as a new version of `name`. The caller keeps ownership
   // of the memory, which is read, never written, and not retained.
-  absl::StatusOr<TensorInfo> Put(std::string_view name, const DLTensor& tensor,
+  absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
                                  const PutOptions& options = {});
 
   // The whole tensor, in memory of its own (256-byte aligned).
-  absl::StatusOr<Tensor> Fetch(std::string_view name, const FetchOptions& options = {});
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {});
 
   // Fills memory the caller owns (inference workers preallocate). dtype and
   // shape must match the stored tensor (INVALID_ARGUMENT naming both);
   // `destination` may have any strides and byte_offset.
-  absl::StatusOr<TensorInfo> FetchInto(std::string_view name, const DLTensor& destination,
+  absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
                                        const FetchOptions& options = {});
 
   // Bytes [offset, offset + length) of the stored bytes (length 0: to the
   // end), appended to `out`. For ranged reads of large tensors.
-  absl::StatusOr<TensorInfo> FetchBytes(std::string_view name, uint64_t offset, uint64_t length,
+  absl::StatusOr<TensorInfo> FetchBytes(absl::string_view name, uint64_t offset, uint64_t length,
                                         std::string& out, const FetchOptions& options = {});
 
-  absl::StatusOr<TensorInfo> Stat(std::string_view name, uint64_t version = 0);
+  absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version = 0);
 
   // One page of names starting with `prefix`.
-  absl::StatusOr<ListResult> List(std::string_view prefix, uint32_t page_size = 0,
-                                  std::string_view page_token = "");
+  absl::StatusOr<ListResult> List(absl::string_view prefix, uint32_t page_size = 0,
+                                  absl::string_view page_token = "");
   // Every page, concatenated.
-  absl::StatusOr<std::vector<TensorInfo>> ListAll(std::string_view prefix);
+  absl::StatusOr<std::vector<TensorInfo>> ListAll(absl::string_view prefix);
 
   // Removes `name` (only while at `version`, when not 0); returns the
   // removed version.
-  absl::StatusOr<uint64_t> Delete(std::string_view name, uint64_t version = 0);
+  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version = 0);
 
  private:
   struct Rep;

@@ -1,0 +1,393 @@
+#include "absl/strings/string_view.h"
+#include "tensord/client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/src/heap_tensor_memory.h"
+#include "client/src/info_conversion.h"
+#include "service/common/crc32c.h"
+#include "service/common/status_macros.h"
+#include "service/dlpack/data_type.h"
+#include "service/dlpack/strided_copy.h"
+#include "service/registry/tensor_name.h"
+#include "service/transport/byte_buffer_codec.h"
+#include "service/transport/layout_conversion.h"
+#include "service/transport/status_conversion.h"
+#include "tensord/v1/tensor_service.grpc.pb.h"
+
+namespace tensord {
+namespace {
+
+constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
+constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
+
+// Counts chunk slices gRPC still holds; Put returns only once it holds none,
+// because they point into the caller's memory.
+class SliceLatch {
+ public:
+  void Add() {
+    absl::MutexLock lock(&mutex_);
+    ++outstanding_;
+  }
+  static void Release(void* latch) { static_cast<SliceLatch*>(latch)->Done(); }
+  void Wait() {
+    absl::MutexLock lock(&mutex_);
+    mutex_.Await(absl::Condition(
+        +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
+  }
+
+ private:
+  void Done() {
+    absl::MutexLock lock(&mutex_);
+    --outstanding_;
+  }
+  absl::Mutex mutex_;
+  int outstanding_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+// The compact bytes of a caller's tensor: its own memory when already
+// compact, a packed copy otherwise.
+struct CompactSource {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  dlpack::TensorLayout layout;  // compact, byte_offset 0
+  std::shared_ptr<HeapTensorMemory> packed;
+};
+
+absl::StatusOr<CompactSource> CompactSourceOf(const DLTensor& tensor) {
+  TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout, dlpack::LayoutOf(tensor));
+  if (layout.device.device_type != kDLCPU && layout.device.device_type != kDLCUDAHost) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor device type ", layout.device.device_type, " is not host memory"));
+  }
+  TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(layout.dtype, layout.shape));
+  if (size > 0 && tensor.data == nullptr) {
+    return absl::InvalidArgumentError("tensor data is NULL but the tensor has elements");
+  }
+  CompactSource source;
+  source.size = size;
+  source.layout.dtype = layout.dtype;
+  source.layout.shape = layout.shape;
+  if (size == 0) return source;
+  // Checks strides and negative reach against byte_offset.
+  TENSORD_RETURN_IF_ERROR(dlpack::RequiredBytes(layout).status());
+  if (dlpack::IsCompact(layout)) {
+    source.data = static_cast<const uint8_t*>(tensor.data) + layout.byte_offset;
+    return source;
+  }
+  TENSORD_ASSIGN_OR_RETURN(source.packed, HeapTensorMemory::Allocate(size));
+  TENSORD_RETURN_IF_ERROR(
+      dlpack::CopyStrided(tensor.data, layout, source.packed->data(), source.layout));
+  source.data = static_cast<const uint8_t*>(source.packed->data());
+  return source;
+}
+
+}  // namespace
+
+struct Client::Rep {
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::TensorService::Stub> stub;
+  grpc::internal::RpcMethod put_method;
+  grpc::internal::RpcMethod fetch_method;
+
+  Rep(const ClientOptions& opts, std::shared_ptr<grpc::Channel> ch)
+      : options(opts),
+        channel(std::move(ch)),
+        stub(v1::TensorService::NewStub(channel)),
+        put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
+        fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
+
+  void PrepareContext(grpc::ClientContext& context) const {
+    if (options.timeout != absl::InfiniteDuration()) {
+      context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+    }
+  }
+
+  // Streams `request` and copies each chunk to where `destination_for` says
+  // (called once, with the header's info and range, before any chunk).
+  absl::StatusOr<TensorInfo> StreamFetch(
+      const v1::FetchRequest& request, const FetchOptions& options,
+      absl::FunctionRef<absl::StatusOr<uint8_t*>(const TensorInfo&, uint64_t)> destination_for);
+};
+
+Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.server.empty()) return absl::InvalidArgumentError("server address is empty");
+  if (options.chunk_bytes == 0 || options.chunk_bytes > options.max_message_bytes - 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk_bytes ", options.chunk_bytes,
+                                                   " must be in 1..max_message_bytes - 4096"));
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), arguments);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", options.server, "'"));
+  }
+  return std::unique_ptr<Client>(new Client(std::make_unique<Rep>(options, std::move(channel))));
+}
+
+absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& tensor,
+                                       const PutOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_ASSIGN_OR_RETURN(CompactSource source, CompactSourceOf(tensor));
+
+  v1::PutRequest header_message;
+  v1::PutHeader* header = header_message.mutable_header();
+  header->set_name(std::string(name));
+  LayoutToProto(source.layout, header->mutable_layout());
+  header->mutable_layout()->clear_strides();  // compact
+  header->set_total_bytes(source.size);
+  if (options.send_crc32c) header->set_crc32c(Crc32c(source.data, source.size));
+
+  SliceLatch latch;
+  v1::PutResponse response;
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+          rep_->channel.get(), rep_->put_method, &context, &response));
+  bool open = writer->Write(SerializeToByteBuffer(header_message));
+  for (uint64_t offset = 0; open && offset < source.size;) {
+    const uint64_t size = std::min<uint64_t>(rep_->options.chunk_bytes, source.size - offset);
+    latch.Add();
+    grpc::ByteBuffer chunk =
+        MakeChunkBuffer(offset, source.data + offset, size, &SliceLatch::Release, &latch);
+    open = writer->Write(chunk);
+    offset += size;
+    if (options.progress) options.progress(offset, source.size);
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  writer.reset();
+  latch.Wait();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return InfoFromProto(response.info());
+}
+
+absl::StatusOr<TensorInfo> Client::Rep::StreamFetch(
+    const v1::FetchRequest& request, const FetchOptions& fetch_options,
+    absl::FunctionRef<absl::StatusOr<uint8_t*>(const TensorInfo&, uint64_t)> destination_for) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel.get(), fetch_method, &context, SerializeToByteBuffer(request)));
+
+  grpc::ByteBuffer message;
+  ByteBufferDecoder decoder;
+  absl::Status failure;
+  std::optional<TensorInfo> info;
+  uint8_t* destination = nullptr;
+  uint64_t range_offset = 0, range_length = 0, received = 0;
+  uint32_t crc = 0;
+  while (failure.ok() && reader->Read(&message)) {
+    failure = decoder.Decode(message);
+    if (!failure.ok()) break;
+    const StreamMessage& decoded = decoder.message();
+    if (!info.has_value()) {
+      v1::FetchHeader header;
+      if (decoded.kind != StreamMessage::Kind::kHeader || !header.ParseFromString(decoded.header)) {
+        failure = absl::InternalError("fetch stream did not start with a valid header");
+        break;
+      }
+      absl::StatusOr<TensorInfo> parsed = InfoFromProto(header.info());
+      if (!parsed.ok()) {
+        failure = parsed.status();
+        break;
+      }
+      info = std::move(*parsed);
+      range_offset = header.range().offset();
+      range_length = header.range().length();
+      if (range_offset > info->total_bytes || range_length > info->total_bytes - range_offset) {
+        failure = absl::InternalError(absl::StrCat("server sent range [", range_offset, ", +",
+                                                   range_length, ") of a ", info->total_bytes,
+                                                   "-byte tensor"));
+        break;
+      }
+      absl::StatusOr<uint8_t*> where = destination_for(*info, range_length);
+      if (!where.ok()) {
+        failure = where.status();
+        break;
+      }
+      destination = *where;
+      continue;
+    }
+    if (decoded.kind != StreamMessage::Kind::kChunk ||
+        decoded.chunk_offset != range_offset + received ||
+        decoded.chunk_size > range_length - received) {
+      failure = absl::InternalError(absl::StrCat(
+          "fetch stream sent an unexpected message at byte ", received, " of ", range_length));
+      break;
+    }
+    uint8_t* out = destination + received;
+    for (std::span<const uint8_t> piece : decoded.chunk_pieces) {
+      std::memcpy(out, piece.data(), piece.size());
+      if (fetch_options.verify_crc32c) crc = Crc32cExtend(crc, out, piece.size());
+      out += piece.size();
+    }
+    received += decoded.chunk_size;
+    if (fetch_options.progress) fetch_options.progress(received, range_length);
+  }
+  if (!failure.ok()) context.TryCancel();
+  grpc::Status status = reader->Finish();
+  TENSORD_RETURN_IF_ERROR(failure);
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  if (!info.has_value()) return absl::InternalError("fetch stream ended without a header");
+  if (received != range_length) {
+    return absl::DataLossError(absl::StrCat("fetch of '", info->name, "' ended after ", received,
+                                            " of ", range_length, " bytes"));
+  }
+  if (fetch_options.verify_crc32c && range_offset == 0 && range_length == info->total_bytes &&
+      crc != info->crc32c) {
+    return absl::DataLossError(absl::StrCat("fetched bytes of '", info->name, "' have crc32c ", crc,
+                                            "; the server stored ", info->crc32c));
+  }
+  return *std::move(info);
+}
+
+absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  v1::FetchRequest request;
+  request.set_name(std::string(name));
+  request.set_version(options.version);
+  std::shared_ptr<HeapTensorMemory> memory;
+  TENSORD_ASSIGN_OR_RETURN(
+      TensorInfo info,
+      rep_->StreamFetch(request, options,
+                        [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+                          TENSORD_ASSIGN_OR_RETURN(memory,
+                                                   HeapTensorMemory::Allocate(header.total_bytes));
+                          return static_cast<uint8_t*>(memory->data());
+                        }));
+  return Tensor(std::move(info), std::move(memory));
+}
+
+absl::StatusOr<TensorInfo> Client::FetchInto(absl::string_view name, const DLTensor& destination,
+                                             const FetchOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
+  if (target.device.device_type != kDLCPU && target.device.device_type != kDLCUDAHost) {
+    return absl::InvalidArgumentError(absl::StrCat("destination device type ",
+                                                   target.device.device_type, " is not host memory"));
+  }
+  TENSORD_ASSIGN_OR_RETURN(uint64_t target_bytes, dlpack::RequiredBytes(target));
+  if (target_bytes > target.byte_offset && destination.data == nullptr) {
+    return absl::InvalidArgumentError("destination data is NULL but the tensor has elements");
+  }
+  v1::FetchRequest request;
+  request.set_name(std::string(name));
+  request.set_version(options.version);
+  std::shared_ptr<HeapTensorMemory> staging;
+  bool direct = false;
+  TENSORD_ASSIGN_OR_RETURN(
+      TensorInfo info,
+      rep_->StreamFetch(
+          request, options, [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+            if (!dlpack::operator==(header.dtype, target.dtype) || header.shape != target.shape) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "destination ", dlpack::DescribeLayout(target), " does not match tensor '",
+                  header.name, "' ", dlpack::DescribeLayout(LayoutOfInfo(header))));
+            }
+            direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
+                     dlpack::IsCompact(target);
+            if (direct) {
+              return static_cast<uint8_t*>(destination.data) + target.byte_offset;
+            }
+            TENSORD_ASSIGN_OR_RETURN(staging, HeapTensorMemory::Allocate(header.total_bytes));
+            return static_cast<uint8_t*>(staging->data());
+          }));
+  if (!direct) {
+    TENSORD_RETURN_IF_ERROR(
+        dlpack::CopyStrided(staging->data(), LayoutOfInfo(info), destination.data, target));
+  }
+  return info;
+}
+
+absl::StatusOr<TensorInfo> Client::FetchBytes(absl::string_view name, uint64_t offset,
+                                              uint64_t length, std::string& out,
+                                              const FetchOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  v1::FetchRequest request;
+  request.set_name(std::string(name));
+  request.set_version(options.version);
+  request.mutable_range()->set_offset(offset);
+  request.mutable_range()->set_length(length);
+  const size_t start = out.size();
+  return rep_->StreamFetch(request, options,
+                           [&](const TensorInfo&, uint64_t range_length) -> absl::StatusOr<uint8_t*> {
+                             out.resize(start + range_length);
+                             return reinterpret_cast<uint8_t*>(out.data() + start);
+                           });
+}
+
+absl::StatusOr<TensorInfo> Client::Stat(absl::string_view name, uint64_t version) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  v1::StatRequest request;
+  request.set_name(std::string(name));
+  request.set_version(version);
+  v1::StatResponse response;
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->Stat(&context, request, &response)));
+  return InfoFromProto(response.info());
+}
+
+absl::StatusOr<ListResult> Client::List(absl::string_view prefix, uint32_t page_size,
+                                        absl::string_view page_token) {
+  v1::ListRequest request;
+  request.set_prefix(std::string(prefix));
+  request.set_page_size(page_size);
+  request.set_page_token(std::string(page_token));
+  v1::ListResponse response;
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->List(&context, request, &response)));
+  ListResult result;
+  for (const v1::TensorInfo& proto : response.tensors()) {
+    TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
+    result.tensors.push_back(std::move(info));
+  }
+  result.next_page_token = response.next_page_token();
+  result.total_bytes = response.total_bytes();
+  return result;
+}
+
+absl::StatusOr<std::vector<TensorInfo>> Client::ListAll(absl::string_view prefix) {
+  std::vector<TensorInfo> all;
+  std::string token;
+  do {
+    TENSORD_ASSIGN_OR_RETURN(ListResult page, List(prefix, 1000, token));
+    for (TensorInfo& info : page.tensors) all.push_back(std::move(info));
+    token = std::move(page.next_page_token);
+  } while (!token.empty());
+  return all;
+}
+
+absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  v1::DeleteRequest request;
+  request.set_name(std::string(name));
+  request.set_version(version);
+  v1::DeleteResponse response;
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->Delete(&context, request, &response)));
+  return response.version();
+}
+
+}  // namespace tensord

@@ -1,0 +1,43 @@
+#include "client/src/info_conversion.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/common/status_macros.h"
+#include "service/transport/layout_conversion.h"
+
+namespace tensord {
+
+absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
+  absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromProto(proto.layout());
+  if (layout.ok()) {
+    if (absl::Status fits = dlpack::ValidateLayoutFits(*layout, proto.total_bytes()); !fits.ok()) {
+      layout = fits;
+    }
+  }
+  if (!layout.ok()) {
+    return absl::InternalError(absl::StrCat("server sent an invalid layout for '", proto.name(),
+                                            "': ", layout.status().message()));
+  }
+  TensorInfo info;
+  info.name = proto.name();
+  info.version = proto.version();
+  info.dtype = layout->dtype;
+  info.shape = layout->shape;
+  info.strides = dlpack::EffectiveStrides(*layout);
+  info.byte_offset = layout->byte_offset;
+  info.device = layout->device;
+  info.total_bytes = proto.total_bytes();
+  info.crc32c = proto.crc32c();
+  info.created = absl::FromUnixNanos(proto.created_unix_nanos());
+  info.open_leases = proto.open_leases();
+  return info;
+}
+
+dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info) {
+  return dlpack::TensorLayout{.dtype = info.dtype,
+                              .shape = info.shape,
+                              .strides = info.strides,
+                              .byte_offset = info.byte_offset,
+                              .device = info.device};
+}
+
+}  // namespace tensord

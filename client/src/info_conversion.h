@@ -1,0 +1,20 @@
+// Wire TensorInfo -> the client's public TensorInfo.
+#ifndef TENSORD_CLIENT_SRC_INFO_CONVERSION_H_
+#define TENSORD_CLIENT_SRC_INFO_CONVERSION_H_
+
+#include "absl/status/statusor.h"
+#include "service/dlpack/tensor_layout.h"
+#include "tensord/tensor.h"
+#include "tensord/v1/tensor.pb.h"
+
+namespace tensord {
+
+// Validates what the server sent (a client trusts no peer blindly): the
+// layout must be well formed and fit total_bytes.
+absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto);
+
+dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info);
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_INFO_CONVERSION_H_

@@ -1,0 +1,93 @@
+// stat, ls and rm: what the server holds, and removing it.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/tensorctl/commands.h"
+#include "client/tensorctl/tensor_text.h"
+#include "service/common/byte_size.h"
+#include "service/common/status_macros.h"
+#include "service/dlpack/data_type.h"
+
+namespace tensord::tensorctl {
+namespace {
+
+std::string FormatCreated(absl::Time created) {
+  // A server that does not report the time leaves it at a default.
+  if (created == absl::Time() || created == absl::UnixEpoch() ||
+      created == absl::InfinitePast()) {
+    return "unknown";
+  }
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S %Z", created, absl::LocalTimeZone());
+}
+
+// Columns of `ls`; widths fit the longest cell.
+constexpr size_t kListColumns = 5;
+using ListRow = std::array<std::string, kListColumns>;
+
+void PrintRow(const ListRow& row, const std::array<size_t, kListColumns>& widths) {
+  // VERSION and SIZE align right so that their digits line up.
+  absl::PrintF("%-*s  %*s  %-*s  %-*s  %*s\n", static_cast<int>(widths[0]), row[0],
+               static_cast<int>(widths[1]), row[1], static_cast<int>(widths[2]), row[2],
+               static_cast<int>(widths[3]), row[3], static_cast<int>(widths[4]), row[4]);
+}
+
+}  // namespace
+
+absl::Status RunStat(Client& client, const Invocation& invocation) {
+  const std::string& name = invocation.arguments[0];
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           client.Stat(name, invocation.Number(kVersionOption)));
+  absl::PrintF("name:        %s\n", name);
+  absl::PrintF("version:     %d\n", info.version);
+  absl::PrintF("dtype:       %s\n", dlpack::DataTypeName(info.dtype));
+  absl::PrintF("shape:       %s\n", FormatShape(info.shape));
+  absl::PrintF("strides:     %s\n", FormatShape(info.strides));
+  absl::PrintF("byte_offset: %d\n", info.byte_offset);
+  absl::PrintF("device:      %s\n", FormatDevice(info.device));
+  absl::PrintF("size:        %s (%d bytes)\n", FormatByteSize(info.total_bytes), info.total_bytes);
+  absl::PrintF("crc32c:      0x%08x\n", info.crc32c);
+  absl::PrintF("created:     %s\n", FormatCreated(info.created));
+  absl::PrintF("open leases: %d\n", info.open_leases);
+  return absl::OkStatus();
+}
+
+absl::Status RunList(Client& client, const Invocation& invocation) {
+  const std::string prefix = invocation.arguments.empty() ? "" : invocation.arguments[0];
+  TENSORD_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, client.ListAll(prefix));
+  const ListRow heading = {"NAME", "VERSION", "DTYPE", "SHAPE", "SIZE"};
+  std::vector<ListRow> rows;
+  rows.reserve(tensors.size());
+  uint64_t total_bytes = 0;
+  for (const TensorInfo& info : tensors) {
+    rows.push_back({info.name, absl::StrCat(info.version), dlpack::DataTypeName(info.dtype),
+                    FormatShape(info.shape), FormatByteSize(info.total_bytes)});
+    total_bytes += info.total_bytes;
+  }
+  std::array<size_t, kListColumns> widths{};
+  for (size_t column = 0; column < kListColumns; ++column) {
+    widths[column] = heading[column].size();
+    for (const ListRow& row : rows) widths[column] = std::max(widths[column], row[column].size());
+  }
+  if (!rows.empty()) {
+    PrintRow(heading, widths);
+    for (const ListRow& row : rows) PrintRow(row, widths);
+  }
+  absl::PrintF("%d %s, %s (%d bytes)\n", rows.size(), rows.size() == 1 ? "tensor" : "tensors",
+               FormatByteSize(total_bytes), total_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status RunRemove(Client& client, const Invocation& invocation) {
+  const std::string& name = invocation.arguments[0];
+  TENSORD_ASSIGN_OR_RETURN(uint64_t removed,
+                           client.Delete(name, invocation.Number(kVersionOption)));
+  absl::PrintF("rm %s version %d\n", name, removed);
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::tensorctl

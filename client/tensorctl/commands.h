@@ -1,0 +1,51 @@
+// tensorctl's commands: the table main() parses against, and one Run
+// function per command. Each Run function prints its result to stdout and
+// returns the error to report otherwise.
+#ifndef TENSORD_CLIENT_TENSORCTL_COMMANDS_H_
+#define TENSORD_CLIENT_TENSORCTL_COMMANDS_H_
+
+#include <span>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "client/tensorctl/command_line.h"
+#include "tensord/client.h"
+
+namespace tensord::tensorctl {
+
+inline constexpr std::string_view kServerOption = "--server";
+inline constexpr std::string_view kHelpOption = "--help";
+inline constexpr std::string_view kOutputOption = "--output";
+inline constexpr std::string_view kVersionOption = "--version";
+inline constexpr std::string_view kOffsetOption = "--offset";
+inline constexpr std::string_view kLengthOption = "--length";
+inline constexpr std::string_view kPrefixOption = "--prefix";
+
+// Where --server falls back to: $TENSORD_SERVER, else this.
+inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";
+inline constexpr std::string_view kDefaultServer = "localhost:50051";
+
+std::span<const CommandSpec> Commands();
+std::span<const OptionSpec> Options();
+// Options every command accepts.
+std::span<const std::string_view> GlobalOptions();
+
+// put NAME FILE.npy (put_command.cc)
+absl::Status RunPut(Client& client, const Invocation& invocation);
+// get NAME -o FILE.npy, get-raw NAME -o FILE (get_commands.cc)
+absl::Status RunGet(Client& client, const Invocation& invocation);
+absl::Status RunGetRaw(Client& client, const Invocation& invocation);
+// stat, ls, rm (catalog_commands.cc)
+absl::Status RunStat(Client& client, const Invocation& invocation);
+absl::Status RunList(Client& client, const Invocation& invocation);
+absl::Status RunRemove(Client& client, const Invocation& invocation);
+// load FILE.safetensors (load_command.cc)
+absl::Status RunLoad(Client& client, const Invocation& invocation);
+
+// `status` with "`context`: " before its message, code unchanged, so an error
+// names the file or tensor it concerns.
+absl::Status WithContext(const absl::Status& status, std::string_view context);
+
+}  // namespace tensord::tensorctl
+
+#endif  // TENSORD_CLIENT_TENSORCTL_COMMANDS_H_

@@ -1,0 +1,123 @@
+// get NAME -o FILE.npy and get-raw NAME -o FILE: fetch a tensor into a file.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/tensorctl/absl_view.h"
+#include "client/tensorctl/commands.h"
+#include "client/tensorctl/output_file.h"
+#include "client/tensorctl/progress_bar.h"
+#include "client/tensorctl/tensor_text.h"
+#include "service/common/byte_size.h"
+#include "service/common/status_macros.h"
+#include "service/dlpack/data_type.h"
+#include "service/dlpack/strided_copy.h"
+#include "service/dlpack/tensor_layout.h"
+#include "service/formats/npy.h"
+
+namespace tensord::tensorctl {
+namespace {
+
+// The .npy header for `info`, or an error that points to get-raw for dtypes
+// .npy has no descr for (bfloat16, fp8, sub-byte ints, vector lanes).
+absl::StatusOr<std::string> NpyHeaderFor(std::string_view name, const TensorInfo& info) {
+  absl::StatusOr<std::string> header = formats::EncodeNpyHeader(info.dtype, info.shape);
+  if (header.ok()) return header;
+  return absl::InvalidArgumentError(absl::StrCat(
+      AsAbsl(name), " is ", DescribeTensor(info), ", which .npy cannot hold (",
+      header.status().message(), "); use 'tensorctl get-raw ", AsAbsl(name),
+      " -o FILE' for its raw bytes"));
+}
+
+// The summary goes to stderr when the data itself goes to stdout.
+FILE* SummaryStream(const OutputFile& output) { return output.is_stdout() ? stderr : stdout; }
+
+// Writes the elements of `tensor` in compact row-major order: directly when
+// they already are, through a compact copy otherwise.
+absl::Status WriteCompact(const Tensor& tensor, OutputFile& output) {
+  const DLTensor& dl = tensor.dl_tensor();
+  if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fetched tensor is on device ", FormatDevice(dl.device), "; tensorctl writes host memory"));
+  }
+  const TensorInfo& info = tensor.info();
+  // Address the elements from the start of the stored bytes, so that negative
+  // strides reaching before element [0, ..., 0] stay within the buffer.
+  TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout stored, dlpack::LayoutOf(dl));
+  stored.byte_offset = info.byte_offset;
+  const char* stored_base = static_cast<const char*>(dl.data) - info.byte_offset;
+  TENSORD_RETURN_IF_ERROR(dlpack::ValidateLayoutFits(stored, info.byte_offset + tensor.data_bytes()));
+  TENSORD_ASSIGN_OR_RETURN(uint64_t compact_bytes,
+                           dlpack::CompactByteSize(stored.dtype, stored.shape));
+  if (dlpack::IsCompact(stored)) {
+    return output.Write(std::string_view(static_cast<const char*>(dl.data), compact_bytes));
+  }
+  dlpack::TensorLayout compact{stored.dtype, stored.shape, {}, 0, stored.device};
+  std::vector<char> buffer(compact_bytes);
+  TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(stored_base, stored, buffer.data(), compact));
+  return output.Write(std::string_view(buffer.data(), buffer.size()));
+}
+
+}  // namespace
+
+absl::Status RunGet(Client& client, const Invocation& invocation) {
+  const std::string& name = invocation.arguments[0];
+  const uint64_t version = invocation.Number(kVersionOption);
+  // Checked before any data moves, so a large bfloat16 tensor fails at once.
+  // The header is made again from what Fetch returns, in case a new version
+  // came in between.
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo stat, client.Stat(name, version));
+  TENSORD_RETURN_IF_ERROR(NpyHeaderFor(name, stat).status());
+  // Created before the fetch so an unwritable path fails before any data moves.
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> output,
+                           OutputFile::Create(invocation.Text(kOutputOption)));
+
+  ProgressBar progress(absl::StrCat("get ", name));
+  FetchOptions options;
+  options.version = version;
+  options.verify_crc32c = true;
+  options.progress = progress.Callback();
+  TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name, options));
+  progress.Finish();
+
+  TENSORD_ASSIGN_OR_RETURN(std::string header, NpyHeaderFor(name, tensor.info()));
+  TENSORD_RETURN_IF_ERROR(output->Write(header));
+  TENSORD_RETURN_IF_ERROR(WriteCompact(tensor, *output));
+  TENSORD_RETURN_IF_ERROR(output->Commit());
+  const TensorInfo& info = tensor.info();
+  absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name, info.version,
+                DescribeTensor(info), FormatByteSize(info.total_bytes), output->path());
+  return absl::OkStatus();
+}
+
+absl::Status RunGetRaw(Client& client, const Invocation& invocation) {
+  const std::string& name = invocation.arguments[0];
+  const uint64_t offset = invocation.Number(kOffsetOption);
+  const uint64_t length = invocation.Number(kLengthOption);
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> output,
+                           OutputFile::Create(invocation.Text(kOutputOption)));
+
+  ProgressBar progress(absl::StrCat("get-raw ", name));
+  FetchOptions options;
+  options.version = invocation.Number(kVersionOption);
+  // The server's CRC-32C covers all stored bytes, so only a whole read can
+  // be checked against it.
+  options.verify_crc32c = offset == 0 && length == 0;
+  options.progress = progress.Callback();
+  std::string bytes;
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           client.FetchBytes(name, offset, length, bytes, options));
+  progress.Finish();
+
+  TENSORD_RETURN_IF_ERROR(output->Write(bytes));
+  TENSORD_RETURN_IF_ERROR(output->Commit());
+  absl::FPrintF(SummaryStream(*output), "get-raw %s version %d: bytes [%d, %d) of %d, %s -> %s\n",
+                name, info.version, offset, offset + bytes.size(), info.total_bytes,
+                FormatByteSize(bytes.size()), output->path());
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::tensorctl

@@ -1,0 +1,88 @@
+// ServerProcess: a real tensord process for integration tests, started on a
+// loopback TCP port or a Unix socket and always stopped (and reaped) when the
+// object goes away.
+#ifndef TENSORD_TESTS_INTEGRATION_SERVER_PROCESS_H_
+#define TENSORD_TESTS_INTEGRATION_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <csignal>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tensord::testing {
+
+enum class Transport { kTcp, kUnix };
+
+// "tcp" or "unix", for test names.
+std::string TransportName(Transport transport);
+
+struct ServerProcessOptions {
+  Transport transport = Transport::kTcp;
+  // Flags added after --listen and --ready-file, e.g. "--max-host-bytes=1MiB".
+  std::vector<std::string> flags;
+  std::string log_level = "info";
+  // How long Start() waits for the ready file.
+  absl::Duration ready_timeout = absl::Seconds(20);
+};
+
+// Not thread-safe: one thread starts, signals and stops it. Start it from a
+// thread that outlives it (the server gets SIGKILL when that thread exits,
+// so a crashed test never leaves a server behind).
+class ServerProcess {
+ public:
+  // Starts the tensord binary this test was built with, in a fresh temporary
+  // directory, and waits until its ready file appears. On failure (early
+  // exit, no ready file in time) the error carries the server's stderr.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const ServerProcessOptions& options);
+
+  // Stops the server (SIGTERM, then SIGKILL after 15 s) if still running,
+  // reaps it, prints its stderr when the current test failed, and removes the
+  // temporary directory.
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // The first bound address as a gRPC target: "127.0.0.1:PORT" or "unix:PATH".
+  const std::string& address() const { return addresses_.front(); }
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  pid_t pid() const { return pid_; }
+  const std::string& temp_dir() const { return temp_dir_; }
+
+  // True while the process has not exited (reaps it when it has).
+  bool Alive();
+
+  // Sends `signal` unless the process already exited, waits up to `timeout`
+  // for it to exit, and returns its wait status (use WIFEXITED/WEXITSTATUS).
+  // DEADLINE_EXCEEDED when it is still running after `timeout` (it is left
+  // running; the destructor kills it).
+  absl::StatusOr<int> Stop(int signal = SIGTERM, absl::Duration timeout = absl::Seconds(15));
+
+  // Waits up to `timeout` for the process to exit without signalling it.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+
+  // Everything the server wrote to stderr (its log) so far.
+  std::string Stderr() const;
+  // The last `max_bytes` of it, for failure messages.
+  std::string StderrTail(size_t max_bytes = 8192) const;
+
+ private:
+  ServerProcess() = default;
+  // Polls waitpid until the child exits or `timeout` passes.
+  bool Reap(absl::Duration timeout);
+
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int wait_status_ = 0;
+  std::string temp_dir_;
+  std::string stderr_path_;
+  std::vector<std::string> addresses_;
+};
+
+}  // namespace tensord::testing
+
+#endif  // TENSORD_TESTS_INTEGRATION_SERVER_PROCESS_H_

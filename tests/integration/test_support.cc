@@ -1,0 +1,138 @@
+#include "tests/integration/test_support.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::testing {
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::string Excerpt(const uint8_t* bytes, size_t size, size_t at) {
+  std::string out;
+  const size_t begin = at >= 4 ? at - 4 : 0;
+  const size_t end = std::min(size, at + 4);
+  for (size_t i = begin; i < end; ++i) {
+    absl::StrAppend(&out, i == at ? "[" : "", absl::Hex(bytes[i], absl::kZeroPad2),
+                    i == at ? "]" : "", " ");
+  }
+  return out;
+}
+
+}  // namespace
+
+DLTensor HostTensor::dl() const {
+  DLTensor tensor{};
+  tensor.data = const_cast<uint8_t*>(storage.data()) + data_offset;
+  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.ndim = static_cast<int32_t>(shape.size());
+  tensor.dtype = dtype;
+  tensor.shape = shape.empty() ? nullptr : const_cast<int64_t*>(shape.data());
+  tensor.strides = strides.empty() ? nullptr : const_cast<int64_t*>(strides.data());
+  tensor.byte_offset = byte_offset;
+  return tensor;
+}
+
+HostTensor CompactTensor(DLDataType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  HostTensor tensor;
+  tensor.dtype = dtype;
+  tensor.shape = std::move(shape);
+  tensor.storage = std::move(bytes);
+  // Zero-size tensors still hand the client a valid pointer.
+  if (tensor.storage.empty()) tensor.storage.reserve(1);
+  return tensor;
+}
+
+std::vector<uint8_t> PatternBytes(size_t size, uint64_t seed) {
+  std::vector<uint8_t> bytes(size);
+  uint64_t state = seed * 0xD1B54A32D192ED03ULL + 1;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    const uint64_t word = SplitMix64(state);
+    std::memcpy(bytes.data() + i, &word, 8);
+  }
+  if (i < size) {
+    const uint64_t word = SplitMix64(state);
+    std::memcpy(bytes.data() + i, &word, size - i);
+  }
+  return bytes;
+}
+
+size_t CompactBytes(DLDataType dtype, const std::vector<int64_t>& shape) {
+  uint64_t numel = 1;
+  for (int64_t extent : shape) numel *= static_cast<uint64_t>(extent);
+  const uint64_t bits = numel * dtype.bits * dtype.lanes;
+  return static_cast<size_t>((bits + 7) / 8);
+}
+
+::testing::AssertionResult BytesEqual(const void* actual, size_t actual_size, const void* expected,
+                                      size_t expected_size) {
+  if (actual_size != expected_size) {
+    return ::testing::AssertionFailure()
+           << "size " << actual_size << " bytes, expected " << expected_size;
+  }
+  if (actual_size == 0 || std::memcmp(actual, expected, actual_size) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  const auto* a = static_cast<const uint8_t*>(actual);
+  const auto* e = static_cast<const uint8_t*>(expected);
+  size_t first = 0;
+  while (a[first] == e[first]) ++first;
+  size_t differing = 0;
+  for (size_t i = first; i < actual_size; ++i) differing += a[i] != e[i];
+  return ::testing::AssertionFailure()
+         << differing << " of " << actual_size << " bytes differ; first at offset " << first
+         << ": actual " << Excerpt(a, actual_size, first) << "expected "
+         << Excerpt(e, expected_size, first);
+}
+
+::testing::AssertionResult StatusIs(const absl::Status& status, absl::StatusCode code,
+                                    std::string_view substring) {
+  if (status.code() == code &&
+      std::string_view(status.message()).find(substring) != std::string_view::npos) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "status is " << status << "; expected code " << absl::StatusCodeToString(code)
+         << " with a message containing '" << substring << "'";
+}
+
+::testing::AssertionResult GrpcStatusIs(const grpc::Status& status, grpc::StatusCode code,
+                                        std::string_view substring) {
+  if (status.error_code() == code && status.error_message().find(substring) != std::string::npos) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "status is " << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))
+         << ": '" << status.error_message() << "'; expected code "
+         << absl::StatusCodeToString(static_cast<absl::StatusCode>(code))
+         << " with a message containing '" << substring << "'";
+}
+
+std::string TransportParamName(const ::testing::TestParamInfo<Transport>& info) {
+  return TransportName(info.param);
+}
+
+std::string TestTensorName(std::string_view stem) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = test == nullptr
+                         ? std::string(stem)
+                         : absl::StrCat(test->test_suite_name(), "/", test->name(), "/", stem);
+  // Parameterized test names may hold characters names do not allow.
+  for (char& c : name) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+                         c == '/' || c == '-';
+    if (!allowed) c = '_';
+  }
+  return name;
+}
+
+}  // namespace tensord::testing

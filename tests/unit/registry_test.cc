@@ -1,0 +1,198 @@
+#include "service/registry/registry.h"
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/common/crc32c.h"
+
+namespace tensord {
+namespace {
+
+dlpack::TensorLayout FloatVector(int64_t n) {
+  dlpack::TensorLayout layout;
+  layout.dtype = DLDataType{dlpack::kFloat, 32, 1};
+  layout.shape = {n};
+  return layout;
+}
+
+// Builds a filled pending version of `n` float32 values equal to `fill`.
+absl::StatusOr<PendingVersion> MakePending(Registry& registry, const std::string& name, int64_t n,
+                                           float fill) {
+  PendingVersion pending;
+  pending.name = name;
+  pending.layout = FloatVector(n);
+  pending.total_bytes = static_cast<uint64_t>(n) * 4;
+  auto reservation = registry.ReserveHostBytes(pending.total_bytes);
+  if (!reservation.ok()) return reservation.status();
+  pending.reservation = std::move(*reservation);
+  auto buffer = HostBuffer::Create(pending.total_bytes, name);
+  if (!buffer.ok()) return buffer.status();
+  pending.buffer = std::move(*buffer);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(pending.buffer->mutable_data() + i * 4, &fill, 4);
+  }
+  return pending;
+}
+
+TEST(RegistryTest, PublishStatFetchDelete) {
+  Registry registry(RegistryOptions{});
+  auto pending = MakePending(registry, "w/layer0", 16, 1.5f);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  auto info = registry.Publish(std::move(*pending));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name, "w/layer0");
+  EXPECT_GT(info->version, 0u);
+  EXPECT_EQ(info->total_bytes, 64u);
+
+  auto lease = registry.Acquire("w/layer0", 0);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE((*lease)->buffer->sealed());
+  EXPECT_EQ((*lease)->crc32c, Crc32c((*lease)->buffer->data(), 64));
+  auto stat = registry.Stat("w/layer0", info->version);
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(stat->open_leases, 1u);
+
+  auto removed = registry.Delete("w/layer0", 0);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, info->version);
+  EXPECT_EQ(registry.Stat("w/layer0", 0).status().code(), absl::StatusCode::kNotFound);
+  // The reader still holds its bytes, and they still count against capacity.
+  EXPECT_EQ(registry.host_bytes_used(), 64u);
+  float first = 0;
+  std::memcpy(&first, (*lease)->buffer->data(), 4);
+  EXPECT_EQ(first, 1.5f);
+  // A held, deleted version is still reachable by its number.
+  EXPECT_TRUE(registry.Acquire("w/layer0", info->version).ok());
+  lease->Reset();
+  EXPECT_EQ(registry.host_bytes_used(), 0u);
+  EXPECT_EQ(registry.Acquire("w/layer0", info->version).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryTest, NewerVersionSupersedesButReadersKeepOld) {
+  Registry registry(RegistryOptions{});
+  auto v1 = registry.Publish(*MakePending(registry, "t", 4, 1.0f));
+  ASSERT_TRUE(v1.ok());
+  auto old_lease = registry.Acquire("t", 0);
+  ASSERT_TRUE(old_lease.ok());
+  auto v2 = registry.Publish(*MakePending(registry, "t", 4, 2.0f));
+  ASSERT_TRUE(v2.ok());
+  EXPECT_GT(v2->version, v1->version);
+  auto latest = registry.Acquire("t", 0);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version, v2->version);
+  auto old_again = registry.Acquire("t", v1->version);
+  ASSERT_TRUE(old_again.ok());
+  float value = 0;
+  std::memcpy(&value, (*old_again)->buffer->data(), 4);
+  EXPECT_EQ(value, 1.0f);
+}
+
+TEST(RegistryTest, CapacityIsEnforcedAndReturned) {
+  Registry registry(RegistryOptions{.max_host_bytes = 100, .max_tensors = 10});
+  auto first = MakePending(registry, "a", 20, 0.0f);  // 80 bytes
+  ASSERT_TRUE(first.ok());
+  auto second = MakePending(registry, "b", 20, 0.0f);
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("80 of 100"), absl::string_view::npos)
+      << second.status();
+  first = absl::StatusOr<PendingVersion>(absl::CancelledError("dropped"));
+  EXPECT_EQ(registry.host_bytes_used(), 0u);
+  EXPECT_TRUE(MakePending(registry, "b", 20, 0.0f).ok());
+}
+
+TEST(RegistryTest, MaxTensorsCountsNamesNotVersions) {
+  Registry registry(RegistryOptions{.max_host_bytes = 1 << 20, .max_tensors = 1});
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 1, 0.0f)).ok());
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 1, 0.0f)).ok());
+  auto other = registry.Publish(*MakePending(registry, "b", 1, 0.0f));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry.tensor_count(), 1u);
+}
+
+TEST(RegistryTest, PublishRejectsBadCrcAndLayout) {
+  Registry registry(RegistryOptions{});
+  auto bad_crc = registry.Publish(*MakePending(registry, "a", 4, 1.0f), 12345u);
+  EXPECT_EQ(bad_crc.status().code(), absl::StatusCode::kDataLoss);
+  auto pending = MakePending(registry, "a", 4, 1.0f);
+  pending->layout.shape = {5};  // needs 20 bytes, buffer has 16
+  EXPECT_EQ(registry.Publish(std::move(*pending)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.tensor_count(), 0u);
+  EXPECT_EQ(registry.host_bytes_used(), 0u);
+}
+
+TEST(RegistryTest, ListPaginatesInNameOrder) {
+  Registry registry(RegistryOptions{});
+  for (const char* name : {"m/c", "m/a", "x/z", "m/b", "m/e", "m/d"}) {
+    ASSERT_TRUE(registry.Publish(*MakePending(registry, name, 1, 0.0f)).ok());
+  }
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = registry.List("m/", 2, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const auto& info : page->tensors) names.push_back(info.name);
+    token = page->next_page_token;
+    ASSERT_LT(++pages, 10);
+  } while (!token.empty());
+  EXPECT_EQ(names, (std::vector<std::string>{"m/a", "m/b", "m/c", "m/d", "m/e"}));
+  EXPECT_EQ(registry.List("", 5000, "").status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad = registry.List("", 0, "!!not-a-token!!");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("!!not-a-token!!"), absl::string_view::npos);
+}
+
+TEST(RegistryTest, DeleteWithStaleVersionFails) {
+  Registry registry(RegistryOptions{});
+  auto v1 = registry.Publish(*MakePending(registry, "a", 1, 0.0f));
+  auto v2 = registry.Publish(*MakePending(registry, "a", 1, 0.0f));
+  auto stale = registry.Delete("a", v1->version);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(registry.Delete("a", v2->version).ok());
+  EXPECT_EQ(registry.Delete("a", 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryTest, ConcurrentPublishersAndReadersSeeWholeVersions) {
+  Registry registry(RegistryOptions{});
+  constexpr int kRounds = 200;
+  std::vector<std::thread> threads;
+  for (int writer = 0; writer < 2; ++writer) {
+    threads.emplace_back([&registry, writer] {
+      for (int i = 0; i < kRounds; ++i) {
+        auto pending = MakePending(registry, "shared", 256, static_cast<float>(writer * 1000 + i));
+        ASSERT_TRUE(pending.ok());
+        ASSERT_TRUE(registry.Publish(std::move(*pending)).ok());
+      }
+    });
+  }
+  for (int reader = 0; reader < 2; ++reader) {
+    threads.emplace_back([&registry] {
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = registry.Acquire("shared", 0);
+        if (!lease.ok()) continue;
+        const float* values = reinterpret_cast<const float*>((*lease)->buffer->data());
+        for (int j = 1; j < 256; ++j) ASSERT_EQ(values[j], values[0]);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(registry.host_bytes_used(), 256u * 4);
+}
+
+TEST(RegistryTest, NamesAreValidated) {
+  Registry registry(RegistryOptions{});
+  for (const char* name : {"", "/abs", "a//b", "../x", "a/./b", "a b", "tab\t"}) {
+    auto status = registry.Acquire(name, 0).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  EXPECT_EQ(registry.Acquire(std::string(257, 'a'), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Acquire("ok/name-1.2:3", 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tensord

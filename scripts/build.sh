@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds one tensord configuration with Ninja and ccache.
+# Usage: scripts/build.sh BUILD_DIR [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=$1
+shift
+if [[ ! -f "$build_dir/build.ninja" ]]; then
+  cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
+fi
+cmake --build "$build_dir" -j "$(nproc)"

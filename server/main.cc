@@ -14,8 +14,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -64,6 +66,20 @@ ABSL_FLAG(std::string, preload, "",
           "A .safetensors file whose tensors are published at startup. Env: TENSORD_PRELOAD.");
 ABSL_FLAG(std::string, preload_prefix, "",
           "Prefix added to the names of preloaded tensors. Env: TENSORD_PRELOAD_PREFIX.");
+ABSL_FLAG(std::string, handoff_socket, "",
+          "Unix socket for zero-copy local handoff (memfd + SCM_RIGHTS), created mode 0660; "
+          "empty turns local handoff off. Env: TENSORD_HANDOFF_SOCKET.");
+ABSL_FLAG(std::vector<std::string>, handoff_allow_uid, {},
+          "Peer uids allowed on the handoff socket (comma-separated); default: the server's own "
+          "uid. Others need a token from IssueHandoffToken. Env: TENSORD_HANDOFF_ALLOW_UID.");
+ABSL_FLAG(std::vector<std::string>, handoff_allow_gid, {},
+          "Peer gids allowed on the handoff socket (comma-separated). "
+          "Env: TENSORD_HANDOFF_ALLOW_GID.");
+ABSL_FLAG(absl::Duration, create_timeout, absl::Seconds(60),
+          "A local create not sealed within this long is reclaimed and publishes nothing. "
+          "Env: TENSORD_CREATE_TIMEOUT.");
+ABSL_FLAG(uint64_t, max_leases_per_client, 65536,
+          "Most leases one handoff connection may hold. Env: TENSORD_MAX_LEASES_PER_CLIENT.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
@@ -77,7 +93,8 @@ std::vector<std::string> ArgumentsFromEnvironment() {
   static constexpr const char* kFlags[] = {
       "listen",      "max_host_bytes", "max_tensor_bytes", "max_tensors", "chunk_bytes",
       "max_message_bytes", "log_level", "shutdown_grace", "preload",     "preload_prefix",
-      "ready_file"};
+      "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "create_timeout",
+      "max_leases_per_client", "ready_file"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -126,6 +143,12 @@ absl::Status WriteReadyFile(const std::string& path, const std::vector<std::stri
 }
 
 int Run(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage_config.normalize_filename = [](absl::string_view path) { return std::string(path); };
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "tensord serves named tensors over gRPC.\n"
       "Usage: tensord [--listen=127.0.0.1:50051] [--max-host-bytes=8GiB] [flags]");
@@ -169,6 +192,26 @@ int Run(int argc, char** argv) {
   options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
   options.max_message_bytes = static_cast<uint32_t>(max_message_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.handoff.socket_path = absl::GetFlag(FLAGS_handoff_socket);
+  for (const std::string& text : absl::GetFlag(FLAGS_handoff_allow_uid)) {
+    uint32_t id = 0;
+    if (!absl::SimpleAtoi(text, &id)) {
+      std::fprintf(stderr, "tensord: --handoff-allow-uid: '%s' is not a uid\n", text.c_str());
+      return 2;
+    }
+    options.handoff.allowed_uids.push_back(id);
+  }
+  for (const std::string& text : absl::GetFlag(FLAGS_handoff_allow_gid)) {
+    uint32_t id = 0;
+    if (!absl::SimpleAtoi(text, &id)) {
+      std::fprintf(stderr, "tensord: --handoff-allow-gid: '%s' is not a gid\n", text.c_str());
+      return 2;
+    }
+    options.handoff.allowed_gids.push_back(id);
+  }
+  options.handoff.limits.max_tensor_bytes = options.max_tensor_bytes;
+  options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
+  options.handoff.limits.max_leases_per_connection = absl::GetFlag(FLAGS_max_leases_per_client);
 
   // Signals are taken by sigwait below; block them before gRPC starts threads
   // so every thread inherits the mask.
@@ -194,6 +237,7 @@ int Run(int argc, char** argv) {
   }
   Log(LogLevel::kInfo, "serving",
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},
+       {"handoff_socket", options.handoff.socket_path},
        {"max_host_bytes", options.registry.max_host_bytes}, {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
     if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {

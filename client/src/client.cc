@@ -14,6 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/info_conversion.h"
+#include "client/src/local_handoff.h"
+#include "service/common/host_identity.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
@@ -63,23 +65,31 @@ struct CompactSource {
   std::shared_ptr<HeapTensorMemory> packed;
 };
 
-absl::StatusOr<CompactSource> CompactSourceOf(const DLTensor& tensor) {
+// A host tensor whose layout is sound: known dtype, sane shape and strides,
+// data present when there are elements. `what` names it in errors.
+absl::Status ValidateHostTensor(const DLTensor& tensor, absl::string_view what) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout, dlpack::LayoutOf(tensor));
   if (layout.device.device_type != kDLCPU && layout.device.device_type != kDLCUDAHost) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor device type ", layout.device.device_type, " is not host memory"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " device type ",
+                                                   layout.device.device_type, " is not host memory"));
   }
   TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(layout.dtype, layout.shape));
   if (size > 0 && tensor.data == nullptr) {
-    return absl::InvalidArgumentError("tensor data is NULL but the tensor has elements");
+    return absl::InvalidArgumentError(absl::StrCat(what, " data is NULL but it has elements"));
   }
+  // Checks strides and negative reach against byte_offset.
+  return dlpack::RequiredBytes(layout).status();
+}
+
+// `tensor` has passed ValidateHostTensor.
+absl::StatusOr<CompactSource> CompactSourceOf(const DLTensor& tensor) {
+  TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout, dlpack::LayoutOf(tensor));
+  TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(layout.dtype, layout.shape));
   CompactSource source;
   source.size = size;
   source.layout.dtype = layout.dtype;
   source.layout.shape = layout.shape;
   if (size == 0) return source;
-  // Checks strides and negative reach against byte_offset.
-  TENSORD_RETURN_IF_ERROR(dlpack::RequiredBytes(layout).status());
   if (dlpack::IsCompact(layout)) {
     source.data = static_cast<const uint8_t*>(tensor.data) + layout.byte_offset;
     return source;
@@ -107,6 +117,18 @@ struct Client::Rep {
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
 
+  absl::Mutex local_mutex;
+  bool local_resolved ABSL_GUARDED_BY(local_mutex) = false;
+  std::shared_ptr<LocalHandoff> local ABSL_GUARDED_BY(local_mutex);
+
+  // The local path, found on first use: nullptr means remote. Errors only
+  // with TransferPath::kLocal.
+  absl::StatusOr<std::shared_ptr<LocalHandoff>> Local();
+  // Forgets a local path that broke, so the next call looks again.
+  void DropLocal(const std::shared_ptr<LocalHandoff>& broken);
+  absl::StatusOr<std::shared_ptr<LocalHandoff>> DiscoverLocal();
+  absl::StatusOr<std::string> IssueToken();
+
   void PrepareContext(grpc::ClientContext& context) const {
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
@@ -119,6 +141,65 @@ struct Client::Rep {
       const v1::FetchRequest& request, const FetchOptions& options,
       absl::FunctionRef<absl::StatusOr<uint8_t*>(const TensorInfo&, uint64_t)> destination_for);
 };
+
+absl::StatusOr<std::string> Client::Rep::IssueToken() {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  v1::IssueHandoffTokenResponse response;
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
+      stub->IssueHandoffToken(&context, v1::IssueHandoffTokenRequest(), &response)));
+  return response.token();
+}
+
+absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::DiscoverLocal() {
+  std::string path = options.handoff_socket;
+  if (path.empty()) {
+    grpc::ClientContext context;
+    PrepareContext(context);
+    v1::GetServerInfoResponse info;
+    TENSORD_RETURN_IF_ERROR(
+        FromGrpcStatus(stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &info)));
+    if (info.handoff_socket().empty()) {
+      return absl::UnavailableError("the server has local handoff turned off (--handoff-socket)");
+    }
+    if (info.boot_id().empty() || info.boot_id() != BootId()) {
+      return absl::UnavailableError(absl::StrCat("the server runs on another host (boot id ",
+                                                 info.boot_id(), ", ours ", BootId(), ")"));
+    }
+    path = info.handoff_socket();
+  }
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HandoffConnection> connection,
+                           HandoffConnection::Connect(path, [this] { return IssueToken(); }));
+  return std::make_shared<LocalHandoff>(std::move(connection));
+}
+
+absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::Local() {
+  if (options.path == TransferPath::kRemote) return nullptr;
+  absl::MutexLock lock(&local_mutex);
+  if (!local_resolved) {
+    absl::StatusOr<std::shared_ptr<LocalHandoff>> found = DiscoverLocal();
+    if (!found.ok()) {
+      if (options.path == TransferPath::kLocal) return found.status();
+      found = nullptr;  // remote it is
+    }
+    local = std::move(*found);
+    local_resolved = true;
+  }
+  return local;
+}
+
+void Client::Rep::DropLocal(const std::shared_ptr<LocalHandoff>& broken) {
+  absl::MutexLock lock(&local_mutex);
+  if (local == broken) {
+    local.reset();
+    local_resolved = false;
+  }
+}
+
+// Whether a failed local call should be retried over gRPC.
+static bool ShouldFallBack(const absl::Status& status, TransferPath path) {
+  return path == TransferPath::kAuto && status.code() == absl::StatusCode::kUnavailable;
+}
 
 Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 Client::~Client() = default;
@@ -144,6 +225,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& tensor,
                                        const PutOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
+  if (local != nullptr) {
+    absl::StatusOr<TensorInfo> put = local->Put(name, tensor, options.send_crc32c);
+    if (!ShouldFallBack(put.status(), rep_->options.path)) return put;
+    rep_->DropLocal(local);
+  }
+  return PutRemote(name, tensor, options);
+}
+
+absl::StatusOr<TensorInfo> Client::PutRemote(absl::string_view name, const DLTensor& tensor,
+                                             const PutOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(CompactSource source, CompactSourceOf(tensor));
 
   v1::PutRequest header_message;
@@ -262,6 +355,12 @@ absl::StatusOr<TensorInfo> Client::Rep::StreamFetch(
 
 absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
+  if (local != nullptr) {
+    absl::StatusOr<Tensor> fetched = local->Fetch(name, options.version, options.read_only);
+    if (!ShouldFallBack(fetched.status(), rep_->options.path)) return fetched;
+    rep_->DropLocal(local);
+  }
   v1::FetchRequest request;
   request.set_name(std::string(name));
   request.set_version(options.version);
@@ -280,15 +379,14 @@ absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions&
 absl::StatusOr<TensorInfo> Client::FetchInto(absl::string_view name, const DLTensor& destination,
                                              const FetchOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_RETURN_IF_ERROR(ValidateHostTensor(destination, "destination"));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
+  if (local != nullptr) {
+    absl::StatusOr<TensorInfo> fetched = local->FetchInto(name, options.version, destination);
+    if (!ShouldFallBack(fetched.status(), rep_->options.path)) return fetched;
+    rep_->DropLocal(local);
+  }
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
-  if (target.device.device_type != kDLCPU && target.device.device_type != kDLCUDAHost) {
-    return absl::InvalidArgumentError(absl::StrCat("destination device type ",
-                                                   target.device.device_type, " is not host memory"));
-  }
-  TENSORD_ASSIGN_OR_RETURN(uint64_t target_bytes, dlpack::RequiredBytes(target));
-  if (target_bytes > target.byte_offset && destination.data == nullptr) {
-    return absl::InvalidArgumentError("destination data is NULL but the tensor has elements");
-  }
   v1::FetchRequest request;
   request.set_name(std::string(name));
   request.set_version(options.version);
@@ -388,6 +486,22 @@ absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version
   rep_->PrepareContext(context);
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->Delete(&context, request, &response)));
   return response.version();
+}
+
+absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,
+                                                             DLDataType dtype,
+                                                             std::span<const int64_t> shape) {
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
+  if (local == nullptr) {
+    return absl::UnavailableError("create/seal needs local handoff, which is not reachable");
+  }
+  return local->Create(name, dtype, shape);
+}
+
+bool Client::local() const {
+  absl::StatusOr<std::shared_ptr<LocalHandoff>> local = rep_->Local();
+  return local.ok() && *local != nullptr;
 }
 
 }  // namespace tensord

@@ -18,8 +18,7 @@ namespace {
 
 std::string FormatCreated(absl::Time created) {
   // A server that does not report the time leaves it at a default.
-  if (created == absl::Time() || created == absl::UnixEpoch() ||
-      created == absl::InfinitePast()) {
+  if (created == absl::Time() || created == absl::UnixEpoch() || created == absl::InfinitePast()) {
     return "unknown";
   }
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S %Z", created, absl::LocalTimeZone());
@@ -40,8 +39,7 @@ void PrintRow(const ListRow& row, const std::array<size_t, kListColumns>& widths
 
 absl::Status RunStat(Client& client, const Invocation& invocation) {
   const std::string& name = invocation.arguments[0];
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
-                           client.Stat(name, invocation.Number(kVersionOption)));
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client.Stat(name, invocation.Number(kVersionOption)));
   absl::PrintF("name:        %s\n", name);
   absl::PrintF("version:     %d\n", info.version);
   absl::PrintF("dtype:       %s\n", dlpack::DataTypeName(info.dtype));

@@ -63,7 +63,8 @@ std::string Synopsis(const CommandSpec& command, std::span<const OptionSpec> opt
       absl::StrAppend(&synopsis, " ", OptionWithValue(*option));
     } else {
       absl::StrAppend(&synopsis, " [", AsAbsl(option->name),
-                      option->kind == OptionKind::kFlag ? "" : " ", AsAbsl(option->value_name), "]");
+                      option->kind == OptionKind::kFlag ? "" : " ", AsAbsl(option->value_name),
+                      "]");
     }
   }
   return synopsis;
@@ -98,14 +99,15 @@ absl::Status SplitTokens(std::span<const std::string> arguments,
     const OptionSpec* option = FindOption(options, name);
     if (option == nullptr) return UsageError(absl::StrCat("unknown option '", AsAbsl(name), "'"));
     if (option->kind == OptionKind::kFlag) {
-      if (value) return UsageError(absl::StrCat("option ", AsAbsl(option->name), " takes no value"));
+      if (value)
+        return UsageError(absl::StrCat("option ", AsAbsl(option->name), " takes no value"));
       given.push_back({option, ""});
       continue;
     }
     if (!value) {
       if (i + 1 == arguments.size()) {
-        return UsageError(absl::StrCat("option ", AsAbsl(name), " needs a value ",
-                                       AsAbsl(option->value_name)));
+        return UsageError(
+            absl::StrCat("option ", AsAbsl(name), " needs a value ", AsAbsl(option->value_name)));
       }
       value = arguments[++i];
     }
@@ -116,15 +118,15 @@ absl::Status SplitTokens(std::span<const std::string> arguments,
 
 // Checks `option` applies to `command` and stores its value by kind.
 absl::Status StoreOption(const CommandSpec& command, const GivenOption& option,
-                         std::span<const std::string_view> global_options,
-                         Invocation& invocation) {
+                         std::span<const std::string_view> global_options, Invocation& invocation) {
   const std::string_view name = option.spec->name;
   if (!Contains(global_options, name) && !Contains(command.options, name)) {
-    return UsageError(absl::StrCat(AsAbsl(command.name), ": option ", AsAbsl(name), " does not apply"));
+    return UsageError(
+        absl::StrCat(AsAbsl(command.name), ": option ", AsAbsl(name), " does not apply"));
   }
   if (invocation.Has(name)) {
-    return UsageError(absl::StrCat(AsAbsl(command.name), ": option ", AsAbsl(name),
-                                   " given more than once"));
+    return UsageError(
+        absl::StrCat(AsAbsl(command.name), ": option ", AsAbsl(name), " given more than once"));
   }
   switch (option.spec->kind) {
     case OptionKind::kFlag:
@@ -134,9 +136,9 @@ absl::Status StoreOption(const CommandSpec& command, const GivenOption& option,
     case OptionKind::kCount: {
       uint64_t number = 0;
       // SimpleAtoi alone would accept "+3" and " 3".
-      const bool digits_only = !option.value.empty() &&
-                               std::all_of(option.value.begin(), option.value.end(),
-                                           [](char c) { return absl::ascii_isdigit(c); });
+      const bool digits_only =
+          !option.value.empty() && std::all_of(option.value.begin(), option.value.end(),
+                                               [](char c) { return absl::ascii_isdigit(c); });
       if (!digits_only || !absl::SimpleAtoi(option.value, &number)) {
         return UsageError(absl::StrCat(AsAbsl(command.name), ": ", AsAbsl(name), " '", option.value,
                                        "' is not a non-negative integer"));
@@ -147,8 +149,8 @@ absl::Status StoreOption(const CommandSpec& command, const GivenOption& option,
     case OptionKind::kByteSize: {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(option.value);
       if (!bytes.ok()) {
-        return UsageError(absl::StrCat(AsAbsl(command.name), ": ", AsAbsl(name), ": ",
-                                       bytes.status().message()));
+        return UsageError(
+            absl::StrCat(AsAbsl(command.name), ": ", AsAbsl(name), ": ", bytes.status().message()));
       }
       invocation.numbers.emplace(name, *bytes);
       return absl::OkStatus();
@@ -177,16 +179,21 @@ absl::StatusOr<Invocation> ParseCommandLine(std::span<const std::string> argumen
                                             std::span<const CommandSpec> commands,
                                             std::span<const OptionSpec> options,
                                             std::span<const std::string_view> global_options) {
+  Invocation invocation;
+  // --help wins over any other mistake on the line: the user is asking how.
+  for (const std::string& token : arguments) {
+    if (token == "--") break;
+    const OptionSpec* option = FindOption(options, token);
+    if (option != nullptr && option->kind == OptionKind::kFlag && option->name == "--help") {
+      invocation.help = true;
+      return invocation;
+    }
+  }
   std::vector<GivenOption> given;
   std::vector<std::string> positionals;
-  Invocation invocation;
-  const absl::Status split = SplitTokens(arguments, options, given, positionals);
-  // --help wins over any other mistake on the line: the user is asking how.
-  invocation.help = std::any_of(given.begin(), given.end(), [](const GivenOption& option) {
-    return option.spec->name == "--help";
-  });
-  if (invocation.help) return invocation;
-  if (!split.ok()) return split;
+  if (absl::Status split = SplitTokens(arguments, options, given, positionals); !split.ok()) {
+    return split;
+  }
 
   if (positionals.empty()) return UsageError("no command given");
   invocation.command = FindCommand(commands, positionals.front());

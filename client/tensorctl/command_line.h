@@ -34,14 +34,14 @@ struct OptionSpec {
 struct Invocation;
 
 struct CommandSpec {
-  std::string_view name;
-  std::string_view arguments;  // "NAME FILE.npy", "[PREFIX]"; shown in usage
-  std::string_view summary;
+  std::string_view name = {};
+  std::string_view arguments = {};  // "NAME FILE.npy", "[PREFIX]"; shown in usage
+  std::string_view summary = {};
   size_t min_arguments = 0;
   size_t max_arguments = 0;
   // Long names of the options this command takes beyond the global ones.
-  std::vector<std::string_view> options;
-  std::vector<std::string_view> required_options;
+  std::vector<std::string_view> options = {};
+  std::vector<std::string_view> required_options = {};
   // Null for commands main() handles itself (help).
   absl::Status (*run)(Client& client, const Invocation& invocation) = nullptr;
 };

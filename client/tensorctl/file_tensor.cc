@@ -8,9 +8,8 @@ namespace tensord::tensorctl {
 absl::StatusOr<DLTensor> FileTensor(std::string_view file, uint64_t begin, uint64_t end,
                                     const dlpack::TensorLayout& layout) {
   if (begin > end || end > file.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("byte range [", begin, ", ", end,
-                                                   ") is outside the file of ", file.size(),
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "byte range [", begin, ", ", end, ") is outside the file of ", file.size(), " bytes"));
   }
   // The parsers check this already; repeating it here keeps a parser bug
   // from turning into a read past the mapping.

@@ -26,10 +26,10 @@ namespace {
 absl::StatusOr<std::string> NpyHeaderFor(std::string_view name, const TensorInfo& info) {
   absl::StatusOr<std::string> header = formats::EncodeNpyHeader(info.dtype, info.shape);
   if (header.ok()) return header;
-  return absl::InvalidArgumentError(absl::StrCat(
-      AsAbsl(name), " is ", DescribeTensor(info), ", which .npy cannot hold (",
-      header.status().message(), "); use 'tensorctl get-raw ", AsAbsl(name),
-      " -o FILE' for its raw bytes"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(AsAbsl(name), " is ", DescribeTensor(info), ", which .npy cannot hold (",
+                   header.status().message(), "); use 'tensorctl get-raw ", AsAbsl(name),
+                   " -o FILE' for its raw bytes"));
 }
 
 // The summary goes to stderr when the data itself goes to stdout.
@@ -49,7 +49,8 @@ absl::Status WriteCompact(const Tensor& tensor, OutputFile& output) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout stored, dlpack::LayoutOf(dl));
   stored.byte_offset = info.byte_offset;
   const char* stored_base = static_cast<const char*>(dl.data) - info.byte_offset;
-  TENSORD_RETURN_IF_ERROR(dlpack::ValidateLayoutFits(stored, info.byte_offset + tensor.data_bytes()));
+  TENSORD_RETURN_IF_ERROR(
+      dlpack::ValidateLayoutFits(stored, info.byte_offset + tensor.data_bytes()));
   TENSORD_ASSIGN_OR_RETURN(uint64_t compact_bytes,
                            dlpack::CompactByteSize(stored.dtype, stored.shape));
   if (dlpack::IsCompact(stored)) {
@@ -89,7 +90,8 @@ absl::Status RunGet(Client& client, const Invocation& invocation) {
   TENSORD_RETURN_IF_ERROR(output->Commit());
   const TensorInfo& info = tensor.info();
   absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name, info.version,
-                DescribeTensor(info), FormatByteSize(info.total_bytes), output->path());
+                DescribeTensor(info), FormatByteSize(info.total_bytes),
+                AsAbsl(output->display_path()));
   return absl::OkStatus();
 }
 
@@ -116,7 +118,7 @@ absl::Status RunGetRaw(Client& client, const Invocation& invocation) {
   TENSORD_RETURN_IF_ERROR(output->Commit());
   absl::FPrintF(SummaryStream(*output), "get-raw %s version %d: bytes [%d, %d) of %d, %s -> %s\n",
                 name, info.version, offset, offset + bytes.size(), info.total_bytes,
-                FormatByteSize(bytes.size()), output->path());
+                FormatByteSize(bytes.size()), AsAbsl(output->display_path()));
   return absl::OkStatus();
 }
 

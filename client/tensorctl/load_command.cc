@@ -38,7 +38,8 @@ absl::Status RunLoad(Client& client, const Invocation& invocation) {
   size_t loaded = 0;
   for (const formats::SafetensorsEntry& entry : index->entries) {
     const std::string name = prefix + entry.name;
-    absl::StatusOr<DLTensor> tensor = FileTensor(file->bytes(), entry.begin, entry.end, entry.layout);
+    absl::StatusOr<DLTensor> tensor =
+        FileTensor(file->bytes(), entry.begin, entry.end, entry.layout);
     if (!tensor.ok()) return WithContext(tensor.status(), absl::StrCat(path, ": ", entry.name));
     PutOptions options;
     options.send_crc32c = true;
@@ -48,9 +49,9 @@ absl::Status RunLoad(Client& client, const Invocation& invocation) {
     absl::StatusOr<TensorInfo> info = client.Put(name, *tensor, options);
     if (!info.ok()) {
       // Earlier tensors stay published; say how far it got.
-      return WithContext(info.status(), absl::StrCat("put ", name, " (", loaded, " of ",
-                                                     index->entries.size(),
-                                                     " tensors were loaded before it)"));
+      return WithContext(info.status(),
+                         absl::StrCat("put ", name, " (", loaded, " of ", index->entries.size(),
+                                      " tensors were loaded before it)"));
     }
     loaded_bytes += entry.end - entry.begin;
     ++loaded;

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "client/tensorctl/absl_view.h"
 #include "service/common/errno_status.h"
 
 namespace tensord::tensorctl {
@@ -16,7 +17,7 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string
   if (path == "-") {
     // A duplicate, so that closing ours leaves the process's stdout open.
     ScopedFd fd(::dup(STDOUT_FILENO));
-    if (!fd.valid()) return ErrnoStatus(errno, "dup(stdout)");
+    if (!fd.valid()) return ErrnoStatus(errno, "dup stdout");
     return std::unique_ptr<OutputFile>(new OutputFile(path, "", std::move(fd)));
   }
   // Beside the destination so that rename() stays within one file system;
@@ -24,7 +25,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string
   // is narrowed by the umask like any newly created file.
   std::string temporary_path = absl::StrCat(path, ".tmp.", ::getpid());
   ScopedFd fd(::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("open(", temporary_path, ")"));
+  // The error names the user's path; the temporary name would only confuse.
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("create ", path));
   return std::unique_ptr<OutputFile>(
       new OutputFile(path, std::move(temporary_path), std::move(fd)));
 }
@@ -42,7 +44,7 @@ absl::Status OutputFile::Write(std::string_view bytes) {
     const ssize_t written = ::write(fd_.get(), bytes.data(), bytes.size());
     if (written < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("write(", is_stdout() ? "stdout" : path_, ")"));
+      return ErrnoStatus(errno, absl::StrCat("write ", AsAbsl(display_path())));
     }
     bytes.remove_prefix(static_cast<size_t>(written));
   }
@@ -54,12 +56,12 @@ absl::Status OutputFile::Commit() {
   if (!is_stdout()) {
     // Data reaches the disk before the rename makes it visible; otherwise a
     // crash could leave an empty file under the final name.
-    if (::fsync(fd_.get()) != 0) return ErrnoStatus(errno, absl::StrCat("fsync(", path_, ")"));
+    if (::fsync(fd_.get()) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", path_));
   }
   const int fd = fd_.Release();
-  if (::close(fd) != 0) return ErrnoStatus(errno, absl::StrCat("close(", path_, ")"));
+  if (::close(fd) != 0) return ErrnoStatus(errno, absl::StrCat("close ", path_));
   if (!is_stdout() && ::rename(temporary_path_.c_str(), path_.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("rename(", temporary_path_, ", ", path_, ")"));
+    return ErrnoStatus(errno, absl::StrCat("rename ", temporary_path_, " to ", path_));
   }
   committed_ = true;
   return absl::OkStatus();

@@ -29,6 +29,8 @@ class OutputFile {
 
   bool is_stdout() const { return path_ == "-"; }
   const std::string& path() const { return path_; }
+  // The path for messages: "stdout" for "-".
+  std::string_view display_path() const { return is_stdout() ? "stdout" : path_; }
 
  private:
   OutputFile(std::string path, std::string temporary_path, ScopedFd fd);

@@ -24,9 +24,8 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
   absl::StatusOr<formats::NpyHeader> header = formats::ParseNpyHeader(file->bytes());
   if (!header.ok()) return WithContext(header.status(), path);
   // A Fortran-order header carries column-major strides; Put packs them.
-  absl::StatusOr<DLTensor> tensor =
-      FileTensor(file->bytes(), header->data_offset, header->data_offset + header->data_bytes,
-                 header->layout);
+  absl::StatusOr<DLTensor> tensor = FileTensor(
+      file->bytes(), header->data_offset, header->data_offset + header->data_bytes, header->layout);
   if (!tensor.ok()) return WithContext(tensor.status(), path);
 
   ProgressBar progress(absl::StrCat("put ", name));

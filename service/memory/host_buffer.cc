@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <string>
@@ -42,7 +43,8 @@ HostBuffer::~HostBuffer() { Unmap(); }
 
 void HostBuffer::Unmap() {
   if (data_ != EmptyData() && data_ != nullptr) ::munmap(data_, size_);
-  data_ = EmptyData();
+  // Until a successful Seal() maps them again there are no bytes to touch.
+  data_ = size_ == 0 ? EmptyData() : nullptr;
 }
 
 absl::Status HostBuffer::Seal() {
@@ -51,7 +53,18 @@ absl::Status HostBuffer::Seal() {
   Unmap();
   constexpr int kSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
   if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
+    if (errno == EBUSY) {
+      return absl::FailedPreconditionError(
+          "cannot seal: a process still maps the buffer writable; unmap it before sealing");
+    }
     return ErrnoStatus(errno, "fcntl(F_ADD_SEALS)");
+  }
+  // A producer holding the fd may have resized it before the seals landed.
+  struct stat status{};
+  if (::fstat(fd_.get(), &status) != 0) return ErrnoStatus(errno, "fstat(memfd)");
+  if (static_cast<uint64_t>(status.st_size) != size_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer was resized to ", status.st_size, " bytes; it must stay ", size_, " bytes"));
   }
   if (size_ > 0) {
     void* data = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_.get(), 0);

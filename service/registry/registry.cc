@@ -67,15 +67,16 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
                                             pending.reservation.bytes(), " of ",
                                             pending.total_bytes, " bytes"));
   }
+  // Sealed before checksumming: a local producer still holding the memfd
+  // could otherwise change bytes after they were summed.
+  TENSORD_RETURN_IF_ERROR(pending.buffer->Seal());
   uint32_t crc = pending.crc32c.has_value()
                      ? *pending.crc32c
                      : Crc32c(pending.buffer->data(), pending.buffer->size());
   if (expected_crc32c.has_value() && *expected_crc32c != crc) {
-    return absl::DataLossError(absl::StrCat("crc32c of the received bytes of '", pending.name,
-                                            "' is ", crc, " but the header declared ",
-                                            *expected_crc32c));
+    return absl::DataLossError(absl::StrCat("crc32c of the bytes of '", pending.name, "' is ", crc,
+                                            " but the producer declared ", *expected_crc32c));
   }
-  TENSORD_RETURN_IF_ERROR(pending.buffer->Seal());
 
   auto version = std::make_shared<TensorVersion>();
   version->name = std::move(pending.name);

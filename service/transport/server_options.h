@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "service/registry/registry.h"
+#include "service/transport/handoff_server.h"
 
 namespace tensord {
 
@@ -23,6 +24,8 @@ struct ServerOptions {
   uint32_t max_message_bytes = 8 << 20;
   // Graceful shutdown: in-flight calls get this long to finish.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Local handoff; off when handoff.socket_path is empty.
+  HandoffOptions handoff;
 };
 
 }  // namespace tensord

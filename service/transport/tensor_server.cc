@@ -49,7 +49,14 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
 
   std::unique_ptr<TensorServer> server(new TensorServer());
   server->registry_ = std::make_unique<Registry>(options.registry);
-  server->service_ = std::make_unique<TensorService>(*server->registry_, options);
+  server->tokens_ = std::make_unique<HandoffTokens>();
+  server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options);
+  if (!options.handoff.socket_path.empty()) {
+    absl::StatusOr<std::unique_ptr<HandoffServer>> handoff =
+        HandoffServer::Start(options.handoff, *server->registry_, *server->tokens_);
+    if (!handoff.ok()) return handoff.status();
+    server->handoff_ = std::move(*handoff);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -87,6 +94,7 @@ TensorServer::~TensorServer() {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
+  handoff_.reset();  // ends local leases before the registry goes
 }
 
 void TensorServer::Shutdown(absl::Duration grace) {

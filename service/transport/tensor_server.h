@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/registry/registry.h"
+#include "service/transport/handoff_server.h"
 #include "service/transport/server_options.h"
 
 namespace grpc {
@@ -30,6 +31,8 @@ class TensorServer {
   // ("127.0.0.1:43521", "unix:/run/tensord.sock").
   const std::vector<std::string>& bound_addresses() const { return bound_addresses_; }
   Registry& registry() { return *registry_; }
+  // Null when local handoff is off.
+  const HandoffServer* handoff() const { return handoff_.get(); }
 
   // Stops accepting calls, lets in-flight calls run up to `grace`, then
   // cancels what is left. Safe to call from any thread, more than once.
@@ -41,7 +44,9 @@ class TensorServer {
   TensorServer() = default;
 
   std::unique_ptr<Registry> registry_;
+  std::unique_ptr<HandoffTokens> tokens_;
   std::unique_ptr<TensorService> service_;
+  std::unique_ptr<HandoffServer> handoff_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_addresses_;
 };

@@ -2,6 +2,7 @@
 #include "service/transport/tensor_service.h"
 
 #include "absl/time/time.h"
+#include "service/common/host_identity.h"
 #include "service/common/log.h"
 #include "service/transport/layout_conversion.h"
 #include "service/transport/status_conversion.h"
@@ -63,6 +64,33 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
     Log(LogLevel::kInfo, "delete", {{"name", request->name()}, {"version", *removed}});
   }
   return FinishUnary(context, removed.status(), "Delete");
+}
+
+grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                       const v1::GetServerInfoRequest*,
+                                                       v1::GetServerInfoResponse* response) {
+  response->set_server_version(TENSORD_VERSION);
+  response->set_boot_id(BootId());
+  response->set_handoff_socket(options_.handoff.socket_path);
+  response->set_host_bytes_used(registry_.host_bytes_used());
+  response->set_host_bytes_limit(registry_.host_bytes_limit());
+  response->set_tensor_count(registry_.tensor_count());
+  return FinishUnary(context, absl::OkStatus(), "GetServerInfo");
+}
+
+grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
+    grpc::CallbackServerContext* context, const v1::IssueHandoffTokenRequest*,
+    v1::IssueHandoffTokenResponse* response) {
+  absl::Status status;
+  if (options_.handoff.socket_path.empty()) {
+    status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
+  } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(); issued.ok()) {
+    response->set_token(issued->token);
+    response->set_expires_unix_nanos(absl::ToUnixNanos(issued->expires));
+  } else {
+    status = issued.status();
+  }
+  return FinishUnary(context, status, "IssueHandoffToken");
 }
 
 }  // namespace tensord

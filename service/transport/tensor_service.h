@@ -5,6 +5,7 @@
 #define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
 
 #include "service/registry/registry.h"
+#include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -12,14 +13,16 @@ namespace tensord {
 
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
     v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_Stat<
-        v1::TensorService::WithCallbackMethod_List<
-            v1::TensorService::WithCallbackMethod_Delete<v1::TensorService::Service>>>>>;
+        v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
+            v1::TensorService::WithCallbackMethod_GetServerInfo<
+                v1::TensorService::WithCallbackMethod_IssueHandoffToken<
+                    v1::TensorService::Service>>>>>>>;
 
 // Thread-safe; the registry must outlive the service.
 class TensorService final : public TensorServiceBase {
  public:
-  TensorService(Registry& registry, const ServerOptions& options)
-      : registry_(registry), options_(options) {}
+  TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options)
+      : registry_(registry), tokens_(tokens), options_(options) {}
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
@@ -34,9 +37,16 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const v1::DeleteRequest* request,
                                    v1::DeleteResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::GetServerInfoRequest* request,
+                                          v1::GetServerInfoResponse* response) override;
+  grpc::ServerUnaryReactor* IssueHandoffToken(grpc::CallbackServerContext* context,
+                                              const v1::IssueHandoffTokenRequest* request,
+                                              v1::IssueHandoffTokenResponse* response) override;
 
  private:
   Registry& registry_;
+  HandoffTokens& tokens_;
   const ServerOptions options_;
 };
 

@@ -95,8 +95,11 @@ size_t CompactBytes(DLDataType dtype, const std::vector<int64_t>& shape) {
 
 ::testing::AssertionResult StatusIs(const absl::Status& status, absl::StatusCode code,
                                     std::string_view substring) {
+  // Debian's Abseil has its own string_view type.
+  const absl::string_view message = status.message();
   if (status.code() == code &&
-      std::string_view(status.message()).find(substring) != std::string_view::npos) {
+      message.find(absl::string_view(substring.data(), substring.size())) !=
+          absl::string_view::npos) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure()
@@ -124,7 +127,7 @@ std::string TestTensorName(std::string_view stem) {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = test == nullptr
                          ? std::string(stem)
-                         : absl::StrCat(test->test_suite_name(), "/", test->name(), "/", stem);
+                         : absl::StrCat(test->test_suite_name(), "/", test->name(), "/", std::string(stem));
   // Parameterized test names may hold characters names do not allow.
   for (char& c : name) {
     const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -15,6 +16,17 @@
 #include "tensord/tensor.h"
 
 namespace tensord {
+
+// How Fetch, FetchInto and Put move bytes.
+enum class TransferPath {
+  // Local handoff when the server's handoff socket is reachable from this
+  // host (same boot id), gRPC streaming otherwise.
+  kAuto,
+  // Always gRPC streaming.
+  kRemote,
+  // Always local handoff; UNAVAILABLE when it cannot be reached.
+  kLocal,
+};
 
 struct ClientOptions {
   // "host:port", "unix:PATH" or any gRPC target.
@@ -28,6 +40,9 @@ struct ClientOptions {
   // Give this client its own TCP connection rather than sharing one with
   // other clients of the same target in the process.
   bool own_connection = true;
+  TransferPath path = TransferPath::kAuto;
+  // The handoff socket; empty means ask the server (GetServerInfo).
+  std::string handoff_socket;
 };
 
 // Called as bytes move: (bytes done, bytes in total).
@@ -43,6 +58,11 @@ struct PutOptions {
 struct FetchOptions {
   // 0 means the latest version.
   uint64_t version = 0;
+  // Local handoff only: map the stored bytes shared and read-only (the
+  // DLManagedTensorVersioned gets DLPACK_FLAG_BITMASK_READ_ONLY; a write
+  // faults). By default the mapping is private copy-on-write: reads are
+  // zero-copy, a consumer's write changes only its own page.
+  bool read_only = false;
   // Check the received bytes against the server's CRC-32C (DATA_LOSS on
   // mismatch). Costs one pass over the bytes.
   bool verify_crc32c = false;
@@ -53,6 +73,20 @@ struct ListResult {
   std::vector<TensorInfo> tensors;
   std::string next_page_token;  // empty on the last page
   uint64_t total_bytes = 0;     // bytes the server holds
+};
+
+// A buffer in the server's memory being filled by this process (local
+// create/seal). Write the bytes through data(), then Seal() publishes them as
+// a new version; destroying an unsealed writer aborts the create.
+class TensorWriter {
+ public:
+  virtual ~TensorWriter() = default;
+  // Writable, 256-byte aligned; size() bytes (compact layout).
+  virtual void* data() = 0;
+  virtual uint64_t size() const = 0;
+  // Unmaps the buffer and publishes it. With `send_crc32c` the server checks
+  // the bytes against a CRC-32C computed here first.
+  virtual absl::StatusOr<TensorInfo> Seal(bool send_crc32c = false) = 0;
 };
 
 // Thread-safe: one Client may serve many threads.
@@ -96,9 +130,20 @@ class Client {
   // removed version.
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version = 0);
 
+  // Zero-copy put for a producer on the server's host: a compact buffer for
+  // a new version of `name`, filled in place. Needs local handoff
+  // (UNAVAILABLE otherwise).
+  absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
+                                                       std::span<const int64_t> shape);
+
+  // True when calls take the local handoff path.
+  bool local() const;
+
  private:
   struct Rep;
   explicit Client(std::unique_ptr<Rep> rep);
+  absl::StatusOr<TensorInfo> PutRemote(absl::string_view name, const DLTensor& tensor,
+                                       const PutOptions& options);
   std::unique_ptr<Rep> rep_;
 };
 

@@ -1,0 +1,68 @@
+#include "client/src/handoff_connection.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/common/unix_socket.h"
+
+namespace tensord {
+
+absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
+    const std::string& path, TokenSource token_source) {
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(path);
+  if (!socket.ok()) return socket.status();
+  return std::shared_ptr<HandoffConnection>(
+      new HandoffConnection(path, std::move(*socket), std::move(token_source)));
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
+    v1::HandoffRequest& request) {
+  if (!socket_.valid()) return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
+  request.set_request_id(next_request_id_++);
+  absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString());
+  if (!sent.ok()) {
+    socket_.Reset();
+    return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
+  }
+  absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket_.get());
+  if (!packet.ok()) {
+    socket_.Reset();
+    return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
+  }
+  Response response;
+  response.fd = std::move(packet->fd);
+  if (!response.message.ParseFromString(packet->bytes) ||
+      response.message.request_id() != request.request_id()) {
+    socket_.Reset();
+    return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
+  }
+  if (response.message.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(response.message.code()),
+                        response.message.message());
+  }
+  return response;
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffRequest request) {
+  absl::MutexLock lock(&mutex_);
+  absl::StatusOr<Response> response = CallLocked(request);
+  if (response.status().code() != absl::StatusCode::kPermissionDenied || authenticated_ ||
+      !token_source_) {
+    return response;
+  }
+  absl::StatusOr<std::string> token = token_source_();
+  if (!token.ok()) return response;  // the refusal says more than the token error
+  v1::HandoffRequest authenticate;
+  authenticate.mutable_authenticate()->set_token(*token);
+  absl::StatusOr<Response> authenticated = CallLocked(authenticate);
+  if (!authenticated.ok()) return authenticated.status();
+  authenticated_ = true;
+  return CallLocked(request);
+}
+
+void HandoffConnection::ReleaseLease(uint64_t lease_id) {
+  v1::HandoffRequest request;
+  request.mutable_release()->set_lease_id(lease_id);
+  absl::MutexLock lock(&mutex_);
+  (void)CallLocked(request);
+}
+
+}  // namespace tensord

@@ -1,0 +1,58 @@
+// The client end of the handoff socket: request/response calls, with the
+// server's fds received into ScopedFds.
+#ifndef TENSORD_CLIENT_SRC_HANDOFF_CONNECTION_H_
+#define TENSORD_CLIENT_SRC_HANDOFF_CONNECTION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "service/common/scoped_fd.h"
+#include "tensord/v1/handoff.pb.h"
+
+namespace tensord {
+
+// Thread-safe: calls are serialised, one request in flight at a time.
+class HandoffConnection {
+ public:
+  // Where a token comes from when the server does not know our uid.
+  using TokenSource = std::function<absl::StatusOr<std::string>()>;
+
+  static absl::StatusOr<std::shared_ptr<HandoffConnection>> Connect(const std::string& path,
+                                                                    TokenSource token_source);
+
+  struct Response {
+    v1::HandoffResponse message;
+    ScopedFd fd;
+  };
+  // Sends `request` and returns the server's answer; a non-OK code in the
+  // answer comes back as that status. Authenticates once with a token and
+  // retries when the server refuses our credentials.
+  absl::StatusOr<Response> Call(v1::HandoffRequest request);
+
+  // Ends a lease; errors are ignored (a broken connection ended it anyway).
+  void ReleaseLease(uint64_t lease_id);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  HandoffConnection(std::string path, ScopedFd socket, TokenSource token_source)
+      : path_(std::move(path)), socket_(std::move(socket)), token_source_(std::move(token_source)) {}
+  absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const std::string path_;
+  absl::Mutex mutex_;
+  ScopedFd socket_ ABSL_GUARDED_BY(mutex_);
+  TokenSource token_source_;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  bool authenticated_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_HANDOFF_CONNECTION_H_

@@ -1,0 +1,49 @@
+// SOCK_SEQPACKET Unix sockets with file descriptors passed as SCM_RIGHTS:
+// the carrier of local handoff. Every fd is owned by a ScopedFd.
+#ifndef TENSORD_SERVICE_COMMON_UNIX_SOCKET_H_
+#define TENSORD_SERVICE_COMMON_UNIX_SOCKET_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "service/common/scoped_fd.h"
+
+namespace tensord {
+
+// Largest packet either side sends; a handoff message is far smaller.
+inline constexpr size_t kMaxPacketBytes = 64 * 1024;
+
+// Binds and listens on `path` with permissions `mode` (e.g. 0660). A stale
+// socket file left by a dead server is replaced; any other file is not.
+absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode);
+
+// Connects to the listener at `path`.
+absl::StatusOr<ScopedFd> ConnectSeqpacket(const std::string& path);
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+// SO_PEERCRED of a connected socket.
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd);
+
+// Sends one packet, with `fd_to_pass` as SCM_RIGHTS when >= 0.
+absl::Status SendPacket(int socket_fd, absl::string_view bytes, int fd_to_pass = -1);
+
+struct ReceivedPacket {
+  std::string bytes;
+  ScopedFd fd;  // invalid when none came
+};
+// Receives one packet (blocking unless the socket is non-blocking).
+// UNAVAILABLE with "closed" when the peer has gone; INVALID_ARGUMENT for a
+// truncated packet or more than one passed fd (extra fds are closed).
+absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_COMMON_UNIX_SOCKET_H_

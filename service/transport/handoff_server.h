@@ -1,0 +1,65 @@
+// The local handoff socket: accepts connections, checks peer credentials,
+// and runs each connection's HandoffSession on one event-loop thread.
+#ifndef TENSORD_SERVICE_TRANSPORT_HANDOFF_SERVER_H_
+#define TENSORD_SERVICE_TRANSPORT_HANDOFF_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/common/scoped_fd.h"
+#include "service/registry/registry.h"
+#include "service/transport/handoff_session.h"
+#include "service/transport/handoff_tokens.h"
+
+namespace tensord {
+
+struct HandoffOptions {
+  // Socket path; created with mode 0660 (owner and group).
+  std::string socket_path;
+  // Peers whose uid or gid is listed are authorised; others must present a
+  // token. An empty uid list means the server's own uid.
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;
+  HandoffLimits limits;
+};
+
+class HandoffServer {
+ public:
+  // Binds the socket and starts the event-loop thread.
+  static absl::StatusOr<std::unique_ptr<HandoffServer>> Start(const HandoffOptions& options,
+                                                              Registry& registry,
+                                                              HandoffTokens& tokens);
+  // Stops the thread, closes every connection (ending its leases and
+  // creates) and removes the socket file.
+  ~HandoffServer();
+
+  const std::string& socket_path() const { return options_.socket_path; }
+  // Approximate, for metrics and tests.
+  size_t connection_count() const { return connections_.load(std::memory_order_relaxed); }
+  size_t lease_count() const { return leases_.load(std::memory_order_relaxed); }
+
+ private:
+  HandoffServer(const HandoffOptions& options, Registry& registry, HandoffTokens& tokens)
+      : options_(options), registry_(registry), tokens_(tokens) {}
+  void Run();
+  bool Authorized(const PeerCredentials& peer) const;
+
+  const HandoffOptions options_;
+  Registry& registry_;
+  HandoffTokens& tokens_;
+  ScopedFd listener_;
+  ScopedFd wake_;  // eventfd that ends Run()
+  std::thread thread_;
+  std::atomic<size_t> connections_{0};
+  std::atomic<size_t> leases_{0};
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_HANDOFF_SERVER_H_

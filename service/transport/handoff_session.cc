@@ -1,0 +1,154 @@
+#include "service/transport/handoff_session.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/transport/request_validation.h"
+#include "service/transport/tensor_service.h"
+
+namespace tensord {
+
+HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Time now) {
+  v1::HandoffRequest request;
+  v1::HandoffResponse response;
+  Reply reply;
+  absl::Status status;
+  if (!request.ParseFromArray(packet.data(), static_cast<int>(packet.size()))) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("handoff packet of ", packet.size(), " bytes is not a HandoffRequest"));
+  } else {
+    response.set_request_id(request.request_id());
+    status = Dispatch(request, now, response, reply.fd);
+  }
+  if (!status.ok()) {
+    response.clear_kind();
+    reply.fd = -1;
+    response.set_code(static_cast<int32_t>(status.code()));
+    response.set_message(std::string(status.message()));
+  }
+  reply.bytes = response.SerializeAsString();
+  return reply;
+}
+
+absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::Time now,
+                                      v1::HandoffResponse& response, int& fd) {
+  if (request.kind_case() == v1::HandoffRequest::kAuthenticate) {
+    return Authenticate(request.authenticate());
+  }
+  if (!authorized_) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "peer uid ", peer_.uid, " gid ", peer_.gid, " (pid ", peer_.pid,
+        ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
+        "authenticate with a token from IssueHandoffToken"));
+  }
+  switch (request.kind_case()) {
+    case v1::HandoffRequest::kAcquire: return Acquire(request.acquire(), *response.mutable_acquire(), fd);
+    case v1::HandoffRequest::kRelease: return Release(request.release());
+    case v1::HandoffRequest::kCreate:
+      return Create(request.create(), now, *response.mutable_create(), fd);
+    case v1::HandoffRequest::kSeal: return Seal(request.seal(), *response.mutable_seal());
+    case v1::HandoffRequest::kAbort: return Abort(request.abort());
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("handoff request kind ", static_cast<int>(request.kind_case()), " is unknown"));
+  }
+}
+
+absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request) {
+  if (authorized_) return absl::OkStatus();
+  if (!tokens_.Redeem(request.token())) {
+    return absl::PermissionDeniedError(
+        "handoff token is unknown, expired or already used; get a new one from IssueHandoffToken");
+  }
+  authorized_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
+                                     v1::AcquireResponse& response, int& fd) {
+  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
+  InfoToProto(InfoOf(*lease), response.mutable_info());
+  const auto& held = request.held_versions();
+  if (std::find(held.begin(), held.end(), lease->version) != held.end()) {
+    return absl::OkStatus();  // the client's cached lease already covers it
+  }
+  if (leases_.size() >= limits_.max_leases_per_connection) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "connection holds ", leases_.size(), " leases; the limit (--max-leases-per-client) is ",
+        limits_.max_leases_per_connection));
+  }
+  fd = lease->buffer->fd();
+  uint64_t id = next_id_++;
+  response.set_lease_id(id);
+  leases_.emplace(id, std::move(lease));
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::Release(const v1::ReleaseRequest& request) {
+  if (leases_.erase(request.lease_id()) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("lease ", request.lease_id(), " is not held by this connection"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time now,
+                                    v1::CreateResponse& response, int& fd) {
+  v1::PutHeader header;
+  header.set_name(request.name());
+  *header.mutable_layout() = request.layout();
+  header.set_total_bytes(request.total_bytes());
+  TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
+  PendingCreate create;
+  TENSORD_ASSIGN_OR_RETURN(create.version.reservation, registry_.ReserveHostBytes(put.total_bytes));
+  TENSORD_ASSIGN_OR_RETURN(create.version.buffer, HostBuffer::Create(put.total_bytes, put.name));
+  create.version.name = std::move(put.name);
+  create.version.layout = std::move(put.layout);
+  create.version.total_bytes = put.total_bytes;
+  create.deadline = now + limits_.create_timeout;
+  fd = create.version.buffer->fd();
+  uint64_t id = next_id_++;
+  response.set_create_id(id);
+  creates_.emplace(id, std::move(create));
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::Seal(const v1::SealRequest& request, v1::SealResponse& response) {
+  auto it = creates_.find(request.create_id());
+  if (it == creates_.end()) {
+    return absl::NotFoundError(absl::StrCat("create ", request.create_id(),
+                                            " is not pending on this connection (sealed, aborted "
+                                            "or reclaimed after the create timeout)"));
+  }
+  PendingVersion pending = std::move(it->second.version);
+  creates_.erase(it);
+  std::optional<uint32_t> expected;
+  if (request.has_crc32c()) expected = request.crc32c();
+  TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry_.Publish(std::move(pending), expected));
+  Log(LogLevel::kInfo, "seal",
+      {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
+       {"peer_pid", peer_.pid}});
+  InfoToProto(info, response.mutable_info());
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::Abort(const v1::AbortRequest& request) {
+  if (creates_.erase(request.create_id()) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("create ", request.create_id(), " is not pending on this connection"));
+  }
+  return absl::OkStatus();
+}
+
+void HandoffSession::ReapExpiredCreates(absl::Time now) {
+  absl::erase_if(creates_, [&](const auto& entry) {
+    if (entry.second.deadline > now) return false;
+    Log(LogLevel::kInfo, "create_reclaimed",
+        {{"name", entry.second.version.name}, {"peer_pid", peer_.pid}});
+    return true;
+  });
+}
+
+}  // namespace tensord

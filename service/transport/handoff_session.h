@@ -1,0 +1,77 @@
+// One local client's connection to the handoff socket: its leases, its
+// pending creates, and the answers to its requests. Pure logic (no socket
+// I/O), so tests and fuzz targets drive it directly.
+#ifndef TENSORD_SERVICE_TRANSPORT_HANDOFF_SESSION_H_
+#define TENSORD_SERVICE_TRANSPORT_HANDOFF_SESSION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/common/unix_socket.h"
+#include "service/registry/registry.h"
+#include "service/transport/handoff_tokens.h"
+#include "tensord/v1/handoff.pb.h"
+
+namespace tensord {
+
+struct HandoffLimits {
+  uint64_t max_tensor_bytes = uint64_t{4} << 30;
+  uint64_t max_leases_per_connection = 65536;
+  // A create not sealed within this long is reclaimed; nothing is published.
+  absl::Duration create_timeout = absl::Seconds(60);
+};
+
+// Not thread-safe: one session belongs to one connection's thread.
+class HandoffSession {
+ public:
+  HandoffSession(Registry& registry, HandoffTokens& tokens, const HandoffLimits& limits,
+                 PeerCredentials peer, bool authorized)
+      : registry_(registry), tokens_(tokens), limits_(limits), peer_(peer), authorized_(authorized) {}
+
+  struct Reply {
+    std::string bytes;  // a serialized HandoffResponse
+    int fd = -1;        // to pass along, owned by the session's lease/create
+  };
+  // Answers one packet. Never fails: every error becomes a response with a
+  // canonical code and a message naming the bad value.
+  Reply Handle(absl::string_view packet, absl::Time now);
+
+  // Reclaims creates whose timeout has passed.
+  void ReapExpiredCreates(absl::Time now);
+
+  size_t lease_count() const { return leases_.size(); }
+  size_t create_count() const { return creates_.size(); }
+  const PeerCredentials& peer() const { return peer_; }
+
+ private:
+  struct PendingCreate {
+    PendingVersion version;
+    absl::Time deadline;
+  };
+
+  absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
+                        v1::HandoffResponse& response, int& fd);
+  absl::Status Acquire(const v1::AcquireRequest& request, v1::AcquireResponse& response, int& fd);
+  absl::Status Release(const v1::ReleaseRequest& request);
+  absl::Status Create(const v1::CreateRequest& request, absl::Time now,
+                      v1::CreateResponse& response, int& fd);
+  absl::Status Seal(const v1::SealRequest& request, v1::SealResponse& response);
+  absl::Status Abort(const v1::AbortRequest& request);
+  absl::Status Authenticate(const v1::AuthenticateRequest& request);
+
+  Registry& registry_;
+  HandoffTokens& tokens_;
+  const HandoffLimits& limits_;
+  const PeerCredentials peer_;
+  bool authorized_;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, Lease> leases_;
+  absl::flat_hash_map<uint64_t, PendingCreate> creates_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_HANDOFF_SESSION_H_

@@ -1,0 +1,45 @@
+// Single-use, short-lived tokens that let a peer the allow-list does not
+// name use the handoff socket, after it proved itself over gRPC.
+#ifndef TENSORD_SERVICE_TRANSPORT_HANDOFF_TOKENS_H_
+#define TENSORD_SERVICE_TRANSPORT_HANDOFF_TOKENS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace tensord {
+
+// Thread-safe.
+class HandoffTokens {
+ public:
+  explicit HandoffTokens(absl::Duration lifetime = absl::Seconds(30), size_t max_outstanding = 1024)
+      : lifetime_(lifetime), max_outstanding_(max_outstanding) {}
+
+  struct Issued {
+    std::string token;  // 64 hex digits from getrandom(2)
+    absl::Time expires;
+  };
+  // RESOURCE_EXHAUSTED when max_outstanding unexpired tokens exist.
+  absl::StatusOr<Issued> Issue();
+
+  // True (and the token is spent) when `token` was issued and has not
+  // expired or been redeemed. Compares in constant time.
+  bool Redeem(absl::string_view token);
+
+ private:
+  void DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const absl::Duration lifetime_;
+  const size_t max_outstanding_;
+  absl::Mutex mutex_;
+  std::vector<Issued> outstanding_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_HANDOFF_TOKENS_H_

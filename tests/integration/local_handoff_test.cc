@@ -1,0 +1,370 @@
+// Zero-copy local handoff through a real tensord: memfd mappings, leases,
+// create/seal, peer credentials, and cleanup when a client dies.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/common/unix_socket.h"
+#include "tensord/client.h"
+#include "tensord/v1/handoff.pb.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+size_t CountOpenFds(const std::string& proc_fd_dir) {
+  size_t count = 0;
+  DIR* dir = ::opendir(proc_fd_dir.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  ::closedir(dir);
+  return count;
+}
+
+// The /proc/self/maps line of the mapping that contains `address`.
+std::string MapsLineOf(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto target = reinterpret_cast<uintptr_t>(address);
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin && target < end) {
+      return line;
+    }
+  }
+  return "";
+}
+
+class LocalHandoffTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer({}); }
+
+  void StartServer(std::vector<std::string> extra_flags) {
+    server_.reset();
+    char pattern[] = "/tmp/tensord-handoff-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    socket_dir_ = pattern;
+    socket_path_ = socket_dir_ + "/handoff.sock";
+    ServerProcessOptions options;
+    options.flags = {"--handoff-socket=" + socket_path_, "--max-host-bytes=256MiB"};
+    for (std::string& flag : extra_flags) options.flags.push_back(std::move(flag));
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    local_ = Connect(TransferPath::kLocal);
+    remote_ = Connect(TransferPath::kRemote);
+    ASSERT_NE(local_, nullptr);
+    ASSERT_NE(remote_, nullptr);
+  }
+
+  void TearDown() override {
+    local_.reset();
+    remote_.reset();
+    server_.reset();
+    ::rmdir(socket_dir_.c_str());
+  }
+
+  std::unique_ptr<Client> Connect(TransferPath path) {
+    ClientOptions options;
+    options.path = path;
+    return ConnectClient(server_->address(), options);
+  }
+
+  // Puts `size` pattern bytes as a uint8 vector through the remote path.
+  std::vector<uint8_t> PutBytes(const std::string& name, size_t size, uint64_t seed) {
+    HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed));
+    DLTensor dl = tensor.dl();
+    absl::StatusOr<TensorInfo> put = remote_->Put(name, dl);
+    EXPECT_TRUE(put.ok()) << put.status();
+    return tensor.storage;
+  }
+
+  uint64_t OpenLeases(const std::string& name, uint64_t version = 0) {
+    absl::StatusOr<TensorInfo> info = remote_->Stat(name, version);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->open_leases : ~uint64_t{0};
+  }
+
+  // Polls until `name` has `expected` open leases or `timeout` passes.
+  bool WaitForLeases(const std::string& name, uint64_t expected, absl::Duration timeout) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (OpenLeases(name) == expected) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return OpenLeases(name) == expected;
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::string socket_dir_;
+  std::string socket_path_;
+  std::unique_ptr<Client> local_;
+  std::unique_ptr<Client> remote_;
+};
+
+TEST_F(LocalHandoffTest, LocalFetchIsTheServersMemfdAndMatchesRemote) {
+  std::vector<uint8_t> bytes = PutBytes("weights/a", 1 << 20, 1);
+  ASSERT_TRUE(local_->local());
+  absl::StatusOr<Tensor> local = local_->Fetch("weights/a");
+  ASSERT_TRUE(local.ok()) << local.status();
+  absl::StatusOr<Tensor> remote = remote_->Fetch("weights/a");
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_TRUE(BytesEqual(local->dl_tensor().data, local->data_bytes(), bytes));
+  EXPECT_TRUE(BytesEqual(remote->dl_tensor().data, remote->data_bytes(), bytes));
+  // The bytes are a mapping of the server's memfd, not a copy.
+  std::string line = MapsLineOf(local->dl_tensor().data);
+  EXPECT_TRUE(absl::StrContains(line, "memfd:tensord:weights/a")) << line;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(local->dl_tensor().data) % 256, 0u);
+  DLManagedTensorVersioned* versioned = local->release_versioned();
+  EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  versioned->deleter(versioned);
+  DLManagedTensorVersioned* copied = remote->release_versioned();
+  EXPECT_NE(copied->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  copied->deleter(copied);
+}
+
+TEST_F(LocalHandoffTest, ConsumerWritesStayPrivate) {
+  std::vector<uint8_t> bytes = PutBytes("kv/block", 64 * 1024, 2);
+  absl::StatusOr<Tensor> writer = local_->Fetch("kv/block");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  // Legacy consumers such as PyTorch may write; copy-on-write keeps it local.
+  std::memset(writer->dl_tensor().data, 0xee, 64 * 1024);
+  absl::StatusOr<Tensor> other = local_->Fetch("kv/block");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(BytesEqual(other->dl_tensor().data, other->data_bytes(), bytes));
+  absl::StatusOr<Tensor> remote = remote_->Fetch("kv/block");
+  ASSERT_TRUE(remote.ok());
+  EXPECT_TRUE(BytesEqual(remote->dl_tensor().data, remote->data_bytes(), bytes));
+}
+
+TEST_F(LocalHandoffTest, ReadOnlyFetchIsSharedReadOnlyAndFlagged) {
+  PutBytes("ro", 8192, 3);
+  FetchOptions options;
+  options.read_only = true;
+  absl::StatusOr<Tensor> tensor = local_->Fetch("ro", options);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  std::string line = MapsLineOf(tensor->dl_tensor().data);
+  EXPECT_TRUE(absl::StrContains(line, " r--s ")) << line;
+  DLManagedTensorVersioned* versioned = tensor->release_versioned();
+  EXPECT_NE(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  versioned->deleter(versioned);
+}
+
+TEST_F(LocalHandoffTest, ReaderOfOldVersionKeepsItsBytes) {
+  std::vector<uint8_t> first = PutBytes("rolling", 4096, 10);
+  absl::StatusOr<Tensor> held = local_->Fetch("rolling");
+  ASSERT_TRUE(held.ok());
+  const uint64_t first_version = held->info().version;
+  std::vector<uint8_t> second = PutBytes("rolling", 4096, 11);
+  absl::StatusOr<Tensor> latest = local_->Fetch("rolling");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_GT(latest->info().version, first_version);
+  EXPECT_TRUE(BytesEqual(latest->dl_tensor().data, latest->data_bytes(), second));
+  ASSERT_TRUE(remote_->Delete("rolling").ok());
+  EXPECT_TRUE(BytesEqual(held->dl_tensor().data, held->data_bytes(), first));
+  // The held old version is still served by number while the lease lives.
+  absl::StatusOr<TensorInfo> old = remote_->Stat("rolling", first_version);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->open_leases, 1u);
+}
+
+TEST_F(LocalHandoffTest, CachedRepeatSharesOneLeaseUntilTheLastTensorGoes) {
+  PutBytes("cached", 4096, 4);
+  absl::StatusOr<Tensor> first = local_->Fetch("cached");
+  absl::StatusOr<Tensor> second = local_->Fetch("cached");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(OpenLeases("cached"), 1u);
+  DLManagedTensor* handed = first->release();
+  *first = Tensor();
+  EXPECT_EQ(OpenLeases("cached"), 1u);
+  handed->deleter(handed);
+  EXPECT_EQ(OpenLeases("cached"), 1u);  // `second` still holds it
+  *second = Tensor();
+  EXPECT_TRUE(WaitForLeases("cached", 0, absl::Seconds(2)));
+}
+
+TEST_F(LocalHandoffTest, CreateSealPublishesWhatWasWrittenInPlace) {
+  std::vector<int64_t> shape = {128, 64};
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer = local_->Create("made/here", kF32, shape);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_EQ((*writer)->size(), 128u * 64 * 4);
+  auto* values = static_cast<float*>((*writer)->data());
+  for (int i = 0; i < 128 * 64; ++i) values[i] = static_cast<float>(i) * 0.25f;
+  EXPECT_EQ(remote_->Stat("made/here").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<TensorInfo> sealed = (*writer)->Seal(/*send_crc32c=*/true);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(sealed->shape, shape);
+  absl::StatusOr<Tensor> fetched = remote_->Fetch("made/here");
+  ASSERT_TRUE(fetched.ok());
+  const auto* read = static_cast<const float*>(fetched->dl_tensor().data);
+  for (int i = 0; i < 128 * 64; ++i) ASSERT_EQ(read[i], static_cast<float>(i) * 0.25f) << i;
+}
+
+TEST_F(LocalHandoffTest, AbandonedCreatePublishesNothingAndFreesItsBytes) {
+  const uint64_t before = remote_->List("").value().total_bytes;
+  {
+    absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+        local_->Create("never/sealed", kU8, std::vector<int64_t>{1 << 20});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    std::memset((*writer)->data(), 1, 1 << 20);
+    EXPECT_EQ(remote_->List("").value().total_bytes, before + (1 << 20));
+  }  // destroyed unsealed: aborted
+  EXPECT_EQ(remote_->Stat("never/sealed").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(remote_->List("").value().total_bytes, before);
+}
+
+TEST_F(LocalHandoffTest, CreateNeverSealedIsReclaimedAfterTheTimeout) {
+  StartServer({"--create-timeout=1s"});
+  const uint64_t before = remote_->List("").value().total_bytes;
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+      local_->Create("slow/producer", kU8, std::vector<int64_t>{4096});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (remote_->List("").value().total_bytes != before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(remote_->List("").value().total_bytes, before);
+  absl::StatusOr<TensorInfo> late = (*writer)->Seal();
+  EXPECT_TRUE(StatusIs(late.status(), absl::StatusCode::kNotFound, "reclaimed"));
+  EXPECT_EQ(remote_->Stat("slow/producer").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A child process that holds `count` leases over a raw handoff connection,
+// reports on `ready_fd`, and waits to be killed. It uses no gRPC, so forking
+// a process with gRPC threads is safe.
+[[noreturn]] void HoldLeasesAndWait(const std::string& socket_path, int count, int ready_fd) {
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path);
+  if (!socket.ok()) ::_exit(2);
+  std::vector<ScopedFd> fds;
+  for (int i = 0; i < count; ++i) {
+    v1::HandoffRequest request;
+    request.set_request_id(i + 1);
+    request.mutable_acquire()->set_name(absl::StrCat("many/", i));
+    if (!SendPacket(socket->get(), request.SerializeAsString()).ok()) ::_exit(3);
+    absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket->get());
+    v1::HandoffResponse response;
+    if (!packet.ok() || !response.ParseFromString(packet->bytes) || response.code() != 0 ||
+        !packet->fd.valid()) {
+      ::_exit(4);
+    }
+    fds.push_back(std::move(packet->fd));
+  }
+  char ok = 'k';
+  if (::write(ready_fd, &ok, 1) != 1) ::_exit(5);
+  while (true) ::pause();
+}
+
+TEST_F(LocalHandoffTest, KilledClientReleasesAThousandLeasesWithinASecond) {
+  constexpr int kLeases = 1000;
+  for (int i = 0; i < kLeases; ++i) PutBytes(absl::StrCat("many/", i), 64, i);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    HoldLeasesAndWait(socket_path_, kLeases, pipe_fds[1]);
+  }
+  ::close(pipe_fds[1]);
+  char ready = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &ready, 1), 1) << "lease-holding child failed";
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(OpenLeases("many/0"), 1u);
+  EXPECT_EQ(OpenLeases("many/999"), 1u);
+
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const absl::Time killed = absl::Now();
+  EXPECT_TRUE(WaitForLeases("many/999", 0, absl::Seconds(1)));
+  for (int i = 0; i < kLeases; i += 97) EXPECT_EQ(OpenLeases(absl::StrCat("many/", i)), 0u) << i;
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+}
+
+TEST_F(LocalHandoffTest, PeerNotOnTheAllowListIsRefusedUntilItPresentsAToken) {
+  // Allow only a uid that is not ours.
+  StartServer({absl::StrCat("--handoff-allow-uid=", ::getuid() + 4242)});
+  PutBytes("guarded", 256, 5);
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+  ASSERT_TRUE(socket.ok());
+  v1::HandoffRequest request;
+  request.set_request_id(1);
+  request.mutable_acquire()->set_name("guarded");
+  ASSERT_TRUE(SendPacket(socket->get(), request.SerializeAsString()).ok());
+  absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket->get());
+  ASSERT_TRUE(packet.ok());
+  v1::HandoffResponse response;
+  ASSERT_TRUE(response.ParseFromString(packet->bytes));
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_TRUE(absl::StrContains(response.message(), absl::StrCat("uid ", ::getuid())))
+      << response.message();
+  EXPECT_FALSE(packet->fd.valid());
+  // A made-up token is refused too.
+  request.clear_acquire();
+  request.mutable_authenticate()->set_token("00ff");
+  ASSERT_TRUE(SendPacket(socket->get(), request.SerializeAsString()).ok());
+  packet = ReceivePacket(socket->get());
+  ASSERT_TRUE(packet.ok() && response.ParseFromString(packet->bytes));
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+
+  // The client library fetches a single-use token over gRPC and gets in.
+  absl::StatusOr<Tensor> fetched = local_->Fetch("guarded");
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_TRUE(absl::StrContains(MapsLineOf(fetched->dl_tensor().data), "memfd:tensord:guarded"));
+}
+
+TEST_F(LocalHandoffTest, NoFdLeaksOnEitherSide) {
+  PutBytes("fd/check", 4096, 6);
+  // Warm up both sides (channel, handoff connection).
+  ASSERT_TRUE(local_->Fetch("fd/check").ok());
+  const std::string server_fds = absl::StrCat("/proc/", server_->pid(), "/fd");
+  const size_t client_before = CountOpenFds("/proc/self/fd");
+  const size_t server_before = CountOpenFds(server_fds);
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<Tensor> tensor = local_->Fetch("fd/check");
+    ASSERT_TRUE(tensor.ok());
+    if (i % 50 == 0) PutBytes("fd/check", 4096, 100 + i);  // new versions, new memfds
+  }
+  PutBytes("fd/check", 4096, 999);  // retire the last held version server-side
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(CountOpenFds("/proc/self/fd"), client_before);
+  EXPECT_EQ(CountOpenFds(server_fds), server_before);
+}
+
+TEST_F(LocalHandoffTest, AutoPathFallsBackToGrpcWhenHandoffIsOff) {
+  ServerProcessOptions options;  // no --handoff-socket
+  absl::StatusOr<std::unique_ptr<ServerProcess>> plain = ServerProcess::Start(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::unique_ptr<Client> client = ConnectClient((*plain)->address());
+  HostTensor tensor = CompactTensor(kU8, {16}, PatternBytes(16, 7));
+  DLTensor dl = tensor.dl();
+  ASSERT_TRUE(client->Put("plain", dl).ok());
+  EXPECT_FALSE(client->local());
+  absl::StatusOr<Tensor> fetched = client->Fetch("plain");
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_TRUE(BytesEqual(fetched->dl_tensor().data, fetched->data_bytes(), tensor.storage));
+  ClientOptions forced;
+  forced.path = TransferPath::kLocal;
+  std::unique_ptr<Client> local_only = ConnectClient((*plain)->address(), forced);
+  EXPECT_EQ(local_only->Fetch("plain").status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tensord::testing

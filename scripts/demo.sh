@@ -18,8 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "==> starting tensord (127.0.0.1, port chosen by the kernel, 1 GiB host capacity)"
-build/server/tensord --listen=127.0.0.1:0 --max-host-bytes=1GiB \
+echo "==> starting tensord (gRPC on 127.0.0.1, port chosen by the kernel; local handoff socket; 1 GiB host capacity)"
+build/server/tensord --listen=127.0.0.1:0 --max-host-bytes=1GiB --handoff-socket="$work/tensord.sock" \
   --ready-file="$work/ready" 2>"$work/tensord.log" &
 server_pid=$!
 for _ in $(seq 100); do

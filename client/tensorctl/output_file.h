@@ -30,7 +30,9 @@ class OutputFile {
   bool is_stdout() const { return path_ == "-"; }
   const std::string& path() const { return path_; }
   // The path for messages: "stdout" for "-".
-  std::string_view display_path() const { return is_stdout() ? "stdout" : path_; }
+  std::string_view display_path() const {
+    return is_stdout() ? std::string_view("stdout") : std::string_view(path_);
+  }
 
  private:
   OutputFile(std::string path, std::string temporary_path, ScopedFd fd);

@@ -1,0 +1,266 @@
+// Many client threads putting, fetching and deleting the same and distinct
+// names at once. Every put encodes its writer and iteration in its bytes, so
+// each fetch can check that it got exactly the bytes of one whole version,
+// and that the version number it was told belongs to those bytes.
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/client_test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr int kThreads = 8;
+constexpr int kIterations = 50;
+constexpr int kSharedNames = 3;
+constexpr absl::Duration kTimeLimit = absl::Seconds(90);
+
+class ConcurrencyTest : public ClientServerTest<ConcurrencyTest> {
+ public:
+  // Small fetch chunks, so versions of a few hundred KiB span many messages.
+  static std::vector<std::string> ServerFlags() { return {"--chunk-bytes=64KiB"}; }
+};
+
+uint32_t Mix(uint32_t writer, uint32_t iteration, uint32_t index) {
+  uint64_t x = (uint64_t{writer} << 48) ^ (uint64_t{iteration} << 32) ^ index;
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+// uint32 words: writer, iteration, word count, then Mix(writer, iteration, i).
+// Sizes vary from 1 KiB to ~256 KiB so some versions span many chunks.
+std::vector<uint8_t> EncodeVersion(uint32_t writer, uint32_t iteration) {
+  const uint32_t words = 256 + ((writer * 131 + iteration * 17) % 64) * 1024;
+  std::vector<uint32_t> data(words);
+  data[0] = writer;
+  data[1] = iteration;
+  data[2] = words;
+  for (uint32_t i = 3; i < words; ++i) data[i] = Mix(writer, iteration, i);
+  std::vector<uint8_t> bytes(words * sizeof(uint32_t));
+  std::memcpy(bytes.data(), data.data(), bytes.size());
+  return bytes;
+}
+
+// Checks that `bytes` are exactly one EncodeVersion(); sets writer/iteration.
+::testing::AssertionResult DecodeVersion(const std::vector<uint8_t>& bytes, uint32_t* writer,
+                                         uint32_t* iteration) {
+  if (bytes.size() < 12 || bytes.size() % 4 != 0) {
+    return ::testing::AssertionFailure() << "fetched " << bytes.size() << " bytes";
+  }
+  uint32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  *writer = header[0];
+  *iteration = header[1];
+  if (*writer >= kThreads || *iteration >= kIterations) {
+    return ::testing::AssertionFailure() << "bytes claim writer " << *writer << " iteration "
+                                         << *iteration;
+  }
+  const std::vector<uint8_t> expected = EncodeVersion(*writer, *iteration);
+  return BytesEqual(bytes.data(), bytes.size(), expected)
+         << " (the bytes of writer " << *writer << " iteration " << *iteration << ")";
+}
+
+HostTensor VersionTensor(uint32_t writer, uint32_t iteration) {
+  std::vector<uint8_t> bytes = EncodeVersion(writer, iteration);
+  const int64_t words = static_cast<int64_t>(bytes.size() / 4);
+  return CompactTensor(kU32, {words}, std::move(bytes));
+}
+
+// Who put a version, as the put's reply said; or what a fetch decoded.
+struct VersionRecord {
+  std::string name;
+  uint32_t writer = 0;
+  uint32_t iteration = 0;
+  friend bool operator==(const VersionRecord& a, const VersionRecord& b) {
+    return std::tie(a.name, a.writer, a.iteration) == std::tie(b.name, b.writer, b.iteration);
+  }
+};
+
+TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
+  const std::string prefix = TestTensorName("");
+  std::vector<std::string> shared_names;
+  for (int k = 0; k < kSharedNames; ++k) shared_names.push_back(absl::StrCat(prefix, "shared", k));
+
+  std::mutex mutex;
+  std::map<uint64_t, VersionRecord> puts;                   // version -> who put it
+  std::vector<std::pair<uint64_t, VersionRecord>> fetches;  // what readers saw
+  std::atomic<int> failures{0};
+  std::atomic<int> completed_iterations{0};
+  const absl::Time deadline = absl::Now() + kTimeLimit;
+
+  // Half the threads share one client (it is documented thread-safe).
+  std::unique_ptr<Client> shared_client = ConnectClient(server().address());
+  ASSERT_NE(shared_client, nullptr);
+
+  auto record_put = [&](uint64_t version, VersionRecord record) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const bool fresh = puts.emplace(version, record).second;
+    if (!fresh) {
+      ADD_FAILURE() << "version " << version << " was returned by two puts";
+      failures++;
+    }
+  };
+
+  auto worker = [&](uint32_t writer) {
+    std::unique_ptr<Client> own_client;
+    Client* client = shared_client.get();
+    if (writer % 2 == 1) {
+      own_client = ConnectClient(server().address());
+      if (own_client == nullptr) {
+        failures++;
+        return;
+      }
+      client = own_client.get();
+    }
+    const std::string private_name = absl::StrCat(prefix, "private", writer);
+    std::map<std::string, uint64_t> last_seen;  // per name, for monotonic reads
+    auto fail = [&](const std::string& what) {
+      ADD_FAILURE() << "writer " << writer << ": " << what;
+      failures++;
+    };
+
+    for (uint32_t iteration = 0; iteration < kIterations; ++iteration) {
+      if (failures.load() > 0 || absl::Now() > deadline) return;
+
+      // A name only this thread writes: a fetch must give back this put.
+      HostTensor mine = VersionTensor(writer, iteration);
+      absl::StatusOr<TensorInfo> put = client->Put(private_name, mine.dl());
+      if (!put.ok()) return fail(absl::StrCat("put ", private_name, ": ", put.status().ToString()));
+      record_put(put->version, {private_name, writer, iteration});
+      absl::StatusOr<Tensor> fetched = client->Fetch(private_name);
+      if (!fetched.ok()) return fail(absl::StrCat("fetch: ", fetched.status().ToString()));
+      if (fetched->info().version != put->version) {
+        return fail(absl::StrCat("fetched version ", fetched->info().version, " of ", private_name,
+                                 " after putting ", put->version));
+      }
+      uint32_t w = 0, i = 0;
+      ::testing::AssertionResult decoded = DecodeVersion(TensorBytes(*fetched), &w, &i);
+      if (!decoded || w != writer || i != iteration) {
+        return fail(absl::StrCat("private fetch: ", decoded.message()));
+      }
+
+      // A name every thread writes: a fetch gives some whole version, never
+      // older than one this thread put or saw before.
+      const std::string& shared = shared_names[(writer + iteration) % kSharedNames];
+      HostTensor ours = VersionTensor(writer, iteration);
+      put = client->Put(shared, ours.dl());
+      if (!put.ok()) return fail(absl::StrCat("put ", shared, ": ", put.status().ToString()));
+      record_put(put->version, {shared, writer, iteration});
+      uint64_t& seen = last_seen[shared];
+      seen = std::max(seen, put->version);
+
+      fetched = client->Fetch(shared);
+      if (!fetched.ok()) return fail(absl::StrCat("fetch ", shared, ": ", fetched.status().ToString()));
+      if (fetched->info().version < seen) {
+        return fail(absl::StrCat("fetch of ", shared, " went back to version ",
+                                 fetched->info().version, " after ", seen));
+      }
+      seen = fetched->info().version;
+      decoded = DecodeVersion(TensorBytes(*fetched), &w, &i);
+      if (!decoded) return fail(absl::StrCat("shared fetch: ", decoded.message()));
+      if (fetched->info().shape != std::vector<int64_t>{static_cast<int64_t>(fetched->data_bytes() / 4)}) {
+        return fail("fetched shape does not match the fetched bytes");
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        fetches.emplace_back(fetched->info().version, VersionRecord{shared, w, i});
+      }
+
+      absl::StatusOr<TensorInfo> stat = client->Stat(shared);
+      if (!stat.ok()) return fail(absl::StrCat("stat: ", stat.status().ToString()));
+      if (stat->version < seen) {
+        return fail(absl::StrCat("stat of ", shared, " went back to version ", stat->version,
+                                 " after ", seen));
+      }
+      seen = stat->version;
+
+      if (iteration % 10 == 0) {
+        absl::StatusOr<ListResult> listed = client->List(prefix, 4);
+        if (!listed.ok()) return fail(absl::StrCat("list: ", listed.status().ToString()));
+        if (listed->tensors.empty()) return fail("list found none of the tensors");
+      }
+      completed_iterations++;
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (uint32_t writer = 0; writer < kThreads; ++writer) threads.emplace_back(worker, writer);
+  for (std::thread& thread : threads) thread.join();
+
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(completed_iterations.load(), kThreads * kIterations)
+      << "threads stopped early (time limit " << absl::FormatDuration(kTimeLimit) << ")";
+  // Every version a reader got is one some put published, with its bytes.
+  for (const auto& [version, seen] : fetches) {
+    auto it = puts.find(version);
+    ASSERT_NE(it, puts.end()) << "fetched version " << version << " no put returned";
+    EXPECT_EQ(it->second, seen) << "version " << version << " of " << seen.name << " holds writer "
+                                << seen.writer << " iteration " << seen.iteration
+                                << " but was put by writer " << it->second.writer << " iteration "
+                                << it->second.iteration << " as " << it->second.name;
+  }
+}
+
+TEST_P(ConcurrencyTest, DeletesRaceWithPutsAndFetches) {
+  const std::string name = TestTensorName("contended");
+  constexpr int kRacers = 4;
+  constexpr int kRounds = 30;
+  std::atomic<int> failures{0};
+  const absl::Time deadline = absl::Now() + kTimeLimit;
+
+  auto racer = [&](uint32_t writer) {
+    std::unique_ptr<Client> client = ConnectClient(server().address());
+    if (client == nullptr) {
+      failures++;
+      return;
+    }
+    for (uint32_t round = 0; round < kRounds && failures.load() == 0 && absl::Now() < deadline;
+         ++round) {
+      HostTensor tensor = VersionTensor(writer, round);
+      absl::Status put = client->Put(name, tensor.dl()).status();
+      if (!put.ok()) {
+        ADD_FAILURE() << "put: " << put;
+        failures++;
+        return;
+      }
+      absl::StatusOr<Tensor> fetched = client->Fetch(name);
+      if (fetched.ok()) {
+        uint32_t w = 0, i = 0;
+        ::testing::AssertionResult decoded = DecodeVersion(TensorBytes(*fetched), &w, &i);
+        if (!decoded) {
+          ADD_FAILURE() << "fetch racing deletes: " << decoded.message();
+          failures++;
+        }
+      } else if (fetched.status().code() != absl::StatusCode::kNotFound) {
+        ADD_FAILURE() << "fetch racing deletes: " << fetched.status();
+        failures++;
+      }
+      absl::Status removed = client->Delete(name).status();
+      if (!removed.ok() && removed.code() != absl::StatusCode::kNotFound) {
+        ADD_FAILURE() << "delete: " << removed;
+        failures++;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t writer = 0; writer < kRacers; ++writer) threads.emplace_back(racer, writer);
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ConcurrencyTest, kBothTransports, TransportParamName);
+
+}  // namespace
+}  // namespace tensord::testing

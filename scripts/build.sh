@@ -3,6 +3,9 @@
 # Usage: scripts/build.sh BUILD_DIR [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Cache hits across clones (CI builds a fresh clone each run).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 build_dir=$1
 shift
 if [[ ! -f "$build_dir/build.ninja" ]]; then

@@ -134,7 +134,9 @@ TEST_P(LifecycleTest, SigtermLetsAnInFlightFetchFinish) {
   EXPECT_TRUE(result.progress_seen) << "Fetch reported no progress";
   EXPECT_TRUE(result.fetch_status.ok()) << "a fetch in flight at SIGTERM must finish within the "
                                         << "grace period: " << result.fetch_status;
-  if (result.fetch_status.ok()) EXPECT_TRUE(result.bytes_intact);
+  if (result.fetch_status.ok()) {
+    EXPECT_TRUE(result.bytes_intact);
+  }
   EXPECT_TRUE(ExitedCleanly(wait_status, *server));
 }
 

@@ -160,7 +160,9 @@ TEST_P(RegistryOpsTest, VersionsIncreaseAndSupersededOnesGo) {
   for (int i = 0; i < 5; ++i) {
     absl::StatusOr<TensorInfo> put = PutBytes(name, 10 + i, i);
     ASSERT_TRUE(put.ok()) << put.status();
-    if (!versions.empty()) EXPECT_GT(put->version, versions.back());
+    if (!versions.empty()) {
+      EXPECT_GT(put->version, versions.back());
+    }
     versions.push_back(put->version);
   }
   // Another name's put still takes a larger version (server-wide counter).

@@ -1,0 +1,91 @@
+// The benchmark's sections and what they share: the run's configuration
+// (full or smoke), the servers it started, the pre-faulted buffers, and the
+// report every row goes to.
+#ifndef TENSORD_BENCH_CASES_H_
+#define TENSORD_BENCH_CASES_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/measure.h"
+#include "bench/report.h"
+#include "tensord/client.h"
+
+namespace tensord::bench {
+
+// Section titles, in printing order.
+inline constexpr char kBaselineSection[] = "Baselines (same run)";
+inline constexpr char kRemoteSection[] = "Remote fetch / put over gRPC (TransferPath::kRemote)";
+inline constexpr char kSmallOpSection[] =
+    "Small ops (each thread its own Client and TCP connection)";
+inline constexpr char kLocalSection[] = "Local handoff (TransferPath::kLocal)";
+inline constexpr char kMemorySection[] = "Server resident memory during a remote fetch";
+
+struct BenchConfig {
+  std::string mode;  // "full" or "smoke"
+  uint64_t memcpy_bytes = 0;
+  std::vector<uint64_t> transfer_sizes;
+  uint64_t fresh_channel_bytes = 0;  // one of transfer_sizes
+  uint64_t memory_probe_bytes = 0;
+  std::vector<int> concurrency;
+  double load_warmup_s = 0;
+  double load_duration_s = 0;
+  std::vector<uint64_t> local_sizes;
+  // Repeats for a transfer of `bytes`: many for small sizes, few for large.
+  RepeatPolicy (*transfer_policy)(uint64_t bytes) = nullptr;
+  RepeatPolicy latency_policy;      // sub-millisecond local fetches
+  RepeatPolicy first_touch_policy;  // page-touch and memcpy of local sizes
+
+  // The largest buffer any section needs.
+  uint64_t LargestBytes() const;
+};
+
+BenchConfig FullConfig();
+BenchConfig SmokeConfig();
+
+struct BenchEnv {
+  const BenchConfig& config;
+  Report& report;
+  std::string tensord_target;  // "127.0.0.1:PORT"
+  pid_t tensord_pid = -1;
+  std::string empty_target;    // the empty-call server
+  // Pre-faulted, LargestBytes() long; source holds FillPattern(kPatternSeed).
+  const Buffer& source;
+  Buffer& destination;
+};
+
+inline constexpr uint64_t kPatternSeed = 0x7e45;
+
+// A Client of its own (own TCP connection) on `path`.
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path);
+
+// A 1-D uint8 DLTensor over `data`; `shape` must outlive it.
+DLTensor ByteTensor(const void* data, const int64_t* shape);
+
+// "bench/<kind>/<bytes>".
+std::string TensorName(const std::string& kind, uint64_t bytes);
+
+// Checks a fetched tensor: `bytes` long and the source pattern at spot
+// offsets (DATA_LOSS otherwise).
+absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::string& what);
+
+// Puts the first `bytes` of env.source as TensorName(kind, bytes) through
+// `client` and checks what the server says it stored.
+absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const std::string& kind,
+                                     uint64_t bytes);
+
+absl::Status RunMemorySection(const BenchEnv& env);
+absl::Status RunRemoteSection(const BenchEnv& env);
+absl::Status RunSmallOpSection(const BenchEnv& env);
+absl::Status RunLocalSection(const BenchEnv& env);
+
+}  // namespace tensord::bench
+
+#endif  // TENSORD_BENCH_CASES_H_

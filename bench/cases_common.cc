@@ -1,0 +1,56 @@
+// Helpers every section uses: clients, byte tensors, puts and checks.
+#include "absl/strings/str_cat.h"
+#include "bench/cases.h"
+#include "service/common/status_macros.h"
+
+namespace tensord::bench {
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path) {
+  ClientOptions options;
+  options.server = env.tensord_target;
+  options.own_connection = true;
+  options.path = path;
+  return Client::Connect(options);
+}
+
+DLTensor ByteTensor(const void* data, const int64_t* shape) {
+  DLTensor tensor{};
+  tensor.data = const_cast<void*>(data);
+  tensor.device = {kDLCPU, 0};
+  tensor.ndim = 1;
+  tensor.dtype = {kDLUInt, 8, 1};
+  tensor.shape = const_cast<int64_t*>(shape);
+  tensor.strides = nullptr;
+  tensor.byte_offset = 0;
+  return tensor;
+}
+
+std::string TensorName(const std::string& kind, uint64_t bytes) {
+  return absl::StrCat("bench/", kind, "/", bytes);
+}
+
+absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::string& what) {
+  if (tensor.empty()) return absl::DataLossError(absl::StrCat(what, ": fetch returned no tensor"));
+  if (tensor.data_bytes() != bytes || tensor.info().total_bytes != bytes) {
+    return absl::DataLossError(absl::StrCat(what, ": fetched ", tensor.data_bytes(),
+                                            " bytes (info says ", tensor.info().total_bytes,
+                                            "), expected ", bytes));
+  }
+  return CheckPattern(tensor.dl_tensor().data, bytes, kPatternSeed, what);
+}
+
+absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const std::string& kind,
+                                     uint64_t bytes) {
+  const int64_t shape = static_cast<int64_t>(bytes);
+  const std::string name = TensorName(kind, bytes);
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           client.Put(name, ByteTensor(env.source.data(), &shape)));
+  if (info.name != name || info.total_bytes != bytes) {
+    return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes as '", name,
+                                            "' stored '", info.name, "' with ", info.total_bytes,
+                                            " bytes"));
+  }
+  return info;
+}
+
+}  // namespace tensord::bench

@@ -1,0 +1,69 @@
+// How much each mode measures. The full run is budgeted to finish well
+// under 3 minutes on a 2-core machine; the smoke run (CI) in ~10-20 s.
+#include <algorithm>
+
+#include "bench/cases.h"
+
+namespace tensord::bench {
+namespace {
+
+constexpr uint64_t kKiB = uint64_t{1} << 10;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+RepeatPolicy FullTransferPolicy(uint64_t bytes) {
+  if (bytes <= kMiB) return {.warmup = 20, .min_runs = 50, .max_runs = 5000, .budget_s = 0.4};
+  if (bytes <= 64 * kMiB) return {.warmup = 1, .min_runs = 7, .max_runs = 21, .budget_s = 0.6};
+  if (bytes <= 256 * kMiB) return {.warmup = 1, .min_runs = 5, .max_runs = 9, .budget_s = 1.0};
+  return {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 1.0};
+}
+
+RepeatPolicy SmokeTransferPolicy(uint64_t bytes) {
+  if (bytes <= kMiB) return {.warmup = 3, .min_runs = 10, .max_runs = 500, .budget_s = 0.05};
+  return {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 0.1};
+}
+
+}  // namespace
+
+uint64_t BenchConfig::LargestBytes() const {
+  uint64_t largest = std::max(memcpy_bytes, memory_probe_bytes);
+  for (uint64_t bytes : transfer_sizes) largest = std::max(largest, bytes);
+  for (uint64_t bytes : local_sizes) largest = std::max(largest, bytes);
+  return largest;
+}
+
+BenchConfig FullConfig() {
+  BenchConfig config;
+  config.mode = "full";
+  config.memcpy_bytes = kGiB;
+  config.transfer_sizes = {4 * kKiB, kMiB, 64 * kMiB, 256 * kMiB, kGiB};
+  config.fresh_channel_bytes = 256 * kMiB;
+  config.memory_probe_bytes = kGiB;
+  config.concurrency = {1, 4, 16};
+  config.load_warmup_s = 0.2;
+  config.load_duration_s = 1.5;
+  config.local_sizes = {4 * kKiB, kMiB, 256 * kMiB, kGiB};
+  config.transfer_policy = &FullTransferPolicy;
+  config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};
+  config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 9, .budget_s = 0.4};
+  return config;
+}
+
+BenchConfig SmokeConfig() {
+  BenchConfig config;
+  config.mode = "smoke";
+  config.memcpy_bytes = 16 * kMiB;
+  config.transfer_sizes = {4 * kKiB, kMiB, 16 * kMiB};
+  config.fresh_channel_bytes = 16 * kMiB;
+  config.memory_probe_bytes = 64 * kMiB;
+  config.concurrency = {1, 4};
+  config.load_warmup_s = 0.05;
+  config.load_duration_s = 0.3;
+  config.local_sizes = {4 * kKiB, kMiB, 16 * kMiB};
+  config.transfer_policy = &SmokeTransferPolicy;
+  config.latency_policy = {.warmup = 3, .min_runs = 20, .max_runs = 500, .budget_s = 0.02};
+  config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 3, .budget_s = 0.05};
+  return config;
+}
+
+}  // namespace tensord::bench

@@ -1,0 +1,88 @@
+#include "bench/empty_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "tensord/v1/tensor_service.grpc.pb.h"
+
+namespace tensord::bench {
+namespace {
+
+// Only Stat is served; it does no work at all.
+class EmptyService final : public v1::TensorService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context, const v1::StatRequest*,
+                                 v1::StatResponse*) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+};
+
+bool WriteReadyFile(const std::string& path, const std::string& address) {
+  const std::string temporary = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << address << "\n";
+    if (!out.good()) return false;
+  }
+  return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int ServeEmpty(const std::string& address, const std::string& ready_file) {
+  // Taken with sigwait below; blocked before gRPC starts its threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  EmptyService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "tensord-bench --serve-empty: cannot serve on %s\n", address.c_str());
+    return 1;
+  }
+  const std::string bound = absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+  if (!ready_file.empty() && !WriteReadyFile(ready_file, bound)) {
+    std::fprintf(stderr, "tensord-bench --serve-empty: cannot write %s\n", ready_file.c_str());
+    return 1;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  server->Shutdown(std::chrono::system_clock::now());
+  server->Wait();
+  return 0;
+}
+
+absl::StatusOr<Operation> MakeEmptyCall(const std::string& target) {
+  grpc::ChannelArguments arguments;
+  // One TCP connection per caller, as tensord::Client does with own_connection.
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  std::shared_ptr<v1::TensorService::Stub> stub = v1::TensorService::NewStub(channel);
+  return Operation([stub]() -> absl::Status {
+    grpc::ClientContext context;
+    v1::StatRequest request;
+    v1::StatResponse response;
+    grpc::Status status = stub->Stat(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("empty call failed: ", status.error_message()));
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace tensord::bench

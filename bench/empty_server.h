@@ -1,0 +1,27 @@
+// The empty-call baseline: a callback-API gRPC server, in a process of its
+// own, whose unary method answers at once with an empty message. It reuses
+// tensord's generated service so the call path (generated stub, callback
+// unary method, DefaultReactor) matches what Stat takes, minus the work.
+#ifndef TENSORD_BENCH_EMPTY_SERVER_H_
+#define TENSORD_BENCH_EMPTY_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/measure.h"
+
+namespace tensord::bench {
+
+// The hidden `--serve-empty=ADDR --ready-file=PATH` mode of tensord-bench:
+// serves until SIGTERM/SIGINT, writing the bound address to `ready_file`
+// once serving. Returns the process exit code.
+int ServeEmpty(const std::string& address, const std::string& ready_file);
+
+// An operation that makes one empty unary call (an empty StatRequest
+// answered by an empty StatResponse) on a channel of its own.
+absl::StatusOr<Operation> MakeEmptyCall(const std::string& target);
+
+}  // namespace tensord::bench
+
+#endif  // TENSORD_BENCH_EMPTY_SERVER_H_

@@ -1,0 +1,221 @@
+#include "bench/measure.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::bench {
+namespace {
+
+constexpr uint64_t kPageBytes = 4096;
+
+uint64_t PatternWord(uint64_t index, uint64_t seed) {
+  // Cheap and position-dependent: a misplaced chunk shows up as wrong bytes.
+  return (index + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
+}
+
+}  // namespace
+
+double Median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  return n % 2 == 1 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+}
+
+double Percentile(std::vector<double> samples, double p) {
+  std::sort(samples.begin(), samples.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
+  rank = std::clamp<size_t>(rank, 1, samples.size());
+  return samples[rank - 1];
+}
+
+absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy,
+                                           absl::FunctionRef<absl::StatusOr<double>()> run) {
+  for (int i = 0; i < policy.warmup; ++i) {
+    absl::StatusOr<double> seconds = run();
+    if (!seconds.ok()) return seconds.status();
+  }
+  std::vector<double> samples;
+  double spent = 0;
+  while (static_cast<int>(samples.size()) < policy.max_runs &&
+         (static_cast<int>(samples.size()) < policy.min_runs || spent < policy.budget_s)) {
+    absl::StatusOr<double> seconds = run();
+    if (!seconds.ok()) return seconds.status();
+    samples.push_back(*seconds);
+    spent += *seconds;
+  }
+  return samples;
+}
+
+absl::StatusOr<LoadResult> RunLoad(int threads, double warmup_s, double duration_s,
+                                   const std::function<absl::StatusOr<Operation>(int)>& make) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int ready = 0;
+  bool go = false;
+  absl::Status failure;
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> latencies(threads);
+
+  // Records the first failure and releases everyone.
+  auto fail = [&](const absl::Status& status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failure.ok()) failure = status;
+    stop = true;
+    go = true;
+    changed.notify_all();
+  };
+  auto body = [&](int index) {
+    absl::StatusOr<Operation> op = make(index);
+    absl::Status status = op.status();
+    const Clock::time_point warm_until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(warmup_s));
+    while (status.ok()) {
+      status = (*op)();
+      if (Clock::now() >= warm_until) break;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      ++ready;
+      changed.notify_all();
+      if (status.ok()) changed.wait(lock, [&] { return go; });
+    }
+    if (!status.ok()) return fail(status);
+    std::vector<double>& mine = latencies[index];
+    mine.reserve(1 << 16);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const Clock::time_point start = Clock::now();
+      if (status = (*op)(); !status.ok()) return fail(status);
+      mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+  };
+
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (int i = 0; i < threads; ++i) workers.emplace_back(body, i);
+  Clock::time_point start;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return ready == threads; });
+    go = true;
+    start = Clock::now();
+    changed.notify_all();
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(duration_s));
+  stop = true;
+  for (std::thread& worker : workers) worker.join();
+  const double elapsed = SecondsSince(start);
+  if (!failure.ok()) return failure;
+
+  std::vector<double> all;
+  for (const std::vector<double>& mine : latencies) all.insert(all.end(), mine.begin(), mine.end());
+  if (all.empty()) return absl::InternalError("load run completed no operation");
+  LoadResult result;
+  result.ops = all.size();
+  result.ops_per_second = static_cast<double>(all.size()) / elapsed;
+  result.p50_us = Percentile(all, 50);
+  result.p99_us = Percentile(all, 99);
+  return result;
+}
+
+absl::StatusOr<Buffer> Buffer::Allocate(uint64_t bytes) {
+  Buffer buffer;
+  buffer.size_ = bytes;
+  buffer.mapped_ = std::max<uint64_t>(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
+  void* data = ::mmap(nullptr, buffer.mapped_, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) {
+    buffer.mapped_ = 0;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mmap of ", bytes, " bytes: ", std::strerror(errno)));
+  }
+  buffer.data_ = static_cast<uint8_t*>(data);
+  std::memset(buffer.data_, 0, buffer.mapped_);  // pre-fault
+  return buffer;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, 0)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    if (mapped_ > 0) ::munmap(data_, mapped_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (mapped_ > 0) ::munmap(data_, mapped_);
+}
+
+void FillPattern(void* data, uint64_t bytes, uint64_t seed) {
+  uint8_t* out = static_cast<uint8_t*>(data);
+  const uint64_t words = bytes / 8;
+  for (uint64_t i = 0; i < words; ++i) {
+    const uint64_t word = PatternWord(i, seed);
+    std::memcpy(out + i * 8, &word, 8);
+  }
+  for (uint64_t offset = words * 8; offset < bytes; ++offset) out[offset] = PatternByte(offset, seed);
+}
+
+uint8_t PatternByte(uint64_t offset, uint64_t seed) {
+  return static_cast<uint8_t>(PatternWord(offset / 8, seed) >> (8 * (offset % 8)));
+}
+
+std::vector<uint64_t> SpotOffsets(uint64_t bytes) {
+  std::vector<uint64_t> offsets;
+  if (bytes == 0) return offsets;
+  for (uint64_t i = 0; i < std::min<uint64_t>(bytes, 16); ++i) {
+    offsets.push_back(i);
+    offsets.push_back(bytes - 1 - i);
+  }
+  constexpr uint64_t kSpots = 64;
+  const uint64_t stride = std::max<uint64_t>(1, bytes / kSpots);
+  for (uint64_t i = 0; i < kSpots; ++i) {
+    // Odd offsets inside each 64th, so chunk boundaries are not all we see.
+    offsets.push_back(std::min(bytes - 1, stride * i + (i * 131 + 7) % stride));
+  }
+  return offsets;
+}
+
+absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl::string_view what) {
+  const uint8_t* in = static_cast<const uint8_t*>(data);
+  for (uint64_t offset : SpotOffsets(bytes)) {
+    if (in[offset] != PatternByte(offset, seed)) {
+      return absl::DataLossError(absl::StrCat(what, ": byte ", offset, " of ", bytes, " is ",
+                                              in[offset], ", expected ",
+                                              PatternByte(offset, seed)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ScribbleSpots(void* data, uint64_t bytes, uint64_t seed) {
+  uint8_t* out = static_cast<uint8_t*>(data);
+  for (uint64_t offset : SpotOffsets(bytes)) out[offset] = static_cast<uint8_t>(~PatternByte(offset, seed));
+}
+
+uint64_t TouchEveryPage(const void* data, uint64_t bytes) {
+  const volatile uint8_t* in = static_cast<const volatile uint8_t*>(data);
+  uint64_t sum = 0;
+  for (uint64_t offset = 0; offset < bytes; offset += kPageBytes) sum += in[offset];
+  return sum;
+}
+
+}  // namespace tensord::bench

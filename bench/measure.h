@@ -1,0 +1,104 @@
+// Timing and data helpers shared by every benchmark section: repeated and
+// time-bounded measurements, percentiles, pre-faulted buffers, and a byte
+// pattern that lets a section spot-check what it received.
+#ifndef TENSORD_BENCH_MEASURE_H_
+#define TENSORD_BENCH_MEASURE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tensord::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Median of `samples` (not empty).
+double Median(std::vector<double> samples);
+// The p-th percentile (0..100) by nearest rank, of `samples` (not empty).
+double Percentile(std::vector<double> samples, double p);
+
+inline double GigabytesPerSecond(uint64_t bytes, double seconds) {
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+// How often to repeat one measurement: `warmup` untimed runs, then at least
+// `min_runs` and at most `max_runs` timed ones, stopping once `budget_s`
+// seconds of timed runs have passed.
+struct RepeatPolicy {
+  int warmup = 1;
+  int min_runs = 3;
+  int max_runs = 9;
+  double budget_s = 1.0;
+};
+
+// Runs `run`, which returns the seconds of the part it timed itself (so it
+// may do untimed setup and teardown), as `policy` says. The samples, in
+// seconds; the first error stops everything.
+absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy,
+                                           absl::FunctionRef<absl::StatusOr<double>()> run);
+
+// Throughput and latency of one operation run by several threads at once.
+struct LoadResult {
+  double ops_per_second = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  uint64_t ops = 0;
+};
+
+// One thread's operation; returns an error only for a functional failure.
+using Operation = std::function<absl::Status()>;
+
+// Starts `threads` threads; thread i builds its operation with `make(i)`
+// (e.g. a Client of its own), runs it for `warmup_s`, then all threads run
+// it together for `duration_s` while every call's latency is recorded.
+absl::StatusOr<LoadResult> RunLoad(int threads, double warmup_s, double duration_s,
+                                   const std::function<absl::StatusOr<Operation>(int)>& make);
+
+// Page-aligned anonymous memory, written once at allocation so later
+// measurements do not pay its page faults.
+class Buffer {
+ public:
+  static absl::StatusOr<Buffer> Allocate(uint64_t bytes);
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  ~Buffer();
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t mapped_ = 0;
+};
+
+// Writes a position-dependent pattern that differs per `seed`.
+void FillPattern(void* data, uint64_t bytes, uint64_t seed);
+// Checks the pattern at both ends and ~64 offsets spread over the buffer
+// (touching only a few pages); DATA_LOSS naming the first wrong byte.
+absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl::string_view what);
+// Writes wrong bytes where CheckPattern looks, so a check after a transfer
+// into reused memory cannot pass on what an earlier transfer left there.
+void ScribbleSpots(void* data, uint64_t bytes, uint64_t seed);
+// The offsets CheckPattern and ScribbleSpots use.
+std::vector<uint64_t> SpotOffsets(uint64_t bytes);
+// The pattern byte FillPattern writes at `offset`.
+uint8_t PatternByte(uint64_t offset, uint64_t seed);
+
+// Reads one byte of every 4 KiB page, so every page is faulted in once;
+// returns their sum so the reads cannot be optimised away.
+uint64_t TouchEveryPage(const void* data, uint64_t bytes);
+
+}  // namespace tensord::bench
+
+#endif  // TENSORD_BENCH_MEASURE_H_

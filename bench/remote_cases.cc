@@ -1,0 +1,220 @@
+// Remote fetch and put throughput against a raw TCP stream of the same bytes
+// (and memcpy), plus the server's resident memory during a large fetch.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "bench/baselines.h"
+#include "bench/cases.h"
+#include "bench/rss_sampler.h"
+#include "service/common/crc32c.h"
+#include "service/common/status_macros.h"
+
+namespace tensord::bench {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr char kRawTcp[] = "raw TCP, same bytes";
+
+double MiB(uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
+
+std::string Runs(const std::vector<double>& samples) {
+  return absl::StrCat("median of ", samples.size());
+}
+
+// A fetch timed from `start` to the returned tensor; the check and the
+// tensor's release are not timed.
+absl::StatusOr<double> TimedFetch(Client& client, const std::string& name, uint64_t bytes,
+                                  Clock::time_point start = Clock::now()) {
+  TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name));
+  const double seconds = SecondsSince(start);
+  TENSORD_RETURN_IF_ERROR(CheckFetched(tensor, bytes, absl::StrCat("remote fetch of ", name)));
+  return seconds;
+}
+
+// A fetch into env.destination (pre-faulted, reused), timed from `start`;
+// the spot marks (set before `start`) and the check are not timed.
+absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
+                                      uint64_t bytes, Clock::time_point start = Clock::now()) {
+  const int64_t shape = static_cast<int64_t>(bytes);
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           client.FetchInto(name, ByteTensor(env.destination.data(), &shape)));
+  const double seconds = SecondsSince(start);
+  if (info.total_bytes != bytes) {
+    return absl::DataLossError(absl::StrCat("FetchInto of ", name, " says ", info.total_bytes,
+                                            " bytes, expected ", bytes));
+  }
+  TENSORD_RETURN_IF_ERROR(CheckPattern(env.destination.data(), bytes, kPatternSeed,
+                                       absl::StrCat("remote FetchInto of ", name)));
+  return seconds;
+}
+
+// Puts the source as `name` unless the server already holds `bytes` under it.
+absl::Status EnsureStored(const BenchEnv& env, Client& client, uint64_t bytes) {
+  absl::StatusOr<TensorInfo> stat = client.Stat(TensorName("remote", bytes));
+  if (stat.ok() && stat->total_bytes == bytes) return absl::OkStatus();
+  return PutSource(env, client, "remote", bytes).status();
+}
+
+void AddThroughputRow(const BenchEnv& env, const std::string& name, uint64_t bytes,
+                      const std::vector<double>& samples, double raw_gbps,
+                      std::optional<Target> target, std::string note) {
+  const double gbps = GigabytesPerSecond(bytes, Median(samples));
+  env.report.Add({.section = kRemoteSection,
+                  .name = name,
+                  .bytes = bytes,
+                  .value = gbps,
+                  .unit = "GB/s",
+                  .ratio = gbps / raw_gbps,
+                  .baseline = kRawTcp,
+                  .target = target,
+                  .note = note.empty() ? Runs(samples) : absl::StrCat(Runs(samples), "; ", note)});
+}
+
+}  // namespace
+
+absl::Status RunMemorySection(const BenchEnv& env) {
+  const uint64_t bytes = env.config.memory_probe_bytes;
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
+  const std::string name = TensorName("remote", bytes);
+  TENSORD_RETURN_IF_ERROR(client->Stat(name).status());  // the channel is up
+
+  TENSORD_ASSIGN_OR_RETURN(ResidentMemory before, ReadResidentMemory(env.tensord_pid));
+  int samples = 0;
+  absl::StatusOr<ResidentMemory> peak;
+  {
+    RssSampler sampler(env.tensord_pid, /*interval_us=*/1000);
+    absl::StatusOr<Tensor> fetched = client->Fetch(name);
+    peak = sampler.Stop(&samples);
+    TENSORD_RETURN_IF_ERROR(fetched.status());
+    TENSORD_RETURN_IF_ERROR(CheckFetched(*fetched, bytes, "remote fetch (memory probe)"));
+  }
+  TENSORD_RETURN_IF_ERROR(peak.status());
+
+  const std::string sampled = absl::StrCat(samples, " samples of /proc/PID/status, 1 ms apart");
+  Report& report = env.report;
+  report.Add({.section = kMemorySection, .name = "VmRSS before the fetch", .bytes = bytes,
+              .value = MiB(before.vm_rss), .unit = "MiB",
+              .note = absl::StrCat("RssAnon ", static_cast<int>(MiB(before.rss_anon)),
+                                   " MiB, RssShmem ", static_cast<int>(MiB(before.rss_shmem)),
+                                   " MiB (the stored tensor's memfd pages mapped so far)")});
+  report.Add({.section = kMemorySection, .name = "RssAnon peak growth during fetch", .bytes = bytes,
+              .value = MiB(static_cast<int64_t>(peak->rss_anon) - static_cast<int64_t>(before.rss_anon)),
+              .unit = "MiB", .target = Target::ValueAtMost(64),
+              .note = "primary figure: a copy of tensor bytes (heap, gRPC buffers) is anonymous "
+                      "memory; the stored tensor is shmem"});
+  report.Add({.section = kMemorySection, .name = "VmRSS peak growth during fetch", .bytes = bytes,
+              .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(before.vm_rss)),
+              .unit = "MiB",
+              .note = "includes the tensor's shmem pages the server maps in while sending"});
+  report.Add({.section = kMemorySection, .name = "VmRSS peak minus the tensor", .bytes = bytes,
+              .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(bytes)),
+              .unit = "MiB", .target = Target::ValueAtMost(64),
+              .note = absl::StrCat("strict reading: everything resident beyond the tensor, "
+                                   "binary and libraries included; RssShmem peak ",
+                                   static_cast<int>(MiB(peak->rss_shmem)), " MiB; ", sampled)});
+
+  bool reused = false;
+  for (uint64_t size : env.config.transfer_sizes) reused |= size == bytes;
+  if (!reused) TENSORD_RETURN_IF_ERROR(client->Delete(name).status());
+  return absl::OkStatus();
+}
+
+absl::Status RunRemoteSection(const BenchEnv& env) {
+  Report& report = env.report;
+  {
+    const uint64_t bytes = env.config.memcpy_bytes;
+    TENSORD_ASSIGN_OR_RETURN(
+        std::vector<double> samples,
+        Repeat(env.config.first_touch_policy, [&]() -> absl::StatusOr<double> {
+          return TimeMemcpy(env.source, env.destination, bytes);
+        }));
+    report.Add({.section = kBaselineSection, .name = "memcpy, 1 thread, pre-faulted",
+                .bytes = bytes, .value = GigabytesPerSecond(bytes, Median(samples)),
+                .unit = "GB/s", .note = Runs(samples)});
+  }
+
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<RawTcpLink> link,
+                           RawTcpLink::Open(env.source, env.destination));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  for (uint64_t bytes : env.config.transfer_sizes) {
+    const RepeatPolicy policy = env.config.transfer_policy(bytes);
+    const std::string name = TensorName("remote", bytes);
+    TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
+    const bool large = bytes >= 256 * kMiB;
+
+    // The baseline, measured right before the cases it is compared with.
+    TENSORD_ASSIGN_OR_RETURN(std::vector<double> raw,
+                             Repeat(policy, [&]() -> absl::StatusOr<double> {
+                               ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+                               TENSORD_ASSIGN_OR_RETURN(double seconds, link->Transfer(bytes));
+                               TENSORD_RETURN_IF_ERROR(CheckPattern(
+                                   env.destination.data(), bytes, kPatternSeed, "raw TCP"));
+                               return seconds;
+                             }));
+    const double raw_gbps = GigabytesPerSecond(bytes, Median(raw));
+    report.Add({.section = kBaselineSection, .name = "raw TCP 127.0.0.1, 1 MiB send/recv",
+                .bytes = bytes, .value = raw_gbps, .unit = "GB/s",
+                .note = absl::StrCat(Runs(raw), "; 8-byte request, then the bytes; "
+                                                "receiver buffer pre-faulted and reused")});
+
+    TENSORD_ASSIGN_OR_RETURN(std::vector<double> fetch, Repeat(policy, [&] {
+                               return TimedFetch(*client, name, bytes);
+                             }));
+    AddThroughputRow(env, "fetch, warm channel (Fetch)", bytes, fetch, raw_gbps,
+                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
+                     "into a new buffer each time: its page faults are counted");
+    TENSORD_ASSIGN_OR_RETURN(std::vector<double> fetch_into, Repeat(policy, [&] {
+                               ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+                               return TimedFetchInto(env, *client, name, bytes);
+                             }));
+    AddThroughputRow(env, "fetch, warm channel (FetchInto)", bytes, fetch_into, raw_gbps,
+                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
+                     "into a pre-faulted, reused buffer, like the raw TCP receiver");
+
+    if (bytes == env.config.fresh_channel_bytes) {
+      // A new Client (channel, TCP connection, HTTP/2 handshake) per fetch,
+      // as tensorctl get pays; closing it is not timed.
+      for (bool into : {false, true}) {
+        TENSORD_ASSIGN_OR_RETURN(
+            std::vector<double> fresh, Repeat(policy, [&]() -> absl::StatusOr<double> {
+              if (into) ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+              const Clock::time_point start = Clock::now();
+              TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> fresh_client,
+                                       ConnectClient(env, TransferPath::kRemote));
+              return into ? TimedFetchInto(env, *fresh_client, name, bytes, start)
+                          : TimedFetch(*fresh_client, name, bytes, start);
+            }));
+        AddThroughputRow(env, into ? "fetch, fresh channel (FetchInto)" : "fetch, fresh channel (Fetch)",
+                         bytes, fresh, raw_gbps, Target::RatioAtLeast(0.85),
+                         "connect + fetch, new Client each time");
+      }
+    }
+
+    const std::string put_name = TensorName("put", bytes);
+    const int64_t shape = static_cast<int64_t>(bytes);
+    TensorInfo last_put;
+    TENSORD_ASSIGN_OR_RETURN(std::vector<double> put,
+                             Repeat(policy, [&]() -> absl::StatusOr<double> {
+                               const Clock::time_point start = Clock::now();
+                               TENSORD_ASSIGN_OR_RETURN(
+                                   last_put, client->Put(put_name, ByteTensor(env.source.data(), &shape)));
+                               return SecondsSince(start);
+                             }));
+    // The server's checksum of what it stored must match the source's.
+    const uint32_t crc = Crc32c(env.source.data(), bytes);
+    if (last_put.total_bytes != bytes || last_put.crc32c != crc) {
+      return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes stored ", last_put.total_bytes,
+                                              " bytes with crc32c ", last_put.crc32c, ", expected ", crc));
+    }
+    AddThroughputRow(env, "put, warm channel", bytes, put, raw_gbps,
+                     bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
+                     "new version each time (server copies into a fresh memfd + CRC-32C)");
+    TENSORD_RETURN_IF_ERROR(client->Delete(put_name).status());
+    TENSORD_RETURN_IF_ERROR(client->Delete(name).status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::bench

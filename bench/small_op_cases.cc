@@ -1,0 +1,114 @@
+// Small-op rate and latency (Stat, 4 KiB Fetch) against an empty unary call
+// to a callback-API server, at each concurrency, measured back to back so
+// the machine's noise hits them alike.
+#include "absl/strings/str_cat.h"
+#include "bench/cases.h"
+#include "bench/empty_server.h"
+#include "service/common/status_macros.h"
+
+namespace tensord::bench {
+namespace {
+
+constexpr uint64_t kSmallBytes = 4096;
+
+std::string Clients(int threads) {
+  return absl::StrCat(threads, threads == 1 ? " client" : " clients");
+}
+
+// Rows for one operation at one concurrency, as ratios to the empty call.
+void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, int threads,
+                 const LoadResult& result, const LoadResult& empty) {
+  const std::string at = absl::StrCat(" @", threads);
+  const std::optional<Target> target =
+      threads <= 4 ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt;
+  env.report.Add({.section = kSmallOpSection,
+                  .name = absl::StrCat(what, ", ", Clients(threads)),
+                  .bytes = bytes,
+                  .value = result.ops_per_second,
+                  .unit = "ops/s",
+                  .ratio = result.ops_per_second / empty.ops_per_second,
+                  .baseline = "empty call rate" + at,
+                  .target = target,
+                  .note = absl::StrCat(result.ops, " calls")});
+  env.report.Add({.section = kSmallOpSection,
+                  .name = absl::StrCat(what, ", ", Clients(threads), ", p50"),
+                  .bytes = bytes,
+                  .value = result.p50_us,
+                  .unit = "us",
+                  .ratio = result.p50_us / empty.p50_us,
+                  .baseline = "empty call p50" + at});
+  env.report.Add({.section = kSmallOpSection,
+                  .name = absl::StrCat(what, ", ", Clients(threads), ", p99"),
+                  .bytes = bytes,
+                  .value = result.p99_us,
+                  .unit = "us",
+                  .ratio = result.p99_us / empty.p99_us,
+                  .baseline = "empty call p99" + at});
+}
+
+}  // namespace
+
+absl::Status RunSmallOpSection(const BenchEnv& env) {
+  const BenchConfig& config = env.config;
+  {
+    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+    TENSORD_RETURN_IF_ERROR(PutSource(env, *client, "small", kSmallBytes).status());
+  }
+  const std::string name = TensorName("small", kSmallBytes);
+
+  for (int threads : config.concurrency) {
+    TENSORD_ASSIGN_OR_RETURN(
+        LoadResult empty,
+        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
+                [&](int) { return MakeEmptyCall(env.empty_target); }));
+    env.report.Add({.section = kBaselineSection,
+                    .name = absl::StrCat("empty unary call, ", Clients(threads)),
+                    .value = empty.ops_per_second,
+                    .unit = "ops/s",
+                    .note = absl::StrCat("callback-API server in its own process, each client its own connection; ", empty.ops,
+                                         " calls")});
+    env.report.Add({.section = kBaselineSection,
+                    .name = absl::StrCat("empty unary call, ", Clients(threads), ", p50"),
+                    .value = empty.p50_us,
+                    .unit = "us"});
+    env.report.Add({.section = kBaselineSection,
+                    .name = absl::StrCat("empty unary call, ", Clients(threads), ", p99"),
+                    .value = empty.p99_us,
+                    .unit = "us"});
+
+    TENSORD_ASSIGN_OR_RETURN(
+        LoadResult stat,
+        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
+                [&](int) -> absl::StatusOr<Operation> {
+                  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
+                                           ConnectClient(env, TransferPath::kRemote));
+                  return Operation([client, &name]() -> absl::Status {
+                    TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
+                    if (info.total_bytes != kSmallBytes) {
+                      return absl::DataLossError(absl::StrCat("Stat of ", name, " says ",
+                                                              info.total_bytes, " bytes"));
+                    }
+                    return absl::OkStatus();
+                  });
+                }));
+    AddLoadRows(env, "Stat", 0, threads, stat, empty);
+
+    TENSORD_ASSIGN_OR_RETURN(
+        LoadResult fetch,
+        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
+                [&](int) -> absl::StatusOr<Operation> {
+                  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
+                                           ConnectClient(env, TransferPath::kRemote));
+                  return Operation([client, &name]() -> absl::Status {
+                    TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
+                    return CheckFetched(tensor, kSmallBytes, "4 KiB fetch");
+                  });
+                }));
+    AddLoadRows(env, "Fetch", kSmallBytes, threads, fetch, empty);
+  }
+
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  return client->Delete(name).status();
+}
+
+}  // namespace tensord::bench

@@ -1,0 +1,180 @@
+// tensord-bench: starts its own tensord (and an empty-call gRPC server) and
+// prints one table of tensord's throughput, latency and memory, each as a
+// ratio to a baseline measured in the same run. Never asserts on times: it
+// exits non-zero only when something functional broke (wrong bytes, a
+// failed call, a server that died).
+//
+//   tensord-bench [--smoke] [--json PATH] [--tensord PATH]
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/cases.h"
+#include "bench/child_process.h"
+#include "bench/empty_server.h"
+#include "service/common/status_macros.h"
+
+#ifndef TENSORD_BINARY_PATH
+#error "TENSORD_BINARY_PATH must name the tensord binary (set by bench/CMakeLists.txt)"
+#endif
+
+namespace tensord::bench {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tensord-bench [--smoke] [--json PATH] [--tensord PATH]\n"
+    "  --smoke         a short run (small sizes, few repeats) that checks the benchmark works\n"
+    "  --json PATH     also write every row as JSON to PATH\n"
+    "  --tensord PATH  the tensord binary to start (default: the one built with this)\n";
+
+struct CommandLine {
+  bool smoke = false;
+  std::string json_path;
+  std::string tensord = TENSORD_BINARY_PATH;
+  // Hidden: run as the empty-call server.
+  std::string serve_empty;
+  std::string ready_file;
+};
+
+// Accepts "--flag=value" and "--flag value".
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine line;
+  for (int i = 1; i < argc; ++i) {
+    std::string argument = argv[i];
+    auto value_of = [&](absl::string_view flag, std::string* out) -> absl::StatusOr<bool> {
+      if (absl::StartsWith(argument, absl::StrCat(flag, "="))) {
+        *out = argument.substr(flag.size() + 1);
+        return true;
+      }
+      if (argument != flag) return false;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      *out = argv[++i];
+      return true;
+    };
+    if (argument == "--smoke") {
+      line.smoke = true;
+      continue;
+    }
+    bool matched = false;
+    for (auto [flag, out] : {std::pair{"--json", &line.json_path},
+                             std::pair{"--tensord", &line.tensord},
+                             std::pair{"--serve-empty", &line.serve_empty},
+                             std::pair{"--ready-file", &line.ready_file}}) {
+      TENSORD_ASSIGN_OR_RETURN(bool found, value_of(flag, out));
+      if (found) {
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argument, "'"));
+  }
+  return line;
+}
+
+std::string SelfPath() {
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return "";
+  return std::string(path, static_cast<size_t>(length));
+}
+
+absl::Status Run(const CommandLine& line) {
+  const Clock::time_point begun = Clock::now();
+  const BenchConfig config = line.smoke ? SmokeConfig() : FullConfig();
+  TENSORD_ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("tensord-bench-"));
+
+  TENSORD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ChildProcess> tensord,
+      ChildProcess::Start({line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
+                           "--handoff-socket=" + dir.path() + "/handoff.sock",
+                           "--max-host-bytes=6GiB", "--max-tensor-bytes=2GiB",
+                           "--log-level=warning"},
+                          dir.path() + "/ready", dir.path() + "/tensord.log", absl::Seconds(30)));
+  TENSORD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ChildProcess> empty_server,
+      ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0",
+                           "--ready-file=" + dir.path() + "/empty-ready"},
+                          dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
+
+  TENSORD_ASSIGN_OR_RETURN(Buffer source, Buffer::Allocate(config.LargestBytes()));
+  TENSORD_ASSIGN_OR_RETURN(Buffer destination, Buffer::Allocate(config.LargestBytes()));
+  FillPattern(source.data(), source.size(), kPatternSeed);
+
+  Report report;
+  report.Section(kBaselineSection,
+                 "what the machine allows; every ratio below is against one of these");
+  report.Section(kRemoteSection,
+                 "GB/s = 1e9 bytes/s; ratio vs a raw TCP request/response of the same bytes "
+                 "measured just before");
+  report.Section(kSmallOpSection,
+                 "time-bounded loops; ratio vs the empty call at the same concurrency "
+                 "(rate: higher is better; p50/p99: lower is better)");
+  report.Section(kLocalSection,
+                 "per-fetch latency (median); first touch is the consumer's cost, reported "
+                 "apart from the fetch");
+  report.Section(kMemorySection,
+                 "tensord's /proc/PID/status sampled while one client fetches the tensor; "
+                 "stored tensors live in memfd (shmem) pages");
+  BenchEnv env{.config = config,
+               .report = report,
+               .tensord_target = tensord->ready_lines().front(),
+               .tensord_pid = tensord->pid(),
+               .empty_target = empty_server->ready_lines().front(),
+               .source = source,
+               .destination = destination};
+
+  struct Step {
+    const char* name;
+    absl::Status (*run)(const BenchEnv&);
+  };
+  // Memory first, while the server holds nothing else.
+  for (const Step& step : {Step{"memory", &RunMemorySection}, Step{"remote", &RunRemoteSection},
+                           Step{"small ops", &RunSmallOpSection}, Step{"local", &RunLocalSection}}) {
+    const Clock::time_point start = Clock::now();
+    absl::Status status = step.run(env);
+    if (!status.ok() || !tensord->Alive()) {
+      return absl::Status(
+          status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+          absl::StrCat(step.name, " section failed: ",
+                       status.ok() ? "tensord exited" : status.message(),
+                       "\n---- tensord log (tail) ----\n", tensord->LogTail()));
+    }
+    std::fprintf(stderr, "tensord-bench: %s section done in %.1f s\n", step.name,
+                 SecondsSince(start));
+  }
+
+  std::printf("tensord-bench (%s): %u CPUs, gRPC %s, tensord pid %d, total %.1f s\n",
+              config.mode.c_str(), std::thread::hardware_concurrency(), grpc::Version().c_str(),
+              static_cast<int>(tensord->pid()), SecondsSince(begun));
+  std::fputs(report.Format().c_str(), stdout);
+  std::fflush(stdout);
+  if (!line.json_path.empty()) TENSORD_RETURN_IF_ERROR(report.WriteJson(line.json_path, config.mode));
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tensord::bench
+
+int main(int argc, char** argv) {
+  absl::StatusOr<tensord::bench::CommandLine> line = tensord::bench::ParseCommandLine(argc, argv);
+  if (!line.ok()) {
+    std::fprintf(stderr, "tensord-bench: %s\n%s", std::string(line.status().message()).c_str(),
+                 tensord::bench::kUsage);
+    return 2;
+  }
+  if (!line->serve_empty.empty()) return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file);
+  if (absl::Status status = tensord::bench::Run(*line); !status.ok()) {
+    std::fprintf(stderr, "tensord-bench: FAILED: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Fuzzes tensord's parsers of untrusted input with libFuzzer, longer than the
+# 20 s CTest smoke tests (label "fuzz") do.
+#
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   SECONDS_PER_TARGET  default 60
+#   TARGET              npy, safetensors, stream_message, request_validation,
+#                       handoff_session (a trailing _fuzz is fine); default all
+#
+# Builds build-fuzz (Clang 14, TENSORD_FUZZ=ON, ASan+UBSan; Ninja and ccache),
+# then runs each target in turn, one process, into build-fuzz/corpus/<name>
+# (kept between runs, so coverage accumulates) seeded from the committed
+# tests/fuzz/corpus/<name>. Crashing inputs land in build-fuzz/artifacts/<name>/
+# and the full output in build-fuzz/logs/<name>.log. Prints executions per
+# target and exits non-zero when any target crashed, leaked, hung or ran out
+# of memory. Reproduce one input with: build-fuzz/tests/fuzz/<name>_fuzz FILE
+# Environment: TENSORD_FUZZ_JOBS (build parallelism, default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+all_targets=(npy safetensors stream_message request_validation handoff_session)
+
+seconds=60
+if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
+  seconds=$1
+  shift
+fi
+if [[ $# -eq 0 ]]; then set -- "${all_targets[@]}"; fi
+targets=()
+for arg in "$@"; do
+  name=${arg%_fuzz}
+  if [[ " ${all_targets[*]} " != *" ${name} "* ]]; then
+    echo "fuzz.sh: unknown target '$arg' (known: ${all_targets[*]})" >&2
+    exit 2
+  fi
+  targets+=("$name")
+done
+
+deploy/install-deps.sh
+
+# Cache hits across clones, as scripts/build.sh does.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+build_dir=build-fuzz
+if [[ ! -f "$build_dir/build.ninja" ]]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DTENSORD_FUZZ=ON "-DTENSORD_SANITIZE=address;undefined" -DTENSORD_CUDA=OFF >/dev/null
+fi
+cmake --build "$build_dir" -j "${TENSORD_FUZZ_JOBS:-$(nproc)}" \
+  --target "${targets[@]/%/_fuzz}"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+failed=()
+summary=()
+for name in "${targets[@]}"; do
+  binary=$build_dir/tests/fuzz/${name}_fuzz
+  corpus=$build_dir/corpus/$name
+  artifacts=$build_dir/artifacts/$name
+  log=$build_dir/logs/$name.log
+  mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+  echo "=== ${name}_fuzz for ${seconds}s"
+  status=0
+  "$binary" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1 || status=$?
+  executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+  corpus_size=$(find "$corpus" -type f | wc -l)
+  if ((status == 0)); then
+    result="ok"
+  else
+    artifact=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | cut -d' ' -f5 || true)
+    result="FAILED (exit $status) ${artifact:-see $log}"
+    failed+=("$name")
+    grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*deadly signal|.*Timeout|.*out-of-memory)" \
+      "$log" | head -5 | sed 's/^/  /' || true
+  fi
+  summary+=("$(printf '%-20s %12s executions %6s corpus files  %s' \
+    "$name" "${executions:-?}" "$corpus_size" "$result")")
+done
+
+echo
+echo "=== fuzz summary (${seconds}s per target; logs in $build_dir/logs)"
+printf '%s\n' "${summary[@]}"
+if ((${#failed[@]} > 0)); then
+  echo "crashes found in: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs of the transport fuzz targets (stream_message,
+request_validation, handoff_session) beside this script. The tensord.v1
+messages are serialized by hand (no protobuf package needed); the field
+numbers follow proto/tensord/v1/*.proto. Rerun after changing a seed."""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# --- protobuf wire format -------------------------------------------------
+
+def varint(value):
+    value &= (1 << 64) - 1  # negative int64 values take ten bytes
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def tag(field, wire_type):
+    return varint(field << 3 | wire_type)
+
+
+def uint(field, value):
+    """A varint field (uint32/uint64/int32/int64); proto3 omits zero."""
+    return b"" if value == 0 else tag(field, 0) + varint(value)
+
+
+def optional_uint(field, value):
+    """An `optional` scalar: written even when zero."""
+    return tag(field, 0) + varint(value)
+
+
+def data(field, payload):
+    """A length-delimited field: bytes, string or an embedded message."""
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return tag(field, 2) + varint(len(payload)) + payload
+
+
+def packed(field, values):
+    return b"" if not values else data(field, b"".join(varint(v) for v in values))
+
+
+def fixed32(field, value):
+    return tag(field, 5) + struct.pack("<I", value)
+
+
+# --- tensord.v1 messages --------------------------------------------------
+
+def dtype(code, bits, lanes=1):
+    return uint(1, code) + uint(2, bits) + uint(3, lanes)
+
+
+def layout(code, bits, shape, strides=(), byte_offset=0, lanes=1, device=None):
+    out = data(1, dtype(code, bits, lanes)) + packed(2, shape) + packed(3, strides)
+    out += uint(4, byte_offset)
+    if device is not None:
+        out += data(5, uint(1, device[0]) + uint(2, device[1]))
+    return out
+
+
+def put_header(name, lay, total_bytes, crc=None):
+    out = data(1, name) + data(2, lay) + uint(3, total_bytes)
+    if crc is not None:
+        out += optional_uint(4, crc)
+    return out
+
+
+def chunk(offset, payload):
+    return uint(1, offset) + data(2, payload)
+
+
+def byte_range(offset, length):
+    return uint(1, offset) + uint(2, length)
+
+
+def fetch_request(name, version=0, rng=None, max_chunk_bytes=0):
+    out = data(1, name) + uint(2, version)
+    if rng is not None:
+        out += data(3, byte_range(*rng))
+    return out + uint(4, max_chunk_bytes)
+
+
+def tensor_info(name, version, lay, total_bytes, crc=0):
+    return data(1, name) + uint(2, version) + data(3, lay) + uint(4, total_bytes) + uint(5, crc)
+
+
+def handoff(request_id, kind_field, body):
+    return uint(1, request_id) + data(kind_field, body)
+
+
+def acquire(request_id, name, version=0, held=()):
+    return handoff(request_id, 2, data(1, name) + uint(2, version) + packed(3, held))
+
+
+def release(request_id, lease_id):
+    return handoff(request_id, 3, uint(1, lease_id))
+
+
+def create(request_id, name, lay, total_bytes):
+    return handoff(request_id, 4, data(1, name) + data(2, lay) + uint(3, total_bytes))
+
+
+def seal(request_id, create_id, crc=None):
+    body = uint(1, create_id)
+    if crc is not None:
+        body += optional_uint(2, crc)
+    return handoff(request_id, 5, body)
+
+
+def abort(request_id, create_id):
+    return handoff(request_id, 6, uint(1, create_id))
+
+
+def authenticate(request_id, token):
+    return handoff(request_id, 7, data(1, token))
+
+
+def crc32c(payload):
+    crc = 0xFFFFFFFF
+    for byte in payload:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+# dtype codes (DLDataTypeCode)
+INT, UINT, FLOAT, BFLOAT, COMPLEX, BOOL, FLOAT4_E2M1FN = 0, 1, 2, 4, 5, 6, 17
+F32_2X3 = layout(FLOAT, 32, [2, 3])
+
+
+# --- input framings of the fuzz targets -----------------------------------
+
+def stream_input(message, piece_lengths=()):
+    """stream_message_fuzz: [cut count][cut lengths][message]."""
+    return bytes([len(piece_lengths)]) + bytes(piece_lengths) + message
+
+
+def validation_input(fetch, limit, message, shift=0):
+    """request_validation_fuzz: [mode][limit, 8 bytes LE][message]."""
+    return bytes([shift << 1 | (1 if fetch else 0)]) + struct.pack("<Q", limit) + message
+
+
+def handoff_input(flags, packets):
+    """handoff_session_fuzz: [flags] then [2-byte LE length][packet]..."""
+    return bytes([flags]) + b"".join(struct.pack("<H", len(p)) + p for p in packets)
+
+
+def write(folder, name, payload):
+    os.makedirs(os.path.join(HERE, folder), exist_ok=True)
+    with open(os.path.join(HERE, folder, name), "wb") as f:
+        f.write(payload)
+
+
+# stream_message: PutRequest / FetchResponse (field 1 header, field 2 chunk).
+body = bytes(i % 251 for i in range(200))
+write("stream_message", "chunk_whole", stream_input(data(2, chunk(4096, body))))
+write("stream_message", "chunk_split", stream_input(data(2, chunk(0, body[:100])), [5, 1, 0, 40]))
+write("stream_message", "chunk_huge_offset",
+      stream_input(data(2, chunk(1 << 40, b"xyz" * 20)), [3, 3]))
+write("stream_message", "chunk_unknown_fields", stream_input(
+    uint(15, 99) + data(2, uint(1, 8) + fixed32(7, 1) + data(2, b"abcd" * 8) + data(9, b"zz"))
+    + tag(3, 1) + struct.pack("<Q", 5), [2, 7, 12]))
+write("stream_message", "put_header", stream_input(
+    data(1, put_header("layers/0.w", F32_2X3, 24, crc=0x1234)), [4, 10]))
+write("stream_message", "fetch_header", stream_input(
+    data(1, tensor_info("emb", 3, layout(BFLOAT, 16, [4, 8]), 64) + data(2, byte_range(0, 64)))))
+write("stream_message", "empty", stream_input(b""))
+
+# request_validation: PutHeader (mode bit 0 clear) or FetchRequest (set).
+write("request_validation", "put_f32_2x3", validation_input(
+    False, 1 << 20, put_header("layers/0.w", F32_2X3, 24, crc=0xDEADBEEF)))
+write("request_validation", "put_strided_offset", validation_input(
+    False, 1 << 20, put_header("a/b", layout(INT, 16, [3, 4], strides=[1, 3], byte_offset=8), 32)))
+write("request_validation", "put_negative_stride", validation_input(
+    False, 1 << 20, put_header("rev", layout(FLOAT, 32, [4], strides=[-1], byte_offset=12), 16)))
+write("request_validation", "put_vector_lanes_cpu", validation_input(
+    False, 4096, put_header("v:1", layout(FLOAT, 16, [5], lanes=4, device=(1, 0)), 40)))
+write("request_validation", "put_fp4_packed", validation_input(
+    False, 64, put_header("q4", layout(FLOAT4_E2M1FN, 4, [3]), 2)))
+write("request_validation", "put_bool_empty", validation_input(
+    False, 0, put_header("mask", layout(BOOL, 8, [0, 7]), 0)))
+write("request_validation", "put_over_limit", validation_input(
+    False, 1 << 20, put_header("big", layout(COMPLEX, 128, [1024]), 16384), shift=10))
+write("request_validation", "put_cuda_device", validation_input(
+    False, 1 << 20, put_header("gpu", layout(UINT, 8, [16], device=(2, 0)), 16)))
+write("request_validation", "fetch_whole", validation_input(True, 100, fetch_request("w")))
+write("request_validation", "fetch_range", validation_input(
+    True, 100, fetch_request("w", version=3, rng=(10, 20), max_chunk_bytes=8)))
+write("request_validation", "fetch_to_end", validation_input(True, 100, fetch_request("w", rng=(60, 0))))
+write("request_validation", "fetch_beyond", validation_input(True, 100, fetch_request("w", rng=(90, 20))))
+
+# handoff_session: flags bit 0 authorized, bit 1 reap, bits 2.. seconds/packet.
+zeros24 = bytes(24)
+write("handoff_session", "create_seal_acquire_release", handoff_input(1, [
+    create(1, "w", F32_2X3, 24), seal(2, 1), acquire(3, "w"), acquire(4, "w", held=[1]),
+    release(5, 2), release(6, 2)]))
+write("handoff_session", "authenticate_then_create", handoff_input(0, [
+    acquire(1, "w"), authenticate(2, "fuzz-token"), create(3, "t/x", layout(UINT, 8, [24]), 24),
+    seal(4, 1, crc=crc32c(zeros24)), acquire(5, "t/x", version=1)]))
+write("handoff_session", "abort_and_reap", handoff_input(1 | 2 | 3 << 2, [
+    create(1, "a", F32_2X3, 24), create(2, "b", layout(INT, 64, [4]), 32), abort(3, 1),
+    acquire(4, "a"), seal(5, 2)]))
+write("handoff_session", "republish_and_old_version", handoff_input(1, [
+    create(1, "w", layout(FLOAT, 32, [4], strides=[-1], byte_offset=12), 16), seal(2, 1),
+    acquire(3, "w"), create(4, "w", layout(BOOL, 8, [0]), 0), seal(5, 3, crc=0),
+    acquire(6, "w", version=1), acquire(7, "w")]))
+write("handoff_session", "bad_requests", handoff_input(1, [
+    b"\xff\xff", uint(1, 42), create(2, "big", layout(UINT, 8, [1 << 20]), 1 << 20),
+    create(3, "../x", F32_2X3, 24), seal(4, 77, crc=5), release(5, 9), abort(6, 9),
+    authenticate(7, "nope")]))

@@ -1,0 +1,182 @@
+// libFuzzer target: HandoffSession::Handle, the parser and dispatcher of the
+// packets a local client sends on the handoff socket. Each input is one
+// connection: a fresh registry with small limits, a session, and a sequence
+// of packets handled in order.
+//
+// Input: [flags] then packets, each [2-byte little-endian length][bytes]
+// (a length past the end takes what is left). flags bit 0: the peer is on the
+// allow-list (authorized); bit 1: reap expired creates after every packet;
+// bits 2..7: seconds the clock advances per packet.
+// An AuthenticateRequest whose token is "fuzz-token" is sent with a token
+// really issued for this connection, so the success path is reachable.
+//
+// Beyond "no crash": every reply parses as a HandoffResponse echoing the
+// request id; an error carries a canonical code, a message, no kind and no
+// fd; an fd goes out exactly with a new lease or create and is the memfd of
+// the right size (sealed for a lease). When the session ends, every byte it
+// held is returned to the registry, and once the registry goes too, every
+// memfd is closed.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "service/common/log.h"
+#include "service/registry/registry.h"
+#include "service/transport/handoff_session.h"
+#include "service/transport/handoff_tokens.h"
+#include "tensord/v1/handoff.pb.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+constexpr size_t kMaxPackets = 64;
+constexpr uint64_t kMaxHostBytes = uint64_t{1} << 20;
+constexpr uint64_t kMaxTensors = 16;
+
+// Open file descriptors of this process.
+int OpenFdCount() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  Check(dir != nullptr);
+  int count = 0;
+  while (::readdir(dir) != nullptr) ++count;
+  ::closedir(dir);
+  return count;
+}
+
+uint64_t FdSize(int fd) {
+  struct stat st;
+  Check(::fstat(fd, &st) == 0);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void CheckReply(const tensord::v1::HandoffRequest* request,
+                const tensord::HandoffSession::Reply& reply, const tensord::Registry& registry) {
+  using namespace tensord;
+  v1::HandoffResponse response;
+  Check(response.ParseFromString(reply.bytes));
+  Check(response.code() >= 0 && response.code() <= 16);
+  if (request != nullptr) Check(response.request_id() == request->request_id());
+  if (response.code() != 0) {
+    Check(!response.message().empty());
+    Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET);
+    Check(reply.fd == -1);
+    return;
+  }
+  Check(request != nullptr);
+  Check(registry.host_bytes_used() <= registry.host_bytes_limit());
+  switch (request->kind_case()) {
+    case v1::HandoffRequest::kAcquire: {
+      Check(response.has_acquire());
+      const v1::TensorInfo& info = response.acquire().info();
+      Check(info.name() == request->acquire().name());
+      if (request->acquire().version() != 0) Check(info.version() == request->acquire().version());
+      if (response.acquire().lease_id() == 0) {
+        Check(reply.fd == -1);  // the client already holds this version
+      } else {
+        Check(reply.fd >= 0 && FdSize(reply.fd) == info.total_bytes());
+        const int seals = ::fcntl(reply.fd, F_GET_SEALS);
+        Check(seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)) ==
+                                (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW));
+      }
+      break;
+    }
+    case v1::HandoffRequest::kCreate:
+      Check(response.has_create() && response.create().create_id() != 0);
+      Check(reply.fd >= 0 && FdSize(reply.fd) == request->create().total_bytes());
+      Check(request->create().total_bytes() <= registry.host_bytes_used());
+      break;
+    case v1::HandoffRequest::kSeal:
+      Check(response.has_seal() && reply.fd == -1);
+      Check(response.seal().info().version() != 0);
+      break;
+    case v1::HandoffRequest::kRelease:
+    case v1::HandoffRequest::kAbort:
+    case v1::HandoffRequest::kAuthenticate:
+      Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET && reply.fd == -1);
+      break;
+    default:
+      Check(false);  // an unknown kind is never OK
+  }
+}
+
+// One connection: the packets of `data` (after the flags byte) handled in
+// order by a session on a fresh registry, then the session closed.
+void Connection(const uint8_t* data, size_t size, bool authorized, bool reap,
+                absl::Duration tick) {
+  using namespace tensord;
+  Registry registry(RegistryOptions{.max_host_bytes = kMaxHostBytes, .max_tensors = kMaxTensors});
+  HandoffTokens tokens(absl::Seconds(30), 4);
+  absl::StatusOr<HandoffTokens::Issued> issued = tokens.Issue();
+  Check(issued.ok());
+  HandoffLimits limits;
+  limits.max_tensor_bytes = 64 * 1024;
+  limits.max_leases_per_connection = 8;
+  limits.create_timeout = absl::Seconds(5);
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+
+  {
+    HandoffSession session(registry, tokens, limits, PeerCredentials{.pid = 1, .uid = 2, .gid = 3},
+                           authorized);
+    size_t at = 1;
+    for (size_t packets = 0; at < size && packets < kMaxPackets; ++packets) {
+      size_t length = data[at];
+      if (at + 1 < size) length |= size_t{data[at + 1]} << 8;
+      at = std::min(at + 2, size);
+      length = std::min(length, size - at);
+      std::string packet(reinterpret_cast<const char*>(data + at), length);
+      at += length;
+
+      v1::HandoffRequest request;
+      const bool parsed = request.ParseFromString(packet);
+      if (parsed && request.has_authenticate() && request.authenticate().token() == "fuzz-token") {
+        request.mutable_authenticate()->set_token(issued->token);
+        packet = request.SerializeAsString();
+      }
+      HandoffSession::Reply reply = session.Handle(packet, now);
+      CheckReply(parsed ? &request : nullptr, reply, registry);
+      Check(session.lease_count() <= limits.max_leases_per_connection);
+      Check(registry.tensor_count() <= kMaxTensors);
+
+      now += tick;
+      if (reap) session.ReapExpiredCreates(now);
+    }
+  }
+
+  // The session is gone: its leases and creates gave their bytes back, so
+  // only the latest published versions still count.
+  absl::StatusOr<ListPage> page = registry.List("", 1000, "");
+  Check(page.ok() && page->next_page_token.empty());
+  uint64_t published = 0;
+  for (const VersionInfo& info : page->tensors) {
+    Check(info.open_leases == 0);
+    published += info.total_bytes;
+  }
+  Check(registry.host_bytes_used() == published);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  tensord::SetMinLogLevel(tensord::LogLevel::kError);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint8_t flags = data[0];
+  const int fds_before = OpenFdCount();
+  Connection(data, size, flags & 1, flags & 2, absl::Seconds(flags >> 2));
+  // Every memfd went away with its lease, create or version.
+  Check(OpenFdCount() == fds_before);
+  return 0;
+}

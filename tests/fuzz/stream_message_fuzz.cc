@@ -1,0 +1,134 @@
+// libFuzzer target: DecodeStreamMessage, which parses gRPC stream messages
+// (PutRequest / FetchResponse) straight from the received slices. The first
+// bytes of the input choose where the message is cut into pieces, so piece
+// boundaries are fuzzed as well as the wire bytes; each piece lives in its own
+// heap block so that ASan sees a read that runs past a piece.
+//
+// Input: [n = byte % 9] [n piece lengths, one byte each] [message bytes...]
+// The last piece takes whatever the lengths leave over.
+//
+// Beyond "no crash", an accepted message must be self-consistent, its chunk
+// pieces must lie inside the input pieces, protobuf must read the same chunk
+// from the same bytes, and a chunk must survive EncodeChunkPrefix.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "service/transport/stream_message.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+std::string Join(const std::vector<std::span<const uint8_t>>& pieces) {
+  std::string out;
+  for (std::span<const uint8_t> piece : pieces) {
+    out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+  }
+  return out;
+}
+
+bool Inside(std::span<const uint8_t> inner, std::span<const uint8_t> outer) {
+  auto begin = reinterpret_cast<uintptr_t>(inner.data());
+  auto outer_begin = reinterpret_cast<uintptr_t>(outer.data());
+  return begin >= outer_begin && inner.size() <= outer.size() &&
+         begin - outer_begin <= outer.size() - inner.size();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tensord;
+  if (size == 0) return 0;
+  const size_t cuts = std::min<size_t>(data[0] % 9, size - 1);
+  const uint8_t* lengths = data + 1;
+  const uint8_t* wire = data + 1 + cuts;
+  const size_t wire_size = size - 1 - cuts;
+
+  // One heap block per piece, exactly as long as the piece (empty pieces too).
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  std::vector<std::span<const uint8_t>> pieces;
+  size_t at = 0;
+  for (size_t i = 0; i <= cuts; ++i) {
+    size_t n = i < cuts ? std::min<size_t>(lengths[i], wire_size - at) : wire_size - at;
+    blocks.push_back(std::make_unique<uint8_t[]>(n));
+    if (n > 0) std::memcpy(blocks.back().get(), wire + at, n);
+    pieces.emplace_back(blocks.back().get(), n);
+    at += n;
+  }
+  Check(at == wire_size);
+
+  StreamMessage message;
+  // A stale message must not leak into the next decode.
+  message.kind = StreamMessage::Kind::kChunk;
+  message.header = "stale";
+  message.chunk_offset = 7;
+  message.chunk_size = 7;
+  message.chunk_pieces.emplace_back(wire, 0);
+  if (!DecodeStreamMessage(pieces, message).ok()) return 0;
+
+  const std::string whole(reinterpret_cast<const char*>(wire), wire_size);
+  switch (message.kind) {
+    case StreamMessage::Kind::kEmpty:
+      Check(message.header.empty() && message.chunk_offset == 0 && message.chunk_size == 0 &&
+            message.chunk_pieces.empty());
+      break;
+    case StreamMessage::Kind::kHeader: {
+      Check(message.header.size() <= kMaxStreamHeaderBytes);
+      Check(message.chunk_offset == 0 && message.chunk_size == 0 && message.chunk_pieces.empty());
+      // Where protobuf reads a header from the same bytes, it is the same one.
+      v1::PutRequest request;
+      if (request.ParseFromString(whole)) {
+        Check(request.has_header());
+        v1::PutHeader header;
+        Check(header.ParseFromString(message.header));
+        Check(header.SerializeAsString() == request.header().SerializeAsString());
+      }
+      break;
+    }
+    case StreamMessage::Kind::kChunk: {
+      Check(message.header.empty());
+      uint64_t total = 0;
+      for (std::span<const uint8_t> piece : message.chunk_pieces) {
+        bool inside = false;
+        for (std::span<const uint8_t> input : pieces) inside = inside || Inside(piece, input);
+        Check(inside);
+        total += piece.size();
+      }
+      Check(total == message.chunk_size);
+      Check(total <= wire_size);
+      const std::string chunk = Join(message.chunk_pieces);
+
+      // Protobuf reads the same chunk from the same bytes.
+      v1::PutRequest request;
+      Check(request.ParseFromString(whole));
+      Check(request.has_chunk());
+      Check(request.chunk().offset() == message.chunk_offset);
+      Check(request.chunk().data() == chunk);
+
+      // What we decode, we can frame again and decode to the same chunk.
+      uint8_t prefix[kMaxChunkPrefixBytes];
+      const size_t n = EncodeChunkPrefix(message.chunk_offset, message.chunk_size, prefix);
+      Check(n <= kMaxChunkPrefixBytes);
+      const std::span<const uint8_t> again[] = {
+          {prefix, n},
+          {reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()}};
+      StreamMessage reencoded;
+      Check(DecodeStreamMessage(again, reencoded).ok());
+      Check(reencoded.kind == StreamMessage::Kind::kChunk);
+      Check(reencoded.chunk_offset == message.chunk_offset);
+      Check(reencoded.chunk_size == message.chunk_size);
+      Check(Join(reencoded.chunk_pieces) == chunk);
+      break;
+    }
+  }
+  return 0;
+}

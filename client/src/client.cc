@@ -77,7 +77,12 @@ absl::Status ValidateHostTensor(const DLTensor& tensor, absl::string_view what) 
   if (size > 0 && tensor.data == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(what, " data is NULL but it has elements"));
   }
-  // Checks strides and negative reach against byte_offset.
+  // The caller's allocation may start before element 0 (negative strides);
+  // count from there, so only overflow and inconsistency are errors.
+  TENSORD_ASSIGN_OR_RETURN(uint64_t before, dlpack::BytesBeforeFirstElement(layout));
+  if (__builtin_add_overflow(layout.byte_offset, before, &layout.byte_offset)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " byte_offset overflows"));
+  }
   return dlpack::RequiredBytes(layout).status();
 }
 

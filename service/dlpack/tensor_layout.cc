@@ -131,6 +131,23 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
 
 }  // namespace
 
+absl::StatusOr<uint64_t> BytesBeforeFirstElement(const TensorLayout& layout) {
+  TENSORD_RETURN_IF_ERROR(ValidateDataType(layout.dtype));
+  TENSORD_RETURN_IF_ERROR(ValidateNdim(layout.shape.size()));
+  TENSORD_RETURN_IF_ERROR(ValidateStridesCount(layout));
+  TENSORD_ASSIGN_OR_RETURN(const uint64_t numel, ElementCount(layout.shape));
+  if (numel == 0 || IsSubByte(layout.dtype)) return 0;
+  TENSORD_ASSIGN_OR_RETURN(const OffsetRange range,
+                           ReachedOffsets(layout.shape, EffectiveStrides(layout)));
+  int64_t before = 0;
+  if (__builtin_mul_overflow(-range.min, static_cast<int64_t>(ElementBytes(layout.dtype)),
+                             &before)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte extent of ", DescribeLayout(layout), " overflows int64"));
+  }
+  return static_cast<uint64_t>(before);
+}
+
 bool operator==(const TensorLayout& a, const TensorLayout& b) {
   return a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides &&
          a.byte_offset == b.byte_offset && a.device.device_type == b.device.device_type &&

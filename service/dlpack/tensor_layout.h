@@ -55,6 +55,11 @@ bool IsCompact(const TensorLayout& layout);
 // step overflows. Each error is INVALID_ARGUMENT naming the field and value.
 absl::StatusOr<uint64_t> RequiredBytes(const TensorLayout& layout);
 
+// Bytes that negative strides reach before element [0, ..., 0]; 0 when none
+// do. A caller's DLTensor may legitimately point into the middle of its
+// allocation this way. Validates like RequiredBytes.
+absl::StatusOr<uint64_t> BytesBeforeFirstElement(const TensorLayout& layout);
+
 // RequiredBytes(layout) <= buffer_bytes, or INVALID_ARGUMENT naming both.
 absl::Status ValidateLayoutFits(const TensorLayout& layout, uint64_t buffer_bytes);
 

@@ -39,25 +39,35 @@ double Percentile(std::vector<double> samples, double p) {
   return samples[rank - 1];
 }
 
-absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy,
-                                           absl::FunctionRef<absl::StatusOr<double>()> run) {
+absl::StatusOr<std::vector<std::vector<double>>> RepeatInterleaved(
+    const RepeatPolicy& policy, const std::vector<TimedRun>& cases) {
   for (int i = 0; i < policy.warmup; ++i) {
-    absl::StatusOr<double> seconds = run();
-    if (!seconds.ok()) return seconds.status();
+    for (const TimedRun& run : cases) {
+      if (absl::StatusOr<double> seconds = run(); !seconds.ok()) return seconds.status();
+    }
   }
-  std::vector<double> samples;
+  std::vector<std::vector<double>> samples(cases.size());
+  const double budget = policy.budget_s * static_cast<double>(cases.size());
   double spent = 0;
-  while (static_cast<int>(samples.size()) < policy.max_runs &&
-         (static_cast<int>(samples.size()) < policy.min_runs || spent < policy.budget_s)) {
-    absl::StatusOr<double> seconds = run();
-    if (!seconds.ok()) return seconds.status();
-    samples.push_back(*seconds);
-    spent += *seconds;
+  for (int round = 0; round < policy.max_runs && (round < policy.min_runs || spent < budget);
+       ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      absl::StatusOr<double> seconds = cases[i]();
+      if (!seconds.ok()) return seconds.status();
+      samples[i].push_back(*seconds);
+      spent += *seconds;
+    }
   }
   return samples;
 }
 
-absl::StatusOr<LoadResult> RunLoad(int threads, double warmup_s, double duration_s,
+absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy, const TimedRun& run) {
+  absl::StatusOr<std::vector<std::vector<double>>> samples = RepeatInterleaved(policy, {run});
+  if (!samples.ok()) return samples.status();
+  return std::move(samples->front());
+}
+
+absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duration_s,
                                    const std::function<absl::StatusOr<Operation>(int)>& make) {
   std::mutex mutex;
   std::condition_variable changed;
@@ -118,10 +128,24 @@ absl::StatusOr<LoadResult> RunLoad(int threads, double warmup_s, double duration
   const double elapsed = SecondsSince(start);
   if (!failure.ok()) return failure;
 
+  LoadSamples samples;
+  samples.elapsed_s = elapsed;
+  for (const std::vector<double>& mine : latencies) {
+    samples.latencies_us.insert(samples.latencies_us.end(), mine.begin(), mine.end());
+  }
+  if (samples.latencies_us.empty()) return absl::InternalError("load run completed no operation");
+  return samples;
+}
+
+LoadResult Summarize(const std::vector<LoadSamples>& runs) {
   std::vector<double> all;
-  for (const std::vector<double>& mine : latencies) all.insert(all.end(), mine.begin(), mine.end());
-  if (all.empty()) return absl::InternalError("load run completed no operation");
+  double elapsed = 0;
+  for (const LoadSamples& run : runs) {
+    all.insert(all.end(), run.latencies_us.begin(), run.latencies_us.end());
+    elapsed += run.elapsed_s;
+  }
   LoadResult result;
+  if (all.empty() || elapsed <= 0) return result;
   result.ops = all.size();
   result.ops_per_second = static_cast<double>(all.size()) / elapsed;
   result.p50_us = Percentile(all, 50);

@@ -10,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -41,11 +40,19 @@ struct RepeatPolicy {
   double budget_s = 1.0;
 };
 
-// Runs `run`, which returns the seconds of the part it timed itself (so it
-// may do untimed setup and teardown), as `policy` says. The samples, in
+// One timed case: returns the seconds of the part it timed itself (so it may
+// do untimed setup and teardown), or an error for a functional failure.
+using TimedRun = std::function<absl::StatusOr<double>()>;
+
+// Runs every case as `policy` says, in rounds: each round runs each case
+// once, so a change in the machine's load hits all of them alike (the
+// machine is shared). The budget applies per case. Per-case samples, in
 // seconds; the first error stops everything.
-absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy,
-                                           absl::FunctionRef<absl::StatusOr<double>()> run);
+absl::StatusOr<std::vector<std::vector<double>>> RepeatInterleaved(
+    const RepeatPolicy& policy, const std::vector<TimedRun>& cases);
+
+// RepeatInterleaved with one case.
+absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy, const TimedRun& run);
 
 // Throughput and latency of one operation run by several threads at once.
 struct LoadResult {
@@ -55,14 +62,24 @@ struct LoadResult {
   uint64_t ops = 0;
 };
 
+// What one timed load run recorded.
+struct LoadSamples {
+  std::vector<double> latencies_us;
+  double elapsed_s = 0;
+};
+
 // One thread's operation; returns an error only for a functional failure.
 using Operation = std::function<absl::Status()>;
 
 // Starts `threads` threads; thread i builds its operation with `make(i)`
 // (e.g. a Client of its own), runs it for `warmup_s`, then all threads run
 // it together for `duration_s` while every call's latency is recorded.
-absl::StatusOr<LoadResult> RunLoad(int threads, double warmup_s, double duration_s,
-                                   const std::function<absl::StatusOr<Operation>(int)>& make);
+absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duration_s,
+                                    const std::function<absl::StatusOr<Operation>(int)>& make);
+
+// Rate over the summed elapsed time, percentiles over all calls, of several
+// runs of the same load (e.g. slices interleaved with other loads).
+LoadResult Summarize(const std::vector<LoadSamples>& runs);
 
 // Page-aligned anonymous memory, written once at allocation so later
 // measurements do not pay its page faults.

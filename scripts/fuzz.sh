@@ -14,7 +14,9 @@
 # and the full output in build-fuzz/logs/<name>.log. Prints executions per
 # target and exits non-zero when any target crashed, leaked, hung or ran out
 # of memory. Reproduce one input with: build-fuzz/tests/fuzz/<name>_fuzz FILE
-# Environment: TENSORD_FUZZ_JOBS (build parallelism, default nproc).
+# Environment: TENSORD_FUZZ_JOBS (build parallelism, default nproc);
+# TENSORD_FUZZ_ARGS (more libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1"
+# to keep fuzzing past a known crash, or "-dict=FILE").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +55,8 @@ cmake --build "$build_dir" -j "${TENSORD_FUZZ_JOBS:-$(nproc)}" \
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# shellcheck disable=SC2206
+extra_args=(${TENSORD_FUZZ_ARGS:-})
 failed=()
 summary=()
 for name in "${targets[@]}"; do
@@ -64,7 +68,7 @@ for name in "${targets[@]}"; do
   echo "=== ${name}_fuzz for ${seconds}s"
   status=0
   "$binary" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1 || status=$?
+    -artifact_prefix="$artifacts/" "${extra_args[@]}" "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1 || status=$?
   executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
   corpus_size=$(find "$corpus" -type f | wc -l)
   if ((status == 0)); then

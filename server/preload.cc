@@ -20,12 +20,8 @@ absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::strin
   }
   uint64_t published = 0;
   for (const formats::SafetensorsEntry& entry : index.entries) {
-    PendingVersion pending;
-    pending.name = prefix + entry.name;
-    pending.layout = entry.layout;
-    pending.total_bytes = entry.end - entry.begin;
-    TENSORD_ASSIGN_OR_RETURN(pending.reservation, registry.ReserveHostBytes(pending.total_bytes));
-    TENSORD_ASSIGN_OR_RETURN(pending.buffer, HostBuffer::Create(pending.total_bytes, pending.name));
+    TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
+                             registry.Prepare(prefix + entry.name, entry.layout, entry.end - entry.begin));
     if (pending.total_bytes > 0) {
       std::memcpy(pending.buffer->mutable_data(), file->bytes().data() + entry.begin,
                   pending.total_bytes);

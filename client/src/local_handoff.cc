@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -59,22 +60,24 @@ class Mapping {
 class HeldVersion {
  public:
   HeldVersion(std::shared_ptr<HandoffConnection> connection, uint64_t lease_id, ScopedFd memfd,
-              TensorInfo info)
+              uint64_t mapping_bytes, TensorInfo info)
       : connection_(std::move(connection)),
         lease_id_(lease_id),
         memfd_(std::move(memfd)),
+        mapping_bytes_(mapping_bytes),
         info_(std::move(info)) {}
   ~HeldVersion() { connection_->ReleaseLease(lease_id_); }
 
   const TensorInfo& info() const { return info_; }
   int memfd() const { return memfd_.get(); }
+  uint64_t mapping_bytes() const { return mapping_bytes_; }
 
   // The one shared read-only mapping, made on first use.
   absl::StatusOr<void*> SharedReadOnly() {
     absl::MutexLock lock(&mutex_);
     if (shared_.data() == nullptr) {
       TENSORD_ASSIGN_OR_RETURN(shared_,
-                               Mapping::Map(memfd_.get(), info_.total_bytes, PROT_READ, MAP_SHARED));
+                               Mapping::Map(memfd_.get(), mapping_bytes_, PROT_READ, MAP_SHARED));
     }
     return shared_.data();
   }
@@ -83,6 +86,7 @@ class HeldVersion {
   std::shared_ptr<HandoffConnection> connection_;
   const uint64_t lease_id_;
   ScopedFd memfd_;
+  const uint64_t mapping_bytes_;
   const TensorInfo info_;
   absl::Mutex mutex_;
   Mapping shared_ ABSL_GUARDED_BY(mutex_);
@@ -197,8 +201,10 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
     if (!response.fd.valid()) {
       return absl::InternalError(absl::StrCat("handoff of '", info.name, "' came without an fd"));
     }
+    // Older servers leave mapping_bytes unset: the bytes themselves.
+    const uint64_t mapping_bytes = std::max(acquired.mapping_bytes(), info.total_bytes);
     auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(),
-                                              std::move(response.fd), std::move(info));
+                                              std::move(response.fd), mapping_bytes, std::move(info));
     absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
     held_[key] = held;
     return held;
@@ -216,7 +222,7 @@ absl::StatusOr<Tensor> LocalHandoff::Fetch(absl::string_view name, uint64_t vers
   }
   // Each consumer gets its own private mapping, so one consumer's writes are
   // never seen by another tensor of this process either.
-  TENSORD_ASSIGN_OR_RETURN(Mapping mapping, Mapping::Map(held->memfd(), info.total_bytes,
+  TENSORD_ASSIGN_OR_RETURN(Mapping mapping, Mapping::Map(held->memfd(), held->mapping_bytes(),
                                                          PROT_READ | PROT_WRITE, MAP_PRIVATE));
   return Tensor(std::move(info),
                 std::make_shared<PrivateMappingMemory>(std::move(held), std::move(mapping)));
@@ -253,8 +259,9 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_
   TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(std::move(request)));
   if (!response.fd.valid()) return absl::InternalError("create answer came without an fd");
   const uint64_t create_id = response.message.create().create_id();
+  const uint64_t mapping_bytes = std::max(response.message.create().mapping_bytes(), size);
   absl::StatusOr<Mapping> mapping =
-      Mapping::Map(response.fd.get(), size, PROT_READ | PROT_WRITE, MAP_SHARED);
+      Mapping::Map(response.fd.get(), mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED);
   if (!mapping.ok()) {
     v1::HandoffRequest abort;
     abort.mutable_abort()->set_create_id(create_id);

@@ -5,46 +5,66 @@
 
 #include <cstdint>
 #include <memory>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "service/common/scoped_fd.h"
 
 namespace tensord {
+
+// Huge pages (hugetlbfs memfd, 2 MiB) come from the host's reserved pool
+// (/proc/sys/vm/nr_hugepages); the buffer falls back to normal pages when the
+// pool cannot cover it.
+enum class PagePolicy { kNormal, kHugeWhenAvailable };
+
+inline constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
 // Not thread-safe while writable; after Seal() every const method is.
 class HostBuffer {
  public:
   // A zero-filled, writable buffer of `size` bytes. `debug_name` shows in
   // /proc/PID/fd and /proc/PID/maps as "memfd:tensord:<debug_name>".
-  static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(uint64_t size,
-                                                            absl::string_view debug_name);
+  static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(
+      uint64_t size, absl::string_view debug_name, PagePolicy policy = PagePolicy::kNormal);
   ~HostBuffer();
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
 
   // Writable bytes; nullptr once sealed.
   uint8_t* mutable_data() { return sealed_ ? nullptr : data_; }
-  // Never nullptr, even for size 0; 256-byte aligned (page aligned).
+  // Never nullptr once sealed, even for size 0; page aligned.
   const uint8_t* data() const { return data_; }
+  // The tensor's bytes.
   uint64_t size() const { return size_; }
+  // Bytes of the memfd (size rounded up to the page size for huge pages):
+  // what another process must map and unmap.
+  uint64_t mapping_size() const { return mapping_size_; }
+  bool huge_pages() const { return huge_pages_; }
   // The memfd, for handing the bytes to another process.
   int fd() const { return fd_.get(); }
   bool sealed() const { return sealed_; }
 
   // Drops the writable mapping, adds F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW|
-  // F_SEAL_SEAL and maps the bytes read-only. Idempotent.
+  // F_SEAL_SEAL, checks nobody resized the memfd, and maps the bytes
+  // read-only. FAILED_PRECONDITION while another process still maps it
+  // writable. Idempotent.
   absl::Status Seal();
 
  private:
-  HostBuffer(ScopedFd fd, uint8_t* data, uint64_t size)
-      : fd_(std::move(fd)), data_(data), size_(size) {}
+  HostBuffer(ScopedFd fd, uint8_t* data, uint64_t size, uint64_t mapping_size, bool huge_pages)
+      : fd_(std::move(fd)),
+        data_(data),
+        size_(size),
+        mapping_size_(mapping_size),
+        huge_pages_(huge_pages) {}
   void Unmap();
 
   ScopedFd fd_;
   uint8_t* data_;
-  uint64_t size_;
+  const uint64_t size_;
+  const uint64_t mapping_size_;
+  const bool huge_pages_;
   bool sealed_ = false;
 };
 

@@ -50,8 +50,16 @@ Registry::Registry(const RegistryOptions& options)
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
                                              "host memory (--max-host-bytes)")) {}
 
-absl::StatusOr<ByteReservation> Registry::ReserveHostBytes(uint64_t bytes) {
-  return host_capacity_->Reserve(bytes);
+absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
+                                                 uint64_t total_bytes) {
+  PendingVersion pending;
+  TENSORD_ASSIGN_OR_RETURN(pending.reservation, host_capacity_->Reserve(total_bytes));
+  TENSORD_ASSIGN_OR_RETURN(pending.buffer,
+                           HostBuffer::Create(total_bytes, name, options_.page_policy));
+  pending.name = std::move(name);
+  pending.layout = std::move(layout);
+  pending.total_bytes = total_bytes;
+  return pending;
 }
 
 absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,

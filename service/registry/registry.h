@@ -25,6 +25,8 @@ struct RegistryOptions {
   uint64_t max_host_bytes = uint64_t{8} << 30;
   // Most names the registry holds at once.
   uint64_t max_tensors = 1'000'000;
+  // Page size of new host buffers (--huge-pages).
+  PagePolicy page_policy = PagePolicy::kNormal;
 };
 
 // A version's metadata, copied out so no lock or lease is held.
@@ -63,8 +65,11 @@ class Registry {
  public:
   explicit Registry(const RegistryOptions& options);
 
-  // Reserves host capacity for a put of `bytes` before any byte arrives.
-  absl::StatusOr<ByteReservation> ReserveHostBytes(uint64_t bytes);
+  // Reserves capacity for a new version of `total_bytes` and allocates its
+  // (writable, zeroed) buffer, before any byte arrives. RESOURCE_EXHAUSTED
+  // when it does not fit. The caller fills the buffer, then Publish()es.
+  absl::StatusOr<PendingVersion> Prepare(std::string name, dlpack::TensorLayout layout,
+                                         uint64_t total_bytes);
 
   // Validates the layout against the bytes, computes the CRC-32C (checking it
   // against `expected_crc32c` when given: DATA_LOSS on mismatch), seals the

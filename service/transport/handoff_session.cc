@@ -82,6 +82,7 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
   fd = lease->buffer->fd();
   uint64_t id = next_id_++;
   response.set_lease_id(id);
+  response.set_mapping_bytes(lease->buffer->mapping_size());
   leases_.emplace(id, std::move(lease));
   return absl::OkStatus();
 }
@@ -102,15 +103,13 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_total_bytes(request.total_bytes());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
   PendingCreate create;
-  TENSORD_ASSIGN_OR_RETURN(create.version.reservation, registry_.ReserveHostBytes(put.total_bytes));
-  TENSORD_ASSIGN_OR_RETURN(create.version.buffer, HostBuffer::Create(put.total_bytes, put.name));
-  create.version.name = std::move(put.name);
-  create.version.layout = std::move(put.layout);
-  create.version.total_bytes = put.total_bytes;
+  TENSORD_ASSIGN_OR_RETURN(create.version, registry_.Prepare(std::move(put.name),
+                                                             std::move(put.layout), put.total_bytes));
   create.deadline = now + limits_.create_timeout;
   fd = create.version.buffer->fd();
   uint64_t id = next_id_++;
   response.set_create_id(id);
+  response.set_mapping_bytes(create.version.buffer->mapping_size());
   creates_.emplace(id, std::move(create));
   return absl::OkStatus();
 }

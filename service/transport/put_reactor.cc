@@ -59,11 +59,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return absl::InvalidArgumentError("put header is not a valid tensord.v1.PutHeader");
     }
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
-    TENSORD_ASSIGN_OR_RETURN(pending_.reservation, registry_.ReserveHostBytes(put.total_bytes));
-    TENSORD_ASSIGN_OR_RETURN(pending_.buffer, HostBuffer::Create(put.total_bytes, put.name));
-    pending_.name = std::move(put.name);
-    pending_.layout = std::move(put.layout);
-    pending_.total_bytes = put.total_bytes;
+    name_ = put.name;
+    TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
+                                                         put.total_bytes));
     expected_crc32c_ = put.crc32c;
     return absl::OkStatus();
   }
@@ -120,7 +118,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void FinishWith(const absl::Status& status) {
     if (!status.ok()) {
       Log(LogLevel::kInfo, "put_failed",
-          {{"name", pending_.name}, {"peer", context_->peer()},
+          {{"name", name_}, {"peer", context_->peer()},
            {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
       // Free the partial bytes and their reservation now, not at OnDone.
       pending_ = PendingVersion();
@@ -134,6 +132,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   const ServerOptions& options_;
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
+  std::string name_;  // for logs; pending_ is moved out by Publish
   PendingVersion pending_;
   std::optional<uint32_t> expected_crc32c_;
   uint64_t received_ = 0;

@@ -42,3 +42,40 @@ TEST(HostBufferTest, ZeroSizeHasValidPointer) {
 
 }  // namespace
 }  // namespace tensord
+
+namespace tensord {
+namespace {
+
+TEST(HostBufferTest, HugePagesWhenThePoolHasRoomElseNormalPages) {
+  auto buffer = HostBuffer::Create(3 << 20, "huge", PagePolicy::kHugeWhenAvailable);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  if ((*buffer)->huge_pages()) {
+    EXPECT_EQ((*buffer)->mapping_size(), 4u << 20);
+  } else {
+    EXPECT_EQ((*buffer)->mapping_size(), 3u << 20);  // fallback: the pool is empty here
+  }
+  std::memset((*buffer)->mutable_data(), 7, 3 << 20);
+  ASSERT_TRUE((*buffer)->Seal().ok());
+  EXPECT_EQ((*buffer)->data()[(3 << 20) - 1], 7);
+  EXPECT_EQ((*buffer)->size(), 3u << 20);
+}
+
+TEST(HostBufferTest, SealRefusedWhileAnotherMappingIsWritable) {
+  auto buffer = HostBuffer::Create(4096, "busy");
+  ASSERT_TRUE(buffer.ok());
+  void* other = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, (*buffer)->fd(), 0);
+  ASSERT_NE(other, MAP_FAILED);
+  EXPECT_EQ((*buffer)->Seal().code(), absl::StatusCode::kFailedPrecondition);
+  munmap(other, 4096);
+}
+
+TEST(HostBufferTest, SealRefusedWhenTheProducerResizedTheMemfd) {
+  auto buffer = HostBuffer::Create(8192, "resized");
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_EQ(ftruncate((*buffer)->fd(), 4096), 0);
+  absl::Status sealed = (*buffer)->Seal();
+  EXPECT_EQ(sealed.code(), absl::StatusCode::kFailedPrecondition) << sealed;
+}
+
+}  // namespace
+}  // namespace tensord

@@ -20,18 +20,11 @@ dlpack::TensorLayout FloatVector(int64_t n) {
 // Builds a filled pending version of `n` float32 values equal to `fill`.
 absl::StatusOr<PendingVersion> MakePending(Registry& registry, const std::string& name, int64_t n,
                                            float fill) {
-  PendingVersion pending;
-  pending.name = name;
-  pending.layout = FloatVector(n);
-  pending.total_bytes = static_cast<uint64_t>(n) * 4;
-  auto reservation = registry.ReserveHostBytes(pending.total_bytes);
-  if (!reservation.ok()) return reservation.status();
-  pending.reservation = std::move(*reservation);
-  auto buffer = HostBuffer::Create(pending.total_bytes, name);
-  if (!buffer.ok()) return buffer.status();
-  pending.buffer = std::move(*buffer);
+  absl::StatusOr<PendingVersion> pending =
+      registry.Prepare(name, FloatVector(n), static_cast<uint64_t>(n) * 4);
+  if (!pending.ok()) return pending.status();
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(pending.buffer->mutable_data() + i * 4, &fill, 4);
+    std::memcpy(pending->buffer->mutable_data() + i * 4, &fill, 4);
   }
   return pending;
 }

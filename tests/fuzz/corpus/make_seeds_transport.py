@@ -204,9 +204,11 @@ write("handoff_session", "create_seal_acquire_release", handoff_input(1, [
 write("handoff_session", "authenticate_then_create", handoff_input(0, [
     acquire(1, "w"), authenticate(2, "fuzz-token"), create(3, "t/x", layout(UINT, 8, [24]), 24),
     seal(4, 1, crc=crc32c(zeros24)), acquire(5, "t/x", version=1)]))
-write("handoff_session", "abort_and_reap", handoff_input(1 | 2 | 3 << 2, [
+# One second per packet and a 5 s create timeout: "c" is reaped before its seal.
+write("handoff_session", "abort_and_reap", handoff_input(1 | 2 | 1 << 2, [
     create(1, "a", F32_2X3, 24), create(2, "b", layout(INT, 64, [4]), 32), abort(3, 1),
-    acquire(4, "a"), seal(5, 2)]))
+    acquire(4, "a"), seal(5, 2), create(6, "c", layout(UINT, 8, [8]), 8)]
+    + [acquire(7 + i, "b", held=[i % 2]) for i in range(5)] + [seal(12, 3), abort(13, 3)]))
 write("handoff_session", "republish_and_old_version", handoff_input(1, [
     create(1, "w", layout(FLOAT, 32, [4], strides=[-1], byte_offset=12), 16), seal(2, 1),
     acquire(3, "w"), create(4, "w", layout(BOOL, 8, [0]), 0), seal(5, 3, crc=0),

@@ -36,7 +36,8 @@ struct BenchConfig {
   uint64_t memory_probe_bytes = 0;
   std::vector<int> concurrency;
   double load_warmup_s = 0;
-  double load_duration_s = 0;
+  double load_duration_s = 0;  // per concurrency and kind, split in slices
+  int load_slices = 1;          // taken in turn with the other kinds
   std::vector<uint64_t> local_sizes;
   // Repeats for a transfer of `bytes`: many for small sizes, few for large.
   RepeatPolicy (*transfer_policy)(uint64_t bytes) = nullptr;

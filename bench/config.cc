@@ -40,8 +40,9 @@ BenchConfig FullConfig() {
   config.fresh_channel_bytes = 256 * kMiB;
   config.memory_probe_bytes = kGiB;
   config.concurrency = {1, 4, 16};
-  config.load_warmup_s = 0.2;
+  config.load_warmup_s = 0.1;
   config.load_duration_s = 1.5;
+  config.load_slices = 3;
   config.local_sizes = {4 * kKiB, kMiB, 256 * kMiB, kGiB};
   config.transfer_policy = &FullTransferPolicy;
   config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};

@@ -139,78 +139,85 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
                            RawTcpLink::Open(env.source, env.destination));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
   for (uint64_t bytes : env.config.transfer_sizes) {
-    const RepeatPolicy policy = env.config.transfer_policy(bytes);
     const std::string name = TensorName("remote", bytes);
-    TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
+    const std::string put_name = TensorName("put", bytes);
+    const int64_t shape = static_cast<int64_t>(bytes);
     const bool large = bytes >= 256 * kMiB;
+    const bool fresh = bytes == env.config.fresh_channel_bytes;
+    TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
 
-    // The baseline, measured right before the cases it is compared with.
-    TENSORD_ASSIGN_OR_RETURN(std::vector<double> raw,
-                             Repeat(policy, [&]() -> absl::StatusOr<double> {
-                               ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-                               TENSORD_ASSIGN_OR_RETURN(double seconds, link->Transfer(bytes));
-                               TENSORD_RETURN_IF_ERROR(CheckPattern(
-                                   env.destination.data(), bytes, kPatternSeed, "raw TCP"));
-                               return seconds;
-                             }));
-    const double raw_gbps = GigabytesPerSecond(bytes, Median(raw));
-    report.Add({.section = kBaselineSection, .name = "raw TCP 127.0.0.1, 1 MiB send/recv",
-                .bytes = bytes, .value = raw_gbps, .unit = "GB/s",
-                .note = absl::StrCat(Runs(raw), "; 8-byte request, then the bytes; "
-                                                "receiver buffer pre-faulted and reused")});
-
-    TENSORD_ASSIGN_OR_RETURN(std::vector<double> fetch, Repeat(policy, [&] {
-                               return TimedFetch(*client, name, bytes);
-                             }));
-    AddThroughputRow(env, "fetch, warm channel (Fetch)", bytes, fetch, raw_gbps,
-                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
-                     "into a new buffer each time: its page faults are counted");
-    TENSORD_ASSIGN_OR_RETURN(std::vector<double> fetch_into, Repeat(policy, [&] {
-                               ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-                               return TimedFetchInto(env, *client, name, bytes);
-                             }));
-    AddThroughputRow(env, "fetch, warm channel (FetchInto)", bytes, fetch_into, raw_gbps,
-                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
-                     "into a pre-faulted, reused buffer, like the raw TCP receiver");
-
-    if (bytes == env.config.fresh_channel_bytes) {
+    // Cases in the order they run in each round; the baseline is one of them.
+    enum Case { kRaw, kFetch, kFetchInto, kPut, kFreshFetch, kFreshFetchInto };
+    std::vector<TimedRun> cases = {
+        [&]() -> absl::StatusOr<double> {
+          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+          TENSORD_ASSIGN_OR_RETURN(double seconds, link->Transfer(bytes));
+          TENSORD_RETURN_IF_ERROR(
+              CheckPattern(env.destination.data(), bytes, kPatternSeed, "raw TCP"));
+          return seconds;
+        },
+        [&] { return TimedFetch(*client, name, bytes); },
+        [&] {
+          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+          return TimedFetchInto(env, *client, name, bytes);
+        },
+        [&]() -> absl::StatusOr<double> {
+          const Clock::time_point start = Clock::now();
+          TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                                   client->Put(put_name, ByteTensor(env.source.data(), &shape)));
+          const double seconds = SecondsSince(start);
+          if (info.total_bytes != bytes) {
+            return absl::DataLossError(
+                absl::StrCat("put of ", bytes, " bytes stored ", info.total_bytes));
+          }
+          return seconds;
+        }};
+    if (fresh) {
       // A new Client (channel, TCP connection, HTTP/2 handshake) per fetch,
       // as tensorctl get pays; closing it is not timed.
       for (bool into : {false, true}) {
-        TENSORD_ASSIGN_OR_RETURN(
-            std::vector<double> fresh, Repeat(policy, [&]() -> absl::StatusOr<double> {
-              if (into) ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-              const Clock::time_point start = Clock::now();
-              TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> fresh_client,
-                                       ConnectClient(env, TransferPath::kRemote));
-              return into ? TimedFetchInto(env, *fresh_client, name, bytes, start)
-                          : TimedFetch(*fresh_client, name, bytes, start);
-            }));
-        AddThroughputRow(env, into ? "fetch, fresh channel (FetchInto)" : "fetch, fresh channel (Fetch)",
-                         bytes, fresh, raw_gbps, Target::RatioAtLeast(0.85),
-                         "connect + fetch, new Client each time");
+        cases.push_back([&, into]() -> absl::StatusOr<double> {
+          if (into) ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+          const Clock::time_point start = Clock::now();
+          TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> fresh_client,
+                                   ConnectClient(env, TransferPath::kRemote));
+          return into ? TimedFetchInto(env, *fresh_client, name, bytes, start)
+                      : TimedFetch(*fresh_client, name, bytes, start);
+        });
       }
     }
+    TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
+                             RepeatInterleaved(env.config.transfer_policy(bytes), cases));
 
-    const std::string put_name = TensorName("put", bytes);
-    const int64_t shape = static_cast<int64_t>(bytes);
-    TensorInfo last_put;
-    TENSORD_ASSIGN_OR_RETURN(std::vector<double> put,
-                             Repeat(policy, [&]() -> absl::StatusOr<double> {
-                               const Clock::time_point start = Clock::now();
-                               TENSORD_ASSIGN_OR_RETURN(
-                                   last_put, client->Put(put_name, ByteTensor(env.source.data(), &shape)));
-                               return SecondsSince(start);
-                             }));
-    // The server's checksum of what it stored must match the source's.
-    const uint32_t crc = Crc32c(env.source.data(), bytes);
-    if (last_put.total_bytes != bytes || last_put.crc32c != crc) {
-      return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes stored ", last_put.total_bytes,
-                                              " bytes with crc32c ", last_put.crc32c, ", expected ", crc));
+    const double raw_gbps = GigabytesPerSecond(bytes, Median(samples[kRaw]));
+    report.Add({.section = kBaselineSection, .name = "raw TCP 127.0.0.1, 1 MiB send/recv",
+                .bytes = bytes, .value = raw_gbps, .unit = "GB/s",
+                .note = absl::StrCat(Runs(samples[kRaw]), "; 8-byte request, then the bytes; "
+                                     "receiver buffer pre-faulted and reused")});
+    AddThroughputRow(env, "fetch, warm channel (Fetch)", bytes, samples[kFetch], raw_gbps,
+                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
+                     "into a new buffer each time: its page faults are counted");
+    AddThroughputRow(env, "fetch, warm channel (FetchInto)", bytes, samples[kFetchInto], raw_gbps,
+                     large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
+                     "into a pre-faulted, reused buffer, like the raw TCP receiver");
+    if (fresh) {
+      AddThroughputRow(env, "fetch, fresh channel (Fetch)", bytes, samples[kFreshFetch], raw_gbps,
+                       Target::RatioAtLeast(0.85), "connect + fetch, new Client each time");
+      AddThroughputRow(env, "fetch, fresh channel (FetchInto)", bytes, samples[kFreshFetchInto],
+                       raw_gbps, Target::RatioAtLeast(0.85), "connect + fetch, new Client each time");
     }
-    AddThroughputRow(env, "put, warm channel", bytes, put, raw_gbps,
+    AddThroughputRow(env, "put, warm channel", bytes, samples[kPut], raw_gbps,
                      bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
                      "new version each time (server copies into a fresh memfd + CRC-32C)");
+
+    // The server's checksum of what the last put stored must match the source's.
+    TENSORD_ASSIGN_OR_RETURN(TensorInfo put_info, client->Stat(put_name));
+    const uint32_t crc = Crc32c(env.source.data(), bytes);
+    if (put_info.total_bytes != bytes || put_info.crc32c != crc) {
+      return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes stored ",
+                                              put_info.total_bytes, " bytes with crc32c ",
+                                              put_info.crc32c, ", expected ", crc));
+    }
     TENSORD_RETURN_IF_ERROR(client->Delete(put_name).status());
     TENSORD_RETURN_IF_ERROR(client->Delete(name).status());
   }

@@ -1,6 +1,8 @@
 // Small-op rate and latency (Stat, 4 KiB Fetch) against an empty unary call
 // to a callback-API server, at each concurrency, measured back to back so
 // the machine's noise hits them alike.
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "bench/cases.h"
 #include "bench/empty_server.h"
@@ -56,17 +58,49 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
   }
   const std::string name = TensorName("small", kSmallBytes);
 
+  // Each thread's operation, per kind: the empty call, Stat, 4 KiB Fetch.
+  const std::function<absl::StatusOr<Operation>(int)> makers[] = {
+      [&](int) { return MakeEmptyCall(env.empty_target); },
+      [&](int) -> absl::StatusOr<Operation> {
+        TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
+                                 ConnectClient(env, TransferPath::kRemote));
+        return Operation([client, &name]() -> absl::Status {
+          TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
+          if (info.total_bytes != kSmallBytes) {
+            return absl::DataLossError(
+                absl::StrCat("Stat of ", name, " says ", info.total_bytes, " bytes"));
+          }
+          return absl::OkStatus();
+        });
+      },
+      [&](int) -> absl::StatusOr<Operation> {
+        TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
+                                 ConnectClient(env, TransferPath::kRemote));
+        return Operation([client, &name]() -> absl::Status {
+          TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
+          return CheckFetched(tensor, kSmallBytes, "4 KiB fetch");
+        });
+      }};
+  constexpr int kKinds = 3;
+
   for (int threads : config.concurrency) {
-    TENSORD_ASSIGN_OR_RETURN(
-        LoadResult empty,
-        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
-                [&](int) { return MakeEmptyCall(env.empty_target); }));
+    // Slices of each kind in turn, so load drift hits all three alike.
+    std::vector<LoadSamples> runs[kKinds];
+    for (int slice = 0; slice < config.load_slices; ++slice) {
+      for (int kind = 0; kind < kKinds; ++kind) {
+        TENSORD_ASSIGN_OR_RETURN(
+            LoadSamples run, RunLoad(threads, config.load_warmup_s,
+                                     config.load_duration_s / config.load_slices, makers[kind]));
+        runs[kind].push_back(std::move(run));
+      }
+    }
+    const LoadResult empty = Summarize(runs[0]);
     env.report.Add({.section = kBaselineSection,
                     .name = absl::StrCat("empty unary call, ", Clients(threads)),
                     .value = empty.ops_per_second,
                     .unit = "ops/s",
-                    .note = absl::StrCat("callback-API server in its own process, each client its own connection; ", empty.ops,
-                                         " calls")});
+                    .note = absl::StrCat("callback-API server in its own process, each client "
+                                         "its own connection; ", empty.ops, " calls")});
     env.report.Add({.section = kBaselineSection,
                     .name = absl::StrCat("empty unary call, ", Clients(threads), ", p50"),
                     .value = empty.p50_us,
@@ -75,36 +109,8 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .name = absl::StrCat("empty unary call, ", Clients(threads), ", p99"),
                     .value = empty.p99_us,
                     .unit = "us"});
-
-    TENSORD_ASSIGN_OR_RETURN(
-        LoadResult stat,
-        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
-                [&](int) -> absl::StatusOr<Operation> {
-                  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
-                                           ConnectClient(env, TransferPath::kRemote));
-                  return Operation([client, &name]() -> absl::Status {
-                    TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
-                    if (info.total_bytes != kSmallBytes) {
-                      return absl::DataLossError(absl::StrCat("Stat of ", name, " says ",
-                                                              info.total_bytes, " bytes"));
-                    }
-                    return absl::OkStatus();
-                  });
-                }));
-    AddLoadRows(env, "Stat", 0, threads, stat, empty);
-
-    TENSORD_ASSIGN_OR_RETURN(
-        LoadResult fetch,
-        RunLoad(threads, config.load_warmup_s, config.load_duration_s,
-                [&](int) -> absl::StatusOr<Operation> {
-                  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
-                                           ConnectClient(env, TransferPath::kRemote));
-                  return Operation([client, &name]() -> absl::Status {
-                    TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
-                    return CheckFetched(tensor, kSmallBytes, "4 KiB fetch");
-                  });
-                }));
-    AddLoadRows(env, "Fetch", kSmallBytes, threads, fetch, empty);
+    AddLoadRows(env, "Stat", 0, threads, Summarize(runs[1]), empty);
+    AddLoadRows(env, "Fetch", kSmallBytes, threads, Summarize(runs[2]), empty);
   }
 
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));

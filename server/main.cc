@@ -2,6 +2,7 @@
 // signals. Everything else lives in the service/ libraries.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -218,6 +219,12 @@ int Run(int argc, char** argv) {
   options.handoff.limits.max_tensor_bytes = options.max_tensor_bytes;
   options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
   options.handoff.limits.max_leases_per_connection = absl::GetFlag(FLAGS_max_leases_per_client);
+
+  // Every version is a memfd: allow as many fds as the hard limit does.
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
 
   // Signals are taken by sigwait below; block them before gRPC starts threads
   // so every thread inherits the mask.

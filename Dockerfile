@@ -21,4 +21,6 @@ VOLUME ["/run/tensord"]
 EXPOSE 50051
 ENV TENSORD_LISTEN=0.0.0.0:50051 \
     TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
+  CMD ["/usr/local/bin/tensorctl", "--server", "127.0.0.1:50051", "health"]
 ENTRYPOINT ["/usr/local/bin/tensord"]

@@ -24,6 +24,7 @@
 #include "service/transport/byte_buffer_codec.h"
 #include "service/transport/layout_conversion.h"
 #include "service/transport/status_conversion.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
 namespace tensord {
@@ -502,6 +503,17 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
     return absl::UnavailableError("create/seal needs local handoff, which is not reachable");
   }
   return local->Create(name, dtype, shape);
+}
+
+absl::StatusOr<std::string> Client::Health(absl::string_view service) {
+  auto stub = grpc::health::v1::Health::NewStub(rep_->channel);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(stub->Check(&context, request, &response)));
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }
 
 bool Client::local() const {

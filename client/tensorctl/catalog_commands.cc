@@ -88,4 +88,14 @@ absl::Status RunRemove(Client& client, const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+absl::Status RunHealth(Client& client, const Invocation&) {
+  absl::StatusOr<std::string> status = client.Health();
+  if (!status.ok()) return status.status();
+  std::printf("%s\n", status->c_str());
+  if (*status != "SERVING") {
+    return absl::UnavailableError(absl::StrCat("server reports ", *status));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tensord::tensorctl

@@ -42,6 +42,9 @@ absl::Status RunRemove(Client& client, const Invocation& invocation);
 // load FILE.safetensors (load_command.cc)
 absl::Status RunLoad(Client& client, const Invocation& invocation);
 
+// health (catalog_commands.cc)
+absl::Status RunHealth(Client& client, const Invocation& invocation);
+
 // `status` with "`context`: " before its message, code unchanged, so an error
 // names the file or tensor it concerns.
 absl::Status WithContext(const absl::Status& status, std::string_view context);

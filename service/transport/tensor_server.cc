@@ -1,6 +1,7 @@
 #include "service/transport/tensor_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/match.h"
@@ -59,6 +60,8 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   }
 
   grpc::EnableDefaultHealthCheckService(true);
+  // Reflection lets grpcurl-style tools discover the services.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::vector<int> ports(options.listen_addresses.size(), 0);
   for (size_t i = 0; i < options.listen_addresses.size(); ++i) {

@@ -15,8 +15,9 @@
 
 namespace tensord::testing {
 
-// A client of `address` with a generous per-call deadline, so a hung server
-// fails the test instead of hanging it. ADD_FAILURE and nullptr on error.
+// A client of `address` taking the gRPC path (TransferPath::kRemote), with
+// a generous per-call deadline, so a hung server fails the test instead of
+// hanging it. ADD_FAILURE and nullptr on error.
 std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions options = {});
 
 // A copy of the bytes from a fetched tensor's data pointer to the end of

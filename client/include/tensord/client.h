@@ -136,6 +136,10 @@ class Client {
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape);
 
+  // The server's grpc.health.v1 status for `service` ("" = the whole
+  // server): "SERVING", "NOT_SERVING", ...; UNAVAILABLE when unreachable.
+  absl::StatusOr<std::string> Health(absl::string_view service = "");
+
   // True when calls take the local handoff path.
   bool local() const;
 

@@ -6,12 +6,14 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <optional>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/info_conversion.h"
 #include "client/src/local_handoff.h"
@@ -38,23 +40,23 @@ constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 class SliceLatch {
  public:
   void Add() {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     ++outstanding_;
   }
   static void Release(void* latch) { static_cast<SliceLatch*>(latch)->Done(); }
   void Wait() {
-    absl::MutexLock lock(&mutex_);
-    mutex_.Await(absl::Condition(
-        +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
+    std::unique_lock<std::mutex> lock(mutex_);
+    released_.wait(lock, [this] { return outstanding_ == 0; });
   }
 
  private:
   void Done() {
-    absl::MutexLock lock(&mutex_);
-    --outstanding_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--outstanding_ == 0) released_.notify_all();
   }
-  absl::Mutex mutex_;
-  int outstanding_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::mutex mutex_;
+  std::condition_variable released_;
+  int outstanding_ = 0;
 };
 
 // The compact bytes of a caller's tensor: its own memory when already
@@ -123,7 +125,7 @@ struct Client::Rep {
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
 
-  absl::Mutex local_mutex;
+  Mutex local_mutex;
   bool local_resolved ABSL_GUARDED_BY(local_mutex) = false;
   std::shared_ptr<LocalHandoff> local ABSL_GUARDED_BY(local_mutex);
 
@@ -181,7 +183,7 @@ absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::DiscoverLocal() {
 
 absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::Local() {
   if (options.path == TransferPath::kRemote) return nullptr;
-  absl::MutexLock lock(&local_mutex);
+  MutexLock lock(&local_mutex);
   if (!local_resolved) {
     absl::StatusOr<std::shared_ptr<LocalHandoff>> found = DiscoverLocal();
     if (!found.ok()) {
@@ -195,7 +197,7 @@ absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::Local() {
 }
 
 void Client::Rep::DropLocal(const std::shared_ptr<LocalHandoff>& broken) {
-  absl::MutexLock lock(&local_mutex);
+  MutexLock lock(&local_mutex);
   if (local == broken) {
     local.reset();
     local_resolved = false;

@@ -42,7 +42,7 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffRequest request) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   absl::StatusOr<Response> response = CallLocked(request);
   if (response.status().code() != absl::StatusCode::kPermissionDenied || authenticated_ ||
       !token_source_) {
@@ -61,7 +61,7 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffR
 void HandoffConnection::ReleaseLease(uint64_t lease_id) {
   v1::HandoffRequest request;
   request.mutable_release()->set_lease_id(lease_id);
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   (void)CallLocked(request);
 }
 

@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
 #include "tensord/v1/handoff.pb.h"
 
@@ -46,7 +46,7 @@ class HandoffConnection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string path_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   ScopedFd socket_ ABSL_GUARDED_BY(mutex_);
   TokenSource token_source_;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mutex_) = 1;

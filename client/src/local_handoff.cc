@@ -74,7 +74,7 @@ class HeldVersion {
 
   // The one shared read-only mapping, made on first use.
   absl::StatusOr<void*> SharedReadOnly() {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (shared_.data() == nullptr) {
       TENSORD_ASSIGN_OR_RETURN(shared_,
                                Mapping::Map(memfd_.get(), mapping_bytes_, PROT_READ, MAP_SHARED));
@@ -88,7 +88,7 @@ class HeldVersion {
   ScopedFd memfd_;
   const uint64_t mapping_bytes_;
   const TensorInfo info_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   Mapping shared_ ABSL_GUARDED_BY(mutex_);
 };
 
@@ -170,7 +170,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
   acquire->set_name(std::string(name));
   acquire->set_version(version);
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (version != 0) {
       // An explicit version already held needs no round trip.
       auto it = held_.find(std::make_pair(std::string(name), version));
@@ -188,7 +188,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
     const v1::AcquireResponse& acquired = response.message.acquire();
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(acquired.info()));
     auto key = std::make_pair(info.name, info.version);
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (acquired.lease_id() == 0) {
       auto it = held_.find(key);
       if (it != held_.end()) {

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "client/src/handoff_connection.h"
 #include "tensord/client.h"
 #include "tensord/tensor.h"
@@ -49,7 +49,7 @@ class LocalHandoff {
   absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version);
 
   std::shared_ptr<HandoffConnection> connection_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   // Held versions by (name, version); expired entries are pruned on insert.
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_
       ABSL_GUARDED_BY(mutex_);

@@ -95,7 +95,7 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   version->buffer = std::move(pending.buffer);
   version->reservation = std::move(pending.reservation);
 
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto it = latest_.find(version->name);
   if (it == latest_.end() && latest_.size() >= options_.max_tensors) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -135,7 +135,7 @@ std::shared_ptr<const TensorVersion> Registry::FindLocked(absl::string_view name
 
 absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version) const {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  absl::ReaderMutexLock lock(&mutex_);
+  ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
   if (found == nullptr) {
     if (version == 0) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
@@ -168,7 +168,7 @@ absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_
     TENSORD_ASSIGN_OR_RETURN(after, DecodePageToken(page_token));
   }
   ListPage page;
-  absl::ReaderMutexLock lock(&mutex_);
+  ReaderMutexLock lock(&mutex_);
   // Resume after the token's name, but never before the prefix range.
   auto it = (!after.empty() && after >= prefix) ? latest_.upper_bound(after)
                                                 : latest_.lower_bound(prefix);
@@ -184,7 +184,7 @@ absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_
 
 absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expected_version) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto it = latest_.find(name);
   if (it == latest_.end()) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
   uint64_t latest = it->second->version;
@@ -200,7 +200,7 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
 }
 
 size_t Registry::tensor_count() const {
-  absl::ReaderMutexLock lock(&mutex_);
+  ReaderMutexLock lock(&mutex_);
   return latest_.size();
 }
 

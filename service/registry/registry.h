@@ -14,7 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "service/registry/capacity.h"
 #include "service/registry/tensor_version.h"
 
@@ -108,7 +108,7 @@ class Registry {
   const RegistryOptions options_;
   const std::shared_ptr<CapacityAccount> host_capacity_;
 
-  mutable absl::Mutex mutex_;
+  mutable Mutex mutex_;
   uint64_t last_version_ ABSL_GUARDED_BY(mutex_) = 0;
   // Ordered, for prefix listing and stable page tokens.
   std::map<std::string, std::shared_ptr<const TensorVersion>, std::less<>> latest_

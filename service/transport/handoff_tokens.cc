@@ -33,7 +33,7 @@ absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue() {
   }
   Issued issued{absl::BytesToHexString(absl::string_view(random, sizeof(random))),
                 absl::Now() + lifetime_};
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   DropExpiredLocked(absl::Now());
   if (outstanding_.size() >= max_outstanding_) {
     return absl::ResourceExhaustedError("too many unredeemed handoff tokens; try again later");
@@ -43,7 +43,7 @@ absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue() {
 }
 
 bool HandoffTokens::Redeem(absl::string_view token) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   DropExpiredLocked(absl::Now());
   bool found = false;
   size_t found_at = 0;

@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "absl/time/time.h"
 
 namespace tensord {
@@ -36,7 +36,7 @@ class HandoffTokens {
 
   const absl::Duration lifetime_;
   const size_t max_outstanding_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   std::vector<Issued> outstanding_ ABSL_GUARDED_BY(mutex_);
 };
 

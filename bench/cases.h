@@ -57,6 +57,7 @@ struct BenchEnv {
   std::string tensord_target;  // "127.0.0.1:PORT"
   pid_t tensord_pid = -1;
   std::string empty_target;    // the empty-call server
+  pid_t empty_pid = -1;
   // Pre-faulted, LargestBytes() long; source holds FillPattern(kPatternSeed).
   const Buffer& source;
   Buffer& destination;
@@ -81,6 +82,10 @@ absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::strin
 // `client` and checks what the server says it stored.
 absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const std::string& kind,
                                      uint64_t bytes);
+
+// Puts the source as TensorName("remote", bytes) unless the server already
+// holds `bytes` under that name (the memory and remote sections share it).
+absl::Status EnsureRemoteTensor(const BenchEnv& env, Client& client, uint64_t bytes);
 
 absl::Status RunMemorySection(const BenchEnv& env);
 absl::Status RunRemoteSection(const BenchEnv& env);

@@ -53,4 +53,10 @@ absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const 
   return info;
 }
 
+absl::Status EnsureRemoteTensor(const BenchEnv& env, Client& client, uint64_t bytes) {
+  absl::StatusOr<TensorInfo> stat = client.Stat(TensorName("remote", bytes));
+  if (stat.ok() && stat->total_bytes == bytes) return absl::OkStatus();
+  return PutSource(env, client, "remote", bytes).status();
+}
+
 }  // namespace tensord::bench

@@ -20,9 +20,10 @@ std::string Spread(const std::vector<double>& samples) {
 // One local fetch timed up to the returned tensor; the check (which touches
 // a few pages) and the release are not timed.
 absl::StatusOr<double> TimedLocalFetch(Client& client, const std::string& name, uint64_t version,
-                                       uint64_t bytes) {
+                                       uint64_t bytes, bool read_only = false) {
   FetchOptions options;
   options.version = version;
+  options.read_only = read_only;
   const Clock::time_point start = Clock::now();
   TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name, options));
   const double seconds = SecondsSince(start);
@@ -83,7 +84,8 @@ absl::Status RunLocalSection(const BenchEnv& env) {
         std::vector<std::vector<double>> cached,
         RepeatInterleaved(config.latency_policy,
                           {[&] { return TimedLocalFetch(*client, name, version, bytes); },
-                           [&] { return TimedLocalFetch(*client, name, 0, bytes); }}));
+                           [&] { return TimedLocalFetch(*client, name, 0, bytes); },
+                           [&] { return TimedLocalFetch(*client, name, version, bytes, true); }}));
     env.report.Add({.section = kLocalSection,
                     .name = "cached fetch (explicit version held)",
                     .bytes = bytes,
@@ -98,6 +100,14 @@ absl::Status RunLocalSection(const BenchEnv& env) {
                     .unit = "us",
                     .note = absl::StrCat(Spread(cached[1]), "; one socket round trip names the "
                                                             "latest version, then a new mmap")});
+    env.report.Add({.section = kLocalSection,
+                    .name = "cached fetch (version held, read_only)",
+                    .bytes = bytes,
+                    .value = Micros(Median(cached[2])),
+                    .unit = "us",
+                    .target = Target::ValueAtMost(10),
+                    .note = absl::StrCat(Spread(cached[2]), "; FetchOptions.read_only: the "
+                                                            "version's one shared mapping, no mmap")});
 
     // The consumer's first read of every page of a fresh mapping, against a
     // memcpy of the same bytes between pre-faulted buffers.

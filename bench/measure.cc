@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "bench/proc_stats.h"
 
 namespace tensord::bench {
 namespace {
@@ -68,7 +69,17 @@ absl::StatusOr<std::vector<double>> Repeat(const RepeatPolicy& policy, const Tim
 }
 
 absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duration_s,
-                                   const std::function<absl::StatusOr<Operation>(int)>& make) {
+                                    const std::function<absl::StatusOr<Operation>(int)>& make,
+                                    const std::vector<pid_t>& cpu_pids) {
+  auto cpu_now = [&]() -> absl::StatusOr<double> {
+    double total = 0;
+    for (pid_t pid : cpu_pids) {
+      absl::StatusOr<double> seconds = ReadCpuSeconds(pid);
+      if (!seconds.ok()) return seconds.status();
+      total += *seconds;
+    }
+    return total;
+  };
   std::mutex mutex;
   std::condition_variable changed;
   int ready = 0;
@@ -76,6 +87,9 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
   absl::Status failure;
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> latencies(threads);
+  // When each thread's last timed call ended: tearing its operation down
+  // (closing a channel) is not part of the load.
+  std::vector<Clock::time_point> finished(threads);
 
   // Records the first failure and releases everyone.
   auto fail = [&](const absl::Status& status) {
@@ -107,7 +121,9 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
     while (!stop.load(std::memory_order_relaxed)) {
       const Clock::time_point start = Clock::now();
       if (status = (*op)(); !status.ok()) return fail(status);
-      mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      const Clock::time_point end = Clock::now();
+      mine.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+      finished[index] = end;
     }
   };
 
@@ -115,21 +131,30 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
   workers.reserve(threads);
   for (int i = 0; i < threads; ++i) workers.emplace_back(body, i);
   Clock::time_point start;
+  absl::StatusOr<double> cpu_start = 0.0;
   {
     std::unique_lock<std::mutex> lock(mutex);
     changed.wait(lock, [&] { return ready == threads; });
+    cpu_start = cpu_now();
     go = true;
     start = Clock::now();
     changed.notify_all();
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(duration_s));
   stop = true;
+  // Before the workers tear their clients down; the calls still in flight
+  // (at most one per thread) add a little.
+  absl::StatusOr<double> cpu_end = cpu_now();
   for (std::thread& worker : workers) worker.join();
-  const double elapsed = SecondsSince(start);
   if (!failure.ok()) return failure;
+  if (!cpu_start.ok()) return cpu_start.status();
+  if (!cpu_end.ok()) return cpu_end.status();
+  const Clock::time_point end = *std::max_element(finished.begin(), finished.end());
+  const double elapsed = std::chrono::duration<double>(end - start).count();
 
   LoadSamples samples;
   samples.elapsed_s = elapsed;
+  samples.cpu_s = *cpu_end - *cpu_start;
   for (const std::vector<double>& mine : latencies) {
     samples.latencies_us.insert(samples.latencies_us.end(), mine.begin(), mine.end());
   }
@@ -140,9 +165,11 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
 LoadResult Summarize(const std::vector<LoadSamples>& runs) {
   std::vector<double> all;
   double elapsed = 0;
+  double cpu = 0;
   for (const LoadSamples& run : runs) {
     all.insert(all.end(), run.latencies_us.begin(), run.latencies_us.end());
     elapsed += run.elapsed_s;
+    cpu += run.cpu_s;
   }
   LoadResult result;
   if (all.empty() || elapsed <= 0) return result;
@@ -150,6 +177,7 @@ LoadResult Summarize(const std::vector<LoadSamples>& runs) {
   result.ops_per_second = static_cast<double>(all.size()) / elapsed;
   result.p50_us = Percentile(all, 50);
   result.p99_us = Percentile(all, 99);
+  result.cpu_us_per_op = cpu * 1e6 / static_cast<double>(all.size());
   return result;
 }
 

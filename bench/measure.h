@@ -4,6 +4,8 @@
 #ifndef TENSORD_BENCH_MEASURE_H_
 #define TENSORD_BENCH_MEASURE_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -60,12 +62,15 @@ struct LoadResult {
   double p50_us = 0;
   double p99_us = 0;
   uint64_t ops = 0;
+  // CPU time of the measured processes per call; 0 when none were given.
+  double cpu_us_per_op = 0;
 };
 
 // What one timed load run recorded.
 struct LoadSamples {
   std::vector<double> latencies_us;
   double elapsed_s = 0;
+  double cpu_s = 0;  // of the processes in `cpu_pids`, over the timed part
 };
 
 // One thread's operation; returns an error only for a functional failure.
@@ -73,9 +78,12 @@ using Operation = std::function<absl::Status()>;
 
 // Starts `threads` threads; thread i builds its operation with `make(i)`
 // (e.g. a Client of its own), runs it for `warmup_s`, then all threads run
-// it together for `duration_s` while every call's latency is recorded.
+// it together for `duration_s` while every call's latency is recorded, and
+// the CPU time the processes `cpu_pids` spend meanwhile (client and server:
+// unlike rates, little disturbed by other work on a shared machine).
 absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duration_s,
-                                    const std::function<absl::StatusOr<Operation>(int)>& make);
+                                    const std::function<absl::StatusOr<Operation>(int)>& make,
+                                    const std::vector<pid_t>& cpu_pids = {});
 
 // Rate over the summed elapsed time, percentiles over all calls, of several
 // runs of the same load (e.g. slices interleaved with other loads).

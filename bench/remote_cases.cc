@@ -1,11 +1,8 @@
-// Remote fetch and put throughput against a raw TCP stream of the same bytes
-// (and memcpy), plus the server's resident memory during a large fetch.
-#include <cstring>
-
+// Remote fetch and put throughput against a raw TCP stream of the same bytes,
+// and the memcpy baseline.
 #include "absl/strings/str_cat.h"
 #include "bench/baselines.h"
 #include "bench/cases.h"
-#include "bench/rss_sampler.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
 
@@ -14,9 +11,6 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr char kRawTcp[] = "raw TCP, same bytes";
-
-double MiB(uint64_t bytes) { return static_cast<double>(bytes) / kMiB; }
-double MiB(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
 std::string Runs(const std::vector<double>& samples) {
   return absl::StrCat("median of ", samples.size());
@@ -49,13 +43,6 @@ absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const
   return seconds;
 }
 
-// Puts the source as `name` unless the server already holds `bytes` under it.
-absl::Status EnsureStored(const BenchEnv& env, Client& client, uint64_t bytes) {
-  absl::StatusOr<TensorInfo> stat = client.Stat(TensorName("remote", bytes));
-  if (stat.ok() && stat->total_bytes == bytes) return absl::OkStatus();
-  return PutSource(env, client, "remote", bytes).status();
-}
-
 void AddThroughputRow(const BenchEnv& env, const std::string& name, uint64_t bytes,
                       const std::vector<double>& samples, double raw_gbps,
                       std::optional<Target> target, std::string note) {
@@ -72,54 +59,6 @@ void AddThroughputRow(const BenchEnv& env, const std::string& name, uint64_t byt
 }
 
 }  // namespace
-
-absl::Status RunMemorySection(const BenchEnv& env) {
-  const uint64_t bytes = env.config.memory_probe_bytes;
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
-  TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
-  const std::string name = TensorName("remote", bytes);
-  TENSORD_RETURN_IF_ERROR(client->Stat(name).status());  // the channel is up
-
-  TENSORD_ASSIGN_OR_RETURN(ResidentMemory before, ReadResidentMemory(env.tensord_pid));
-  int samples = 0;
-  absl::StatusOr<ResidentMemory> peak;
-  {
-    RssSampler sampler(env.tensord_pid, /*interval_us=*/1000);
-    absl::StatusOr<Tensor> fetched = client->Fetch(name);
-    peak = sampler.Stop(&samples);
-    TENSORD_RETURN_IF_ERROR(fetched.status());
-    TENSORD_RETURN_IF_ERROR(CheckFetched(*fetched, bytes, "remote fetch (memory probe)"));
-  }
-  TENSORD_RETURN_IF_ERROR(peak.status());
-
-  const std::string sampled = absl::StrCat(samples, " samples of /proc/PID/status, 1 ms apart");
-  Report& report = env.report;
-  report.Add({.section = kMemorySection, .name = "VmRSS before the fetch", .bytes = bytes,
-              .value = MiB(before.vm_rss), .unit = "MiB",
-              .note = absl::StrCat("RssAnon ", static_cast<int>(MiB(before.rss_anon)),
-                                   " MiB, RssShmem ", static_cast<int>(MiB(before.rss_shmem)),
-                                   " MiB (the stored tensor's memfd pages mapped so far)")});
-  report.Add({.section = kMemorySection, .name = "RssAnon peak growth during fetch", .bytes = bytes,
-              .value = MiB(static_cast<int64_t>(peak->rss_anon) - static_cast<int64_t>(before.rss_anon)),
-              .unit = "MiB", .target = Target::ValueAtMost(64),
-              .note = "primary figure: a copy of tensor bytes (heap, gRPC buffers) is anonymous "
-                      "memory; the stored tensor is shmem"});
-  report.Add({.section = kMemorySection, .name = "VmRSS peak growth during fetch", .bytes = bytes,
-              .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(before.vm_rss)),
-              .unit = "MiB",
-              .note = "includes the tensor's shmem pages the server maps in while sending"});
-  report.Add({.section = kMemorySection, .name = "VmRSS peak minus the tensor", .bytes = bytes,
-              .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(bytes)),
-              .unit = "MiB", .target = Target::ValueAtMost(64),
-              .note = absl::StrCat("strict reading: everything resident beyond the tensor, "
-                                   "binary and libraries included; RssShmem peak ",
-                                   static_cast<int>(MiB(peak->rss_shmem)), " MiB; ", sampled)});
-
-  bool reused = false;
-  for (uint64_t size : env.config.transfer_sizes) reused |= size == bytes;
-  if (!reused) TENSORD_RETURN_IF_ERROR(client->Delete(name).status());
-  return absl::OkStatus();
-}
 
 absl::Status RunRemoteSection(const BenchEnv& env) {
   Report& report = env.report;
@@ -144,7 +83,7 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     const int64_t shape = static_cast<int64_t>(bytes);
     const bool large = bytes >= 256 * kMiB;
     const bool fresh = bytes == env.config.fresh_channel_bytes;
-    TENSORD_RETURN_IF_ERROR(EnsureStored(env, *client, bytes));
+    TENSORD_RETURN_IF_ERROR(EnsureRemoteTensor(env, *client, bytes));
 
     // Cases in the order they run in each round; the baseline is one of them.
     enum Case { kRaw, kFetch, kFetchInto, kPut, kFreshFetch, kFreshFetchInto };

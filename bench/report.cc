@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -88,6 +89,9 @@ std::string Report::Format() const {
                                              "size", "value", "unit", "ratio", "vs (baseline)",
                                              "target", "");
   for (const SectionInfo& section : sections_) {
+    const bool empty = std::none_of(rows_.begin(), rows_.end(),
+                                    [&](const Row& row) { return row.section == section.title; });
+    if (empty) continue;  // not run this time
     absl::StrAppend(&out, "\n== ", section.title, " ==\n");
     if (!section.explanation.empty()) absl::StrAppend(&out, "  ", section.explanation, "\n");
     absl::StrAppend(&out, header);
@@ -109,8 +113,16 @@ std::string Report::Format() const {
 }
 
 absl::Status Report::WriteJson(const std::string& path, const std::string& mode) const {
+  // Rows in table order: by section, then as added.
+  std::vector<const Row*> ordered;
+  for (const SectionInfo& section : sections_) {
+    for (const Row& row : rows_) {
+      if (row.section == section.title) ordered.push_back(&row);
+    }
+  }
   nlohmann::json rows = nlohmann::json::array();
-  for (const Row& row : rows_) {
+  for (const Row* row_pointer : ordered) {
+    const Row& row = *row_pointer;
     nlohmann::json entry = {{"section", row.section}, {"case", row.name},
                             {"bytes", row.bytes},     {"value", row.value},
                             {"unit", row.unit},       {"baseline", row.baseline},

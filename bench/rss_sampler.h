@@ -10,18 +10,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "bench/proc_stats.h"
 
 namespace tensord::bench {
-
-// Bytes, from /proc/PID/status (VmRSS = RssAnon + RssFile + RssShmem).
-struct ResidentMemory {
-  uint64_t vm_rss = 0;
-  uint64_t rss_anon = 0;
-  uint64_t rss_file = 0;
-  uint64_t rss_shmem = 0;
-};
-
-absl::StatusOr<ResidentMemory> ReadResidentMemory(pid_t pid);
 
 // Samples every `interval_us` between construction and Stop(); each field of
 // the result is that field's own peak.

@@ -1,6 +1,8 @@
 // Small-op rate and latency (Stat, 4 KiB Fetch) against an empty unary call
 // to a callback-API server, at each concurrency, measured back to back so
 // the machine's noise hits them alike.
+#include <unistd.h>
+
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,14 @@ void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, i
                   .unit = "us",
                   .ratio = result.p99_us / empty.p99_us,
                   .baseline = "empty call p99" + at});
+  env.report.Add({.section = kSmallOpSection,
+                  .name = absl::StrCat(what, ", ", Clients(threads), ", CPU/call"),
+                  .bytes = bytes,
+                  .value = result.cpu_us_per_op,
+                  .unit = "us",
+                  .ratio = result.cpu_us_per_op / empty.cpu_us_per_op,
+                  .baseline = "empty call CPU/call" + at,
+                  .note = "client + server process CPU time per call"});
 }
 
 }  // namespace
@@ -88,9 +98,12 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
     std::vector<LoadSamples> runs[kKinds];
     for (int slice = 0; slice < config.load_slices; ++slice) {
       for (int kind = 0; kind < kKinds; ++kind) {
+        // CPU of this process (the clients) and of the server answering.
+        const std::vector<pid_t> pids = {getpid(), kind == 0 ? env.empty_pid : env.tensord_pid};
         TENSORD_ASSIGN_OR_RETURN(
-            LoadSamples run, RunLoad(threads, config.load_warmup_s,
-                                     config.load_duration_s / config.load_slices, makers[kind]));
+            LoadSamples run,
+            RunLoad(threads, config.load_warmup_s, config.load_duration_s / config.load_slices,
+                    makers[kind], pids));
         runs[kind].push_back(std::move(run));
       }
     }
@@ -109,6 +122,11 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .name = absl::StrCat("empty unary call, ", Clients(threads), ", p99"),
                     .value = empty.p99_us,
                     .unit = "us"});
+    env.report.Add({.section = kBaselineSection,
+                    .name = absl::StrCat("empty unary call, ", Clients(threads), ", CPU/call"),
+                    .value = empty.cpu_us_per_op,
+                    .unit = "us",
+                    .note = "client + server process CPU time per call"});
     AddLoadRows(env, "Stat", 0, threads, Summarize(runs[1]), empty);
     AddLoadRows(env, "Fetch", kSmallBytes, threads, Summarize(runs[2]), empty);
   }

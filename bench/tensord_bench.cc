@@ -4,10 +4,11 @@
 // exits non-zero only when something functional broke (wrong bytes, a
 // failed call, a server that died).
 //
-//   tensord-bench [--smoke] [--json PATH] [--tensord PATH]
+//   tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/cases.h"
 #include "bench/child_process.h"
 #include "bench/empty_server.h"
@@ -31,15 +33,17 @@ namespace tensord::bench {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: tensord-bench [--smoke] [--json PATH] [--tensord PATH]\n"
-    "  --smoke         a short run (small sizes, few repeats) that checks the benchmark works\n"
-    "  --json PATH     also write every row as JSON to PATH\n"
-    "  --tensord PATH  the tensord binary to start (default: the one built with this)\n";
+    "usage: tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]\n"
+    "  --smoke          a short run (small sizes, few repeats) that checks the benchmark works\n"
+    "  --json PATH      also write every row as JSON to PATH\n"
+    "  --sections LIST  run only these, comma-separated: memory,remote,small,local (default all)\n"
+    "  --tensord PATH   the tensord binary to start (default: the one built with this)\n";
 
 struct CommandLine {
   bool smoke = false;
   std::string json_path;
   std::string tensord = TENSORD_BINARY_PATH;
+  std::string sections = "memory,remote,small,local";
   // Hidden: run as the empty-call server.
   std::string serve_empty;
   std::string ready_file;
@@ -67,6 +71,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     bool matched = false;
     for (auto [flag, out] : {std::pair{"--json", &line.json_path},
                              std::pair{"--tensord", &line.tensord},
+                             std::pair{"--sections", &line.sections},
                              std::pair{"--serve-empty", &line.serve_empty},
                              std::pair{"--ready-file", &line.ready_file}}) {
       TENSORD_ASSIGN_OR_RETURN(bool found, value_of(flag, out));
@@ -76,6 +81,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       }
     }
     if (!matched) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argument, "'"));
+  }
+  for (absl::string_view name : absl::StrSplit(line.sections, ',', absl::SkipEmpty())) {
+    if (name != "memory" && name != "remote" && name != "small" && name != "local") {
+      return absl::InvalidArgumentError(absl::StrCat("--sections: unknown section '", name,
+                                                     "' (memory, remote, small, local)"));
+    }
   }
   return line;
 }
@@ -129,6 +140,7 @@ absl::Status Run(const CommandLine& line) {
                .tensord_target = tensord->ready_lines().front(),
                .tensord_pid = tensord->pid(),
                .empty_target = empty_server->ready_lines().front(),
+               .empty_pid = empty_server->pid(),
                .source = source,
                .destination = destination};
 
@@ -136,9 +148,11 @@ absl::Status Run(const CommandLine& line) {
     const char* name;
     absl::Status (*run)(const BenchEnv&);
   };
+  const std::vector<std::string> wanted = absl::StrSplit(line.sections, ',', absl::SkipEmpty());
   // Memory first, while the server holds nothing else.
   for (const Step& step : {Step{"memory", &RunMemorySection}, Step{"remote", &RunRemoteSection},
-                           Step{"small ops", &RunSmallOpSection}, Step{"local", &RunLocalSection}}) {
+                           Step{"small", &RunSmallOpSection}, Step{"local", &RunLocalSection}}) {
+    if (std::find(wanted.begin(), wanted.end(), step.name) == wanted.end()) continue;
     const Clock::time_point start = Clock::now();
     absl::Status status = step.run(env);
     if (!status.ok() || !tensord->Alive()) {

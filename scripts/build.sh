@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds one tensord configuration with Ninja and ccache.
-# Usage: scripts/build.sh BUILD_DIR [extra cmake args...]
+# Usage: [TARGETS="a b"] scripts/build.sh BUILD_DIR [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cache hits across clones (CI builds a fresh clone each run).
@@ -11,4 +11,5 @@ shift
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
 fi
-cmake --build "$build_dir" -j "$(nproc)"
+# shellcheck disable=SC2086
+cmake --build "$build_dir" -j "$(nproc)" ${TARGETS:+--target $TARGETS}

@@ -326,6 +326,18 @@ absl::StatusOr<TensorInfo> Client::Rep::StreamFetch(
         break;
       }
       destination = *where;
+      if (header.has_inline_data()) {
+        if (header.inline_data().size() != range_length) {
+          failure = absl::InternalError(absl::StrCat("fetch header carried ",
+                                                     header.inline_data().size(), " inline bytes of a ",
+                                                     range_length, "-byte range"));
+          break;
+        }
+        std::memcpy(destination, header.inline_data().data(), range_length);
+        if (fetch_options.verify_crc32c) crc = Crc32cExtend(crc, destination, range_length);
+        received = range_length;
+        if (fetch_options.progress) fetch_options.progress(received, range_length);
+      }
       continue;
     }
     if (decoded.kind != StreamMessage::Kind::kChunk ||

@@ -10,7 +10,7 @@
 
 namespace tensord {
 
-// 256-byte aligned, never NULL (a zero-size tensor still gets a valid block).
+// 256-byte aligned (page aligned when large), never NULL (a zero-size tensor still gets a valid block).
 class HeapTensorMemory final : public TensorMemory {
  public:
   // RESOURCE_EXHAUSTED when `size` bytes cannot be allocated.
@@ -23,9 +23,11 @@ class HeapTensorMemory final : public TensorMemory {
   uint64_t size() const { return size_; }
 
  private:
-  HeapTensorMemory(void* data, uint64_t size) : data_(data), size_(size) {}
+  HeapTensorMemory(void* data, uint64_t size, bool mapped)
+      : data_(data), size_(size), mapped_(mapped) {}
   void* data_;
   uint64_t size_;
+  bool mapped_;  // from mmap (large) rather than aligned_alloc
 };
 
 }  // namespace tensord

@@ -45,6 +45,10 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
     return ErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
   }
   allocation.data = static_cast<uint8_t*>(data);
+  // Fault every page in now, in one call: far cheaper than one fault per
+  // 4 KiB page while a put copies in (it was most of the copy's cost).
+  // Best effort: older kernels lack MADV_POPULATE_WRITE.
+  ::madvise(data, allocation.mapping_size, MADV_POPULATE_WRITE);
   return allocation;
 }
 

@@ -40,7 +40,19 @@ absl::StatusOr<dlpack::TensorLayout> LayoutFromProto(const v1::TensorLayout& pro
   layout.strides.assign(proto.strides().begin(), proto.strides().end());
   layout.byte_offset = proto.byte_offset();
   if (proto.has_device()) {
-    layout.device = DLDevice{static_cast<DLDeviceType>(proto.device().type()), proto.device().id()};
+    const int32_t type = proto.device().type();
+    // Only values the installed DLDeviceType enum declares may be stored in
+    // it (anything else is undefined behaviour); 0 means unset, i.e. CPU.
+    const bool known = type == 0 || (type >= kDLCPU && type <= kDLCUDAManaged && type != 5 && type != 6);
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layout.device.type ", type, " is not a DLPack device type"));
+    }
+    if (proto.device().id() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layout.device.id ", proto.device().id(), " is negative"));
+    }
+    layout.device = DLDevice{type == 0 ? kDLCPU : static_cast<DLDeviceType>(type), proto.device().id()};
   }
   return layout;
 }

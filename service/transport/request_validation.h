@@ -29,7 +29,7 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
 
 // The absolute byte range [offset, offset + length) a fetch covers, checked
-// against the tensor's size. INVALID_ARGUMENT names the range and the size.
+// against the tensor's size. OUT_OF_RANGE names the range and the size.
 struct ByteSpan {
   uint64_t offset = 0;
   uint64_t length = 0;

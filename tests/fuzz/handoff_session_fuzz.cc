@@ -12,8 +12,8 @@
 //
 // Beyond "no crash": every reply parses as a HandoffResponse echoing the
 // request id; an error carries a canonical code, a message, no kind and no
-// fd; an fd goes out exactly with a new lease or create and is the memfd of
-// the right size (sealed for a lease). When the session ends, every byte it
+// fd; an fd goes out exactly with a new lease or create and is a memfd of
+// mapping_bytes (sealed for a lease). When the session ends, every byte it
 // held is returned to the registry, and once the registry goes too, every
 // memfd is closed.
 #include <dirent.h>
@@ -84,7 +84,9 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
       if (response.acquire().lease_id() == 0) {
         Check(reply.fd == -1);  // the client already holds this version
       } else {
-        Check(reply.fd >= 0 && FdSize(reply.fd) == info.total_bytes());
+        // Normal pages (the registry's default): the mapping is the tensor.
+        Check(response.acquire().mapping_bytes() == info.total_bytes());
+        Check(reply.fd >= 0 && FdSize(reply.fd) == response.acquire().mapping_bytes());
         const int seals = ::fcntl(reply.fd, F_GET_SEALS);
         Check(seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)) ==
                                 (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW));
@@ -93,7 +95,8 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
     }
     case v1::HandoffRequest::kCreate:
       Check(response.has_create() && response.create().create_id() != 0);
-      Check(reply.fd >= 0 && FdSize(reply.fd) == request->create().total_bytes());
+      Check(response.create().mapping_bytes() == request->create().total_bytes());
+      Check(reply.fd >= 0 && FdSize(reply.fd) == response.create().mapping_bytes());
       Check(request->create().total_bytes() <= registry.host_bytes_used());
       break;
     case v1::HandoffRequest::kSeal:

@@ -103,7 +103,7 @@ TEST_P(BadInputTest, MissingTensor) {
 }
 
 TEST_P(BadInputTest, UnreachableServerIsUnavailable) {
-  ClientOptions options;
+  ClientOptions options = RemoteClientOptions();
   options.timeout = absl::Seconds(5);
   // A Unix socket path nobody listens on fails fast and cleanly.
   std::unique_ptr<Client> nowhere =

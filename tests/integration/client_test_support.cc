@@ -8,9 +8,6 @@ namespace tensord::testing {
 
 std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions options) {
   options.server = address;
-  // These servers run without --handoff-socket; say so explicitly, so that
-  // the suite keeps testing the gRPC path whatever kAuto comes to prefer.
-  options.path = TransferPath::kRemote;
   if (options.timeout == absl::InfiniteDuration()) options.timeout = absl::Seconds(120);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
   if (!client.ok()) {
@@ -18,6 +15,12 @@ std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions 
     return nullptr;
   }
   return std::move(*client);
+}
+
+ClientOptions RemoteClientOptions() {
+  ClientOptions options;
+  options.path = TransferPath::kRemote;
+  return options;
 }
 
 std::vector<uint8_t> TensorBytes(const Tensor& tensor) {

@@ -15,10 +15,13 @@
 
 namespace tensord::testing {
 
-// A client of `address` taking the gRPC path (TransferPath::kRemote), with
-// a generous per-call deadline, so a hung server fails the test instead of
-// hanging it. ADD_FAILURE and nullptr on error.
+// A client of `address` with a generous per-call deadline (unless `options`
+// sets one), so a hung server fails the test instead of hanging it.
+// ADD_FAILURE and nullptr on error.
 std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions options = {});
+
+// Options that pin the gRPC path, whatever TransferPath::kAuto would pick.
+ClientOptions RemoteClientOptions();
 
 // A copy of the bytes from a fetched tensor's data pointer to the end of
 // its stored bytes (for a compact tensor: exactly its elements).
@@ -44,7 +47,9 @@ class ClientServerTest : public SharedServerTest<Derived> {
   void SetUp() override {
     SharedServerTest<Derived>::SetUp();
     if (::testing::Test::HasFatalFailure()) return;
-    client_ = ConnectClient(this->server().address());
+    // The shared servers run without --handoff-socket; pinning the path
+    // keeps these suites on gRPC whatever kAuto comes to prefer.
+    client_ = ConnectClient(this->server().address(), RemoteClientOptions());
     ASSERT_NE(client_, nullptr);
   }
 

@@ -101,7 +101,7 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
   const absl::Time deadline = absl::Now() + kTimeLimit;
 
   // Half the threads share one client (it is documented thread-safe).
-  std::unique_ptr<Client> shared_client = ConnectClient(server().address());
+  std::unique_ptr<Client> shared_client = ConnectClient(server().address(), RemoteClientOptions());
   ASSERT_NE(shared_client, nullptr);
 
   auto record_put = [&](uint64_t version, VersionRecord record) {
@@ -117,7 +117,7 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
     std::unique_ptr<Client> own_client;
     Client* client = shared_client.get();
     if (writer % 2 == 1) {
-      own_client = ConnectClient(server().address());
+      own_client = ConnectClient(server().address(), RemoteClientOptions());
       if (own_client == nullptr) {
         failures++;
         return;
@@ -221,7 +221,7 @@ TEST_P(ConcurrencyTest, DeletesRaceWithPutsAndFetches) {
   const absl::Time deadline = absl::Now() + kTimeLimit;
 
   auto racer = [&](uint32_t writer) {
-    std::unique_ptr<Client> client = ConnectClient(server().address());
+    std::unique_ptr<Client> client = ConnectClient(server().address(), RemoteClientOptions());
     if (client == nullptr) {
       failures++;
       return;

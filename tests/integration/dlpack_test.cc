@@ -115,7 +115,7 @@ TEST_P(DlpackTest, ManagedTensorOutlivesTheClient) {
   client_.reset();
   EXPECT_TRUE(BytesEqual(managed->dl_tensor.data, 1000, tensor.storage));
   managed->deleter(managed);
-  client_ = ConnectClient(server().address());
+  client_ = ConnectClient(server().address(), RemoteClientOptions());
   ASSERT_NE(client_, nullptr);
 }
 

@@ -67,7 +67,7 @@ TEST_P(LifecycleTest, ReadyFileNamesTheBoundAddress) {
     ASSERT_EQ(stat(absl::StrCat(server->temp_dir(), "/tensord.sock").c_str(), &socket_stat), 0);
     EXPECT_TRUE(S_ISSOCK(socket_stat.st_mode));
   }
-  std::unique_ptr<Client> client = ConnectClient(server->address());
+  std::unique_ptr<Client> client = ConnectClient(server->address(), RemoteClientOptions());
   ASSERT_NE(client, nullptr);
   ExpectServing(*client);
 }
@@ -93,7 +93,7 @@ struct FetchDuringShutdown {
 FetchDuringShutdown FetchWhileStopping(ServerProcess& server, size_t bytes,
                                        absl::StatusOr<int>* wait_status) {
   FetchDuringShutdown result;
-  std::unique_ptr<Client> client = ConnectClient(server.address());
+  std::unique_ptr<Client> client = ConnectClient(server.address(), RemoteClientOptions());
   if (client == nullptr) return result;
   const std::string name = "shutdown/large";
   HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(bytes)}, PatternBytes(bytes, 77));
@@ -223,7 +223,7 @@ TEST_P(PreloadTest, PublishesTheFileAtStartup) {
   std::unique_ptr<ServerProcess> server =
       StartServer(GetParam(), {"--preload=" + path, "--preload-prefix=model/"});
   ASSERT_NE(server, nullptr);
-  std::unique_ptr<Client> client = ConnectClient(server->address());
+  std::unique_ptr<Client> client = ConnectClient(server->address(), RemoteClientOptions());
   ASSERT_NE(client, nullptr);
 
   absl::StatusOr<std::vector<TensorInfo>> all = client->ListAll("");

@@ -65,10 +65,11 @@ const std::string kBytes24 = AsString(PatternBytes(24, 24));
 // ---- Well-formed streams ----
 
 TEST_P(RawProtocolTest, PutThenFetchInBoundedChunksAtAbsoluteOffsets) {
+  // Larger than the 32 KiB a header may carry inline.
   const std::string name = TestTensorName("t");
-  const std::string bytes = AsString(PatternBytes(10'000, 1));
+  const std::string bytes = AsString(PatternBytes(100'000, 1));
   v1::PutResponse put;
-  ASSERT_TRUE(RawPutBytes(*stub_, name, bytes, &put, /*chunk_bytes=*/3000).ok());
+  ASSERT_TRUE(RawPutBytes(*stub_, name, bytes, &put, /*chunk_bytes=*/30'000).ok());
   EXPECT_EQ(put.info().name(), name);
   EXPECT_GT(put.info().version(), 0u);
   EXPECT_EQ(put.info().total_bytes(), bytes.size());
@@ -82,31 +83,41 @@ TEST_P(RawProtocolTest, PutThenFetchInBoundedChunksAtAbsoluteOffsets) {
 
   v1::FetchRequest request;
   request.set_name(name);
-  request.set_max_chunk_bytes(1000);
+  request.set_max_chunk_bytes(10'000);
   RawFetchResult fetched;
   ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
   EXPECT_EQ(fetched.header.info().version(), put.info().version());
   EXPECT_EQ(fetched.header.range().offset(), 0u);
   EXPECT_EQ(fetched.header.range().length(), bytes.size());
-  EXPECT_LE(fetched.largest_chunk, 1000u);
+  EXPECT_FALSE(fetched.inline_data);
+  EXPECT_LE(fetched.largest_chunk, 10'000u);
   EXPECT_GE(fetched.chunks, 10u);
   EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data(), bytes.size()));
 }
 
 TEST_P(RawProtocolTest, FetchRangeStartsAtItsOffset) {
   const std::string name = TestTensorName("t");
-  const std::string bytes = AsString(PatternBytes(10'000, 2));
+  const std::string bytes = AsString(PatternBytes(200'000, 2));
   ASSERT_TRUE(RawPutBytes(*stub_, name, bytes).ok());
   v1::FetchRequest request;
   request.set_name(name);
   request.mutable_range()->set_offset(1234);
-  request.mutable_range()->set_length(5000);
-  request.set_max_chunk_bytes(1000);
+  request.mutable_range()->set_length(100'000);
+  request.set_max_chunk_bytes(10'000);
   RawFetchResult fetched;
   ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
   EXPECT_EQ(fetched.header.range().offset(), 1234u);
-  EXPECT_EQ(fetched.header.range().length(), 5000u);
-  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 1234, 5000));
+  EXPECT_EQ(fetched.header.range().length(), 100'000u);
+  EXPECT_GE(fetched.chunks, 10u);
+  EXPECT_TRUE(
+      BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 1234, 100'000));
+
+  // A small range may come inline in the header or as chunks: same bytes.
+  request.mutable_range()->set_offset(777);
+  request.mutable_range()->set_length(5000);
+  ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
+  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 777, 5000));
+  request.mutable_range()->set_offset(1234);
 
   // Length 0 means through the end; offset == size is an empty range.
   request.mutable_range()->set_length(0);

@@ -98,8 +98,14 @@ grpc::Status RawFetch(RawStub& stub, const v1::FetchRequest& request, RawFetchRe
       have_header = true;
       out.header = response.header();
       next_offset = out.header.range().offset();
+      if (out.header.has_inline_data()) {
+        out.inline_data = true;
+        out.bytes = out.header.inline_data();
+        next_offset += out.bytes.size();
+      }
     } else if (response.has_chunk()) {
       EXPECT_TRUE(have_header) << "fetch stream sent a chunk before its header";
+      EXPECT_FALSE(out.inline_data) << "no chunk may follow a header with inline data";
       EXPECT_EQ(response.chunk().offset(), next_offset)
           << "fetch chunks must be in order at absolute offsets";
       EXPECT_FALSE(response.chunk().data().empty()) << "fetch stream sent an empty chunk";

@@ -46,14 +46,16 @@ grpc::Status RawPutBytes(RawStub& stub, std::string_view name, std::string_view 
 
 struct RawFetchResult {
   v1::FetchHeader header;
-  std::string bytes;          // the chunks' data, concatenated
+  std::string bytes;          // the header's inline data or the chunks' data
+  bool inline_data = false;   // the bytes came in the header
   size_t chunks = 0;
   uint64_t largest_chunk = 0;
 };
 
 // Reads a whole fetch stream, recording (ADD_FAILURE) any violation of the
-// stream protocol: a header first, then chunks at increasing absolute
-// offsets that exactly cover the header's range.
+// stream protocol: a header first, then either its inline data and nothing
+// more, or chunks at increasing absolute offsets that exactly cover the
+// header's range.
 grpc::Status RawFetch(RawStub& stub, const v1::FetchRequest& request, RawFetchResult* result);
 
 grpc::Status RawStat(RawStub& stub, std::string_view name, uint64_t version = 0,

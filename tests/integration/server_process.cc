@@ -62,6 +62,8 @@ std::string TransportName(Transport transport) {
   return transport == Transport::kTcp ? "tcp" : "unix";
 }
 
+void PrintTo(Transport transport, std::ostream* out) { *out << TransportName(transport); }
+
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const ServerProcessOptions& options) {
   std::unique_ptr<ServerProcess> server(new ServerProcess());

@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ enum class Transport { kTcp, kUnix };
 
 // "tcp" or "unix", for test names.
 std::string TransportName(Transport transport);
+// So GoogleTest prints "GetParam() = tcp" rather than raw bytes.
+void PrintTo(Transport transport, std::ostream* out);
 
 struct ServerProcessOptions {
   Transport transport = Transport::kTcp;

@@ -3,7 +3,9 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "service/transport/layout_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -103,6 +105,38 @@ TEST(StreamMessageTest, RandomBytesNeverCrash) {
     StreamMessage message;
     (void)DecodeStreamMessage(SplitEvery(bytes, 1 + random() % 8), message);
   }
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+
+// Found by request_validation_fuzz: a device type outside the installed
+// DLDeviceType enum was cast into it (undefined behaviour).
+TEST(LayoutConversionTest, UnknownDeviceTypesAreRejectedBeforeTheCast) {
+  for (int32_t type : {45, 16, 5, -1}) {
+    v1::TensorLayout proto;
+    proto.mutable_dtype()->set_code(1);
+    proto.mutable_dtype()->set_bits(8);
+    proto.mutable_device()->set_type(type);
+    absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromProto(proto);
+    EXPECT_EQ(layout.status().code(), absl::StatusCode::kInvalidArgument) << type;
+    EXPECT_NE(layout.status().message().find(absl::StrCat("layout.device.type ", type)),
+              absl::string_view::npos)
+        << layout.status();
+  }
+  v1::TensorLayout cuda;
+  cuda.mutable_dtype()->set_code(1);
+  cuda.mutable_dtype()->set_bits(8);
+  cuda.mutable_device()->set_type(kDLCUDA);
+  cuda.mutable_device()->set_id(1);
+  absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromProto(cuda);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->device.device_type, kDLCUDA);
+  cuda.mutable_device()->set_id(-2);
+  EXPECT_EQ(LayoutFromProto(cuda).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

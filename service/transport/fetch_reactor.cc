@@ -22,7 +22,11 @@ constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 // still inside gRPC. One allocation per fetch, none per chunk.
 class PayloadHold {
  public:
-  explicit PayloadHold(Lease lease) : lease_(std::move(lease)) {}
+  PayloadHold(Lease lease, std::atomic<int64_t>& live_payloads)
+      : lease_(std::move(lease)), live_payloads_(live_payloads) {
+    live_payloads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~PayloadHold() { live_payloads_.fetch_sub(1, std::memory_order_release); }
   const TensorVersion& version() const { return *lease_; }
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
@@ -32,14 +36,16 @@ class PayloadHold {
 
  private:
   Lease lease_;
+  std::atomic<int64_t>& live_payloads_;
   std::atomic<int> refs_{1};
 };
 
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-               Registry& registry, const ServerOptions& options)
-      : context_(context) {
+               Registry& registry, const ServerOptions& options,
+               std::atomic<int64_t>& live_payloads)
+      : context_(context), live_payloads_(live_payloads) {
     if (absl::Status status = Start(*request, registry, options); !status.ok()) {
       Log(LogLevel::kDebug, "fetch_failed",
           {{"peer", context_->peer()}, {"code", absl::StatusCodeToString(status.code())},
@@ -78,7 +84,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (request_.max_chunk_bytes() != 0) {
       chunk_bytes_ = std::min(chunk_bytes_, request_.max_chunk_bytes());
     }
-    hold_ = new PayloadHold(std::move(lease));
+    hold_ = new PayloadHold(std::move(lease), live_payloads_);
     return absl::OkStatus();
   }
 
@@ -119,6 +125,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   grpc::CallbackServerContext* const context_;
+  std::atomic<int64_t>& live_payloads_;
   v1::FetchRequest request_;
   PayloadHold* hold_ = nullptr;
   grpc::ByteBuffer message_;
@@ -132,7 +139,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::Fetch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new FetchReactor(context, request, registry_, options_);
+  return new FetchReactor(context, request, registry_, options_, live_payloads_);
 }
 
 }  // namespace tensord

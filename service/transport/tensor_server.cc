@@ -4,6 +4,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -101,7 +103,19 @@ TensorServer::~TensorServer() {
 }
 
 void TensorServer::Shutdown(absl::Duration grace) {
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  const absl::Time deadline = absl::Now() + grace;
+  const bool fetches_in_flight = service_->live_payloads() > 0;
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  if (!fetches_in_flight) return;
+  // A call counts as done once its last message is queued; its bytes are in
+  // the socket only when gRPC releases their slices, and a client still
+  // reading them fails with EPIPE if the process is gone. So wait for the
+  // slices, then give readers a moment to drain their socket buffers, all
+  // within the grace.
+  while (service_->live_payloads() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  absl::SleepFor(std::min(absl::Milliseconds(500), std::max(deadline - absl::Now(), absl::ZeroDuration())));
 }
 
 void TensorServer::Wait() { server_->Wait(); }

@@ -4,6 +4,9 @@
 #ifndef TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
 #define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
+
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
@@ -44,10 +47,16 @@ class TensorService final : public TensorServiceBase {
                                               const v1::IssueHandoffTokenRequest* request,
                                               v1::IssueHandoffTokenResponse* response) override;
 
+  // Fetch payloads whose bytes gRPC has not finished sending (slices not
+  // yet released). Shutdown waits for 0 so a finished call's tail is on the
+  // wire before the process exits.
+  int64_t live_payloads() const { return live_payloads_.load(std::memory_order_acquire); }
+
  private:
   Registry& registry_;
   HandoffTokens& tokens_;
   const ServerOptions options_;
+  std::atomic<int64_t> live_payloads_{0};
 };
 
 // Fills a wire TensorInfo from the registry's copy.

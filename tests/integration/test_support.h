@@ -5,6 +5,7 @@
 #define TENSORD_TESTS_INTEGRATION_TEST_SUPPORT_H_
 
 #include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <map>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "service/dlpack/dlpack_compat.h"
 #include "tests/integration/server_process.h"
@@ -79,7 +81,20 @@ template <typename Derived>
 class SharedServerTest : public ::testing::TestWithParam<Transport> {
  public:
   static std::vector<std::string> ServerFlags() { return {}; }
-  static void TearDownTestSuite() { Servers().clear(); }
+  // Stops the suite's servers; each must exit 0 (a sanitizer report or a
+  // crash at shutdown fails the suite).
+  static void TearDownTestSuite() {
+    for (auto& [transport, server] : Servers()) {
+      if (server == nullptr) continue;
+      absl::StatusOr<int> status = server->Stop(SIGTERM, absl::Seconds(20));
+      EXPECT_TRUE(status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+          << "tensord (" << TransportName(transport) << ") did not exit 0 on SIGTERM: "
+          << (status.ok() ? absl::StrCat("wait status ", *status) : status.status().ToString())
+          << "; its stderr:\n"
+          << server->StderrTail();
+    }
+    Servers().clear();
+  }
 
  protected:
   void SetUp() override {

@@ -115,7 +115,7 @@ void TensorServer::Shutdown(absl::Duration grace) {
   while (service_->live_payloads() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  absl::SleepFor(std::min(absl::Milliseconds(500), std::max(deadline - absl::Now(), absl::ZeroDuration())));
+  absl::SleepFor(std::min(absl::Seconds(2), std::max(deadline - absl::Now(), absl::ZeroDuration())));
 }
 
 void TensorServer::Wait() { server_->Wait(); }

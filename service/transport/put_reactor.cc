@@ -1,5 +1,7 @@
 // Remote put: header, then chunks copied from the received slices straight
 // into the new version's memfd (the one copy), then publish on half-close.
+#include <malloc.h>
+
 #include <cstring>
 #include <memory>
 
@@ -14,6 +16,8 @@
 
 namespace tensord {
 namespace {
+
+constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
 
 class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
@@ -35,7 +39,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // gRPC's receive buffers for a large put leave the heap grown by up to
+    // the flow-control window times the number of streams; glibc keeps that
+    // resident unless asked. Give it back after big transfers only.
+    const bool large = received_ >= kTrimAfterBytes;
+    delete this;
+    if (large) ::malloc_trim(0);
+  }
 
  private:
   absl::Status HandleMessage() {

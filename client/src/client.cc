@@ -137,6 +137,16 @@ struct Client::Rep {
   absl::StatusOr<std::shared_ptr<LocalHandoff>> DiscoverLocal();
   absl::StatusOr<std::string> IssueToken();
 
+  // One unary call on `stub` with this client's deadline.
+  template <typename Stub, typename Request, typename Response>
+  absl::Status Unary(Stub& stub,
+                     grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                     const Request& request, Response& response) const {
+    grpc::ClientContext context;
+    PrepareContext(context);
+    return FromGrpcStatus((stub.*method)(&context, request, &response));
+  }
+
   void PrepareContext(grpc::ClientContext& context) const {
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
@@ -151,22 +161,18 @@ struct Client::Rep {
 };
 
 absl::StatusOr<std::string> Client::Rep::IssueToken() {
-  grpc::ClientContext context;
-  PrepareContext(context);
   v1::IssueHandoffTokenResponse response;
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
-      stub->IssueHandoffToken(&context, v1::IssueHandoffTokenRequest(), &response)));
+  TENSORD_RETURN_IF_ERROR(Unary(*stub, &v1::TensorService::Stub::IssueHandoffToken,
+                                v1::IssueHandoffTokenRequest(), response));
   return response.token();
 }
 
 absl::StatusOr<std::shared_ptr<LocalHandoff>> Client::Rep::DiscoverLocal() {
   std::string path = options.handoff_socket;
   if (path.empty()) {
-    grpc::ClientContext context;
-    PrepareContext(context);
     v1::GetServerInfoResponse info;
     TENSORD_RETURN_IF_ERROR(
-        FromGrpcStatus(stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &info)));
+        Unary(*stub, &v1::TensorService::Stub::GetServerInfo, v1::GetServerInfoRequest(), info));
     if (info.handoff_socket().empty()) {
       return absl::UnavailableError("the server has local handoff turned off (--handoff-socket)");
     }
@@ -459,9 +465,7 @@ absl::StatusOr<TensorInfo> Client::Stat(absl::string_view name, uint64_t version
   request.set_name(std::string(name));
   request.set_version(version);
   v1::StatResponse response;
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->Stat(&context, request, &response)));
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Stat, request, response));
   return InfoFromProto(response.info());
 }
 
@@ -472,9 +476,7 @@ absl::StatusOr<ListResult> Client::List(absl::string_view prefix, uint32_t page_
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
   v1::ListResponse response;
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->List(&context, request, &response)));
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::List, request, response));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
@@ -502,9 +504,8 @@ absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version
   request.set_name(std::string(name));
   request.set_version(version);
   v1::DeleteResponse response;
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(rep_->stub->Delete(&context, request, &response)));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Delete, request, response));
   return response.version();
 }
 
@@ -524,9 +525,8 @@ absl::StatusOr<std::string> Client::Health(absl::string_view service) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
   grpc::health::v1::HealthCheckResponse response;
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(stub->Check(&context, request, &response)));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->Unary(*stub, &grpc::health::v1::Health::Stub::Check, request, response));
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }
 

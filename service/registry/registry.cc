@@ -137,22 +137,16 @@ absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
-  if (found == nullptr) {
-    if (version == 0) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
-    auto latest = latest_.find(name);
-    return absl::NotFoundError(absl::StrCat(
-        "version ", version, " of tensor '", name, "' not found",
-        latest == latest_.end() ? std::string()
-                                : absl::StrCat(" (latest is ", latest->second->version, ")")));
-  }
+  if (found == nullptr) return NotFoundLocked(name, version);
   return Lease(std::move(found));
 }
 
 absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t version) const {
-  TENSORD_ASSIGN_OR_RETURN(Lease lease, Acquire(name, version));
-  VersionInfo info = InfoOf(*lease);
-  info.open_leases -= 1;  // not counting the lease taken to read it
-  return info;
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  ReaderMutexLock lock(&mutex_);
+  std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
+  if (found == nullptr) return NotFoundLocked(name, version);
+  return InfoOf(*found);
 }
 
 absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_size,
@@ -197,6 +191,15 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   latest_.erase(it);
   RetireLocked(std::move(removed));
   return latest;
+}
+
+absl::Status Registry::NotFoundLocked(absl::string_view name, uint64_t version) const {
+  if (version == 0) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
+  auto latest = latest_.find(name);
+  return absl::NotFoundError(absl::StrCat(
+      "version ", version, " of tensor '", name, "' not found",
+      latest == latest_.end() ? std::string()
+                              : absl::StrCat(" (latest is ", latest->second->version, ")")));
 }
 
 size_t Registry::tensor_count() const {

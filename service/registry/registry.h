@@ -102,6 +102,9 @@ class Registry {
   // Finds a live version; caller holds mutex_.
   std::shared_ptr<const TensorVersion> FindLocked(absl::string_view name, uint64_t version) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // NOT_FOUND naming the name and, when given, the version and the latest.
+  absl::Status NotFoundLocked(absl::string_view name, uint64_t version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void RetireLocked(std::shared_ptr<const TensorVersion> version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 

@@ -343,7 +343,14 @@ TEST_F(LocalHandoffTest, NoFdLeaksOnEitherSide) {
     if (i % 50 == 0) PutBytes("fd/check", 4096, 100 + i);  // new versions, new memfds
   }
   PutBytes("fd/check", 4096, 999);  // retire the last held version server-side
-  absl::SleepFor(absl::Milliseconds(100));
+  // gRPC's threads open and close fds of their own in the background (slowly
+  // under TSan), so wait a bounded time for both counts to settle; a real
+  // leak never settles.
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < deadline && (CountOpenFds("/proc/self/fd") != client_before ||
+                                    CountOpenFds(server_fds) != server_before)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   EXPECT_EQ(CountOpenFds("/proc/self/fd"), client_before);
   EXPECT_EQ(CountOpenFds(server_fds), server_before);
 }

@@ -1,12 +1,36 @@
-# tensord container: build stage with the same install-deps script as CI,
-# slim runtime stage with only the shared libraries tensord needs.
+# syntax=docker/dockerfile:1.4
+# tensord container: a build stage that installs the same Debian packages as
+# CI (deploy/install-deps.sh build) and a slim runtime stage with only the
+# shared libraries tensord and tensorctl load.
+#
+#   container-build --tag localhost/tensord:latest          (or: docker build -t tensord .)
+#   docker run -p 50051:50051 -v /run/tensord:/run/tensord tensord
+#
+# GPU image: --build-arg TENSORD_CUDA=ON installs Debian's CUDA toolkit
+# (non-free nvidia-cuda-toolkit) in the build stage and builds the CUDA device
+# backend. The runtime needs no CUDA libraries: the backend links the CUDA
+# runtime statically and loads the driver (libcuda.so.1) at start, which the
+# NVIDIA container toolkit injects: docker run --gpus all ... (podman:
+# --device nvidia.com/gpu=all with CDI). Without a GPU the same image serves
+# host tensors.
+ARG TENSORD_CUDA=OFF
+
 FROM debian:bookworm-slim AS build
+ARG TENSORD_CUDA
 COPY deploy/install-deps.sh /src/deploy/install-deps.sh
-RUN /src/deploy/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN if [ "$TENSORD_CUDA" = "ON" ]; then \
+      sed -i 's/^Components: main$/Components: main contrib non-free non-free-firmware/' /etc/apt/sources.list.d/debian.sources; \
+      export TENSORD_DEPS_EXTRA=nvidia-cuda-toolkit; \
+    fi \
+ && /src/deploy/install-deps.sh build && rm -rf /var/lib/apt/lists/*
 COPY . /src
 WORKDIR /src
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_BUILD_TESTS=OFF -DTENSORD_CUDA=OFF \
- && cmake --build /build --target tensord tensorctl
+# The ccache cache mount keeps rebuilds of the image fast on one host.
+RUN --mount=type=cache,target=/root/.cache/ccache \
+    cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_BUILD_TESTS=OFF \
+      -DTENSORD_CUDA=${TENSORD_CUDA} \
+ && cmake --build /build --target tensord tensorctl \
+ && strip /build/server/tensord /build/client/tensorctl/tensorctl
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update -qq \
@@ -16,9 +40,11 @@ RUN apt-get update -qq \
  && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin tensord \
  && mkdir -p /run/tensord && chown tensord /run/tensord
 COPY --from=build /build/server/tensord /build/client/tensorctl/tensorctl /usr/local/bin/
-USER tensord
+USER 10001
 VOLUME ["/run/tensord"]
 EXPOSE 50051
+# Plaintext gRPC on all interfaces is what a container port mapping needs;
+# the pod/host network is the boundary (see docs/operations.md for TLS).
 ENV TENSORD_LISTEN=0.0.0.0:50051 \
     TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \

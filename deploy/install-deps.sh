@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Installs tensord's build and test dependencies from Debian bookworm's
-# packages. Used by the README commands, .ci/run and the Dockerfile, so all
-# three build against the same packages. Idempotent: installs only what is
-# missing. Set TENSORD_DEPS_EXTRA="pkg ..." to add packages.
+# Installs tensord's dependencies from Debian bookworm's packages. Used by the
+# README commands, .ci/run and the Dockerfile, so all of them build against
+# the same packages. Idempotent: installs only what is missing.
+#   deploy/install-deps.sh          everything: build, tests, fuzzing, tools
+#   deploy/install-deps.sh build    only what compiling tensord and tensorctl needs
+# Set TENSORD_DEPS_EXTRA="pkg ..." to add packages.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+profile=${1:-all}
+build_packages=(
+  build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libdlpack-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev
+)
+test_packages=(
+  git libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3 python3-numpy
 )
+case $profile in
+  build) packages=("${build_packages[@]}") ;;
+  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "install-deps: unknown profile '$profile' (expected 'build' or 'all')" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the tensord image offline with ../shared/tools/container-build
+# (rootful podman) and runs a smoke test inside it: start tensord, put a
+# tensor with tensorctl, fetch it back byte-exact, probe health (SERVING).
+# Usage: scripts/container-smoke.sh [extra container-build args, e.g. --build-arg K=V]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+container_build=${CONTAINER_BUILD:-$PWD/../shared/tools/container-build}
+if [[ ! -x $container_build ]]; then
+  echo "container-smoke: $container_build not found (set CONTAINER_BUILD)" >&2
+  exit 1
+fi
+
+# Runs inside the image as its non-root user: no Python there, so the .npy
+# (float32[4, 8], values 0..31) is written with printf.
+read -r -d '' smoke <<'SH' || true
+set -euo pipefail
+cd /tmp
+tensord --listen=127.0.0.1:50051 --ready-file=/tmp/ready 2>/tmp/tensord.log &
+server_pid=$!
+trap 'kill -TERM $server_pid; wait $server_pid || true' EXIT
+for _ in $(seq 100); do [[ -f /tmp/ready ]] && break; sleep 0.1; done
+[[ -f /tmp/ready ]] || { cat /tmp/tensord.log; exit 1; }
+header="{'descr': '<f4', 'fortran_order': False, 'shape': (4, 8), }"
+while (( (10 + ${#header} + 1) % 64 )); do header+=" "; done
+{ printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(( (${#header} + 1) % 256 )))\\x$(printf %02x $(( (${#header} + 1) / 256 )))"; printf '%s\n' "$header"; } > smoke.npy
+: > expected.bin
+for i in $(seq 0 31); do
+  # float32 i, little endian: exact for small integers via the bit pattern
+  bits=0
+  if (( i > 0 )); then e=0; m=$i; while (( m >= 2 )); do m=$(( m >> 1 )); e=$(( e + 1 )); done
+    bits=$(( ((127 + e) << 23) | ((i - (1 << e)) << (23 - e)) )); fi
+  printf "\\x$(printf %02x $(( bits & 255 )))\\x$(printf %02x $(( (bits >> 8) & 255 )))\\x$(printf %02x $(( (bits >> 16) & 255 )))\\x$(printf %02x $(( bits >> 24 )))" >> expected.bin
+done
+cat expected.bin >> smoke.npy
+tensorctl --server 127.0.0.1:50051 health
+tensorctl --server 127.0.0.1:50051 put smoke/tensor smoke.npy
+tensorctl --server 127.0.0.1:50051 stat smoke/tensor
+tensorctl --server 127.0.0.1:50051 get-raw smoke/tensor -o fetched.bin
+cmp expected.bin fetched.bin
+echo "container smoke: put and fetched float32[4, 8] byte-exact as uid $(id -u); health SERVING"
+SH
+
+"$container_build" --tag localhost/tensord:ci "$@" --entrypoint /bin/bash --run -- -c "$smoke"

@@ -2,7 +2,9 @@
 # Installs tensord's build and test dependencies from Debian bookworm's
 # packages. Used by the README commands, .ci/run and the Dockerfile, so all
 # three build against the same packages. Idempotent: installs only what is
-# missing. Set TENSORD_DEPS_EXTRA="pkg ..." to add packages.
+# missing. Set TENSORD_DEPS_EXTRA="pkg ..." to add packages. With --python it
+# also installs what scripts/python-test.sh needs (kept out of the default
+# set, so the container's build stage does not pull in torch).
 set -euo pipefail
 
 packages=(
@@ -13,6 +15,9 @@ packages=(
   clang-14 libclang-rt-14-dev
   python3 python3-numpy
 )
+if [[ ${1:-} == --python ]]; then
+  packages+=(python3-dev python3-venv python3-torch)
+fi
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})
 

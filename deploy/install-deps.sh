@@ -4,6 +4,8 @@
 # the same packages. Idempotent: installs only what is missing.
 #   deploy/install-deps.sh          everything: build, tests, fuzzing, tools
 #   deploy/install-deps.sh build    only what compiling tensord and tensorctl needs
+#   deploy/install-deps.sh python   everything plus scripts/python-test.sh's needs
+#                                   (torch: kept out of the default set)
 # Set TENSORD_DEPS_EXTRA="pkg ..." to add packages.
 set -euo pipefail
 
@@ -18,10 +20,12 @@ test_packages=(
   clang-14 libclang-rt-14-dev
   python3 python3-numpy
 )
+python_packages=(python3-dev python3-venv python3-torch)
 case $profile in
   build) packages=("${build_packages[@]}") ;;
   all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
-  *) echo "install-deps: unknown profile '$profile' (expected 'build' or 'all')" >&2; exit 2 ;;
+  python) packages=("${build_packages[@]}" "${test_packages[@]}" "${python_packages[@]}") ;;
+  *) echo "install-deps: unknown profile '$profile' (expected build, all or python)" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})

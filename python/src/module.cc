@@ -1,0 +1,245 @@
+// The _tensord extension: tensord.Client, tensord.Tensor, tensord.TensorInfo.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "python/src/dlpack_export.h"
+#include "python/src/dlpack_import.h"
+#include "python/src/status_error.h"
+#include "service/dlpack/data_type.h"
+#include "tensord/client.h"
+
+namespace tensord::python {
+namespace {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+nb::tuple IntTuple(const std::vector<int64_t>& values) {
+  nb::list list;
+  for (int64_t value : values) list.append(value);
+  return nb::tuple(list);
+}
+
+// Python's "None or a positive int" version argument, as the C++ API's 0-or-version.
+uint64_t VersionArgument(std::optional<int64_t> version) {
+  if (!version.has_value()) return 0;
+  if (*version < 1) {
+    throw nb::value_error(absl::StrCat("version must be None or a positive int, got ", *version).c_str());
+  }
+  return static_cast<uint64_t>(*version);
+}
+
+TransferPath PathArgument(const std::string& path) {
+  if (path == "auto") return TransferPath::kAuto;
+  if (path == "remote") return TransferPath::kRemote;
+  if (path == "local") return TransferPath::kLocal;
+  throw nb::value_error(absl::StrCat("path must be 'auto', 'remote' or 'local', got '", path, "'").c_str());
+}
+
+// A fetched tensor as Python sees it; exports share its bytes.
+class FetchedTensor {
+ public:
+  explicit FetchedTensor(Tensor tensor) : held_(std::make_shared<const HeldTensor>(std::move(tensor))) {}
+  const std::shared_ptr<const HeldTensor>& held() const { return held_; }
+
+ private:
+  std::shared_ptr<const HeldTensor> held_;
+};
+
+// The Python Client: a tensord::Client whose network calls run without the GIL.
+class PythonClient {
+ public:
+  PythonClient(std::string server, const std::string& path, std::optional<double> timeout_seconds,
+               std::string handoff_socket) {
+    ClientOptions options;
+    options.server = std::move(server);
+    options.path = PathArgument(path);
+    if (timeout_seconds.has_value()) {
+      if (!(*timeout_seconds > 0)) {
+        throw nb::value_error(
+            absl::StrCat("timeout must be None or positive seconds, got ", *timeout_seconds).c_str());
+      }
+      options.timeout = absl::Seconds(*timeout_seconds);
+    }
+    options.handoff_socket = std::move(handoff_socket);
+    client_ = ValueOrThrow(Client::Connect(options));
+  }
+
+  FetchedTensor Fetch(const std::string& name, std::optional<int64_t> version, bool read_only,
+                      bool verify_crc32c) {
+    FetchOptions options;
+    options.version = VersionArgument(version);
+    options.read_only = read_only;
+    options.verify_crc32c = verify_crc32c;
+    absl::StatusOr<Tensor> tensor;
+    {
+      nb::gil_scoped_release released;
+      tensor = client_->Fetch(name, options);
+    }
+    return FetchedTensor(ValueOrThrow(std::move(tensor)));
+  }
+
+  TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c) {
+    ImportedTensor imported = ImportDlpack(producer);
+    PutOptions options;
+    options.send_crc32c = send_crc32c;
+    absl::StatusOr<TensorInfo> info;
+    {
+      // The imported tensor keeps the producer's memory alive meanwhile.
+      nb::gil_scoped_release released;
+      info = client_->Put(name, imported.dl_tensor(), options);
+    }
+    return ValueOrThrow(std::move(info));
+  }
+
+  // Throwing while the GIL is released is fine: unwinding re-acquires it
+  // before nanobind translates the exception.
+  TensorInfo Stat(const std::string& name, std::optional<int64_t> version) {
+    const uint64_t wanted = VersionArgument(version);
+    nb::gil_scoped_release released;
+    return ValueOrThrow(client_->Stat(name, wanted));
+  }
+
+  std::vector<TensorInfo> List(const std::string& prefix) {
+    nb::gil_scoped_release released;
+    return ValueOrThrow(client_->ListAll(prefix));
+  }
+
+  uint64_t Delete(const std::string& name, std::optional<int64_t> version) {
+    const uint64_t wanted = VersionArgument(version);
+    nb::gil_scoped_release released;
+    return ValueOrThrow(client_->Delete(name, wanted));
+  }
+
+  std::string Health(const std::string& service) {
+    nb::gil_scoped_release released;
+    return ValueOrThrow(client_->Health(service));
+  }
+
+  bool local() const { return client_->local(); }
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+std::string InfoRepr(const TensorInfo& info) {
+  std::string shape;
+  for (size_t i = 0; i < info.shape.size(); ++i) absl::StrAppend(&shape, i ? ", " : "", info.shape[i]);
+  if (info.shape.size() == 1) shape += ",";
+  return absl::StrCat("TensorInfo(name='", info.name, "', version=", info.version, ", dtype='",
+                      dlpack::DataTypeName(info.dtype), "', shape=(", shape, "), total_bytes=",
+                      info.total_bytes, ", open_leases=", info.open_leases, ")");
+}
+
+void BindTensorInfo(nb::module_& m) {
+  nb::class_<TensorInfo>(m, "TensorInfo", "What the server knows about one version of a tensor.")
+      .def_prop_ro("name", [](const TensorInfo& i) { return i.name; })
+      .def_prop_ro("version", [](const TensorInfo& i) { return i.version; })
+      .def_prop_ro("dtype", [](const TensorInfo& i) { return dlpack::DataTypeName(i.dtype); },
+                   "Canonical dtype name: 'float32', 'bfloat16', 'bool', 'int8', ...")
+      .def_prop_ro("dlpack_dtype",
+                   [](const TensorInfo& i) {
+                     return nb::make_tuple(i.dtype.code, i.dtype.bits, i.dtype.lanes);
+                   },
+                   "The DLPack (code, bits, lanes).")
+      .def_prop_ro("shape", [](const TensorInfo& i) { return IntTuple(i.shape); })
+      .def_prop_ro("strides", [](const TensorInfo& i) { return IntTuple(i.strides); },
+                   "In elements, always filled.")
+      .def_prop_ro("byte_offset", [](const TensorInfo& i) { return i.byte_offset; })
+      .def_prop_ro("device",
+                   [](const TensorInfo& i) {
+                     return nb::make_tuple(static_cast<int>(i.device.device_type), i.device.device_id);
+                   })
+      .def_prop_ro("total_bytes", [](const TensorInfo& i) { return i.total_bytes; })
+      .def_prop_ro("crc32c", [](const TensorInfo& i) { return i.crc32c; })
+      .def_prop_ro("created", [](const TensorInfo& i) { return absl::ToDoubleSeconds(i.created - absl::UnixEpoch()); },
+                   "Publication time, seconds since the Unix epoch.")
+      .def_prop_ro("open_leases", [](const TensorInfo& i) { return i.open_leases; },
+                   "Open leases (in-flight fetches and local handoffs) on this version.")
+      .def("__repr__", &InfoRepr);
+}
+
+void BindTensor(nb::module_& m) {
+  nb::class_<FetchedTensor>(m, "Tensor",
+                            "A fetched tensor. Hand it to any DLPack consumer (torch.from_dlpack, "
+                            "numpy.from_dlpack, jax.dlpack.from_dlpack); its bytes and the server's "
+                            "lease live until this object and every consumer's tensor are gone.")
+      .def(
+          "__dlpack__",
+          [](const FetchedTensor& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+             nb::handle copy) {
+            return ExportCapsule(self.held(), ParseExportRequest(stream, max_version, dl_device, copy));
+          },
+          nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+          "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+          "A DLPack capsule: 'dltensor_versioned' when max_version >= (1, 0), 'dltensor' otherwise.")
+      .def("__dlpack_device__",
+           [](const FetchedTensor&) { return nb::make_tuple(static_cast<int>(kDLCPU), 0); })
+      .def_prop_ro("info", [](const FetchedTensor& self) { return self.held()->info(); })
+      .def_prop_ro("name", [](const FetchedTensor& self) { return self.held()->info().name; })
+      .def_prop_ro("version", [](const FetchedTensor& self) { return self.held()->info().version; })
+      .def_prop_ro("dtype", [](const FetchedTensor& self) { return dlpack::DataTypeName(self.held()->info().dtype); })
+      .def_prop_ro("shape", [](const FetchedTensor& self) { return IntTuple(self.held()->info().shape); })
+      .def_prop_ro("read_only", [](const FetchedTensor& self) { return self.held()->read_only(); },
+                   "True for a shared read-only mapping of the server's bytes (fetch(read_only=True)).")
+      .def_prop_ro("is_copy", [](const FetchedTensor& self) { return self.held()->is_copy(); },
+                   "True when the bytes are this process's own copy (a remote fetch), False for a "
+                   "mapping of the server's bytes (the local handoff).")
+      .def("__repr__", [](const FetchedTensor& self) {
+        const TensorInfo& info = self.held()->info();
+        return absl::StrCat("tensord.Tensor(name='", info.name, "', version=", info.version, ", dtype='",
+                            dlpack::DataTypeName(info.dtype), "', shape=", nb::repr(IntTuple(info.shape)).c_str(),
+                            ")");
+      });
+}
+
+void BindClient(nb::module_& m) {
+  nb::class_<PythonClient>(m, "Client", "A connection to a tensord server. Thread-safe.")
+      .def(nb::init<std::string, const std::string&, std::optional<double>, std::string>(), "server"_a,
+           nb::kw_only(), "path"_a = "auto", "timeout"_a = nb::none(), "handoff_socket"_a = "",
+           "server: 'host:port', 'unix:PATH' or any gRPC target. path: 'auto' (local handoff when the "
+           "server's handoff socket is reachable on this host), 'remote' or 'local'. timeout: seconds "
+           "per call. handoff_socket: override the socket the server advertises.")
+      .def("fetch", &PythonClient::Fetch, "name"_a, "version"_a = nb::none(), nb::kw_only(),
+           "read_only"_a = false, "verify_crc32c"_a = false,
+           "The tensor `name` (latest version, or `version`) as a tensord.Tensor.")
+      .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
+           "Publishes any object with __dlpack__ (host memory, any strides) as a new version.")
+      .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
+      .def("list", &PythonClient::List, "prefix"_a = "", "TensorInfo of every name starting with prefix.")
+      .def("delete", &PythonClient::Delete, "name"_a, "version"_a = nb::none(),
+           "Removes `name` (only while at `version`, when given); returns the removed version.")
+      .def("health", &PythonClient::Health, "service"_a = "",
+           "The server's grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ...")
+      .def_prop_ro("local", &PythonClient::local, "True when calls take the local handoff path.");
+}
+
+}  // namespace
+}  // namespace tensord::python
+
+NB_MODULE(_tensord, m) {
+  using namespace tensord::python;
+  m.doc() = "tensord's native client (import tensord instead).";
+  RegisterStatusErrorTranslator(m);
+  BindTensorInfo(m);
+  BindTensor(m);
+  BindClient(m);
+  m.def(
+      "_export_counters",
+      [] {
+        const ExportCounters counters = ReadExportCounters();
+        return nb::make_tuple(counters.exported, counters.deleted);
+      },
+      "(capsules exported, DLPack deleters run on them): for tests of the deleter contract.");
+}

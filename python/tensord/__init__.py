@@ -1,0 +1,54 @@
+"""tensord: fetch and put named tensors on a tensord server.
+
+    import tensord, torch
+    client = tensord.Client("127.0.0.1:50051")
+    client.put("weights/emb", torch.arange(6.0).reshape(2, 3))
+    emb = torch.from_dlpack(client.fetch("weights/emb"))   # zero-copy
+
+See docs/python.md in the repository.
+"""
+
+import enum
+
+
+class StatusCode(enum.IntEnum):
+    """gRPC's canonical status codes."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+class Error(Exception):
+    """A tensord call failed. `code` is the gRPC status code, `message` the server's or client's words."""
+
+    def __init__(self, code: int, message: str):
+        try:
+            self.code = StatusCode(code)
+        except ValueError:
+            self.code = code
+        self.message = message
+        name = self.code.name if isinstance(self.code, StatusCode) else str(code)
+        super().__init__(f"{name}: {message}")
+
+
+from tensord._tensord import Client, Tensor, TensorInfo, _export_counters, _set_error_class  # noqa: E402
+
+_set_error_class(Error)
+del _set_error_class
+
+__all__ = ["Client", "Error", "StatusCode", "Tensor", "TensorInfo"]

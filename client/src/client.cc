@@ -151,6 +151,7 @@ struct Client::Rep {
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
+    if (!options.request_id.empty()) context.AddMetadata("x-request-id", options.request_id);
   }
 
   // Streams `request` and copies each chunk to where `destination_for` says

@@ -43,6 +43,10 @@ struct ClientOptions {
   TransferPath path = TransferPath::kAuto;
   // The handoff socket; empty means ask the server (GetServerInfo).
   std::string handoff_socket;
+  // Sent as `x-request-id` with every gRPC call so the server's log lines
+  // for them carry it (request_id=...). 1..128 characters of
+  // [A-Za-z0-9._:/+=-]; otherwise, or when empty, the server makes one per call.
+  std::string request_id;
 };
 
 // Called as bytes move: (bytes done, bytes in total).

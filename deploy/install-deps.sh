@@ -8,10 +8,10 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libdlpack-dev nlohmann-json3-dev
+  libabsl-dev libdlpack-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-yaml
 )
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})

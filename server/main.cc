@@ -259,13 +259,15 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<MetricsExporter> metrics;
   if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsExporter>> started = MetricsExporter::Start(address, **server);
+    absl::StatusOr<std::unique_ptr<MetricsExporter>> started =
+        MetricsExporter::Start(address, **server);
     if (!started.ok()) {
       Log(LogLevel::kError, "metrics_failed", {{"error", started.status().ToString()}});
       return 1;
     }
     metrics = std::move(*started);
-    Log(LogLevel::kInfo, "metrics_serving", {{"address", metrics->bound_address()}, {"path", "/metrics"}});
+    Log(LogLevel::kInfo, "metrics_serving",
+        {{"address", metrics->bound_address()}, {"path", "/metrics"}});
   }
   Log(LogLevel::kInfo, "serving",
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},

@@ -23,8 +23,8 @@ void CallRecord::End(const absl::Status& status) {
   if (!LogEnabled(LogLevel::kDebug)) return;
   if (status.ok()) {
     Log(LogLevel::kDebug, "rpc",
-        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()}, {"code", "OK"},
-         {"duration_us", absl::ToInt64Microseconds(latency)}});
+        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},
+         {"code", "OK"}, {"duration_us", absl::ToInt64Microseconds(latency)}});
   } else {
     Log(LogLevel::kDebug, "rpc",
         {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},

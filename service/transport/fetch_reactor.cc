@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/transport/call_record.h"
 #include "service/transport/byte_buffer_codec.h"
+#include "service/transport/call_record.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"

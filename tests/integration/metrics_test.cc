@@ -5,10 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -56,7 +58,8 @@ absl::StatusOr<std::string> HttpGet(const std::string& address, const std::strin
   if (::connect(socket.get(), reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
     return absl::UnavailableError(absl::StrCat("connect to ", address, " failed"));
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
   if (::send(socket.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     return absl::UnavailableError("sending the HTTP request failed");
@@ -209,6 +212,63 @@ TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
   EXPECT_TRUE(ScrapeUntil("tensord_handoff_connections", 0));
 }
 
+// Runs under TSan in CI (the name matches 'Concurren'): scrapes read the
+// registry and the counters while remote and local clients use them.
+TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
+  constexpr int kRounds = 15;
+  constexpr int64_t kBytes = 4096;
+  std::unique_ptr<Client> seed = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(seed, nullptr);
+  HostTensor shared = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 9));
+  ASSERT_TRUE(seed->Put("metrics/shared", shared.dl()).ok());
+
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int worker = 0; worker < 2; ++worker) {
+    workers.emplace_back([&, worker] {
+      std::unique_ptr<Client> client = ConnectClient(server_->address(), RemoteClientOptions());
+      if (client == nullptr) {
+        failures++;
+        return;
+      }
+      HostTensor tensor = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, worker));
+      const std::string name = absl::StrCat("metrics/worker", worker);
+      for (int round = 0; round < kRounds; ++round) {
+        if (!client->Put(name, tensor.dl()).ok() || !client->Fetch(name).ok()) failures++;
+      }
+    });
+  }
+  workers.emplace_back([&] {
+    ClientOptions options;
+    options.path = TransferPath::kLocal;
+    std::unique_ptr<Client> client = ConnectClient(server_->address(), options);
+    if (client == nullptr) {
+      failures++;
+      return;
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      if (!client->Fetch("metrics/shared").ok()) failures++;
+    }
+  });
+  double last_puts = 0;
+  for (int scrape = 0; scrape < 20; ++scrape) {
+    std::map<std::string, double> samples = Scrape();
+    const double puts = samples["tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}"];
+    EXPECT_GE(puts, last_puts) << "a counter went backwards";
+    last_puts = puts;
+  }
+  for (std::thread& worker : workers) worker.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}", 1 + 2 * kRounds));
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Fetch\",code=\"OK\"}", 2 * kRounds));
+  EXPECT_TRUE(ScrapeUntil("tensord_remote_bytes_total{direction=\"received\"}",
+                          (1 + 2 * kRounds) * kBytes));
+  EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
+  std::map<std::string, double> final_samples = Scrape();
+  EXPECT_EQ(final_samples["tensord_tensors{device=\"cpu\"}"], 3);
+  EXPECT_GE(final_samples["tensord_handoff_bytes_total{direction=\"sent\"}"], kBytes);
+}
+
 TEST_F(MetricsEndpointTest, UnknownPathIsNotFoundAndMetricsStillServe) {
   absl::StatusOr<std::string> missing = HttpGet(metrics_address_, "/nothing-here");
   EXPECT_FALSE(missing.ok());
@@ -308,6 +368,14 @@ TEST_F(RequestIdTest, ClientOptionTagsPutAndDeleteLogLines) {
   EXPECT_TRUE(LogHas("put", "trainer-7")) << server_->StderrTail();
   EXPECT_TRUE(LogHas("delete", "trainer-7")) << server_->StderrTail();
   EXPECT_TRUE(LogHas("rpc", "trainer-7")) << server_->StderrTail();
+}
+
+TEST_F(RequestIdTest, ClientRefusesAnIdTheServerWouldDrop) {
+  ClientOptions options = RemoteClientOptions();
+  options.server = server_->address();
+  options.request_id = "line\nbreak";
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  EXPECT_TRUE(StatusIs(client.status(), absl::StatusCode::kInvalidArgument, "request_id"));
 }
 
 }  // namespace

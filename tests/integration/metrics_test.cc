@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -103,6 +104,17 @@ std::map<std::string, double> ParseExposition(const std::string& text) {
   return samples;
 }
 
+// Stops `server` and expects exit code 0, so a crash or a sanitizer report
+// at shutdown (the metrics endpoint stops then too) fails the test.
+void ExpectCleanExit(ServerProcess* server) {
+  if (server == nullptr) return;
+  absl::StatusOr<int> status = server->Stop(SIGTERM, absl::Seconds(20));
+  EXPECT_TRUE(status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << (status.ok() ? absl::StrCat("wait status ", *status) : status.status().ToString())
+      << "; its stderr:\n"
+      << server->StderrTail();
+}
+
 class MetricsEndpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,6 +133,7 @@ class MetricsEndpointTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    ExpectCleanExit(server_.get());
     server_.reset();
     ::rmdir(socket_dir_.c_str());
   }
@@ -297,6 +310,8 @@ class RequestIdTest : public ::testing::Test {
     server_ = std::move(*server);
     stub_ = NewRawStub(server_->address());
   }
+
+  void TearDown() override { ExpectCleanExit(server_.get()); }
 
   // Stats a missing tensor, sending `offered` as x-request-id unless empty;
   // returns the id the server answered with.

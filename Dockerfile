@@ -35,18 +35,19 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libabsl20220623 \
+      libgrpc++1.51 libprotobuf32 libabsl20220623 libprometheus-cpp-pull1.0 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin tensord \
  && mkdir -p /run/tensord && chown tensord /run/tensord
 COPY --from=build /build/server/tensord /build/client/tensorctl/tensorctl /usr/local/bin/
 USER 10001
 VOLUME ["/run/tensord"]
-EXPOSE 50051
+EXPOSE 50051 9464
 # Plaintext gRPC on all interfaces is what a container port mapping needs;
 # the pod/host network is the boundary (see docs/operations.md for TLS).
 ENV TENSORD_LISTEN=0.0.0.0:50051 \
-    TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock
+    TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock \
+    TENSORD_METRICS_LISTEN=0.0.0.0:9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
   CMD ["/usr/local/bin/tensorctl", "--server", "127.0.0.1:50051", "health"]
 ENTRYPOINT ["/usr/local/bin/tensord"]

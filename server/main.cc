@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/metrics_exporter.h"
 #include "server/preload.h"
 #include "service/common/byte_size.h"
 #include "service/common/log.h"
@@ -86,6 +87,9 @@ ABSL_FLAG(absl::Duration, create_timeout, absl::Seconds(60),
           "Env: TENSORD_CREATE_TIMEOUT.");
 ABSL_FLAG(uint64_t, max_leases_per_client, 65536,
           "Most leases one handoff connection may hold. Env: TENSORD_MAX_LEASES_PER_CLIENT.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics, plain HTTP); empty (the "
+          "default) turns metrics off. Env: TENSORD_METRICS_LISTEN.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
@@ -100,7 +104,7 @@ std::vector<std::string> ArgumentsFromEnvironment() {
       "listen",      "max_host_bytes", "max_tensor_bytes", "max_tensors", "chunk_bytes",
       "max_message_bytes", "log_level", "shutdown_grace", "preload",     "preload_prefix",
       "huge_pages", "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "create_timeout",
-      "max_leases_per_client", "ready_file"};
+      "max_leases_per_client", "ready_file", "metrics_listen"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -252,6 +256,18 @@ int Run(int argc, char** argv) {
       Log(LogLevel::kError, "preload_failed", {{"file", preload}, {"error", loaded.status().ToString()}});
       return 1;
     }
+  }
+  std::unique_ptr<MetricsExporter> metrics;
+  if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsExporter>> started =
+        MetricsExporter::Start(address, **server);
+    if (!started.ok()) {
+      Log(LogLevel::kError, "metrics_failed", {{"error", started.status().ToString()}});
+      return 1;
+    }
+    metrics = std::move(*started);
+    Log(LogLevel::kInfo, "metrics_serving",
+        {{"address", metrics->bound_address()}, {"path", "/metrics"}});
   }
   Log(LogLevel::kInfo, "serving",
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/mutex.h"
 #include "client/src/heap_tensor_memory.h"
@@ -25,6 +26,7 @@
 #include "service/registry/tensor_name.h"
 #include "service/transport/byte_buffer_codec.h"
 #include "service/transport/layout_conversion.h"
+#include "service/transport/request_id.h"
 #include "service/transport/status_conversion.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
@@ -151,6 +153,9 @@ struct Client::Rep {
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
+    if (!options.request_id.empty()) {
+      context.AddMetadata(std::string(kRequestIdMetadataKey), options.request_id);
+    }
   }
 
   // Streams `request` and copies each chunk to where `destination_for` says
@@ -223,6 +228,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (options.chunk_bytes == 0 || options.chunk_bytes > options.max_message_bytes - 4096) {
     return absl::InvalidArgumentError(absl::StrCat("chunk_bytes ", options.chunk_bytes,
                                                    " must be in 1..max_message_bytes - 4096"));
+  }
+  if (!options.request_id.empty() && !IsValidRequestId(options.request_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request_id '", absl::CHexEscape(options.request_id.substr(0, kMaxRequestIdLength + 1)),
+        "' is not 1..", kMaxRequestIdLength, " characters of [A-Za-z0-9._:/+=-]"));
   }
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));

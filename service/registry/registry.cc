@@ -202,6 +202,22 @@ absl::Status Registry::NotFoundLocked(absl::string_view name, uint64_t version) 
                               : absl::StrCat(" (latest is ", latest->second->version, ")")));
 }
 
+RegistryStats Registry::Stats() const {
+  RegistryStats stats;
+  auto count = [&stats](const TensorVersion& version) {
+    ++stats.versions;
+    stats.stored_bytes += version.total_bytes;
+    stats.open_leases += version.open_leases.load(std::memory_order_relaxed);
+  };
+  ReaderMutexLock lock(&mutex_);
+  stats.tensors = latest_.size();
+  for (const auto& [name, version] : latest_) count(*version);
+  for (const auto& [number, weak] : retired_) {
+    if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
+  }
+  return stats;
+}
+
 size_t Registry::tensor_count() const {
   ReaderMutexLock lock(&mutex_);
   return latest_.size();

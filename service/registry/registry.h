@@ -42,6 +42,14 @@ struct VersionInfo {
 
 VersionInfo InfoOf(const TensorVersion& version);
 
+// Counts at one moment, for metrics.
+struct RegistryStats {
+  uint64_t tensors = 0;       // names held
+  uint64_t versions = 0;      // latest versions plus older ones readers still hold
+  uint64_t stored_bytes = 0;  // bytes of those versions
+  uint64_t open_leases = 0;   // leases on those versions
+};
+
 struct ListPage {
   std::vector<VersionInfo> tensors;
   std::string next_page_token;  // empty on the last page
@@ -97,6 +105,8 @@ class Registry {
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
   size_t tensor_count() const;
+  // Walks every live version under the read lock: for scrapes, not calls.
+  RegistryStats Stats() const;
 
  private:
   // Finds a live version; caller holds mutex_.

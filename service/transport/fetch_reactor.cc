@@ -5,9 +5,9 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/transport/byte_buffer_codec.h"
+#include "service/transport/call_record.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -44,12 +44,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                Registry& registry, const ServerOptions& options,
-               std::atomic<int64_t>& live_payloads)
-      : context_(context), live_payloads_(live_payloads) {
+               std::atomic<int64_t>& live_payloads, ServiceMetrics& metrics)
+      : live_payloads_(live_payloads), metrics_(metrics), call_(Rpc::kFetch, *context, metrics) {
     if (absl::Status status = Start(*request, registry, options); !status.ok()) {
-      Log(LogLevel::kDebug, "fetch_failed",
-          {{"peer", context_->peer()}, {"code", absl::StatusCodeToString(status.code())},
-           {"message", status.message()}});
+      outcome_ = status;
       Finish(ToGrpcStatus(status));
       return;
     }
@@ -61,13 +59,16 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (!ok) {
       // The client went away or the deadline passed; the lease goes with OnDone.
       finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "fetch stream broken"));
+      outcome_ = absl::CancelledError("fetch stream broken");
+      Finish(ToGrpcStatus(outcome_));
       return;
     }
     WriteNextChunk();
   }
 
   void OnDone() override {
+    metrics_.AddRemoteBytesSent(next_offset_ - start_offset_);
+    call_.End(outcome_);
     if (hold_ != nullptr) hold_->Unref();
     delete this;
   }
@@ -78,6 +79,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_bytes, request_, "fetch request"));
     TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
     TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
+    start_offset_ = range.offset;
     next_offset_ = range.offset;
     end_offset_ = range.offset + range.length;
     chunk_bytes_ = options.chunk_bytes;
@@ -124,12 +126,15 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
   }
 
-  grpc::CallbackServerContext* const context_;
   std::atomic<int64_t>& live_payloads_;
+  ServiceMetrics& metrics_;
+  CallRecord call_;
+  absl::Status outcome_;  // what the call finished with, recorded at OnDone
   v1::FetchRequest request_;
   PayloadHold* hold_ = nullptr;
   grpc::ByteBuffer message_;
-  uint64_t next_offset_ = 0;
+  uint64_t start_offset_ = 0;
+  uint64_t next_offset_ = 0;  // bytes before it are queued for sending
   uint64_t end_offset_ = 0;
   uint32_t chunk_bytes_ = 0;
   bool finished_ = false;
@@ -139,7 +144,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::Fetch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new FetchReactor(context, request, registry_, options_, live_payloads_);
+  return new FetchReactor(context, request, registry_, options_, live_payloads_, metrics_);
 }
 
 }  // namespace tensord

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/common/scoped_fd.h"
+#include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_session.h"
 #include "service/transport/handoff_tokens.h"
@@ -31,28 +32,32 @@ struct HandoffOptions {
 
 class HandoffServer {
  public:
-  // Binds the socket and starts the event-loop thread.
+  // Binds the socket and starts the event-loop thread. `registry`, `tokens`
+  // and `metrics` must outlive the server.
   static absl::StatusOr<std::unique_ptr<HandoffServer>> Start(const HandoffOptions& options,
                                                               Registry& registry,
-                                                              HandoffTokens& tokens);
+                                                              HandoffTokens& tokens,
+                                                              ServiceMetrics& metrics);
   // Stops the thread, closes every connection (ending its leases and
   // creates) and removes the socket file.
   ~HandoffServer();
 
   const std::string& socket_path() const { return options_.socket_path; }
-  // Approximate, for metrics and tests.
+  // For metrics and tests: refreshed after every event the loop handles.
   size_t connection_count() const { return connections_.load(std::memory_order_relaxed); }
   size_t lease_count() const { return leases_.load(std::memory_order_relaxed); }
 
  private:
-  HandoffServer(const HandoffOptions& options, Registry& registry, HandoffTokens& tokens)
-      : options_(options), registry_(registry), tokens_(tokens) {}
+  HandoffServer(const HandoffOptions& options, Registry& registry, HandoffTokens& tokens,
+                ServiceMetrics& metrics)
+      : options_(options), registry_(registry), tokens_(tokens), metrics_(metrics) {}
   void Run();
   bool Authorized(const PeerCredentials& peer) const;
 
   const HandoffOptions options_;
   Registry& registry_;
   HandoffTokens& tokens_;
+  ServiceMetrics& metrics_;
   ScopedFd listener_;
   ScopedFd wake_;  // eventfd that ends Run()
   std::thread thread_;

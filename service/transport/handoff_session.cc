@@ -83,6 +83,7 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
   uint64_t id = next_id_++;
   response.set_lease_id(id);
   response.set_mapping_bytes(lease->buffer->mapping_size());
+  metrics_.AddHandoffBytesSent(lease->total_bytes);
   leases_.emplace(id, std::move(lease));
   return absl::OkStatus();
 }
@@ -126,6 +127,7 @@ absl::Status HandoffSession::Seal(const v1::SealRequest& request, v1::SealRespon
   std::optional<uint32_t> expected;
   if (request.has_crc32c()) expected = request.crc32c();
   TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry_.Publish(std::move(pending), expected));
+  metrics_.AddHandoffBytesReceived(info.total_bytes);
   Log(LogLevel::kInfo, "seal",
       {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
        {"peer_pid", peer_.pid}});

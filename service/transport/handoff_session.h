@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "service/common/unix_socket.h"
+#include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
 #include "tensord/v1/handoff.pb.h"
@@ -27,9 +28,15 @@ struct HandoffLimits {
 // Not thread-safe: one session belongs to one connection's thread.
 class HandoffSession {
  public:
+  // Bytes handed out and sealed are added to `metrics`.
   HandoffSession(Registry& registry, HandoffTokens& tokens, const HandoffLimits& limits,
-                 PeerCredentials peer, bool authorized)
-      : registry_(registry), tokens_(tokens), limits_(limits), peer_(peer), authorized_(authorized) {}
+                 PeerCredentials peer, bool authorized, ServiceMetrics& metrics)
+      : registry_(registry),
+        tokens_(tokens),
+        limits_(limits),
+        peer_(peer),
+        authorized_(authorized),
+        metrics_(metrics) {}
 
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
@@ -67,6 +74,7 @@ class HandoffSession {
   const HandoffLimits& limits_;
   const PeerCredentials peer_;
   bool authorized_;
+  ServiceMetrics& metrics_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, Lease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;

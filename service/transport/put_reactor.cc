@@ -10,6 +10,7 @@
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/transport/byte_buffer_codec.h"
+#include "service/transport/call_record.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -22,8 +23,13 @@ constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
 class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PutReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response, Registry& registry,
-             const ServerOptions& options)
-      : context_(context), response_(response), registry_(registry), options_(options) {
+             const ServerOptions& options, ServiceMetrics& metrics)
+      : context_(context),
+        response_(response),
+        registry_(registry),
+        options_(options),
+        metrics_(metrics),
+        call_(Rpc::kPut, *context, metrics) {
     StartRead(&request_);
   }
 
@@ -44,6 +50,8 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     // the flow-control window times the number of streams; glibc keeps that
     // resident unless asked. Give it back after big transfers only.
     const bool large = received_ >= kTrimAfterBytes;
+    metrics_.AddRemoteBytesReceived(received_);
+    call_.End(outcome_);
     delete this;
     if (large) ::malloc_trim(0);
   }
@@ -119,7 +127,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                              registry_.Publish(std::move(pending_), expected_crc32c_));
     Log(LogLevel::kInfo, "put",
         {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
-         {"peer", context_->peer()}});
+         {"peer", context_->peer()}, {"request_id", call_.request_id()}});
     v1::PutResponse response;
     InfoToProto(info, response.mutable_info());
     *response_ = SerializeToByteBuffer(response);
@@ -127,9 +135,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void FinishWith(const absl::Status& status) {
+    outcome_ = status;
     if (!status.ok()) {
       Log(LogLevel::kInfo, "put_failed",
-          {{"name", name_}, {"peer", context_->peer()},
+          {{"name", name_}, {"peer", context_->peer()}, {"request_id", call_.request_id()},
            {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
       // Free the partial bytes and their reservation now, not at OnDone.
       pending_ = PendingVersion();
@@ -141,6 +150,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer* const response_;
   Registry& registry_;
   const ServerOptions& options_;
+  ServiceMetrics& metrics_;
+  CallRecord call_;
+  absl::Status outcome_;  // what the call finished with, recorded at OnDone
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
   std::string name_;  // for logs; pending_ is moved out by Publish
@@ -154,7 +166,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::Put(grpc::CallbackServerContext* context,
                                                               grpc::ByteBuffer* response) {
-  return new PutReactor(context, response, registry_, options_);
+  return new PutReactor(context, response, registry_, options_, metrics_);
 }
 
 }  // namespace tensord

@@ -51,12 +51,14 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   }
 
   std::unique_ptr<TensorServer> server(new TensorServer());
+  server->metrics_ = std::make_unique<ServiceMetrics>();
   server->registry_ = std::make_unique<Registry>(options.registry);
   server->tokens_ = std::make_unique<HandoffTokens>();
-  server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options);
+  server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
+                                                     *server->metrics_);
   if (!options.handoff.socket_path.empty()) {
-    absl::StatusOr<std::unique_ptr<HandoffServer>> handoff =
-        HandoffServer::Start(options.handoff, *server->registry_, *server->tokens_);
+    absl::StatusOr<std::unique_ptr<HandoffServer>> handoff = HandoffServer::Start(
+        options.handoff, *server->registry_, *server->tokens_, *server->metrics_);
     if (!handoff.ok()) return handoff.status();
     server->handoff_ = std::move(*handoff);
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_server.h"
 #include "service/transport/server_options.h"
@@ -31,6 +32,10 @@ class TensorServer {
   // ("127.0.0.1:43521", "unix:/run/tensord.sock").
   const std::vector<std::string>& bound_addresses() const { return bound_addresses_; }
   Registry& registry() { return *registry_; }
+  const Registry& registry() const { return *registry_; }
+  // Calls and bytes recorded by the gRPC service and the handoff socket.
+  ServiceMetrics& metrics() { return *metrics_; }
+  const ServiceMetrics& metrics() const { return *metrics_; }
   // Null when local handoff is off.
   const HandoffServer* handoff() const { return handoff_.get(); }
 
@@ -43,6 +48,7 @@ class TensorServer {
  private:
   TensorServer() = default;
 
+  std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<HandoffTokens> tokens_;
   std::unique_ptr<TensorService> service_;

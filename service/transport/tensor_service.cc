@@ -4,6 +4,7 @@
 #include "absl/time/time.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
+#include "service/transport/call_record.h"
 #include "service/transport/layout_conversion.h"
 #include "service/transport/status_conversion.h"
 
@@ -11,12 +12,8 @@ namespace tensord {
 namespace {
 
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const absl::Status& status, absl::string_view rpc) {
-  if (!status.ok()) {
-    Log(LogLevel::kDebug, "rpc_failed",
-        {{"rpc", rpc}, {"peer", context->peer()}, {"code", absl::StatusCodeToString(status.code())},
-         {"message", status.message()}});
-  }
+                                      const absl::Status& status, CallRecord& call) {
+  call.End(status);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -37,14 +34,16 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
                                               const v1::StatRequest* request,
                                               v1::StatResponse* response) {
+  CallRecord call(Rpc::kStat, *context, metrics_);
   absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
   if (info.ok()) InfoToProto(*info, response->mutable_info());
-  return FinishUnary(context, info.status(), "Stat");
+  return FinishUnary(context, info.status(), call);
 }
 
 grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* context,
                                               const v1::ListRequest* request,
                                               v1::ListResponse* response) {
+  CallRecord call(Rpc::kList, *context, metrics_);
   absl::StatusOr<ListPage> page =
       registry_.List(request->prefix(), request->page_size(), request->page_token());
   if (page.ok()) {
@@ -52,35 +51,39 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
     response->set_next_page_token(page->next_page_token);
     response->set_total_bytes(registry_.host_bytes_used());
   }
-  return FinishUnary(context, page.status(), "List");
+  return FinishUnary(context, page.status(), call);
 }
 
 grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* context,
                                                 const v1::DeleteRequest* request,
                                                 v1::DeleteResponse* response) {
+  CallRecord call(Rpc::kDelete, *context, metrics_);
   absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
   if (removed.ok()) {
     response->set_version(*removed);
-    Log(LogLevel::kInfo, "delete", {{"name", request->name()}, {"version", *removed}});
+    Log(LogLevel::kInfo, "delete",
+        {{"name", request->name()}, {"version", *removed}, {"request_id", call.request_id()}});
   }
-  return FinishUnary(context, removed.status(), "Delete");
+  return FinishUnary(context, removed.status(), call);
 }
 
 grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerContext* context,
                                                        const v1::GetServerInfoRequest*,
                                                        v1::GetServerInfoResponse* response) {
+  CallRecord call(Rpc::kGetServerInfo, *context, metrics_);
   response->set_server_version(TENSORD_VERSION);
   response->set_boot_id(BootId());
   response->set_handoff_socket(options_.handoff.socket_path);
   response->set_host_bytes_used(registry_.host_bytes_used());
   response->set_host_bytes_limit(registry_.host_bytes_limit());
   response->set_tensor_count(registry_.tensor_count());
-  return FinishUnary(context, absl::OkStatus(), "GetServerInfo");
+  return FinishUnary(context, absl::OkStatus(), call);
 }
 
 grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     grpc::CallbackServerContext* context, const v1::IssueHandoffTokenRequest*,
     v1::IssueHandoffTokenResponse* response) {
+  CallRecord call(Rpc::kIssueHandoffToken, *context, metrics_);
   absl::Status status;
   if (options_.handoff.socket_path.empty()) {
     status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
@@ -90,7 +93,7 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
   } else {
     status = issued.status();
   }
-  return FinishUnary(context, status, "IssueHandoffToken");
+  return FinishUnary(context, status, call);
 }
 
 }  // namespace tensord

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
@@ -21,11 +22,13 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                 v1::TensorService::WithCallbackMethod_IssueHandoffToken<
                     v1::TensorService::Service>>>>>>>;
 
-// Thread-safe; the registry must outlive the service.
+// Thread-safe; the registry and metrics must outlive the service. Every
+// call gets a request id and is recorded in `metrics`.
 class TensorService final : public TensorServiceBase {
  public:
-  TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options)
-      : registry_(registry), tokens_(tokens), options_(options) {}
+  TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options,
+                ServiceMetrics& metrics)
+      : registry_(registry), tokens_(tokens), options_(options), metrics_(metrics) {}
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
@@ -56,6 +59,7 @@ class TensorService final : public TensorServiceBase {
   Registry& registry_;
   HandoffTokens& tokens_;
   const ServerOptions options_;
+  ServiceMetrics& metrics_;
   std::atomic<int64_t> live_payloads_{0};
 };
 

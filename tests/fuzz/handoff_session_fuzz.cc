@@ -127,10 +127,11 @@ void Connection(const uint8_t* data, size_t size, bool authorized, bool reap,
   limits.max_leases_per_connection = 8;
   limits.create_timeout = absl::Seconds(5);
   absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  ServiceMetrics metrics;
 
   {
     HandoffSession session(registry, tokens, limits, PeerCredentials{.pid = 1, .uid = 2, .gid = 3},
-                           authorized);
+                           authorized, metrics);
     size_t at = 1;
     for (size_t packets = 0; at < size && packets < kMaxPackets; ++packets) {
       size_t length = data[at];

@@ -176,6 +176,30 @@ TEST(RegistryTest, ConcurrentPublishersAndReadersSeeWholeVersions) {
   EXPECT_EQ(registry.host_bytes_used(), 256u * 4);
 }
 
+TEST(RegistryTest, StatsCountHeldOlderVersionsAndTheirLeases) {
+  Registry registry(RegistryOptions{});
+  EXPECT_EQ(registry.Stats().versions, 0u);
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 4, 1.0f)).ok());
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "b", 8, 1.0f)).ok());
+  absl::StatusOr<Lease> old_a = registry.Acquire("a", 0);
+  ASSERT_TRUE(old_a.ok());
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 2, 2.0f)).ok());
+  absl::StatusOr<Lease> new_a = registry.Acquire("a", 0);
+  ASSERT_TRUE(new_a.ok());
+
+  RegistryStats stats = registry.Stats();
+  EXPECT_EQ(stats.tensors, 2u);
+  EXPECT_EQ(stats.versions, 3u);  // a (new), b, and the old a a reader holds
+  EXPECT_EQ(stats.stored_bytes, 8u + 32u + 16u);
+  EXPECT_EQ(stats.open_leases, 2u);
+
+  old_a->Reset();
+  stats = registry.Stats();
+  EXPECT_EQ(stats.versions, 2u);
+  EXPECT_EQ(stats.stored_bytes, 8u + 32u);
+  EXPECT_EQ(stats.open_leases, 1u);
+}
+
 TEST(RegistryTest, NamesAreValidated) {
   Registry registry(RegistryOptions{});
   for (const char* name : {"", "/abs", "a//b", "../x", "a/./b", "a b", "tab\t"}) {

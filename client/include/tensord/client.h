@@ -43,6 +43,11 @@ struct ClientOptions {
   TransferPath path = TransferPath::kAuto;
   // The handoff socket; empty means ask the server (GetServerInfo).
   std::string handoff_socket;
+  // Sent as `x-request-id` with every gRPC call so the server's log lines
+  // for them carry it (request_id=...). Empty: the server makes one per
+  // call. Otherwise 1..128 characters of [A-Za-z0-9._:/+=-] (Connect
+  // answers INVALID_ARGUMENT for others).
+  std::string request_id;
 };
 
 // Called as bytes move: (bytes done, bytes in total).

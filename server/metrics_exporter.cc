@@ -1,0 +1,223 @@
+#include "server/metrics_exporter.h"
+
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace tensord {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// Host memory is the only device the registry stores on today; the label is
+// there so GPU tensors can be told apart without renaming the metrics.
+constexpr char kHostDevice[] = "cpu";
+
+ClientMetric::Label DeviceLabel() { return {"device", kHostDevice}; }
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+void AddGauge(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+void AddCounter(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+void AddHistogram(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+                  const LatencySnapshot& snapshot) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < snapshot.counts.size(); ++i) {
+    cumulative += snapshot.counts[i];
+    const double bound = i < kLatencyBucketBoundsSeconds.size()
+                             ? kLatencyBucketBoundsSeconds[i]
+                             : std::numeric_limits<double>::infinity();
+    metric.histogram.bucket.push_back({cumulative, bound});
+  }
+  metric.histogram.sample_count = cumulative;
+  metric.histogram.sample_sum = snapshot.sum_seconds;
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+// Builds every family from the server's state when scraped. Thread-safe: it
+// only reads atomics and takes the registry's read lock.
+class MetricsCollectable final : public prometheus::Collectable {
+ public:
+  explicit MetricsCollectable(const TensorServer& server) : server_(server) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> families;
+    CollectRegistry(families);
+    CollectCalls(families);
+    CollectHandoff(families);
+    return families;
+  }
+
+ private:
+  void CollectRegistry(std::vector<MetricFamily>& families) const {
+    const Registry& registry = server_.registry();
+    const RegistryStats stats = registry.Stats();
+    MetricFamily tensors = Family("tensord_tensors", "Tensor names held.", MetricType::Gauge);
+    AddGauge(tensors, {DeviceLabel()}, static_cast<double>(stats.tensors));
+    MetricFamily versions = Family(
+        "tensord_versions",
+        "Versions alive: the latest of each name plus older ones readers still hold.",
+        MetricType::Gauge);
+    AddGauge(versions, {DeviceLabel()}, static_cast<double>(stats.versions));
+    MetricFamily stored = Family("tensord_stored_bytes", "Bytes of the versions alive.",
+                                 MetricType::Gauge);
+    AddGauge(stored, {DeviceLabel()}, static_cast<double>(stats.stored_bytes));
+    MetricFamily used = Family(
+        "tensord_capacity_used_bytes",
+        "Bytes reserved against the capacity limit, including puts and creates in progress.",
+        MetricType::Gauge);
+    AddGauge(used, {DeviceLabel()}, static_cast<double>(registry.host_bytes_used()));
+    MetricFamily limit = Family("tensord_capacity_limit_bytes",
+                                "Capacity limit (--max-host-bytes for cpu).", MetricType::Gauge);
+    AddGauge(limit, {DeviceLabel()}, static_cast<double>(registry.host_bytes_limit()));
+    MetricFamily leases = Family(
+        "tensord_open_leases",
+        "Leases open on versions: remote fetches in flight and local handoff leases.",
+        MetricType::Gauge);
+    AddGauge(leases, {DeviceLabel()}, static_cast<double>(stats.open_leases));
+    for (MetricFamily* family : {&tensors, &versions, &stored, &used, &limit, &leases}) {
+      families.push_back(std::move(*family));
+    }
+  }
+
+  void CollectCalls(std::vector<MetricFamily>& families) const {
+    const ServiceMetricsSnapshot snapshot = server_.metrics().Snapshot();
+    MetricFamily requests = Family(
+        "tensord_rpc_requests_total",
+        "Finished TensorService calls by method and gRPC status code.", MetricType::Counter);
+    MetricFamily errors = Family("tensord_rpc_errors_total",
+                                 "Finished TensorService calls whose code was not OK.",
+                                 MetricType::Counter);
+    MetricFamily duration = Family(
+        "tensord_rpc_duration_seconds",
+        "TensorService call duration (for Put and Fetch, the whole stream).",
+        MetricType::Histogram);
+    for (size_t rpc = 0; rpc < kRpcCount; ++rpc) {
+      const std::string name(RpcName(static_cast<Rpc>(rpc)));
+      uint64_t failed = 0;
+      for (size_t code = 0; code < kStatusCodeCount; ++code) {
+        const uint64_t count = snapshot.calls[rpc][code];
+        if (code != 0) failed += count;
+        // OK is always present so rates have a series; other codes appear
+        // once they happen, keeping a scrape small.
+        if (code != 0 && count == 0) continue;
+        AddCounter(requests,
+                   {{"rpc", name},
+                    {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}},
+                   static_cast<double>(count));
+      }
+      AddCounter(errors, {{"rpc", name}}, static_cast<double>(failed));
+      AddHistogram(duration, {{"rpc", name}}, snapshot.latency[rpc]);
+    }
+    MetricFamily remote = Family(
+        "tensord_remote_bytes_total",
+        "Tensor payload bytes over gRPC: received by Put, sent by Fetch.", MetricType::Counter);
+    AddCounter(remote, {{"direction", "received"}},
+               static_cast<double>(snapshot.remote_bytes_received));
+    AddCounter(remote, {{"direction", "sent"}}, static_cast<double>(snapshot.remote_bytes_sent));
+    MetricFamily handoff = Family(
+        "tensord_handoff_bytes_total",
+        "Tensor bytes passed zero-copy over the handoff socket: sent to local readers (per "
+        "lease handed out), received from local producers (per seal).",
+        MetricType::Counter);
+    AddCounter(handoff, {{"direction", "received"}},
+               static_cast<double>(snapshot.handoff_bytes_received));
+    AddCounter(handoff, {{"direction", "sent"}}, static_cast<double>(snapshot.handoff_bytes_sent));
+    MetricFamily evictions = Family("tensord_evictions_total",
+                                    "Versions evicted to make room.", MetricType::Counter);
+    AddCounter(evictions, {}, static_cast<double>(snapshot.evictions));
+    MetricFamily evicted = Family("tensord_evicted_bytes_total",
+                                  "Bytes of the versions evicted.", MetricType::Counter);
+    AddCounter(evicted, {}, static_cast<double>(snapshot.evicted_bytes));
+    for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff, &evictions,
+                                 &evicted}) {
+      families.push_back(std::move(*family));
+    }
+  }
+
+  void CollectHandoff(std::vector<MetricFamily>& families) const {
+    const HandoffServer* handoff = server_.handoff();
+    MetricFamily connections = Family("tensord_handoff_connections",
+                                      "Local clients connected to the handoff socket.",
+                                      MetricType::Gauge);
+    AddGauge(connections, {},
+             handoff == nullptr ? 0 : static_cast<double>(handoff->connection_count()));
+    MetricFamily leases = Family("tensord_handoff_leases", "Leases held by local clients.",
+                                 MetricType::Gauge);
+    AddGauge(leases, {}, handoff == nullptr ? 0 : static_cast<double>(handoff->lease_count()));
+    families.push_back(std::move(connections));
+    families.push_back(std::move(leases));
+  }
+
+  const TensorServer& server_;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
+    const std::string& listen_address, const TensorServer& server) {
+  const size_t colon = listen_address.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics listen address '", listen_address, "' is not host:port (port 0..65535)"));
+  }
+  std::unique_ptr<MetricsExporter> exporter(new MetricsExporter());
+  exporter->collectable_ = std::make_shared<MetricsCollectable>(server);
+  // civetweb reports a bind failure by throwing; nothing else here throws.
+  try {
+    exporter->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen_address,
+        "num_threads", "2",
+        // A stalled scraper must not hold a thread forever.
+        "request_timeout_ms", "10000"});
+  } catch (const std::exception& error) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on '", listen_address,
+                                               "': ", error.what()));
+  }
+  exporter->exposer_->RegisterCollectable(exporter->collectable_);
+  std::vector<int> ports = exporter->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics server on '", listen_address, "' reports no listening port"));
+  }
+  exporter->bound_address_ = absl::StrCat(listen_address.substr(0, colon), ":", ports.front());
+  return exporter;
+}
+
+MetricsExporter::~MetricsExporter() = default;
+
+}  // namespace tensord

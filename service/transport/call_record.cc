@@ -1,0 +1,36 @@
+#include "service/transport/call_record.h"
+
+#include <grpcpp/server_context.h>
+
+#include "absl/time/clock.h"
+#include "service/common/log.h"
+#include "service/transport/request_id.h"
+
+namespace tensord {
+
+CallRecord::CallRecord(Rpc rpc, grpc::CallbackServerContext& context, ServiceMetrics& metrics)
+    : rpc_(rpc),
+      context_(context),
+      metrics_(metrics),
+      start_(absl::Now()),
+      request_id_(AssignRequestId(context)) {}
+
+void CallRecord::End(const absl::Status& status) {
+  if (ended_) return;
+  ended_ = true;
+  const absl::Duration latency = absl::Now() - start_;
+  metrics_.RecordCall(rpc_, status.code(), latency);
+  if (!LogEnabled(LogLevel::kDebug)) return;
+  if (status.ok()) {
+    Log(LogLevel::kDebug, "rpc",
+        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},
+         {"code", "OK"}, {"duration_us", absl::ToInt64Microseconds(latency)}});
+  } else {
+    Log(LogLevel::kDebug, "rpc",
+        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},
+         {"code", absl::StatusCodeToString(status.code())},
+         {"duration_us", absl::ToInt64Microseconds(latency)}, {"message", status.message()}});
+  }
+}
+
+}  // namespace tensord

@@ -1,0 +1,33 @@
+// Request ids tie a call's log lines to the client that made it: a client's
+// `x-request-id` metadata when it is sane, a generated one otherwise.
+#ifndef TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_
+#define TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace grpc {
+class CallbackServerContext;
+}
+
+namespace tensord {
+
+inline constexpr absl::string_view kRequestIdMetadataKey = "x-request-id";
+inline constexpr size_t kMaxRequestIdLength = 128;
+
+// 1..128 characters from [A-Za-z0-9._:/+=-]: enough for UUIDs, trace ids
+// and "service/123", and nothing that could forge or split a log line.
+bool IsValidRequestId(absl::string_view id);
+
+// 16 random lowercase hex digits. Thread-safe.
+std::string GenerateRequestId();
+
+// The call's request id: the client's `x-request-id` when valid, a generated
+// one otherwise. It goes back to the client in the initial metadata under
+// the same key, so call this before the first write or Finish.
+std::string AssignRequestId(grpc::CallbackServerContext& context);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_

@@ -1,0 +1,397 @@
+// Operations surface of a real tensord: the Prometheus endpoint
+// (--metrics-listen) scraped over HTTP, and request ids in metadata and logs.
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/common/scoped_fd.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/raw_stub.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr absl::Duration kSettleTimeout = absl::Seconds(10);
+
+// The value of `key=` in the first log line that has `event`, or "".
+std::string LogField(const std::string& log, absl::string_view event, absl::string_view key) {
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, absl::StrCat(" event=", event, " "))) continue;
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      if (absl::ConsumePrefix(&field, absl::StrCat(key, "="))) return std::string(field);
+    }
+  }
+  return "";
+}
+
+// GET http://`address``path` with HTTP/1.0 (the server closes when done);
+// the body, or an error. Every wait is bounded.
+absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path) {
+  const size_t colon = address.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad address ", address));
+  }
+  ScopedFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(socket.get(), reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+    return absl::UnavailableError(absl::StrCat("connect to ", address, " failed"));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
+  if (::send(socket.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return absl::UnavailableError("sending the HTTP request failed");
+  }
+  std::string response;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && response.size() < (64u << 20)) {
+    pollfd readable{socket.get(), POLLIN, 0};
+    if (::poll(&readable, 1, 1000) <= 0) continue;
+    char buffer[16384];
+    const ssize_t got = ::recv(socket.get(), buffer, sizeof(buffer), 0);
+    if (got < 0) return absl::UnavailableError("reading the HTTP response failed");
+    if (got == 0) {
+      const size_t body = response.find("\r\n\r\n");
+      if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
+        return absl::DataLossError(absl::StrCat("not an HTTP response: ", response.substr(0, 200)));
+      }
+      if (!absl::StrContains(response.substr(0, response.find("\r\n")), " 200 ")) {
+        return absl::UnavailableError(absl::StrCat("HTTP status line: ", response.substr(0, 100)));
+      }
+      return response.substr(body + 4);
+    }
+    response.append(buffer, static_cast<size_t>(got));
+  }
+  return absl::DeadlineExceededError("the HTTP response did not end in time");
+}
+
+// Prometheus text exposition: "name{labels}" -> value; comment lines skipped.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> samples;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "#")) continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      ADD_FAILURE() << "unparsable exposition line: " << line;
+      continue;
+    }
+    samples[std::string(line.substr(0, space))] = value;
+  }
+  return samples;
+}
+
+// Stops `server` and expects exit code 0, so a crash or a sanitizer report
+// at shutdown (the metrics endpoint stops then too) fails the test.
+void ExpectCleanExit(ServerProcess* server) {
+  if (server == nullptr) return;
+  absl::StatusOr<int> status = server->Stop(SIGTERM, absl::Seconds(20));
+  EXPECT_TRUE(status.ok() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << (status.ok() ? absl::StrCat("wait status ", *status) : status.status().ToString())
+      << "; its stderr:\n"
+      << server->StderrTail();
+}
+
+class MetricsEndpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tensord-metrics-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    socket_dir_ = pattern;
+    ServerProcessOptions options;
+    options.flags = {"--handoff-socket=" + socket_dir_ + "/handoff.sock",
+                     "--max-host-bytes=64MiB", "--metrics-listen=127.0.0.1:0"};
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    // Logged before the ready file is written, so it is there now.
+    metrics_address_ = LogField(server_->Stderr(), "metrics_serving", "address");
+    ASSERT_TRUE(absl::StartsWith(metrics_address_, "127.0.0.1:")) << server_->Stderr();
+  }
+
+  void TearDown() override {
+    ExpectCleanExit(server_.get());
+    server_.reset();
+    ::rmdir(socket_dir_.c_str());
+  }
+
+  std::map<std::string, double> Scrape() {
+    absl::StatusOr<std::string> body = HttpGet(metrics_address_, "/metrics");
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? ParseExposition(*body) : std::map<std::string, double>{};
+  }
+
+  // Scrapes until `series` has `expected` (calls are counted when gRPC is
+  // done with them, which may be just after the client saw the answer).
+  ::testing::AssertionResult ScrapeUntil(const std::string& series, double expected) {
+    const absl::Time deadline = absl::Now() + kSettleTimeout;
+    std::optional<double> last;
+    do {
+      std::map<std::string, double> samples = Scrape();
+      if (auto it = samples.find(series); it != samples.end()) {
+        last = it->second;
+        if (*last == expected) return ::testing::AssertionSuccess();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    } while (absl::Now() < deadline);
+    return ::testing::AssertionFailure()
+           << series << " is " << (last ? absl::StrCat(*last) : "absent") << ", expected "
+           << expected;
+  }
+
+  std::string socket_dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::string metrics_address_;
+};
+
+TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
+  std::map<std::string, double> initial = Scrape();
+  EXPECT_EQ(initial["tensord_tensors{device=\"cpu\"}"], 0);
+  EXPECT_EQ(initial["tensord_capacity_limit_bytes{device=\"cpu\"}"], 64 << 20);
+  EXPECT_EQ(initial["tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}"], 0);
+  EXPECT_EQ(initial.count("tensord_evictions_total"), 1u);
+  EXPECT_EQ(initial["tensord_evictions_total"], 0);
+  EXPECT_EQ(initial["tensord_handoff_connections"], 0);
+
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  HostTensor big = CompactTensor(kU8, {40000}, PatternBytes(40000, 1));
+  HostTensor small = CompactTensor(kU8, {1000}, PatternBytes(1000, 2));
+  ASSERT_TRUE(remote->Put("metrics/big", big.dl()).ok());
+  ASSERT_TRUE(remote->Put("metrics/small", small.dl()).ok());
+  ASSERT_TRUE(remote->Fetch("metrics/big").ok());
+  EXPECT_EQ(remote->Stat("metrics/missing").status().code(), absl::StatusCode::kNotFound);
+
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}", 2));
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Fetch\",code=\"OK\"}", 1));
+  std::map<std::string, double> after = Scrape();
+  EXPECT_EQ(after["tensord_tensors{device=\"cpu\"}"], 2);
+  EXPECT_EQ(after["tensord_versions{device=\"cpu\"}"], 2);
+  EXPECT_EQ(after["tensord_stored_bytes{device=\"cpu\"}"], 41000);
+  EXPECT_EQ(after["tensord_capacity_used_bytes{device=\"cpu\"}"], 41000);
+  EXPECT_EQ(after["tensord_rpc_requests_total{rpc=\"Stat\",code=\"NOT_FOUND\"}"], 1);
+  EXPECT_EQ(after["tensord_rpc_errors_total{rpc=\"Stat\"}"], 1);
+  EXPECT_EQ(after["tensord_rpc_errors_total{rpc=\"Put\"}"], 0);
+  EXPECT_EQ(after["tensord_remote_bytes_total{direction=\"received\"}"], 41000);
+  EXPECT_EQ(after["tensord_remote_bytes_total{direction=\"sent\"}"], 40000);
+  EXPECT_EQ(after["tensord_rpc_duration_seconds_count{rpc=\"Put\"}"], 2);
+  EXPECT_EQ(after["tensord_rpc_duration_seconds_bucket{rpc=\"Put\",le=\"+Inf\"}"], 2);
+  EXPECT_GT(after["tensord_rpc_duration_seconds_sum{rpc=\"Put\"}"], 0);
+  // The fetch's lease lasts until gRPC released the last chunk it sent.
+  EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
+
+  // A local reader holds a lease through the handoff socket while its
+  // tensor lives; the bytes were handed over, not sent.
+  ClientOptions local_options;
+  local_options.path = TransferPath::kLocal;
+  std::unique_ptr<Client> local = ConnectClient(server_->address(), local_options);
+  ASSERT_NE(local, nullptr);
+  {
+    absl::StatusOr<Tensor> mapped = local->Fetch("metrics/big");
+    ASSERT_TRUE(mapped.ok()) << mapped.status();
+    EXPECT_TRUE(ScrapeUntil("tensord_handoff_leases", 1));
+    EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 1));
+    std::map<std::string, double> holding = Scrape();
+    EXPECT_EQ(holding["tensord_handoff_connections"], 1);
+    EXPECT_EQ(holding["tensord_handoff_bytes_total{direction=\"sent\"}"], 40000);
+    EXPECT_EQ(holding["tensord_remote_bytes_total{direction=\"sent\"}"], 40000);
+  }
+  EXPECT_TRUE(ScrapeUntil("tensord_handoff_leases", 0));
+  EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
+  local.reset();
+  EXPECT_TRUE(ScrapeUntil("tensord_handoff_connections", 0));
+}
+
+// Runs under TSan in CI (the name matches 'Concurren'): scrapes read the
+// registry and the counters while remote and local clients use them.
+TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
+  constexpr int kRounds = 15;
+  constexpr int64_t kBytes = 4096;
+  std::unique_ptr<Client> seed = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(seed, nullptr);
+  HostTensor shared = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 9));
+  ASSERT_TRUE(seed->Put("metrics/shared", shared.dl()).ok());
+
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int worker = 0; worker < 2; ++worker) {
+    workers.emplace_back([&, worker] {
+      std::unique_ptr<Client> client = ConnectClient(server_->address(), RemoteClientOptions());
+      if (client == nullptr) {
+        failures++;
+        return;
+      }
+      HostTensor tensor = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, worker));
+      const std::string name = absl::StrCat("metrics/worker", worker);
+      for (int round = 0; round < kRounds; ++round) {
+        if (!client->Put(name, tensor.dl()).ok() || !client->Fetch(name).ok()) failures++;
+      }
+    });
+  }
+  workers.emplace_back([&] {
+    ClientOptions options;
+    options.path = TransferPath::kLocal;
+    std::unique_ptr<Client> client = ConnectClient(server_->address(), options);
+    if (client == nullptr) {
+      failures++;
+      return;
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      if (!client->Fetch("metrics/shared").ok()) failures++;
+    }
+  });
+  double last_puts = 0;
+  for (int scrape = 0; scrape < 20; ++scrape) {
+    std::map<std::string, double> samples = Scrape();
+    const double puts = samples["tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}"];
+    EXPECT_GE(puts, last_puts) << "a counter went backwards";
+    last_puts = puts;
+  }
+  for (std::thread& worker : workers) worker.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}", 1 + 2 * kRounds));
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Fetch\",code=\"OK\"}", 2 * kRounds));
+  EXPECT_TRUE(ScrapeUntil("tensord_remote_bytes_total{direction=\"received\"}",
+                          (1 + 2 * kRounds) * kBytes));
+  EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
+  std::map<std::string, double> final_samples = Scrape();
+  EXPECT_EQ(final_samples["tensord_tensors{device=\"cpu\"}"], 3);
+  EXPECT_GE(final_samples["tensord_handoff_bytes_total{direction=\"sent\"}"], kBytes);
+}
+
+TEST_F(MetricsEndpointTest, UnknownPathIsNotFoundAndMetricsStillServe) {
+  absl::StatusOr<std::string> missing = HttpGet(metrics_address_, "/nothing-here");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_FALSE(Scrape().empty());
+}
+
+TEST(MetricsFlagTest, MalformedAddressStopsTheServerWithAMessage) {
+  ServerProcessOptions options;
+  options.flags = {"--metrics-listen=no-port-here"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "event=metrics_failed"))
+      << server.status();
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "no-port-here")) << server.status();
+}
+
+// Request ids: the client's when sane, generated otherwise; always returned
+// in the initial metadata and carried by the call's log lines.
+class RequestIdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerProcessOptions options;
+    options.log_level = "debug";
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = NewRawStub(server_->address());
+  }
+
+  void TearDown() override { ExpectCleanExit(server_.get()); }
+
+  // Stats a missing tensor, sending `offered` as x-request-id unless empty;
+  // returns the id the server answered with.
+  std::string StatMissing(const std::string& offered) {
+    std::unique_ptr<grpc::ClientContext> context = RawContext();
+    if (!offered.empty()) context->AddMetadata("x-request-id", offered);
+    v1::StatRequest request;
+    request.set_name("request-id/missing");
+    v1::StatResponse response;
+    grpc::Status status = stub_->Stat(context.get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+    const auto& metadata = context->GetServerInitialMetadata();
+    auto it = metadata.find("x-request-id");
+    if (it == metadata.end()) {
+      ADD_FAILURE() << "no x-request-id in the initial metadata";
+      return "";
+    }
+    return std::string(it->second.data(), it->second.size());
+  }
+
+  // True once the server log has an `event` line with request_id=`id`.
+  bool LogHas(absl::string_view event, const std::string& id) {
+    const absl::Time deadline = absl::Now() + kSettleTimeout;
+    do {
+      for (absl::string_view line : absl::StrSplit(server_->Stderr(), '\n')) {
+        if (absl::StrContains(line, absl::StrCat(" event=", event, " ")) &&
+            absl::StrContains(line, absl::StrCat(" request_id=", id))) {
+          return true;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    } while (absl::Now() < deadline);
+    return false;
+  }
+
+  static bool LooksGenerated(const std::string& id) {
+    return id.size() == 16 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<RawStub> stub_;
+};
+
+TEST_F(RequestIdTest, ClientIdIsEchoedAndLogged) {
+  EXPECT_EQ(StatMissing("it-req-42:a/b"), "it-req-42:a/b");
+  EXPECT_TRUE(LogHas("rpc", "it-req-42:a/b")) << server_->StderrTail();
+}
+
+TEST_F(RequestIdTest, MissingOrUnsafeIdsAreReplacedByGeneratedOnes) {
+  const std::string none = StatMissing("");
+  EXPECT_TRUE(LooksGenerated(none)) << none;
+  EXPECT_TRUE(LogHas("rpc", none)) << server_->StderrTail();
+  const std::string spaced = StatMissing("has space=forged");
+  EXPECT_TRUE(LooksGenerated(spaced)) << spaced;
+  const std::string long_id = StatMissing(std::string(129, 'a'));
+  EXPECT_TRUE(LooksGenerated(long_id)) << long_id;
+  EXPECT_NE(none, spaced);
+  EXPECT_FALSE(absl::StrContains(server_->Stderr(), "forged"));
+}
+
+TEST_F(RequestIdTest, ClientOptionTagsPutAndDeleteLogLines) {
+  ClientOptions options = RemoteClientOptions();
+  options.request_id = "trainer-7";
+  std::unique_ptr<Client> client = ConnectClient(server_->address(), options);
+  ASSERT_NE(client, nullptr);
+  HostTensor tensor = CompactTensor(kU8, {64}, PatternBytes(64, 3));
+  ASSERT_TRUE(client->Put("request-id/put", tensor.dl()).ok());
+  ASSERT_TRUE(client->Delete("request-id/put").ok());
+  EXPECT_TRUE(LogHas("put", "trainer-7")) << server_->StderrTail();
+  EXPECT_TRUE(LogHas("delete", "trainer-7")) << server_->StderrTail();
+  EXPECT_TRUE(LogHas("rpc", "trainer-7")) << server_->StderrTail();
+}
+
+TEST_F(RequestIdTest, ClientRefusesAnIdTheServerWouldDrop) {
+  ClientOptions options = RemoteClientOptions();
+  options.server = server_->address();
+  options.request_id = "line\nbreak";
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  EXPECT_TRUE(StatusIs(client.status(), absl::StatusCode::kInvalidArgument, "request_id"));
+}
+
+}  // namespace
+}  // namespace tensord::testing

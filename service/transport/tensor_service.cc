@@ -24,6 +24,39 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
+                             const ServerOptions& options)
+    : registry_(registry),
+      tokens_(tokens),
+      options_(options),
+      authenticator_(options.token_grants.empty()
+                         ? nullptr
+                         : std::make_unique<TokenAuthenticator>(options.token_grants)),
+      streams_(options.stream_limits) {}
+
+absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerContext* context,
+                                                           absl::string_view rpc) const {
+  if (authenticator_ == nullptr) return nullptr;
+  std::optional<absl::string_view> authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<const TokenGrant*> grant = authenticator_->Admit(authorization, rpc);
+  if (!grant.ok()) {
+    Log(LogLevel::kInfo, "rpc_refused",
+        {{"rpc", rpc}, {"peer", context->peer()},
+         {"code", absl::StatusCodeToString(grant.status().code())}});
+  }
+  return grant;
+}
+
+absl::Status TensorService::CheckName(const TokenGrant* grant, absl::string_view rpc,
+                                      absl::string_view name) {
+  if (grant == nullptr) return absl::OkStatus();
+  return TokenAuthenticator::CheckName(*grant, rpc, name);
+}
+
 void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
   proto->set_name(info.name);
   proto->set_version(info.version);
@@ -37,6 +70,11 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
                                               const v1::StatRequest* request,
                                               v1::StatResponse* response) {
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Stat");
+  if (!grant.ok()) return FinishUnary(context, grant.status(), "Stat");
+  if (absl::Status allowed = CheckName(*grant, "Stat", request->name()); !allowed.ok()) {
+    return FinishUnary(context, allowed, "Stat");
+  }
   absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
   if (info.ok()) InfoToProto(*info, response->mutable_info());
   return FinishUnary(context, info.status(), "Stat");
@@ -45,8 +83,14 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* context,
                                               const v1::ListRequest* request,
                                               v1::ListResponse* response) {
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "List");
+  if (!grant.ok()) return FinishUnary(context, grant.status(), "List");
+  // A token limited to a namespace lists only inside it.
+  absl::StatusOr<std::string> prefix =
+      *grant == nullptr ? request->prefix() : TokenAuthenticator::ListPrefix(**grant, request->prefix());
+  if (!prefix.ok()) return FinishUnary(context, prefix.status(), "List");
   absl::StatusOr<ListPage> page =
-      registry_.List(request->prefix(), request->page_size(), request->page_token());
+      registry_.List(*prefix, request->page_size(), request->page_token());
   if (page.ok()) {
     for (const VersionInfo& info : page->tensors) InfoToProto(info, response->add_tensors());
     response->set_next_page_token(page->next_page_token);
@@ -58,6 +102,11 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* context,
                                                 const v1::DeleteRequest* request,
                                                 v1::DeleteResponse* response) {
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Delete");
+  if (!grant.ok()) return FinishUnary(context, grant.status(), "Delete");
+  if (absl::Status allowed = CheckName(*grant, "Delete", request->name()); !allowed.ok()) {
+    return FinishUnary(context, allowed, "Delete");
+  }
   absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
   if (removed.ok()) {
     response->set_version(*removed);
@@ -69,6 +118,9 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerContext* context,
                                                        const v1::GetServerInfoRequest*,
                                                        v1::GetServerInfoResponse* response) {
+  if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "GetServerInfo"); !grant.ok()) {
+    return FinishUnary(context, grant.status(), "GetServerInfo");
+  }
   response->set_server_version(TENSORD_VERSION);
   response->set_boot_id(BootId());
   response->set_handoff_socket(options_.handoff.socket_path);
@@ -82,7 +134,10 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     grpc::CallbackServerContext* context, const v1::IssueHandoffTokenRequest*,
     v1::IssueHandoffTokenResponse* response) {
   absl::Status status;
-  if (options_.handoff.socket_path.empty()) {
+  if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "IssueHandoffToken");
+      !grant.ok()) {
+    status = grant.status();
+  } else if (options_.handoff.socket_path.empty()) {
     status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
   } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(); issued.ok()) {
     response->set_token(issued->token);

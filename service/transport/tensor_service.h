@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "service/registry/registry.h"
+#include "service/security/active_streams.h"
+#include "service/security/token_authenticator.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
@@ -24,8 +27,7 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
 // Thread-safe; the registry must outlive the service.
 class TensorService final : public TensorServiceBase {
  public:
-  TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options)
-      : registry_(registry), tokens_(tokens), options_(options) {}
+  TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options);
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
@@ -52,11 +54,23 @@ class TensorService final : public TensorServiceBase {
   // wire before the process exits.
   int64_t live_payloads() const { return live_payloads_.load(std::memory_order_acquire); }
 
+  // Runs first in every RPC, before any byte moves: the caller's token grant
+  // (nullptr when auth is off), UNAUTHENTICATED or PERMISSION_DENIED.
+  absl::StatusOr<const TokenGrant*> AdmitCall(grpc::CallbackServerContext* context,
+                                              absl::string_view rpc) const;
+  // PERMISSION_DENIED when `grant` may not touch `name`; OK when auth is off.
+  static absl::Status CheckName(const TokenGrant* grant, absl::string_view rpc,
+                                absl::string_view name);
+  ActiveStreams& streams() { return streams_; }
+
  private:
   Registry& registry_;
   HandoffTokens& tokens_;
   const ServerOptions options_;
   std::atomic<int64_t> live_payloads_{0};
+  // Null when auth is off.
+  const std::unique_ptr<const TokenAuthenticator> authenticator_;
+  ActiveStreams streams_;
 };
 
 // Fills a wire TensorInfo from the registry's copy.

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3 python3-numpy
+  libssl-dev openssl
 )
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})

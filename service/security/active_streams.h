@@ -65,6 +65,8 @@ class ActiveStreams {
   void CancelIdle();
 
   const StreamLimits limits_;
+  // std::mutex rather than tensord::Mutex: Release() waits on a condition
+  // variable. TSan sees it as it sees tensord::Mutex.
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> entries_;  // guarded by mutex_

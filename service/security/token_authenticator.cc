@@ -22,7 +22,8 @@ std::string PermissionNames(uint8_t permissions) {
 }  // namespace
 
 absl::StatusOr<const TokenGrant*> TokenAuthenticator::Admit(
-    std::optional<absl::string_view> authorization, absl::string_view rpc) const {
+    std::optional<absl::string_view> authorization, absl::string_view rpc,
+    absl::string_view name) const {
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(
         absl::StrCat(rpc, " needs an 'authorization: Bearer <token>' header; none was sent"));
@@ -48,7 +49,8 @@ absl::StatusOr<const TokenGrant*> TokenAuthenticator::Admit(
   const bool admin = (match->permissions & kPermissionAdmin) != 0;
   if (!admin && (match->permissions & rule.permissions) != rule.permissions) {
     return absl::PermissionDeniedError(absl::StrCat(
-        rpc, " needs permission ", PermissionNames(rule.permissions), "; the token (tokens file line ",
+        rpc, name.empty() ? "" : absl::StrCat(" of '", absl::CEscape(name), "'"),
+        " needs permission ", PermissionNames(rule.permissions), "; the token (tokens file line ",
         match->line, ") has ", match->permissions == 0 ? "none" : PermissionNames(match->permissions)));
   }
   if (rule.needs_every_name && !match->name_prefix.empty()) {

@@ -22,10 +22,12 @@ class TokenAuthenticator {
   // The grant of the caller of `rpc`, given its "authorization" metadata
   // ("Bearer <token>"; nullopt when absent). UNAUTHENTICATED when missing,
   // malformed or unknown; PERMISSION_DENIED naming the RPC when the token
-  // lacks the RPC's permission (rpc_permissions.h). The token is compared
-  // by SHA-256 digest against every grant in constant time.
+  // lacks the RPC's permission (rpc_permissions.h); `name` (the tensor or
+  // List prefix, empty when not yet known) is named in that message. The
+  // token is compared by SHA-256 digest against every grant in constant time.
   absl::StatusOr<const TokenGrant*> Admit(std::optional<absl::string_view> authorization,
-                                          absl::string_view rpc) const;
+                                          absl::string_view rpc,
+                                          absl::string_view name = "") const;
 
   // PERMISSION_DENIED naming the RPC and `name` when `grant` is limited to
   // a prefix that `name` lacks.

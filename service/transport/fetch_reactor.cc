@@ -77,8 +77,12 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  private:
   absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
                      const ServerOptions& options, TensorService& service) {
-    TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant, service.AdmitCall(context_, "Fetch"));
-    TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_bytes, request_, "fetch request"));
+    // Parsed before the token is checked only to name the tensor in a
+    // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
+    const absl::Status parsed = ParseFromByteBuffer(request_bytes, request_, "fetch request");
+    TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant,
+                             service.AdmitCall(context_, "Fetch", parsed.ok() ? request_.name() : ""));
+    TENSORD_RETURN_IF_ERROR(parsed);
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "Fetch", request_.name()));
     // A stalled reader is cancelled after the idle timeout, which ends the
     // stream and, once gRPC drops the queued slices, the lease.

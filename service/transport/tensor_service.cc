@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "service/transport/tensor_service.h"
 
+#include <optional>
+
 #include "absl/time/time.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
@@ -35,14 +37,15 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
       streams_(options.stream_limits) {}
 
 absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerContext* context,
-                                                           absl::string_view rpc) const {
+                                                           absl::string_view rpc,
+                                                           absl::string_view name) const {
   if (authenticator_ == nullptr) return nullptr;
   std::optional<absl::string_view> authorization;
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     authorization = absl::string_view(it->second.data(), it->second.size());
   }
-  absl::StatusOr<const TokenGrant*> grant = authenticator_->Admit(authorization, rpc);
+  absl::StatusOr<const TokenGrant*> grant = authenticator_->Admit(authorization, rpc, name);
   if (!grant.ok()) {
     Log(LogLevel::kInfo, "rpc_refused",
         {{"rpc", rpc}, {"peer", context->peer()},
@@ -70,7 +73,7 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
                                               const v1::StatRequest* request,
                                               v1::StatResponse* response) {
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Stat");
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Stat", request->name());
   if (!grant.ok()) return FinishUnary(context, grant.status(), "Stat");
   if (absl::Status allowed = CheckName(*grant, "Stat", request->name()); !allowed.ok()) {
     return FinishUnary(context, allowed, "Stat");
@@ -83,7 +86,7 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* context,
                                               const v1::ListRequest* request,
                                               v1::ListResponse* response) {
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "List");
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "List", request->prefix());
   if (!grant.ok()) return FinishUnary(context, grant.status(), "List");
   // A token limited to a namespace lists only inside it.
   absl::StatusOr<std::string> prefix =
@@ -102,7 +105,7 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* context,
                                                 const v1::DeleteRequest* request,
                                                 v1::DeleteResponse* response) {
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Delete");
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Delete", request->name());
   if (!grant.ok()) return FinishUnary(context, grant.status(), "Delete");
   if (absl::Status allowed = CheckName(*grant, "Delete", request->name()); !allowed.ok()) {
     return FinishUnary(context, allowed, "Delete");

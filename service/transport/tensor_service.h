@@ -56,8 +56,10 @@ class TensorService final : public TensorServiceBase {
 
   // Runs first in every RPC, before any byte moves: the caller's token grant
   // (nullptr when auth is off), UNAUTHENTICATED or PERMISSION_DENIED.
+  // `name` (empty when not known yet) only goes into the error message.
   absl::StatusOr<const TokenGrant*> AdmitCall(grpc::CallbackServerContext* context,
-                                              absl::string_view rpc) const;
+                                              absl::string_view rpc,
+                                              absl::string_view name = "") const;
   // PERMISSION_DENIED when `grant` may not touch `name`; OK when auth is off.
   static absl::Status CheckName(const TokenGrant* grant, absl::string_view rpc,
                                 absl::string_view name);

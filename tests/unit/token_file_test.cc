@@ -127,8 +127,12 @@ TEST_F(TokenAuthenticatorTest, PermissionsFollowTheRpcTable) {
   EXPECT_EQ(put.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(put.status().message().find("Put needs permission write"), std::string::npos)
       << put.status();
-  EXPECT_EQ(authenticator_.Admit("Bearer writer-token-0123456789", "Fetch").status().code(),
-            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<const TokenGrant*> fetch =
+      authenticator_.Admit("Bearer writer-token-0123456789", "Fetch", "models/w");
+  EXPECT_EQ(fetch.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(fetch.status().message().find("Fetch of 'models/w' needs permission read"),
+            std::string::npos)
+      << fetch.status();
   EXPECT_TRUE(authenticator_.Admit("Bearer writer-token-0123456789", "Delete").ok());
   // Any known token may ask for server info; admin RPCs need admin.
   EXPECT_TRUE(authenticator_.Admit("Bearer writer-token-0123456789", "GetServerInfo").ok());

@@ -13,10 +13,10 @@ profile=${1:-all}
 build_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libdlpack-dev nlohmann-json3-dev prometheus-cpp-dev
+  libabsl-dev libdlpack-dev nlohmann-json3-dev prometheus-cpp-dev libssl-dev
 )
 test_packages=(
-  git libgtest-dev libgmock-dev
+  git openssl libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3 python3-numpy python3-yaml
 )

@@ -28,6 +28,8 @@
 #include "server/preload.h"
 #include "service/common/byte_size.h"
 #include "service/common/log.h"
+#include "service/security/pem_source.h"
+#include "service/security/token_file.h"
 #include "service/transport/tensor_server.h"
 
 // A byte-size flag value that accepts "8GiB", "512M", "4096".
@@ -90,6 +92,26 @@ ABSL_FLAG(uint64_t, max_leases_per_client, 65536,
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics, plain HTTP); empty (the "
           "default) turns metrics off. Env: TENSORD_METRICS_LISTEN.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve TLS on the TCP listeners (Unix sockets stay plaintext). "
+          "Needs --tls-key. Env: TENSORD_TLS_CERT.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert. Env: TENSORD_TLS_KEY.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require every TLS client to present a certificate it signed (mutual "
+          "TLS). Env: TENSORD_TLS_CLIENT_CA.");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "Serve plaintext gRPC on addresses other hosts can reach (not loopback, not unix:); "
+          "refused without TLS otherwise. Env: TENSORD_ALLOW_INSECURE_REMOTE.");
+ABSL_FLAG(std::string, tokens_file, "",
+          "Bearer tokens allowed to call, one per line '<token|sha256:HEX> <read,write,admin> "
+          "[name-prefix]'; empty turns auth off (sensible only on loopback or Unix sockets). "
+          "Env: TENSORD_TOKENS_FILE.");
+ABSL_FLAG(int64_t, max_concurrent_streams, 256,
+          "Most Put and Fetch streams open at once, server-wide; more get RESOURCE_EXHAUSTED. "
+          "0 = no limit. Env: TENSORD_MAX_CONCURRENT_STREAMS.");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
+          "A Put whose client sends nothing, or a Fetch whose client reads nothing, for this long "
+          "is cancelled, freeing its memory; 'inf' = never. Env: TENSORD_STREAM_IDLE_TIMEOUT.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
@@ -104,7 +126,9 @@ std::vector<std::string> ArgumentsFromEnvironment() {
       "listen",      "max_host_bytes", "max_tensor_bytes", "max_tensors", "chunk_bytes",
       "max_message_bytes", "log_level", "shutdown_grace", "preload",     "preload_prefix",
       "huge_pages", "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "create_timeout",
-      "max_leases_per_client", "ready_file", "metrics_listen"};
+      "max_leases_per_client", "ready_file", "metrics_listen", "tls_cert", "tls_key",
+      "tls_client_ca", "allow_insecure_remote", "tokens_file", "max_concurrent_streams",
+      "stream_idle_timeout"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -149,6 +173,44 @@ absl::Status WriteReadyFile(const std::string& path, const std::vector<std::stri
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
   }
+  return absl::OkStatus();
+}
+
+// TLS material, tokens and stream limits from their flags.
+absl::Status ApplySecurityFlags(ServerOptions& options) {
+  struct PemFlag {
+    const char* flag;
+    std::string value;
+    std::string* out;
+  };
+  for (const PemFlag& pem : {PemFlag{"--tls-cert", absl::GetFlag(FLAGS_tls_cert),
+                                     &options.tls.cert_chain_pem},
+                             PemFlag{"--tls-key", absl::GetFlag(FLAGS_tls_key),
+                                     &options.tls.private_key_pem},
+                             PemFlag{"--tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
+                                     &options.tls.client_ca_pem}}) {
+    absl::StatusOr<std::string> contents = PemFromPathOrContents(pem.value, pem.flag);
+    if (!contents.ok()) return contents.status();
+    *pem.out = std::move(*contents);
+  }
+  options.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
+  if (std::string path = absl::GetFlag(FLAGS_tokens_file); !path.empty()) {
+    absl::StatusOr<std::vector<TokenGrant>> grants = LoadTokenFile(path);
+    if (!grants.ok()) return grants.status();
+    options.token_grants = std::move(*grants);
+  }
+  const int64_t max_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  const absl::Duration idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  if (max_streams < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-concurrent-streams ", max_streams, " is negative"));
+  }
+  if (idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stream-idle-timeout ", absl::FormatDuration(idle_timeout), " must be positive"));
+  }
+  options.stream_limits.max_streams = max_streams;
+  options.stream_limits.idle_timeout = idle_timeout;
   return absl::OkStatus();
 }
 
@@ -225,6 +287,11 @@ int Run(int argc, char** argv) {
   options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
   options.handoff.limits.max_leases_per_connection = absl::GetFlag(FLAGS_max_leases_per_client);
 
+  if (absl::Status status = ApplySecurityFlags(options); !status.ok()) {
+    std::fprintf(stderr, "tensord: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+
   // gRPC uses absl::Mutex; Debian's Abseil keeps deadlock detection on,
   // which shows in every call's profile.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -272,7 +339,9 @@ int Run(int argc, char** argv) {
   Log(LogLevel::kInfo, "serving",
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},
        {"handoff_socket", options.handoff.socket_path},
-       {"max_host_bytes", options.registry.max_host_bytes}, {"pid", getpid()}});
+       {"max_host_bytes", options.registry.max_host_bytes},
+       {"tls", options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
+       {"auth", options.token_grants.empty() ? "off" : "tokens"}, {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
     if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {
       Log(LogLevel::kError, "ready_file_failed", {{"error", status.ToString()}});

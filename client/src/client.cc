@@ -24,6 +24,7 @@
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
 #include "service/registry/tensor_name.h"
+#include "service/security/pem_source.h"
 #include "service/transport/byte_buffer_codec.h"
 #include "service/transport/layout_conversion.h"
 #include "service/transport/request_id.h"
@@ -111,6 +112,25 @@ absl::StatusOr<CompactSource> CompactSourceOf(const DLTensor& tensor) {
   return source;
 }
 
+// TLS credentials when any TLS option is set, plaintext otherwise.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const ClientOptions& options) {
+  const bool tls = options.tls || !options.tls_root_ca.empty() ||
+                   !options.tls_client_cert.empty() || !options.tls_client_key.empty();
+  if (!tls) return grpc::InsecureChannelCredentials();
+  if (options.tls_client_cert.empty() != options.tls_client_key.empty()) {
+    return absl::InvalidArgumentError(
+        "tls_client_cert and tls_client_key go together: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  TENSORD_ASSIGN_OR_RETURN(ssl.pem_root_certs, PemFromPathOrContents(options.tls_root_ca, "tls_root_ca"));
+  TENSORD_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
+                           PemFromPathOrContents(options.tls_client_cert, "tls_client_cert"));
+  TENSORD_ASSIGN_OR_RETURN(ssl.pem_private_key,
+                           PemFromPathOrContents(options.tls_client_key, "tls_client_key"));
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 struct Client::Rep {
@@ -150,6 +170,9 @@ struct Client::Rep {
   }
 
   void PrepareContext(grpc::ClientContext& context) const {
+    if (!options.bearer_token.empty()) {
+      context.AddMetadata("authorization", absl::StrCat("Bearer ", options.bearer_token));
+    }
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
@@ -238,8 +261,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           ChannelCredentialsFor(options));
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), arguments);
+      grpc::CreateCustomChannel(options.server, credentials, arguments);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", options.server, "'"));
   }

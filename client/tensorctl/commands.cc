@@ -9,6 +9,13 @@ std::span<const OptionSpec> Options() {
   static const OptionSpec kOptions[] = {
       {kServerOption, "", OptionKind::kText, "ADDR",
        "server: host:port or unix:PATH (default: $TENSORD_SERVER, else localhost:50051)"},
+      {kTlsCaOption, "", OptionKind::kText, "PEM",
+       "use TLS, trusting this CA file (default: plaintext; the system roots with --tls-cert)"},
+      {kTlsCertOption, "", OptionKind::kText, "PEM", "client certificate for mutual TLS"},
+      {kTlsKeyOption, "", OptionKind::kText, "PEM", "private key of --tls-cert"},
+      {kTokenOption, "", OptionKind::kText, "TOKEN",
+       "bearer token for a server with --tokens-file (default: $TENSORD_TOKEN; prefer the "
+       "variable, command lines are visible to other users)"},
       {kOutputOption, "-o", OptionKind::kText, "FILE",
        "file to write, replaced only once complete; '-' for standard output"},
       {kVersionOption, "", OptionKind::kCount, "N", "a specific version (default: the latest)"},
@@ -23,7 +30,8 @@ std::span<const OptionSpec> Options() {
 }
 
 std::span<const std::string_view> GlobalOptions() {
-  static const std::string_view kGlobal[] = {kServerOption, kHelpOption};
+  static const std::string_view kGlobal[] = {kServerOption, kTlsCaOption,  kTlsCertOption,
+                                             kTlsKeyOption, kTokenOption, kHelpOption};
   return kGlobal;
 }
 

@@ -14,6 +14,11 @@
 namespace tensord::tensorctl {
 
 inline constexpr std::string_view kServerOption = "--server";
+inline constexpr std::string_view kTlsCaOption = "--tls-ca";
+inline constexpr std::string_view kTlsCertOption = "--tls-cert";
+inline constexpr std::string_view kTlsKeyOption = "--tls-key";
+inline constexpr std::string_view kTokenOption = "--token";
+inline constexpr std::string_view kTokenEnvironmentVariable = "TENSORD_TOKEN";
 inline constexpr std::string_view kHelpOption = "--help";
 inline constexpr std::string_view kOutputOption = "--output";
 inline constexpr std::string_view kVersionOption = "--version";

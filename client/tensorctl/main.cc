@@ -43,6 +43,14 @@ int Main(int argc, char** argv) {
 
   ClientOptions options;
   options.server = ServerAddress(*invocation);
+  options.tls_root_ca = invocation->Text(kTlsCaOption);
+  options.tls_client_cert = invocation->Text(kTlsCertOption);
+  options.tls_client_key = invocation->Text(kTlsKeyOption);
+  options.bearer_token = invocation->Text(kTokenOption);
+  if (const char* token = std::getenv(std::string(kTokenEnvironmentVariable).c_str());
+      options.bearer_token.empty() && token != nullptr) {
+    options.bearer_token = token;
+  }
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
   if (!client.ok()) {
     absl::FPrintF(stderr, "tensorctl: %s: connect to %s: %s\n", command.name, options.server,

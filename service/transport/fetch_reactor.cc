@@ -3,6 +3,7 @@
 // slice, which may be after the call finished.
 #include <algorithm>
 #include <atomic>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
@@ -44,9 +45,12 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                Registry& registry, const ServerOptions& options,
-               std::atomic<int64_t>& live_payloads, ServiceMetrics& metrics)
-      : live_payloads_(live_payloads), metrics_(metrics), call_(Rpc::kFetch, *context, metrics) {
-    if (absl::Status status = Start(*request, registry, options); !status.ok()) {
+               std::atomic<int64_t>& live_payloads, ServiceMetrics& metrics, TensorService& service)
+      : context_(context),
+        live_payloads_(live_payloads),
+        metrics_(metrics),
+        call_(Rpc::kFetch, *context, metrics) {
+    if (absl::Status status = Start(*request, registry, options, service); !status.ok()) {
       outcome_ = status;
       Finish(ToGrpcStatus(status));
       return;
@@ -55,6 +59,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnWriteDone(bool ok) override {
+    if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (finished_) return;
     if (!ok) {
       // The client went away or the deadline passed; the lease goes with OnDone.
@@ -75,8 +80,19 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
-                     const ServerOptions& options) {
-    TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_bytes, request_, "fetch request"));
+                     const ServerOptions& options, TensorService& service) {
+    // Parsed before the token is checked only to name the tensor in a
+    // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
+    const absl::Status parsed = ParseFromByteBuffer(request_bytes, request_, "fetch request");
+    TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant,
+                             service.AdmitCall(context_, "Fetch", parsed.ok() ? request_.name() : ""));
+    TENSORD_RETURN_IF_ERROR(parsed);
+    TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "Fetch", request_.name()));
+    // A stalled reader is cancelled after the idle timeout, which ends the
+    // stream and, once gRPC drops the queued slices, the lease.
+    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Fetch", [this] {
+      context_->TryCancel();
+    }));
     TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
     TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
     start_offset_ = range.offset;
@@ -126,6 +142,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
   }
 
+  grpc::CallbackServerContext* const context_;
   std::atomic<int64_t>& live_payloads_;
   ServiceMetrics& metrics_;
   CallRecord call_;
@@ -138,13 +155,14 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   uint64_t end_offset_ = 0;
   uint32_t chunk_bytes_ = 0;
   bool finished_ = false;
+  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
 };
 
 }  // namespace
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::Fetch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new FetchReactor(context, request, registry_, options_, live_payloads_, metrics_);
+  return new FetchReactor(context, request, registry_, options_, live_payloads_, metrics_, *this);
 }
 
 }  // namespace tensord

@@ -2,6 +2,7 @@
 // into the new version's memfd (the one copy), then publish on half-close.
 #include <malloc.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 
@@ -23,17 +24,22 @@ constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
 class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PutReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response, Registry& registry,
-             const ServerOptions& options, ServiceMetrics& metrics)
+             const ServerOptions& options, ServiceMetrics& metrics, TensorService& service)
       : context_(context),
         response_(response),
         registry_(registry),
         options_(options),
         metrics_(metrics),
         call_(Rpc::kPut, *context, metrics) {
+    if (absl::Status status = Admit(service); !status.ok()) {
+      FinishWith(status);
+      return;
+    }
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
+    if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (!ok) {
       FinishWith(EndOfStream());
       return;
@@ -57,6 +63,16 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
  private:
+  // Token first, then a place among the open streams, before any byte.
+  absl::Status Admit(TensorService& service) {
+    TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, "Put"));
+    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Put", [this] {
+      idle_cancelled_.store(true, std::memory_order_relaxed);
+      context_->TryCancel();
+    }));
+    return absl::OkStatus();
+  }
+
   absl::Status HandleMessage() {
     TENSORD_RETURN_IF_ERROR(decoder_.Decode(request_));
     const StreamMessage& message = decoder_.message();
@@ -79,6 +95,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
     name_ = put.name;
+    TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
     TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
                                                          put.total_bytes));
     expected_crc32c_ = put.crc32c;
@@ -111,6 +128,11 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   absl::Status EndOfStream() {
+    if (idle_cancelled_.load(std::memory_order_relaxed)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "put of '", name_, "' sent nothing for longer than the stream idle timeout; cancelled, "
+          "nothing was published"));
+    }
     if (context_->IsCancelled()) {
       return absl::CancelledError("put cancelled by the client; nothing was published");
     }
@@ -160,13 +182,16 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::optional<uint32_t> expected_crc32c_;
   uint64_t received_ = 0;
   uint32_t crc32c_ = 0;
+  const TokenGrant* grant_ = nullptr;  // null when auth is off
+  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
+  std::atomic<bool> idle_cancelled_{false};
 };
 
 }  // namespace
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::Put(grpc::CallbackServerContext* context,
                                                               grpc::ByteBuffer* response) {
-  return new PutReactor(context, response, registry_, options_, metrics_);
+  return new PutReactor(context, response, registry_, options_, metrics_, *this);
 }
 
 }  // namespace tensord

@@ -8,9 +8,21 @@
 
 #include "absl/time/time.h"
 #include "service/registry/registry.h"
+#include "service/security/active_streams.h"
+#include "service/security/token_file.h"
 #include "service/transport/handoff_server.h"
 
 namespace tensord {
+
+// TLS for the TCP listeners (Unix sockets stay plaintext: the file mode
+// guards them). PEM contents, not paths.
+struct TlsServerOptions {
+  std::string cert_chain_pem;
+  std::string private_key_pem;
+  // When set, clients must present a certificate signed by this CA (mTLS).
+  std::string client_ca_pem;
+  bool enabled() const { return !cert_chain_pem.empty(); }
+};
 
 struct ServerOptions {
   // "host:port" (port 0 picks a free one) or "unix:PATH".
@@ -26,6 +38,14 @@ struct ServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Local handoff; off when handoff.socket_path is empty.
   HandoffOptions handoff;
+  TlsServerOptions tls;
+  // Serve plaintext TCP on addresses other hosts can reach (see
+  // security/listen_policy.h); refused otherwise.
+  bool allow_insecure_remote = false;
+  // Bearer tokens allowed to call (--tokens-file); empty turns auth off.
+  std::vector<TokenGrant> token_grants;
+  // Cap on open Put/Fetch streams and their idle timeout.
+  StreamLimits stream_limits;
 };
 
 }  // namespace tensord

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "service/common/log.h"
+#include "service/security/listen_policy.h"
 #include "service/transport/tensor_service.h"
 
 namespace tensord {
@@ -35,6 +36,29 @@ absl::Status ValidateListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateTls(const TlsServerOptions& tls) {
+  if (tls.cert_chain_pem.empty() != tls.private_key_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both a certificate chain (--tls-cert) and its private key (--tls-key)");
+  }
+  if (!tls.client_ca_pem.empty() && !tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "a client CA (--tls-client-ca) needs TLS on: give --tls-cert and --tls-key too");
+  }
+  return absl::OkStatus();
+}
+
+// TLS (mutual when a client CA is given) or plaintext for TCP listeners.
+std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const TlsServerOptions& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls.client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOptions& options) {
@@ -46,8 +70,14 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
                                                    " must be in 1..max message size (",
                                                    options.max_message_bytes, ") - 4096"));
   }
+  if (absl::Status status = ValidateTls(options.tls); !status.ok()) return status;
   for (const std::string& address : options.listen_addresses) {
     if (absl::Status status = ValidateListenAddress(address); !status.ok()) return status;
+    if (absl::Status status = CheckPlaintextListener(address, options.tls.enabled(),
+                                                     options.allow_insecure_remote);
+        !status.ok()) {
+      return status;
+    }
   }
 
   std::unique_ptr<TensorServer> server(new TensorServer());
@@ -68,8 +98,12 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::vector<int> ports(options.listen_addresses.size(), 0);
+  const std::shared_ptr<grpc::ServerCredentials> tcp_credentials = TcpCredentials(options.tls);
   for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
-    builder.AddListeningPort(options.listen_addresses[i], grpc::InsecureServerCredentials(),
+    const std::string& address = options.listen_addresses[i];
+    builder.AddListeningPort(address,
+                             absl::StartsWith(address, "unix:") ? grpc::InsecureServerCredentials()
+                                                                : tcp_credentials,
                              &ports[i]);
   }
   builder.RegisterService(server->service_.get());
@@ -77,8 +111,9 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("could not start gRPC server on ",
-                                               absl::StrJoin(options.listen_addresses, ", ")));
+    return absl::UnavailableError(absl::StrCat(
+        "could not start gRPC server on ", absl::StrJoin(options.listen_addresses, ", "),
+        options.tls.enabled() ? " (check that the TLS certificate, key and CA are valid PEM)" : ""));
   }
   for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
     const std::string& address = options.listen_addresses[i];

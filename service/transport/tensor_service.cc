@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "service/transport/tensor_service.h"
 
+#include <optional>
+
 #include "absl/time/time.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
@@ -21,6 +23,41 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
+                             const ServerOptions& options, ServiceMetrics& metrics)
+    : registry_(registry),
+      tokens_(tokens),
+      options_(options),
+      metrics_(metrics),
+      authenticator_(options.token_grants.empty()
+                         ? nullptr
+                         : std::make_unique<TokenAuthenticator>(options.token_grants)),
+      streams_(options.stream_limits) {}
+
+absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerContext* context,
+                                                           absl::string_view rpc,
+                                                           absl::string_view name) const {
+  if (authenticator_ == nullptr) return nullptr;
+  std::optional<absl::string_view> authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<const TokenGrant*> grant = authenticator_->Admit(authorization, rpc, name);
+  if (!grant.ok()) {
+    Log(LogLevel::kInfo, "rpc_refused",
+        {{"rpc", rpc}, {"peer", context->peer()},
+         {"code", absl::StatusCodeToString(grant.status().code())}});
+  }
+  return grant;
+}
+
+absl::Status TensorService::CheckName(const TokenGrant* grant, absl::string_view rpc,
+                                      absl::string_view name) {
+  if (grant == nullptr) return absl::OkStatus();
+  return TokenAuthenticator::CheckName(*grant, rpc, name);
+}
+
 void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
   proto->set_name(info.name);
   proto->set_version(info.version);
@@ -35,6 +72,11 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
                                               const v1::StatRequest* request,
                                               v1::StatResponse* response) {
   CallRecord call(Rpc::kStat, *context, metrics_);
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Stat", request->name());
+  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
+  if (absl::Status allowed = CheckName(*grant, "Stat", request->name()); !allowed.ok()) {
+    return FinishUnary(context, allowed, call);
+  }
   absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
   if (info.ok()) InfoToProto(*info, response->mutable_info());
   return FinishUnary(context, info.status(), call);
@@ -44,8 +86,14 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
                                               const v1::ListRequest* request,
                                               v1::ListResponse* response) {
   CallRecord call(Rpc::kList, *context, metrics_);
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "List", request->prefix());
+  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
+  // A token limited to a namespace lists only inside it.
+  absl::StatusOr<std::string> prefix =
+      *grant == nullptr ? request->prefix() : TokenAuthenticator::ListPrefix(**grant, request->prefix());
+  if (!prefix.ok()) return FinishUnary(context, prefix.status(), call);
   absl::StatusOr<ListPage> page =
-      registry_.List(request->prefix(), request->page_size(), request->page_token());
+      registry_.List(*prefix, request->page_size(), request->page_token());
   if (page.ok()) {
     for (const VersionInfo& info : page->tensors) InfoToProto(info, response->add_tensors());
     response->set_next_page_token(page->next_page_token);
@@ -58,6 +106,11 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
                                                 const v1::DeleteRequest* request,
                                                 v1::DeleteResponse* response) {
   CallRecord call(Rpc::kDelete, *context, metrics_);
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Delete", request->name());
+  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
+  if (absl::Status allowed = CheckName(*grant, "Delete", request->name()); !allowed.ok()) {
+    return FinishUnary(context, allowed, call);
+  }
   absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
   if (removed.ok()) {
     response->set_version(*removed);
@@ -71,6 +124,9 @@ grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerConte
                                                        const v1::GetServerInfoRequest*,
                                                        v1::GetServerInfoResponse* response) {
   CallRecord call(Rpc::kGetServerInfo, *context, metrics_);
+  if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "GetServerInfo"); !grant.ok()) {
+    return FinishUnary(context, grant.status(), call);
+  }
   response->set_server_version(TENSORD_VERSION);
   response->set_boot_id(BootId());
   response->set_handoff_socket(options_.handoff.socket_path);
@@ -85,7 +141,10 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     v1::IssueHandoffTokenResponse* response) {
   CallRecord call(Rpc::kIssueHandoffToken, *context, metrics_);
   absl::Status status;
-  if (options_.handoff.socket_path.empty()) {
+  if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "IssueHandoffToken");
+      !grant.ok()) {
+    status = grant.status();
+  } else if (options_.handoff.socket_path.empty()) {
     status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
   } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(); issued.ok()) {
     response->set_token(issued->token);

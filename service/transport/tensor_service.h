@@ -6,9 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
+#include "service/security/active_streams.h"
+#include "service/security/token_authenticator.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
@@ -27,8 +30,7 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
 class TensorService final : public TensorServiceBase {
  public:
   TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options,
-                ServiceMetrics& metrics)
-      : registry_(registry), tokens_(tokens), options_(options), metrics_(metrics) {}
+                ServiceMetrics& metrics);
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
@@ -55,12 +57,26 @@ class TensorService final : public TensorServiceBase {
   // wire before the process exits.
   int64_t live_payloads() const { return live_payloads_.load(std::memory_order_acquire); }
 
+  // Runs first in every RPC, before any byte moves: the caller's token grant
+  // (nullptr when auth is off), UNAUTHENTICATED or PERMISSION_DENIED.
+  // `name` (empty when not known yet) only goes into the error message.
+  absl::StatusOr<const TokenGrant*> AdmitCall(grpc::CallbackServerContext* context,
+                                              absl::string_view rpc,
+                                              absl::string_view name = "") const;
+  // PERMISSION_DENIED when `grant` may not touch `name`; OK when auth is off.
+  static absl::Status CheckName(const TokenGrant* grant, absl::string_view rpc,
+                                absl::string_view name);
+  ActiveStreams& streams() { return streams_; }
+
  private:
   Registry& registry_;
   HandoffTokens& tokens_;
   const ServerOptions options_;
   ServiceMetrics& metrics_;
   std::atomic<int64_t> live_payloads_{0};
+  // Null when auth is off.
+  const std::unique_ptr<const TokenAuthenticator> authenticator_;
+  ActiveStreams streams_;
 };
 
 // Fills a wire TensorInfo from the registry's copy.

@@ -48,6 +48,15 @@ struct ClientOptions {
   // call. Otherwise 1..128 characters of [A-Za-z0-9._:/+=-] (Connect
   // answers INVALID_ARGUMENT for others).
   std::string request_id;
+  // TLS, on when `tls` is true or any tls_* field is set. Each tls_* field
+  // is PEM contents or the path of a PEM file.
+  bool tls = false;
+  std::string tls_root_ca;  // CA that signed the server's certificate; empty: system roots
+  std::string tls_client_cert;  // with tls_client_key: mutual TLS
+  std::string tls_client_key;
+  // Sent as "authorization: Bearer <token>" on every call (servers run with
+  // --tokens-file); empty sends none.
+  std::string bearer_token;
 };
 
 // Called as bytes move: (bytes done, bytes in total).

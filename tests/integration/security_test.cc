@@ -1,0 +1,478 @@
+// TLS, mutual TLS, the plaintext-listener policy, bearer tokens and the
+// stream limits, each against a real tensord process.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/raw_stub.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+// A fresh directory removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tensord-security-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, std::string_view contents) {
+  std::ofstream out(path, std::ios::trunc);
+  out << contents;
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// Throwaway PKI made with the openssl CLI: a CA that signs the server's
+// certificate (for 127.0.0.1 and localhost) and a client certificate, and a
+// second, unrelated CA with a client certificate of its own.
+class TestPki {
+ public:
+  static absl::StatusOr<std::unique_ptr<TestPki>> Create() {
+    auto pki = std::unique_ptr<TestPki>(new TestPki());
+    if (pki->dir_.path().empty()) return absl::InternalError("mkdtemp failed");
+    WriteFile(pki->dir_.File("server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    WriteFile(pki->dir_.File("client.ext"), "extendedKeyUsage=clientAuth\n");
+    for (const char* ca : {"ca", "other-ca"}) {
+      if (absl::Status status = pki->Run(absl::StrCat(
+              "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "
+              "'/CN=tensord test ",
+              ca, "' -keyout ", ca, ".key -out ", ca, ".pem"));
+          !status.ok()) {
+        return status;
+      }
+    }
+    for (auto [name, ca, ext] : {std::tuple{"server", "ca", "server.ext"},
+                                 std::tuple{"client", "ca", "client.ext"},
+                                 std::tuple{"rogue-client", "other-ca", "client.ext"}}) {
+      if (absl::Status status = pki->Run(absl::StrCat(
+              "req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=", name,
+              "' -keyout ", name, ".key -out ", name, ".csr"));
+          !status.ok()) {
+        return status;
+      }
+      if (absl::Status status = pki->Run(absl::StrCat(
+              "x509 -req -days 2 -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
+              ".key -CAcreateserial -extfile ", ext, " -out ", name, ".pem"));
+          !status.ok()) {
+        return status;
+      }
+    }
+    return pki;
+  }
+
+  std::string Path(absl::string_view file) const { return dir_.File(file); }
+  const TempDir& dir() const { return dir_; }
+
+ private:
+  TestPki() = default;
+  absl::Status Run(const std::string& arguments) {
+    const std::string command =
+        absl::StrCat("cd '", dir_.path(), "' && openssl ", arguments, " >openssl.log 2>&1");
+    const int status = std::system(command.c_str());
+    if (status != 0) {
+      std::ifstream log(dir_.File("openssl.log"));
+      std::string output((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      return absl::InternalError(absl::StrCat("openssl ", arguments, " failed: ", output));
+    }
+    return absl::OkStatus();
+  }
+  TempDir dir_;
+};
+
+std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> flags) {
+  ServerProcessOptions options;
+  options.flags = std::move(flags);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  if (!server.ok()) {
+    ADD_FAILURE() << "tensord did not start: " << server.status();
+    return nullptr;
+  }
+  return std::move(*server);
+}
+
+// SIGTERM must end the server with exit 0 and no sanitizer report (a
+// sanitizer build reports leaks and races at exit).
+void ExpectStopsCleanly(ServerProcess& server) {
+  absl::StatusOr<int> status = server.Stop(SIGTERM, absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "tensord exited with wait status " << *status << ":\n" << server.StderrTail();
+  EXPECT_EQ(server.Stderr().find("runtime error:"), std::string::npos) << server.StderrTail();
+}
+
+// The options of a remote client whose calls give up after 20 s.
+ClientOptions Remote() {
+  ClientOptions options = RemoteClientOptions();
+  options.timeout = absl::Seconds(20);
+  return options;
+}
+
+absl::Status PutSmall(Client& client, const std::string& name) {
+  HostTensor tensor = CompactTensor(kU8, {16}, PatternBytes(16, 7));
+  return client.Put(name, tensor.dl()).status();
+}
+
+class SecurityTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<TestPki>> pki = TestPki::Create();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = std::move(*pki);
+  }
+  static void TearDownTestSuite() { pki_.reset(); }
+  void SetUp() override {
+    if (pki_ == nullptr) GTEST_SKIP() << "no test certificates";
+  }
+  static std::vector<std::string> TlsFlags() {
+    return {absl::StrCat("--tls-cert=", pki_->Path("server.pem")),
+            absl::StrCat("--tls-key=", pki_->Path("server.key"))};
+  }
+  static inline std::unique_ptr<TestPki> pki_;
+};
+
+TEST_F(SecurityTlsTest, ServesOverTlsAndLocalHandoffDiscoveryStillWorks) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back(absl::StrCat("--handoff-socket=", pki_->Path("handoff.sock")));
+  std::unique_ptr<ServerProcess> server = StartServer(flags);
+  ASSERT_NE(server, nullptr);
+
+  ClientOptions remote = Remote();
+  remote.tls_root_ca = pki_->Path("ca.pem");
+  std::unique_ptr<Client> client = ConnectClient(server->address(), remote);
+  ASSERT_NE(client, nullptr);
+  ExpectServing(*client);
+
+  // kAuto learns the handoff socket through GetServerInfo over TLS.
+  ClientOptions automatic;
+  automatic.tls_root_ca = pki_->Path("ca.pem");
+  automatic.timeout = absl::Seconds(20);
+  std::unique_ptr<Client> local = ConnectClient(server->address(), automatic);
+  ASSERT_NE(local, nullptr);
+  EXPECT_TRUE(local->local());
+  ExpectServing(*local);
+  local.reset();
+  ExpectStopsCleanly(*server);
+}
+
+TEST_F(SecurityTlsTest, ClientsThatCannotVerifyTheServerAreRefused) {
+  std::unique_ptr<ServerProcess> server = StartServer(TlsFlags());
+  ASSERT_NE(server, nullptr);
+
+  std::unique_ptr<Client> plaintext = ConnectClient(server->address(), Remote());
+  ASSERT_NE(plaintext, nullptr);
+  EXPECT_TRUE(StatusIs(plaintext->Stat("any").status(), absl::StatusCode::kUnavailable));
+
+  ClientOptions system_roots = Remote();
+  system_roots.tls = true;  // without our CA
+  std::unique_ptr<Client> unverified = ConnectClient(server->address(), system_roots);
+  ASSERT_NE(unverified, nullptr);
+  EXPECT_TRUE(StatusIs(unverified->Stat("any").status(), absl::StatusCode::kUnavailable));
+
+  ClientOptions wrong_ca = Remote();
+  wrong_ca.tls_root_ca = pki_->Path("other-ca.pem");
+  std::unique_ptr<Client> misled = ConnectClient(server->address(), wrong_ca);
+  ASSERT_NE(misled, nullptr);
+  EXPECT_TRUE(StatusIs(misled->Stat("any").status(), absl::StatusCode::kUnavailable));
+  ExpectStopsCleanly(*server);
+}
+
+TEST_F(SecurityTlsTest, MutualTlsNeedsAClientCertificateFromTheConfiguredCa) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back(absl::StrCat("--tls-client-ca=", pki_->Path("ca.pem")));
+  std::unique_ptr<ServerProcess> server = StartServer(flags);
+  ASSERT_NE(server, nullptr);
+
+  ClientOptions no_cert = Remote();
+  no_cert.tls_root_ca = pki_->Path("ca.pem");
+  std::unique_ptr<Client> anonymous = ConnectClient(server->address(), no_cert);
+  ASSERT_NE(anonymous, nullptr);
+  EXPECT_TRUE(StatusIs(anonymous->Stat("any").status(), absl::StatusCode::kUnavailable));
+
+  ClientOptions rogue = no_cert;
+  rogue.tls_client_cert = pki_->Path("rogue-client.pem");
+  rogue.tls_client_key = pki_->Path("rogue-client.key");
+  std::unique_ptr<Client> impostor = ConnectClient(server->address(), rogue);
+  ASSERT_NE(impostor, nullptr);
+  EXPECT_TRUE(StatusIs(impostor->Stat("any").status(), absl::StatusCode::kUnavailable));
+
+  ClientOptions trusted = no_cert;
+  trusted.tls_client_cert = pki_->Path("client.pem");
+  trusted.tls_client_key = pki_->Path("client.key");
+  std::unique_ptr<Client> client = ConnectClient(server->address(), trusted);
+  ASSERT_NE(client, nullptr);
+  ExpectServing(*client);
+  ExpectStopsCleanly(*server);
+}
+
+TEST(SecurityListenTest, PlaintextOnAWildcardAddressNeedsTheFlag) {
+  ServerProcessOptions options;
+  options.flags = {"--listen=0.0.0.0:0"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = ServerProcess::Start(options);
+  ASSERT_FALSE(refused.ok()) << "tensord served plaintext on 0.0.0.0 without --allow-insecure-remote";
+  EXPECT_NE(refused.status().message().find("listen address '0.0.0.0:0'"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("--allow-insecure-remote"), std::string::npos);
+
+  options.flags.push_back("--allow-insecure-remote");
+  std::unique_ptr<ServerProcess> allowed = StartServer(options.flags);
+  ASSERT_NE(allowed, nullptr);
+  ExpectStopsCleanly(*allowed);
+}
+
+constexpr char kReaderToken[] = "reader-token-0123456789abcdef";
+constexpr char kTeamAToken[] = "team-a-token-0123456789abcdef";
+constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
+
+class SecurityTokenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    // The admin token is stored hashed: the file need not hold the secret.
+    const std::string admin_digest_command =
+        absl::StrCat("printf %s '", kAdminToken, "' | openssl dgst -sha256 -r | cut -d' ' -f1 > '",
+                     dir_.File("admin.sha256"), "'");
+    ASSERT_EQ(std::system(admin_digest_command.c_str()), 0);
+    std::ifstream digest_file(dir_.File("admin.sha256"));
+    std::string admin_digest;
+    digest_file >> admin_digest;
+    ASSERT_EQ(admin_digest.size(), 64u);
+    WriteFile(dir_.File("tokens"),
+              absl::StrCat("# test tokens\n", kReaderToken, " read\n", kTeamAToken,
+                           " read,write team-a/\n", "sha256:", admin_digest, " admin\n"));
+    server_ = StartServer({absl::StrCat("--tokens-file=", dir_.File("tokens"))});
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) ExpectStopsCleanly(*server_);
+  }
+
+  std::unique_ptr<Client> ClientWithToken(std::string token) {
+    ClientOptions options = Remote();
+    options.bearer_token = std::move(token);
+    return ConnectClient(server_->address(), options);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(SecurityTokenTest, MissingOrUnknownTokensAreUnauthenticated) {
+  std::unique_ptr<Client> anonymous = ClientWithToken("");
+  std::unique_ptr<Client> stranger = ClientWithToken("not-a-known-token-0123456789");
+  ASSERT_NE(anonymous, nullptr);
+  ASSERT_NE(stranger, nullptr);
+  for (Client* client : {anonymous.get(), stranger.get()}) {
+    EXPECT_TRUE(StatusIs(client->Stat("any").status(), absl::StatusCode::kUnauthenticated, "Stat"));
+    EXPECT_TRUE(StatusIs(PutSmall(*client, "any"), absl::StatusCode::kUnauthenticated, "Put"));
+    EXPECT_TRUE(StatusIs(client->Fetch("any").status(), absl::StatusCode::kUnauthenticated));
+    EXPECT_TRUE(StatusIs(client->List("").status(), absl::StatusCode::kUnauthenticated));
+    // Health stays open for probes.
+    absl::StatusOr<std::string> health = client->Health();
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, "SERVING");
+  }
+}
+
+TEST_F(SecurityTokenTest, ReadOnlyTokenReadsButCannotWrite) {
+  std::unique_ptr<Client> admin = ClientWithToken(kAdminToken);
+  std::unique_ptr<Client> reader = ClientWithToken(kReaderToken);
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(reader, nullptr);
+  ASSERT_TRUE(PutSmall(*admin, "shared/w").ok());
+
+  EXPECT_TRUE(reader->Fetch("shared/w").ok());
+  EXPECT_TRUE(reader->Stat("shared/w").ok());
+  EXPECT_TRUE(StatusIs(PutSmall(*reader, "shared/w"), absl::StatusCode::kPermissionDenied,
+                       "Put needs permission write"));
+  EXPECT_TRUE(StatusIs(reader->Delete("shared/w").status(), absl::StatusCode::kPermissionDenied,
+                       "Delete of 'shared/w' needs permission write"));
+  absl::StatusOr<TensorInfo> still = admin->Stat("shared/w");
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_EQ(still->version, admin->Stat("shared/w")->version);
+  EXPECT_TRUE(admin->Delete("shared/w").ok());
+}
+
+TEST_F(SecurityTokenTest, NamespacedTokenTouchesOnlyItsPrefix) {
+  std::unique_ptr<Client> admin = ClientWithToken(kAdminToken);
+  std::unique_ptr<Client> team_a = ClientWithToken(kTeamAToken);
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(team_a, nullptr);
+  ASSERT_TRUE(PutSmall(*admin, "team-b/secret").ok());
+
+  EXPECT_TRUE(PutSmall(*team_a, "team-a/mine").ok());
+  EXPECT_TRUE(team_a->Fetch("team-a/mine").ok());
+  EXPECT_TRUE(StatusIs(team_a->Fetch("team-b/secret").status(), absl::StatusCode::kPermissionDenied,
+                       "Fetch of 'team-b/secret'"));
+  EXPECT_TRUE(StatusIs(team_a->Stat("team-b/secret").status(), absl::StatusCode::kPermissionDenied,
+                       "Stat of 'team-b/secret'"));
+  EXPECT_TRUE(StatusIs(PutSmall(*team_a, "team-b/planted"), absl::StatusCode::kPermissionDenied,
+                       "Put of 'team-b/planted'"));
+  EXPECT_TRUE(StatusIs(team_a->Delete("team-b/secret").status(),
+                       absl::StatusCode::kPermissionDenied, "Delete of 'team-b/secret'"));
+  // The refused put published nothing.
+  EXPECT_TRUE(StatusIs(admin->Stat("team-b/planted").status(), absl::StatusCode::kNotFound));
+
+  // List narrows to the namespace, or refuses a disjoint prefix.
+  absl::StatusOr<std::vector<TensorInfo>> listed = team_a->ListAll("");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "team-a/mine");
+  EXPECT_TRUE(StatusIs(team_a->List("team-b/").status(), absl::StatusCode::kPermissionDenied,
+                       "team-b/"));
+
+  // The admin sees and may do everything.
+  absl::StatusOr<std::vector<TensorInfo>> everything = admin->ListAll("");
+  ASSERT_TRUE(everything.ok()) << everything.status();
+  EXPECT_EQ(everything->size(), 2u);
+  EXPECT_TRUE(admin->Delete("team-a/mine").ok());
+  EXPECT_TRUE(admin->Delete("team-b/secret").ok());
+}
+
+// Polls `condition` every 20 ms for up to 30 s.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  for (int i = 0; i < 1500; ++i) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return condition();
+}
+
+constexpr size_t kLargeTensorBytes = size_t{32} << 20;
+
+// A fetch that has received its header and then stops reading: with
+// BDP probing off the flow-control window stays at 64 KiB, so the server's
+// next write cannot complete.
+struct StalledFetch {
+  std::unique_ptr<RawStub> stub;
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader;
+};
+
+StalledFetch StartStalledFetch(const std::string& address, const std::string& name) {
+  StalledFetch fetch;
+  fetch.stub = NewRawStub(address, /*small_window=*/true);
+  fetch.context = RawContext();
+  v1::FetchRequest request;
+  request.set_name(name);
+  fetch.reader = fetch.stub->Fetch(fetch.context.get(), request);
+  v1::FetchResponse header;
+  EXPECT_TRUE(fetch.reader->Read(&header));
+  EXPECT_TRUE(header.has_header());
+  return fetch;
+}
+
+class SecurityStreamTest : public ::testing::Test {
+ protected:
+  void StartWith(std::vector<std::string> flags) {
+    server_ = StartServer(std::move(flags));
+    ASSERT_NE(server_, nullptr);
+    client_ = ConnectClient(server_->address(), Remote());
+    ASSERT_NE(client_, nullptr);
+    HostTensor large = CompactTensor(kU8, {static_cast<int64_t>(kLargeTensorBytes)},
+                                     PatternBytes(kLargeTensorBytes, 3));
+    ASSERT_TRUE(client_->Put("large", large.dl()).ok());
+  }
+
+  void TearDown() override {
+    client_.reset();
+    if (server_ != nullptr) ExpectStopsCleanly(*server_);
+  }
+
+  uint32_t OpenLeases() {
+    absl::StatusOr<TensorInfo> info = client_->Stat("large");
+    return info.ok() ? info->open_leases : ~0u;
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(SecurityStreamTest, StreamsBeyondTheLimitAreRefused) {
+  StartWith({"--max-concurrent-streams=1"});
+  StalledFetch first = StartStalledFetch(server_->address(), "large");
+  EXPECT_TRUE(StatusIs(client_->Fetch("large").status(), absl::StatusCode::kResourceExhausted,
+                       "--max-concurrent-streams"));
+  HostTensor small = CompactTensor(kU8, {16}, PatternBytes(16, 1));
+  EXPECT_TRUE(StatusIs(client_->Put("other", small.dl()).status(),
+                       absl::StatusCode::kResourceExhausted));
+  // Unary calls are not streams.
+  EXPECT_TRUE(client_->Stat("large").ok());
+
+  first.context->TryCancel();
+  first.reader->Finish();
+  EXPECT_TRUE(Eventually([&] { return client_->Fetch("large").ok(); }))
+      << "the cancelled stream's place was not given back";
+}
+
+TEST_F(SecurityStreamTest, StalledFetchIsCancelledAndReleasesItsLease) {
+  StartWith({"--stream-idle-timeout=3s"});
+  StalledFetch stalled = StartStalledFetch(server_->address(), "large");
+  EXPECT_EQ(OpenLeases(), 1u);
+  EXPECT_TRUE(Eventually([&] { return OpenLeases() == 0; }))
+      << "the stalled fetch still holds its lease; server log:\n" << server_->StderrTail();
+  EXPECT_NE(server_->Stderr().find("event=stream_idle_cancelled rpc=Fetch"), std::string::npos);
+  // The reader, resuming, learns that its stream is gone.
+  v1::FetchResponse message;
+  for (int i = 0; i < 64 && stalled.reader->Read(&message); ++i) {
+  }
+  EXPECT_FALSE(stalled.reader->Finish().ok());
+  ExpectServing(*client_);
+}
+
+TEST_F(SecurityStreamTest, StalledPutIsCancelledAndPublishesNothing) {
+  StartWith({"--stream-idle-timeout=3s"});
+  v1::GetServerInfoResponse before;
+  std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
+  {
+    std::unique_ptr<grpc::ClientContext> context = RawContext();
+    ASSERT_TRUE(stub->GetServerInfo(context.get(), {}, &before).ok());
+  }
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  v1::PutResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = stub->Put(context.get(), &response);
+  ASSERT_TRUE(writer->Write(HeaderMessage("stalled", RawDataType(1, 8), {16 << 20}, 16 << 20)));
+  ASSERT_TRUE(writer->Write(ChunkMessage(0, std::string(1 << 20, 'x'))));
+  // ... and nothing more.
+  auto host_bytes_used = [&] {
+    v1::GetServerInfoResponse info;
+    std::unique_ptr<grpc::ClientContext> info_context = RawContext();
+    return stub->GetServerInfo(info_context.get(), {}, &info).ok() ? info.host_bytes_used()
+                                                                   : ~uint64_t{0};
+  };
+  EXPECT_TRUE(Eventually([&] {
+    return server_->Stderr().find("event=stream_idle_cancelled rpc=Put") != std::string::npos;
+  })) << server_->StderrTail();
+  EXPECT_TRUE(Eventually([&] { return host_bytes_used() == before.host_bytes_used(); }))
+      << "the cancelled put still holds its reservation";
+  EXPECT_FALSE(writer->Finish().ok());
+  EXPECT_TRUE(StatusIs(client_->Stat("stalled").status(), absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace tensord::testing

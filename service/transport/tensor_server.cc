@@ -113,7 +113,10 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   if (server->server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "could not start gRPC server on ", absl::StrJoin(options.listen_addresses, ", "),
-        options.tls.enabled() ? " (check that the TLS certificate, key and CA are valid PEM)" : ""));
+        options.tls.enabled()
+            ? " (check that the TLS certificate, key and CA are valid PEM and the key is the "
+              "certificate's)"
+            : ""));
   }
   for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
     const std::string& address = options.listen_addresses[i];

@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "service/registry/registry.h"
+#include "service/snapshot/snapshot_store.h"
 #include "service/transport/handoff_server.h"
 
 namespace tensord {
@@ -26,6 +27,10 @@ struct ServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Local handoff; off when handoff.socket_path is empty.
   HandoffOptions handoff;
+  // Snapshots of the durable tensors (--snapshot-dir); off when empty.
+  // Restored at start, before serving.
+  std::string snapshot_dir;
+  CorruptSnapshotPolicy corrupt_snapshot = CorruptSnapshotPolicy::kRefuse;
 };
 
 }  // namespace tensord

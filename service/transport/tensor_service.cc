@@ -32,6 +32,7 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
   proto->set_crc32c(info.crc32c);
   proto->set_created_unix_nanos(absl::ToUnixNanos(info.created));
   proto->set_open_leases(info.open_leases);
+  proto->set_retention(static_cast<v1::Retention>(info.retention));
 }
 
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
@@ -91,6 +92,26 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     status = issued.status();
   }
   return FinishUnary(context, status, "IssueHandoffToken");
+}
+
+grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* context,
+                                                  const v1::SnapshotRequest*,
+                                                  v1::SnapshotResponse* response) {
+  if (snapshots_ == nullptr) {
+    return FinishUnary(context,
+                       absl::FailedPreconditionError(
+                           "snapshots are off on this server: start it with --snapshot-dir"),
+                       "Snapshot");
+  }
+  absl::StatusOr<SnapshotSummary> written = snapshots_->Write(registry_);
+  if (written.ok()) {
+    response->set_path(written->path);
+    response->set_tensor_count(written->tensor_count);
+    response->set_total_bytes(written->total_bytes);
+  } else {
+    Log(LogLevel::kError, "snapshot_failed", {{"error", written.status().ToString()}});
+  }
+  return FinishUnary(context, written.status(), "Snapshot");
 }
 
 }  // namespace tensord

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/common/crc32c.h"
+#include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/registry/tensor_name.h"
 
@@ -30,6 +31,14 @@ absl::StatusOr<std::string> DecodePageToken(absl::string_view token) {
                      "' is not a token from an earlier List response"));
   }
   return last_name;
+}
+
+void LogEvicted(const std::vector<std::shared_ptr<const TensorVersion>>& evicted) {
+  if (evicted.empty() || !LogEnabled(LogLevel::kInfo)) return;
+  uint64_t bytes = 0;
+  for (const auto& version : evicted) bytes += version->total_bytes;
+  Log(LogLevel::kInfo, "evicted",
+      {{"versions", evicted.size()}, {"bytes", bytes}, {"oldest", evicted.front()->name}});
 }
 
 }  // namespace
@@ -134,15 +143,19 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     }
     version->version = last_version_;
     info = InfoOf(*version);
+    if (version->retention == Retention::kCache) ++cache_versions_;
     if (it == latest_.end()) {
       latest_.emplace(version->name, std::move(version));
     } else {
+      if (it->second->retention == Retention::kCache) --cache_versions_;
       RetireLocked(std::exchange(it->second, std::move(version)));
     }
-    if (host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
+    if (cache_versions_ > 0 &&
+        host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
       evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark));
     }
   }
+  LogEvicted(evicted);
   // `evicted` frees its bytes here, outside the lock.
   return info;
 }
@@ -157,7 +170,8 @@ uint64_t Registry::WatermarkBytes(double fraction) const {
 std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   uint64_t used = host_capacity_->used_bytes();
-  if (used <= target_used) return evicted;
+  // The scan below is O(names); skip it when no cache version exists.
+  if (used <= target_used || cache_versions_ == 0) return evicted;
   // Leases are only made under mutex_ (FindLocked), so a version only the
   // registry references (use_count 1) has no reader and cannot gain one now.
   std::vector<std::pair<uint64_t, std::string_view>> candidates;
@@ -179,6 +193,7 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t
     evicted_bytes_.fetch_add(it->second->reservation.bytes(), std::memory_order_relaxed);
     evicted.push_back(std::move(it->second));
     latest_.erase(it);
+    --cache_versions_;
   }
   evictions_.fetch_add(evicted.size(), std::memory_order_relaxed);
   return evicted;
@@ -190,6 +205,7 @@ void Registry::EvictTo(uint64_t target_used) {
     MutexLock lock(&mutex_);
     evicted = EvictLocked(target_used);
   }
+  LogEvicted(evicted);
 }
 
 std::vector<Lease> Registry::AcquireDurable() const {
@@ -281,6 +297,7 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   }
   std::shared_ptr<const TensorVersion> removed = std::move(it->second);
   latest_.erase(it);
+  if (removed->retention == Retention::kCache) --cache_versions_;
   RetireLocked(std::move(removed));
   return latest;
 }

@@ -154,6 +154,8 @@ class Registry {
   // Superseded or deleted versions that readers may still hold.
   absl::flat_hash_map<uint64_t, std::weak_ptr<const TensorVersion>> retired_
       ABSL_GUARDED_BY(mutex_);
+  // kCache versions among latest_: eviction scans only when there are some.
+  uint64_t cache_versions_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace tensord

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -135,8 +137,26 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
   return summary;
 }
 
+void SnapshotStore::RemoveStaleTemporaries() const {
+  const std::string prefix = absl::StrCat(kSnapshotFileName, ".tmp.");
+  std::error_code error;
+  std::filesystem::directory_iterator entries(directory_, error);
+  // Bounded: a directory of ours holds a handful of files.
+  for (int seen = 0; !error && entries != std::filesystem::directory_iterator() && seen < 10'000;
+       entries.increment(error), ++seen) {
+    const std::string name = entries->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::error_code removed;
+    std::filesystem::remove(entries->path(), removed);
+    Log(LogLevel::kWarning, "snapshot_stale_temporary_removed",
+        {{"file", entries->path().string()}, {"error", removed.message()}});
+  }
+}
+
 absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
                                                       CorruptSnapshotPolicy policy) {
+  // A snapshot interrupted by a crash left its temporary file behind.
+  RemoveStaleTemporaries();
   RestoreSummary summary{.path = snapshot_path()};
   struct stat st;
   if (::stat(summary.path.c_str(), &st) != 0 && errno == ENOENT) {

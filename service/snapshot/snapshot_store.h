@@ -56,9 +56,12 @@ class SnapshotStore {
   // the first is published. A missing snapshot restores nothing and is OK.
   // A damaged one is logged (file and reason) and, under kRefuse, is
   // DATA_LOSS with nothing published.
+  // Also removes temporary files that a crash during a snapshot left.
   absl::StatusOr<RestoreSummary> Restore(Registry& registry, CorruptSnapshotPolicy policy);
 
  private:
+  void RemoveStaleTemporaries() const;
+
   const std::string directory_;
   Mutex write_mutex_;
 };

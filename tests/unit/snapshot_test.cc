@@ -232,13 +232,18 @@ TEST_F(SnapshotStoreTest, RestoresDurableTensorsWithTheirVersionsAndSkipsCache) 
   EXPECT_EQ(restored.Stat("drop/cache", 0).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothing) {
+TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothingAndCrashLeftoversAreRemoved) {
   SnapshotStore store(directory_);
+  const std::string leftover = store.snapshot_path() + ".tmp.999999";
+  WriteFile(leftover, "half a snapshot");
+  WriteFile(directory_ + "/unrelated", "kept");
   Registry registry(RegistryOptions{});
   absl::StatusOr<RestoreSummary> summary = store.Restore(registry, CorruptSnapshotPolicy::kRefuse);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_FALSE(summary->found);
   EXPECT_EQ(registry.tensor_count(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_TRUE(std::filesystem::exists(directory_ + "/unrelated"));
 }
 
 TEST_F(SnapshotStoreTest, DamagedTensorRefusesEverythingOrLoadsTheRestAndSetsTheFileAside) {

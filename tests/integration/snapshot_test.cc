@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -198,6 +199,33 @@ TEST_F(SnapshotTest, TruncatedSnapshotStopsTheStartNamingTheReason) {
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "event=snapshot_corrupt"))
       << refused.status();
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "inside the")) << refused.status();
+}
+
+TEST_F(SnapshotTest, LocalPutAndCreateSealCarryTheirRetention) {
+  const std::string socket_path = snapshot_dir_ + "/handoff.sock";
+  Start({"--handoff-socket=" + socket_path});
+  ClientOptions options;
+  options.path = TransferPath::kLocal;
+  options.handoff_socket = socket_path;
+  std::unique_ptr<Client> local = ConnectClient(server_->address(), options);
+  ASSERT_NE(local, nullptr);
+  HostTensor tensor = CompactTensor(kU8, {64}, PatternBytes(64, 6));
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  absl::StatusOr<TensorInfo> put = local->Put("local/cache", tensor.dl(), cache);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->retention, Retention::kCache);
+  const std::vector<int64_t> shape = {16};
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+      local->Create("local/pinned", kF32, shape, Retention::kPinned);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::memset((*writer)->data(), 1, (*writer)->size());
+  ASSERT_TRUE((*writer)->Seal().ok());
+  EXPECT_EQ(client_->Stat("local/cache")->retention, Retention::kCache);
+  EXPECT_EQ(client_->Stat("local/pinned")->retention, Retention::kPinned);
+  absl::StatusOr<SnapshotResult> snapshot = local->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->tensor_count, 1u);  // the cache tensor is not durable
 }
 
 TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {

@@ -96,6 +96,7 @@ class Registry {
 
   // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
   // missing; an older version is found while someone still holds it.
+  // Counts as a use for least-recently-used eviction.
   absl::StatusOr<Lease> Acquire(absl::string_view name, uint64_t version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;

@@ -125,11 +125,10 @@ TEST(ConcurrencySoakTest, MixedClientsOnSharedNamesNeverSeeAWrongByte) {
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const std::string socket_path = std::string(pattern) + "/handoff.sock";
   ServerProcessOptions server_options;
-  // ~24 names of up to 256 KiB each, in 4 MiB: puts evict cache tensors or
-  // are refused.
-  server_options.flags = {"--max-host-bytes=4MiB", "--chunk-bytes=64KiB",
+  // 24 names of ~128 KiB on average in 3 MiB: puts evict cache tensors or
+  // are refused. Info logs, to count the eviction rounds.
+  server_options.flags = {"--max-host-bytes=3MiB", "--chunk-bytes=64KiB",
                           "--handoff-socket=" + socket_path};
-  server_options.log_level = "warning";
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(server_options);
   ASSERT_TRUE(server.ok()) << server.status();
 
@@ -156,21 +155,29 @@ TEST(ConcurrencySoakTest, MixedClientsOnSharedNamesNeverSeeAWrongByte) {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   clients.clear();
 
+  const std::string log = (*server)->Stderr();
+  uint64_t eviction_rounds = 0;
+  for (size_t at = log.find("event=evicted"); at != std::string::npos && eviction_rounds < 1'000'000;
+       at = log.find("event=evicted", at + 1)) {
+    ++eviction_rounds;
+  }
   uint64_t unexpected = 0;
   for (const auto& [what, count] : figures.unexpected) unexpected += count;
   const double ops_per_second = static_cast<double>(figures.ops()) / seconds;
   std::printf(
       "soak: %d clients, %.1f s, %lu ops (%.0f ops/s): %lu put, %lu fetch, %lu stat, %lu delete; "
-      "expected NOT_FOUND %lu, RESOURCE_EXHAUSTED %lu; unexpected errors %lu; mismatches %lu\n",
+      "expected NOT_FOUND %lu, RESOURCE_EXHAUSTED %lu; unexpected errors %lu; mismatches %lu; "
+      "server eviction rounds %lu\n",
       kClients, seconds, figures.ops(), ops_per_second, figures.puts.load(), figures.fetches.load(),
       figures.stats.load(), figures.deletes.load(), figures.not_found.load(),
-      figures.resource_exhausted.load(), unexpected, figures.mismatches.load());
+      figures.resource_exhausted.load(), unexpected, figures.mismatches.load(), eviction_rounds);
   ::testing::Test::RecordProperty("clients", kClients);
   ::testing::Test::RecordProperty("seconds", absl::StrCat(seconds));
   ::testing::Test::RecordProperty("ops", absl::StrCat(figures.ops()));
   ::testing::Test::RecordProperty("ops_per_second", absl::StrCat(static_cast<int64_t>(ops_per_second)));
   ::testing::Test::RecordProperty("unexpected_errors", absl::StrCat(unexpected));
   ::testing::Test::RecordProperty("mismatches", absl::StrCat(figures.mismatches.load()));
+  ::testing::Test::RecordProperty("eviction_rounds", absl::StrCat(eviction_rounds));
 
   EXPECT_EQ(figures.mismatches.load(), 0u);
   for (const auto& [what, count] : figures.unexpected) ADD_FAILURE() << count << "x " << what;

@@ -3,9 +3,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -115,6 +118,21 @@ ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "Directory for snapshots of the durable tensors (retention default or pinned): "
+          "restored at start before serving, written on SIGTERM/SIGINT and on the Snapshot RPC "
+          "(tensorctl snapshot). Created when missing. Empty turns snapshots off. "
+          "Env: TENSORD_SNAPSHOT_DIR.");
+ABSL_FLAG(bool, snapshot_ignore_corrupt, false,
+          "Start even when the snapshot is damaged: restore the tensors that verify and move the "
+          "file aside to tensord.snapshot.corrupt. Without it a damaged snapshot stops the start. "
+          "Env: TENSORD_SNAPSHOT_IGNORE_CORRUPT.");
+ABSL_FLAG(double, eviction_high_watermark, 0.9,
+          "Fraction of --max-host-bytes above which cache-retention tensors are evicted, least "
+          "recently used and unleased first. Env: TENSORD_EVICTION_HIGH_WATERMARK.");
+ABSL_FLAG(double, eviction_low_watermark, 0.8,
+          "Fraction of --max-host-bytes eviction brings use down to. "
+          "Env: TENSORD_EVICTION_LOW_WATERMARK.");
 
 namespace tensord {
 namespace {
@@ -128,7 +146,8 @@ std::vector<std::string> ArgumentsFromEnvironment() {
       "huge_pages", "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "create_timeout",
       "max_leases_per_client", "ready_file", "metrics_listen", "tls_cert", "tls_key",
       "tls_client_ca", "allow_insecure_remote", "tokens_file", "max_concurrent_streams",
-      "stream_idle_timeout"};
+      "stream_idle_timeout", "snapshot_dir", "snapshot_ignore_corrupt",
+      "eviction_high_watermark", "eviction_low_watermark"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -283,6 +302,26 @@ int Run(int argc, char** argv) {
     }
     options.handoff.allowed_gids.push_back(id);
   }
+  options.registry.eviction_high_watermark = absl::GetFlag(FLAGS_eviction_high_watermark);
+  options.registry.eviction_low_watermark = absl::GetFlag(FLAGS_eviction_low_watermark);
+  if (!(options.registry.eviction_low_watermark > 0 &&
+        options.registry.eviction_low_watermark <= options.registry.eviction_high_watermark &&
+        options.registry.eviction_high_watermark <= 1)) {
+    std::fprintf(stderr, "tensord: need 0 < --eviction-low-watermark (%g) <= "
+                 "--eviction-high-watermark (%g) <= 1\n",
+                 options.registry.eviction_low_watermark, options.registry.eviction_high_watermark);
+    return 2;
+  }
+  options.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
+  options.corrupt_snapshot = absl::GetFlag(FLAGS_snapshot_ignore_corrupt)
+                                 ? CorruptSnapshotPolicy::kLoadValid
+                                 : CorruptSnapshotPolicy::kRefuse;
+  if (!options.snapshot_dir.empty() && ::mkdir(options.snapshot_dir.c_str(), 0700) != 0 &&
+      errno != EEXIST) {
+    std::fprintf(stderr, "tensord: --snapshot-dir %s: %s\n", options.snapshot_dir.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
   options.handoff.limits.max_tensor_bytes = options.max_tensor_bytes;
   options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
   options.handoff.limits.max_leases_per_connection = absl::GetFlag(FLAGS_max_leases_per_client);
@@ -355,8 +394,18 @@ int Run(int argc, char** argv) {
       {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
   (*server)->Shutdown(options.shutdown_grace);
   (*server)->Wait();
+  // After Wait: every put that was acknowledged is in the registry, and no
+  // call can publish while the snapshot is written.
+  int exit_code = 0;
+  if (SnapshotStore* snapshots = (*server)->snapshots(); snapshots != nullptr) {
+    if (absl::StatusOr<SnapshotSummary> written = snapshots->Write((*server)->registry());
+        !written.ok()) {
+      Log(LogLevel::kError, "shutdown_snapshot_failed", {{"error", written.status().ToString()}});
+      exit_code = 1;
+    }
+  }
   Log(LogLevel::kInfo, "stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::strin
   uint64_t published = 0;
   for (const formats::SafetensorsEntry& entry : index.entries) {
     TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
-                             registry.Prepare(prefix + entry.name, entry.layout, entry.end - entry.begin));
+                             registry.Prepare(prefix + entry.name, entry.layout,
+                                              entry.end - entry.begin, Retention::kPinned));
     if (pending.total_bytes > 0) {
       std::memcpy(pending.buffer->mutable_data(), file->bytes().data() + entry.begin,
                   pending.total_bytes);

@@ -277,7 +277,8 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
   if (local != nullptr) {
-    absl::StatusOr<TensorInfo> put = local->Put(name, tensor, options.send_crc32c);
+    absl::StatusOr<TensorInfo> put =
+        local->Put(name, tensor, options.send_crc32c, options.retention);
     if (!ShouldFallBack(put.status(), rep_->options.path)) return put;
     rep_->DropLocal(local);
   }
@@ -295,6 +296,7 @@ absl::StatusOr<TensorInfo> Client::PutRemote(absl::string_view name, const DLTen
   header->mutable_layout()->clear_strides();  // compact
   header->set_total_bytes(source.size);
   if (options.send_crc32c) header->set_crc32c(Crc32c(source.data, source.size));
+  header->set_retention(static_cast<v1::Retention>(options.retention));
 
   SliceLatch latch;
   v1::PutResponse response;
@@ -546,13 +548,23 @@ absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,
                                                              DLDataType dtype,
-                                                             std::span<const int64_t> shape) {
+                                                             std::span<const int64_t> shape,
+                                                             Retention retention) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
   if (local == nullptr) {
     return absl::UnavailableError("create/seal needs local handoff, which is not reachable");
   }
-  return local->Create(name, dtype, shape);
+  return local->Create(name, dtype, shape, retention);
+}
+
+absl::StatusOr<SnapshotResult> Client::Snapshot() {
+  v1::SnapshotResponse response;
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Snapshot,
+                                      v1::SnapshotRequest(), response));
+  return SnapshotResult{.path = response.path(),
+                        .tensor_count = response.tensor_count(),
+                        .total_bytes = response.total_bytes()};
 }
 
 absl::StatusOr<std::string> Client::Health(absl::string_view service) {

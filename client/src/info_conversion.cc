@@ -29,6 +29,11 @@ absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
   info.crc32c = proto.crc32c();
   info.created = absl::FromUnixNanos(proto.created_unix_nanos());
   info.open_leases = proto.open_leases();
+  // A retention this client does not know (a newer server) reads as the
+  // durable default rather than failing the call.
+  info.retention = proto.retention() == v1::RETENTION_PINNED  ? Retention::kPinned
+                   : proto.retention() == v1::RETENTION_CACHE ? Retention::kCache
+                                                              : Retention::kDefault;
   return info;
 }
 

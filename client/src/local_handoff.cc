@@ -245,7 +245,8 @@ absl::StatusOr<TensorInfo> LocalHandoff::FetchInto(absl::string_view name, uint6
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_view name,
                                                                    DLDataType dtype,
-                                                                   std::span<const int64_t> shape) {
+                                                                   std::span<const int64_t> shape,
+                                                                   Retention retention) {
   dlpack::TensorLayout layout;
   layout.dtype = dtype;
   layout.shape.assign(shape.begin(), shape.end());
@@ -256,6 +257,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_
   LayoutToProto(layout, create->mutable_layout());
   create->mutable_layout()->clear_strides();
   create->set_total_bytes(size);
+  create->set_retention(static_cast<v1::Retention>(retention));
   TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(std::move(request)));
   if (!response.fd.valid()) return absl::InternalError("create answer came without an fd");
   const uint64_t create_id = response.message.create().create_id();
@@ -274,10 +276,10 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_
 }
 
 absl::StatusOr<TensorInfo> LocalHandoff::Put(absl::string_view name, const DLTensor& tensor,
-                                             bool send_crc32c) {
+                                             bool send_crc32c, Retention retention) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout source, dlpack::LayoutOf(tensor));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
-                           Create(name, source.dtype, source.shape));
+                           Create(name, source.dtype, source.shape, retention));
   if (writer->size() > 0) {
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));

@@ -38,10 +38,12 @@ class LocalHandoff {
                                        const DLTensor& destination);
 
   // create + copy + seal: one copy, no gRPC.
-  absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor, bool send_crc32c);
+  absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor, bool send_crc32c,
+                                 Retention retention);
 
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
-                                                       std::span<const int64_t> shape);
+                                                       std::span<const int64_t> shape,
+                                                       Retention retention);
 
   const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
 

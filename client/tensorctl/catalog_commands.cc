@@ -51,6 +51,7 @@ absl::Status RunStat(Client& client, const Invocation& invocation) {
   absl::PrintF("crc32c:      0x%08x\n", info.crc32c);
   absl::PrintF("created:     %s\n", FormatCreated(info.created));
   absl::PrintF("open leases: %d\n", info.open_leases);
+  absl::PrintF("retention:   %s\n", RetentionName(info.retention));
   return absl::OkStatus();
 }
 
@@ -95,6 +96,14 @@ absl::Status RunHealth(Client& client, const Invocation&) {
   if (*status != "SERVING") {
     return absl::UnavailableError(absl::StrCat("server reports ", *status));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunSnapshot(Client& client, const Invocation&) {
+  absl::StatusOr<SnapshotResult> snapshot = client.Snapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  absl::PrintF("snapshot %s: %d tensors, %s\n", snapshot->path, snapshot->tensor_count,
+               FormatByteSize(snapshot->total_bytes));
   return absl::OkStatus();
 }
 

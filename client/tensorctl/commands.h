@@ -25,6 +25,8 @@ inline constexpr std::string_view kVersionOption = "--version";
 inline constexpr std::string_view kOffsetOption = "--offset";
 inline constexpr std::string_view kLengthOption = "--length";
 inline constexpr std::string_view kPrefixOption = "--prefix";
+inline constexpr std::string_view kCacheOption = "--cache";
+inline constexpr std::string_view kPinOption = "--pin";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";
@@ -47,8 +49,9 @@ absl::Status RunRemove(Client& client, const Invocation& invocation);
 // load FILE.safetensors (load_command.cc)
 absl::Status RunLoad(Client& client, const Invocation& invocation);
 
-// health (catalog_commands.cc)
+// health, snapshot (catalog_commands.cc)
 absl::Status RunHealth(Client& client, const Invocation& invocation);
+absl::Status RunSnapshot(Client& client, const Invocation& invocation);
 
 // `status` with "`context`: " before its message, code unchanged, so an error
 // names the file or tensor it concerns.

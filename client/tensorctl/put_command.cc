@@ -28,8 +28,13 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
       file->bytes(), header->data_offset, header->data_offset + header->data_bytes, header->layout);
   if (!tensor.ok()) return WithContext(tensor.status(), path);
 
+  if (invocation.Has(kCacheOption) && invocation.Has(kPinOption)) {
+    return absl::InvalidArgumentError("--cache and --pin exclude each other");
+  }
   ProgressBar progress(absl::StrCat("put ", name));
   PutOptions options;
+  if (invocation.Has(kCacheOption)) options.retention = Retention::kCache;
+  if (invocation.Has(kPinOption)) options.retention = Retention::kPinned;
   options.send_crc32c = true;
   options.progress = progress.Callback();
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client.Put(name, *tensor, options));

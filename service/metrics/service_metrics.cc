@@ -11,6 +11,7 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kDelete: return "Delete";
     case Rpc::kGetServerInfo: return "GetServerInfo";
     case Rpc::kIssueHandoffToken: return "IssueHandoffToken";
+    case Rpc::kSnapshot: return "Snapshot";
   }
   return "Unknown";
 }

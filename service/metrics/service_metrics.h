@@ -26,8 +26,9 @@ enum class Rpc : uint8_t {
   kDelete,
   kGetServerInfo,
   kIssueHandoffToken,
+  kSnapshot,
 };
-inline constexpr size_t kRpcCount = 7;
+inline constexpr size_t kRpcCount = 8;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 

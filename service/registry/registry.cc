@@ -1,6 +1,7 @@
 #include "absl/strings/string_view.h"
 #include "service/registry/registry.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/common/crc32c.h"
+#include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/registry/tensor_name.h"
 
@@ -31,6 +33,14 @@ absl::StatusOr<std::string> DecodePageToken(absl::string_view token) {
   return last_name;
 }
 
+void LogEvicted(const std::vector<std::shared_ptr<const TensorVersion>>& evicted) {
+  if (evicted.empty() || !LogEnabled(LogLevel::kInfo)) return;
+  uint64_t bytes = 0;
+  for (const auto& version : evicted) bytes += version->total_bytes;
+  Log(LogLevel::kInfo, "evicted",
+      {{"versions", evicted.size()}, {"bytes", bytes}, {"oldest", evicted.front()->name}});
+}
+
 }  // namespace
 
 VersionInfo InfoOf(const TensorVersion& version) {
@@ -42,6 +52,7 @@ VersionInfo InfoOf(const TensorVersion& version) {
       .crc32c = version.crc32c,
       .created = version.created,
       .open_leases = version.open_leases.load(std::memory_order_relaxed),
+      .retention = version.retention,
   };
 }
 
@@ -51,9 +62,21 @@ Registry::Registry(const RegistryOptions& options)
                                              "host memory (--max-host-bytes)")) {}
 
 absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
-                                                 uint64_t total_bytes) {
+                                                 uint64_t total_bytes, Retention retention) {
   PendingVersion pending;
-  TENSORD_ASSIGN_OR_RETURN(pending.reservation, host_capacity_->Reserve(total_bytes));
+  absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(total_bytes);
+  // Cache versions make room before a put is refused. Bounded: another put
+  // may take the freed bytes first, and then this one is refused.
+  for (int attempt = 0; attempt < 3 && !reservation.ok() &&
+                        reservation.status().code() == absl::StatusCode::kResourceExhausted &&
+                        total_bytes <= host_capacity_->limit_bytes();
+       ++attempt) {
+    EvictTo(host_capacity_->limit_bytes() - total_bytes);
+    reservation = host_capacity_->Reserve(total_bytes);
+  }
+  if (!reservation.ok()) return reservation.status();
+  pending.reservation = std::move(*reservation);
+  pending.retention = retention;
   TENSORD_ASSIGN_OR_RETURN(pending.buffer,
                            HostBuffer::Create(total_bytes, name, options_.page_policy));
   pending.name = std::move(name);
@@ -91,25 +114,108 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   version->layout = std::move(pending.layout);
   version->total_bytes = pending.total_bytes;
   version->crc32c = crc;
-  version->created = absl::Now();
+  version->created = pending.restored_created.value_or(absl::Now());
+  version->retention = pending.retention;
   version->buffer = std::move(pending.buffer);
   version->reservation = std::move(pending.reservation);
+  version->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
 
-  MutexLock lock(&mutex_);
-  auto it = latest_.find(version->name);
-  if (it == latest_.end() && latest_.size() >= options_.max_tensors) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot add tensor '", version->name, "': the registry holds ", latest_.size(),
-        " tensors, the limit (--max-tensors) is ", options_.max_tensors));
+  VersionInfo info;
+  std::vector<std::shared_ptr<const TensorVersion>> evicted;
+  {
+    MutexLock lock(&mutex_);
+    auto it = latest_.find(version->name);
+    if (it == latest_.end() && latest_.size() >= options_.max_tensors) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot add tensor '", version->name, "': the registry holds ", latest_.size(),
+          " tensors, the limit (--max-tensors) is ", options_.max_tensors));
+    }
+    if (pending.restored_version != 0) {
+      if (pending.restored_version <= last_version_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot restore version ", pending.restored_version, " of '", version->name,
+            "': version ", last_version_, " was already published"));
+      }
+      last_version_ = pending.restored_version;
+    } else {
+      ++last_version_;
+    }
+    version->version = last_version_;
+    info = InfoOf(*version);
+    if (version->retention == Retention::kCache) ++cache_versions_;
+    if (it == latest_.end()) {
+      latest_.emplace(version->name, std::move(version));
+    } else {
+      if (it->second->retention == Retention::kCache) --cache_versions_;
+      RetireLocked(std::exchange(it->second, std::move(version)));
+    }
+    if (cache_versions_ > 0 &&
+        host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
+      evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark));
+    }
   }
-  version->version = ++last_version_;
-  VersionInfo info = InfoOf(*version);
-  if (it == latest_.end()) {
-    latest_.emplace(version->name, std::move(version));
-  } else {
-    RetireLocked(std::exchange(it->second, std::move(version)));
-  }
+  LogEvicted(evicted);
+  // `evicted` frees its bytes here, outside the lock.
   return info;
+}
+
+uint64_t Registry::WatermarkBytes(double fraction) const {
+  const double limit = static_cast<double>(host_capacity_->limit_bytes());
+  if (!(fraction < 1.0)) return host_capacity_->limit_bytes();
+  if (!(fraction > 0.0)) return 0;
+  return static_cast<uint64_t>(limit * fraction);
+}
+
+std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used) {
+  std::vector<std::shared_ptr<const TensorVersion>> evicted;
+  uint64_t used = host_capacity_->used_bytes();
+  // The scan below is O(names); skip it when no cache version exists.
+  if (used <= target_used || cache_versions_ == 0) return evicted;
+  // Leases are only made under mutex_ (FindLocked), so a version only the
+  // registry references (use_count 1) has no reader and cannot gain one now.
+  std::vector<std::pair<uint64_t, std::string_view>> candidates;
+  for (const auto& [name, version] : latest_) {
+    if (version->retention == Retention::kCache && version.use_count() == 1) {
+      candidates.emplace_back(version->last_used.load(std::memory_order_relaxed), name);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  std::vector<std::string> names;
+  for (const auto& [tick, name] : candidates) {
+    if (used <= target_used) break;
+    const uint64_t bytes = latest_.find(name)->second->reservation.bytes();
+    used = used > bytes ? used - bytes : 0;
+    names.emplace_back(name);
+  }
+  for (const std::string& name : names) {
+    auto it = latest_.find(name);
+    evicted_bytes_.fetch_add(it->second->reservation.bytes(), std::memory_order_relaxed);
+    evicted.push_back(std::move(it->second));
+    latest_.erase(it);
+    --cache_versions_;
+  }
+  evictions_.fetch_add(evicted.size(), std::memory_order_relaxed);
+  return evicted;
+}
+
+void Registry::EvictTo(uint64_t target_used) {
+  std::vector<std::shared_ptr<const TensorVersion>> evicted;
+  {
+    MutexLock lock(&mutex_);
+    evicted = EvictLocked(target_used);
+  }
+  LogEvicted(evicted);
+}
+
+std::vector<Lease> Registry::AcquireDurable() const {
+  std::vector<Lease> leases;
+  ReaderMutexLock lock(&mutex_);
+  leases.reserve(latest_.size());
+  for (const auto& [name, version] : latest_) {
+    if (IsDurable(version->retention)) leases.emplace_back(version);
+  }
+  return leases;
 }
 
 void Registry::RetireLocked(std::shared_ptr<const TensorVersion> version) {
@@ -138,6 +244,8 @@ absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version
   ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
   if (found == nullptr) return NotFoundLocked(name, version);
+  found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
   return Lease(std::move(found));
 }
 
@@ -189,6 +297,7 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   }
   std::shared_ptr<const TensorVersion> removed = std::move(it->second);
   latest_.erase(it);
+  if (removed->retention == Retention::kCache) --cache_versions_;
   RetireLocked(std::move(removed));
   return latest;
 }

@@ -2,6 +2,7 @@
 #ifndef TENSORD_SERVICE_REGISTRY_REGISTRY_H_
 #define TENSORD_SERVICE_REGISTRY_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +28,11 @@ struct RegistryOptions {
   uint64_t max_tensors = 1'000'000;
   // Page size of new host buffers (--huge-pages).
   PagePolicy page_policy = PagePolicy::kNormal;
+  // Fractions of max_host_bytes: once a publish leaves more than the high
+  // watermark in use, unleased kCache versions are evicted, least recently
+  // used first, until at most the low watermark is (--eviction-*-watermark).
+  double eviction_high_watermark = 0.9;
+  double eviction_low_watermark = 0.8;
 };
 
 // A version's metadata, copied out so no lock or lease is held.
@@ -38,6 +44,7 @@ struct VersionInfo {
   uint32_t crc32c = 0;
   absl::Time created;
   uint64_t open_leases = 0;
+  Retention retention = Retention::kDefault;
 };
 
 VersionInfo InfoOf(const TensorVersion& version);
@@ -65,6 +72,11 @@ struct PendingVersion {
   // CRC-32C of the bytes when the writer computed it on the way in (while the
   // bytes were hot in cache); Publish computes it otherwise.
   std::optional<uint32_t> crc32c;
+  Retention retention = Retention::kDefault;
+  // Set only when restoring a snapshot: the version number and creation time
+  // the tensor had, kept so readers see the same versions after a restart.
+  uint64_t restored_version = 0;
+  std::optional<absl::Time> restored_created;
 };
 
 // Thread-safe. Publishing swaps one pointer under the lock; readers holding a
@@ -75,19 +87,24 @@ class Registry {
 
   // Reserves capacity for a new version of `total_bytes` and allocates its
   // (writable, zeroed) buffer, before any byte arrives. RESOURCE_EXHAUSTED
-  // when it does not fit. The caller fills the buffer, then Publish()es.
+  // when it does not fit even after evicting unleased kCache versions. The
+  // caller fills the buffer, then Publish()es.
   absl::StatusOr<PendingVersion> Prepare(std::string name, dlpack::TensorLayout layout,
-                                         uint64_t total_bytes);
+                                         uint64_t total_bytes,
+                                         Retention retention = Retention::kDefault);
 
   // Validates the layout against the bytes, computes the CRC-32C (checking it
   // against `expected_crc32c` when given: DATA_LOSS on mismatch), seals the
   // buffer and makes it the latest version of its name. Nothing is published
   // on error. RESOURCE_EXHAUSTED when the name is new and max_tensors is hit.
+  // A restored version (pending.restored_version) keeps its number, which
+  // must exceed every version published so far (FAILED_PRECONDITION).
   absl::StatusOr<VersionInfo> Publish(PendingVersion pending,
                                       std::optional<uint32_t> expected_crc32c = std::nullopt);
 
   // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
   // missing; an older version is found while someone still holds it.
+  // Counts as a use for least-recently-used eviction.
   absl::StatusOr<Lease> Acquire(absl::string_view name, uint64_t version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
@@ -101,6 +118,14 @@ class Registry {
   // Removes `name`; when `expected_version` is not 0 it must be the latest
   // (FAILED_PRECONDITION otherwise). Returns the removed version.
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t expected_version);
+
+  // Leases on the latest version of every durable (non-cache) name, in name
+  // order: what a snapshot writes. The leases keep the bytes while written.
+  std::vector<Lease> AcquireDurable() const;
+
+  // Versions evicted so far, and their bytes (for metrics).
+  uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
+  uint64_t evicted_bytes() const { return evicted_bytes_.load(std::memory_order_relaxed); }
 
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
@@ -117,9 +142,20 @@ class Registry {
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void RetireLocked(std::shared_ptr<const TensorVersion> version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Removes unleased kCache versions, least recently used first, until at
+  // most `target_used` bytes are in use or none is left. Returns them so the
+  // caller frees their bytes after unlocking.
+  std::vector<std::shared_ptr<const TensorVersion>> EvictLocked(uint64_t target_used)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Evicts (taking the lock) until at most `target_used` bytes are in use.
+  void EvictTo(uint64_t target_used);
+  uint64_t WatermarkBytes(double fraction) const;
 
   const RegistryOptions options_;
   const std::shared_ptr<CapacityAccount> host_capacity_;
+  mutable std::atomic<uint64_t> access_tick_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> evicted_bytes_{0};
 
   mutable Mutex mutex_;
   uint64_t last_version_ ABSL_GUARDED_BY(mutex_) = 0;
@@ -129,6 +165,8 @@ class Registry {
   // Superseded or deleted versions that readers may still hold.
   absl::flat_hash_map<uint64_t, std::weak_ptr<const TensorVersion>> retired_
       ABSL_GUARDED_BY(mutex_);
+  // kCache versions among latest_: eviction scans only when there are some.
+  uint64_t cache_versions_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace tensord

@@ -13,6 +13,7 @@
 #include "service/dlpack/tensor_layout.h"
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
+#include "service/registry/retention.h"
 
 namespace tensord {
 
@@ -26,9 +27,12 @@ struct TensorVersion {
   uint64_t total_bytes = 0;
   uint32_t crc32c = 0;
   absl::Time created;
+  Retention retention = Retention::kDefault;
   std::unique_ptr<HostBuffer> buffer;  // sealed
   ByteReservation reservation;
   mutable std::atomic<uint64_t> open_leases{0};
+  // Registry-wide access tick of the last publish or lease, for LRU eviction.
+  mutable std::atomic<uint64_t> last_used{0};
 };
 
 // A reader's hold on one version: keeps the bytes alive and is counted in

@@ -102,10 +102,12 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_name(request.name());
   *header.mutable_layout() = request.layout();
   header.set_total_bytes(request.total_bytes());
+  header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
   PendingCreate create;
   TENSORD_ASSIGN_OR_RETURN(create.version, registry_.Prepare(std::move(put.name),
-                                                             std::move(put.layout), put.total_bytes));
+                                                             std::move(put.layout), put.total_bytes,
+                                                             put.retention));
   create.deadline = now + limits_.create_timeout;
   fd = create.version.buffer->fd();
   uint64_t id = next_id_++;

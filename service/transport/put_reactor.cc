@@ -97,7 +97,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     name_ = put.name;
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
     TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
-                                                         put.total_bytes));
+                                                         put.total_bytes, put.retention));
     expected_crc32c_ = put.crc32c;
     return absl::OkStatus();
   }

@@ -8,10 +8,22 @@
 
 namespace tensord {
 
+absl::StatusOr<Retention> RetentionFromProto(int retention) {
+  switch (retention) {
+    case v1::RETENTION_DEFAULT: return Retention::kDefault;
+    case v1::RETENTION_PINNED: return Retention::kPinned;
+    case v1::RETENTION_CACHE: return Retention::kCache;
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "retention ", retention, " is not one of 0 (default), 1 (pinned), 2 (cache)"));
+}
+
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes) {
   ValidatedPut put;
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(header.name()));
+  TENSORD_ASSIGN_OR_RETURN(put.retention, RetentionFromProto(header.retention()));
   put.name = header.name();
   TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(header.layout()));
   if (put.layout.device.device_type != kDLCPU || put.layout.device.device_id != 0) {

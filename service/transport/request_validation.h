@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/dlpack/tensor_layout.h"
+#include "service/registry/tensor_version.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -18,6 +19,7 @@ struct ValidatedPut {
   dlpack::TensorLayout layout;
   uint64_t total_bytes = 0;
   std::optional<uint32_t> crc32c;
+  Retention retention = Retention::kDefault;
 };
 
 // Name rules, layout (dtype, ndim, shape, strides, byte_offset), a host
@@ -25,6 +27,8 @@ struct ValidatedPut {
 // `max_tensor_bytes`. INVALID_ARGUMENT names the field and value; a tensor
 // over the size limit is RESOURCE_EXHAUSTED; a device this server cannot hold
 // is FAILED_PRECONDITION.
+absl::StatusOr<Retention> RetentionFromProto(int retention);
+
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
 

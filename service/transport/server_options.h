@@ -10,6 +10,7 @@
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_file.h"
+#include "service/snapshot/snapshot_store.h"
 #include "service/transport/handoff_server.h"
 
 namespace tensord {
@@ -46,6 +47,10 @@ struct ServerOptions {
   std::vector<TokenGrant> token_grants;
   // Cap on open Put/Fetch streams and their idle timeout.
   StreamLimits stream_limits;
+  // Snapshots of the durable tensors (--snapshot-dir); off when empty.
+  // Restored at start, before serving.
+  std::string snapshot_dir;
+  CorruptSnapshotPolicy corrupt_snapshot = CorruptSnapshotPolicy::kRefuse;
 };
 
 }  // namespace tensord

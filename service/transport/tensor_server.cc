@@ -83,9 +83,15 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   std::unique_ptr<TensorServer> server(new TensorServer());
   server->metrics_ = std::make_unique<ServiceMetrics>();
   server->registry_ = std::make_unique<Registry>(options.registry);
+  if (!options.snapshot_dir.empty()) {
+    server->snapshots_ = std::make_unique<SnapshotStore>(options.snapshot_dir);
+    absl::StatusOr<RestoreSummary> restored =
+        server->snapshots_->Restore(*server->registry_, options.corrupt_snapshot);
+    if (!restored.ok()) return restored.status();
+  }
   server->tokens_ = std::make_unique<HandoffTokens>();
   server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
-                                                     *server->metrics_);
+                                                     *server->metrics_, server->snapshots_.get());
   if (!options.handoff.socket_path.empty()) {
     absl::StatusOr<std::unique_ptr<HandoffServer>> handoff = HandoffServer::Start(
         options.handoff, *server->registry_, *server->tokens_, *server->metrics_);

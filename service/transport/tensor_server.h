@@ -11,6 +11,7 @@
 #include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_server.h"
+#include "service/snapshot/snapshot_store.h"
 #include "service/transport/server_options.h"
 
 namespace grpc {
@@ -23,8 +24,10 @@ class TensorService;
 
 class TensorServer {
  public:
-  // Binds every listen address and starts serving. INVALID_ARGUMENT for a
-  // malformed address, UNAVAILABLE when one cannot be bound.
+  // Restores the snapshot (when options.snapshot_dir is set), then binds
+  // every listen address and starts serving. INVALID_ARGUMENT for a
+  // malformed address, UNAVAILABLE when one cannot be bound, DATA_LOSS for a
+  // damaged snapshot under CorruptSnapshotPolicy::kRefuse.
   static absl::StatusOr<std::unique_ptr<TensorServer>> Start(const ServerOptions& options);
   ~TensorServer();
 
@@ -38,6 +41,8 @@ class TensorServer {
   const ServiceMetrics& metrics() const { return *metrics_; }
   // Null when local handoff is off.
   const HandoffServer* handoff() const { return handoff_.get(); }
+  // Null without --snapshot-dir.
+  SnapshotStore* snapshots() { return snapshots_.get(); }
 
   // Stops accepting calls, lets in-flight calls run up to `grace`, then
   // cancels what is left. Safe to call from any thread, more than once.
@@ -50,6 +55,7 @@ class TensorServer {
 
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<Registry> registry_;
+  std::unique_ptr<SnapshotStore> snapshots_;
   std::unique_ptr<HandoffTokens> tokens_;
   std::unique_ptr<TensorService> service_;
   std::unique_ptr<HandoffServer> handoff_;

@@ -24,11 +24,13 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 }  // namespace
 
 TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
-                             const ServerOptions& options, ServiceMetrics& metrics)
+                             const ServerOptions& options, ServiceMetrics& metrics,
+                             SnapshotStore* snapshots)
     : registry_(registry),
       tokens_(tokens),
       options_(options),
       metrics_(metrics),
+      snapshots_(snapshots),
       authenticator_(options.token_grants.empty()
                          ? nullptr
                          : std::make_unique<TokenAuthenticator>(options.token_grants)),
@@ -66,6 +68,7 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
   proto->set_crc32c(info.crc32c);
   proto->set_created_unix_nanos(absl::ToUnixNanos(info.created));
   proto->set_open_leases(info.open_leases);
+  proto->set_retention(static_cast<v1::Retention>(info.retention));
 }
 
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
@@ -153,6 +156,32 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     status = issued.status();
   }
   return FinishUnary(context, status, call);
+}
+
+grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* context,
+                                                  const v1::SnapshotRequest*,
+                                                  v1::SnapshotResponse* response) {
+  CallRecord call(Rpc::kSnapshot, *context, metrics_);
+  // Not in the permission table: needs admin.
+  if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Snapshot"); !grant.ok()) {
+    return FinishUnary(context, grant.status(), call);
+  }
+  if (snapshots_ == nullptr) {
+    return FinishUnary(context,
+                       absl::FailedPreconditionError(
+                           "snapshots are off on this server: start it with --snapshot-dir"),
+                       call);
+  }
+  absl::StatusOr<SnapshotSummary> written = snapshots_->Write(registry_);
+  if (written.ok()) {
+    response->set_path(written->path);
+    response->set_tensor_count(written->tensor_count);
+    response->set_total_bytes(written->total_bytes);
+  } else {
+    Log(LogLevel::kError, "snapshot_failed",
+        {{"error", written.status().ToString()}, {"request_id", call.request_id()}});
+  }
+  return FinishUnary(context, written.status(), call);
 }
 
 }  // namespace tensord

@@ -23,14 +23,16 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
         v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
             v1::TensorService::WithCallbackMethod_GetServerInfo<
                 v1::TensorService::WithCallbackMethod_IssueHandoffToken<
-                    v1::TensorService::Service>>>>>>>;
+                    v1::TensorService::WithCallbackMethod_Snapshot<
+                        v1::TensorService::Service>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
 class TensorService final : public TensorServiceBase {
  public:
+  // `snapshots` is null when the server has no --snapshot-dir.
   TensorService(Registry& registry, HandoffTokens& tokens, const ServerOptions& options,
-                ServiceMetrics& metrics);
+                ServiceMetrics& metrics, SnapshotStore* snapshots);
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
@@ -51,6 +53,11 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerUnaryReactor* IssueHandoffToken(grpc::CallbackServerContext* context,
                                               const v1::IssueHandoffTokenRequest* request,
                                               v1::IssueHandoffTokenResponse* response) override;
+  // Writes the snapshot on the calling gRPC thread: it takes as long as
+  // writing and fsyncing the durable bytes, and snapshots are rare.
+  grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* context,
+                                     const v1::SnapshotRequest* request,
+                                     v1::SnapshotResponse* response) override;
 
   // Fetch payloads whose bytes gRPC has not finished sending (slices not
   // yet released). Shutdown waits for 0 so a finished call's tail is on the
@@ -73,6 +80,7 @@ class TensorService final : public TensorServiceBase {
   HandoffTokens& tokens_;
   const ServerOptions options_;
   ServiceMetrics& metrics_;
+  SnapshotStore* const snapshots_;
   std::atomic<int64_t> live_payloads_{0};
   // Null when auth is off.
   const std::unique_ptr<const TokenAuthenticator> authenticator_;

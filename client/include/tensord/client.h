@@ -66,7 +66,16 @@ struct PutOptions {
   // Send the CRC-32C of the bytes so the server verifies them end to end
   // (DATA_LOSS on mismatch). Costs one pass over the bytes before sending.
   bool send_crc32c = false;
+  // kCache makes the version evictable; kDefault and kPinned are durable
+  // (kept in snapshots, never evicted).
+  Retention retention = Retention::kDefault;
   ProgressCallback progress;
+};
+
+struct SnapshotResult {
+  std::string path;           // the snapshot file on the server's host
+  uint64_t tensor_count = 0;
+  uint64_t total_bytes = 0;   // tensor bytes written
 };
 
 struct FetchOptions {
@@ -148,7 +157,13 @@ class Client {
   // a new version of `name`, filled in place. Needs local handoff
   // (UNAVAILABLE otherwise).
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
-                                                       std::span<const int64_t> shape);
+                                                       std::span<const int64_t> shape,
+                                                       Retention retention = Retention::kDefault);
+
+  // Admin: makes the server write its durable tensors to its --snapshot-dir
+  // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
+  // on disk (fsynced); a server killed afterwards restores it at restart.
+  absl::StatusOr<SnapshotResult> Snapshot();
 
   // The server's grpc.health.v1 status for `service` ("" = the whole
   // server): "SERVING", "NOT_SERVING", ...; UNAVAILABLE when unreachable.

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "service/dlpack/dlpack_compat.h"
+#include "service/registry/retention.h"
 
 namespace tensord {
 
@@ -25,6 +26,7 @@ struct TensorInfo {
   uint32_t crc32c = 0;           // of the stored bytes
   absl::Time created;
   uint64_t open_leases = 0;
+  Retention retention = Retention::kDefault;
 };
 
 // Keeps a tensor's bytes alive; what kind (heap copy, shared mapping...)

@@ -1,0 +1,66 @@
+// The on-disk snapshot format: a header, a manifest of the tensors and their
+// bytes, every part checksummed. Pure functions over bytes, so the parser of
+// this untrusted input is fuzzed and unit-tested without a registry.
+//
+// Layout (integers little-endian):
+//   header   32 bytes: magic "TNSDSNAP", u32 format version (1), u32 entry
+//            count, u64 manifest bytes, u32 CRC-32C of the manifest, u32
+//            CRC-32C of the 28 header bytes before it
+//   manifest one record per tensor (see snapshot_format.cc), starting at 32
+//   data     each tensor's stored bytes at its record's data_offset (64-byte
+//            aligned, in record order); the file ends with the last byte
+//   Each record carries the CRC-32C of its tensor's bytes.
+#ifndef TENSORD_SERVICE_SNAPSHOT_SNAPSHOT_FORMAT_H_
+#define TENSORD_SERVICE_SNAPSHOT_SNAPSHOT_FORMAT_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/dlpack/tensor_layout.h"
+#include "service/registry/tensor_version.h"
+
+namespace tensord {
+
+inline constexpr uint32_t kSnapshotFormatVersion = 1;
+inline constexpr size_t kSnapshotHeaderBytes = 32;
+inline constexpr uint64_t kSnapshotDataAlignment = 64;
+
+// One tensor of a snapshot.
+struct SnapshotEntry {
+  std::string name;
+  uint64_t version = 0;
+  int64_t created_unix_nanos = 0;
+  Retention retention = Retention::kDefault;
+  dlpack::TensorLayout layout;
+  // Where the bytes are in the file, how many, and their CRC-32C.
+  uint64_t data_offset = 0;
+  uint64_t total_bytes = 0;
+  uint32_t crc32c = 0;
+};
+
+// Header and manifest of a snapshot whose tensors are `entries`, in that
+// order. Fills each entry's data_offset; the caller writes the returned
+// bytes, then each tensor's bytes at its data_offset (zero padding between).
+std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries);
+
+// The file size EncodeSnapshotPrefix's layout implies.
+uint64_t SnapshotFileBytes(std::span<const SnapshotEntry> entries, uint64_t prefix_bytes);
+
+// Checks the header, both checksums, every record (name rules, durable
+// retention, a layout that needs exactly total_bytes, unique names, data in
+// order inside the file) and that the file ends exactly at the last tensor's
+// bytes, so a truncated or extended file is refused. DATA_LOSS names what is
+// wrong and where. Does not read tensor bytes (see VerifySnapshotEntry).
+absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file);
+
+// DATA_LOSS naming the tensor when its bytes in `file` do not match the
+// record's CRC-32C. `entry` came from ParseSnapshot(file).
+absl::Status VerifySnapshotEntry(absl::string_view file, const SnapshotEntry& entry);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_SNAPSHOT_SNAPSHOT_FORMAT_H_

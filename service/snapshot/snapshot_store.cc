@@ -1,0 +1,234 @@
+#include "service/snapshot/snapshot_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "service/common/errno_status.h"
+#include "service/common/log.h"
+#include "service/common/mapped_file.h"
+#include "service/common/scoped_fd.h"
+#include "service/common/status_macros.h"
+#include "service/snapshot/snapshot_format.h"
+
+namespace tensord {
+namespace {
+
+constexpr char kSnapshotFileName[] = "tensord.snapshot";
+
+absl::Status LastError(absl::string_view call, absl::string_view path) {
+  const int error = errno;
+  return ErrnoStatus(error, absl::StrCat(call, " ", path));
+}
+
+// Writes all of `bytes` at `offset`, retrying short writes and EINTR.
+absl::Status WriteAt(int fd, const void* bytes, uint64_t size, uint64_t offset,
+                     const std::string& path) {
+  const auto* data = static_cast<const uint8_t*>(bytes);
+  while (size > 0) {
+    const size_t step = static_cast<size_t>(std::min<uint64_t>(size, uint64_t{1} << 30));
+    const ssize_t written = ::pwrite(fd, data, step, static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return LastError("write", path);
+    }
+    data += written;
+    size -= static_cast<uint64_t>(written);
+    offset += static_cast<uint64_t>(written);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FsyncDirectory(const std::string& directory) {
+  ScopedFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return LastError("open", directory);
+  if (::fsync(fd.get()) != 0) return LastError("fsync", directory);
+  return absl::OkStatus();
+}
+
+absl::string_view BytesOf(const MappedFile& file) {
+  return absl::string_view(file.bytes().data(), file.bytes().size());
+}
+
+absl::Status PublishRestored(Registry& registry, absl::string_view file,
+                             const SnapshotEntry& entry) {
+  TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
+                           registry.Prepare(entry.name, entry.layout, entry.total_bytes,
+                                            entry.retention));
+  if (entry.total_bytes > 0) {
+    std::memcpy(pending.buffer->mutable_data(), file.data() + entry.data_offset, entry.total_bytes);
+  }
+  pending.crc32c = entry.crc32c;  // verified against these very bytes just before
+  pending.restored_version = entry.version;
+  pending.restored_created = absl::FromUnixNanos(entry.created_unix_nanos);
+  return registry.Publish(std::move(pending)).status();
+}
+
+}  // namespace
+
+SnapshotStore::SnapshotStore(std::string directory) : directory_(std::move(directory)) {}
+
+std::string SnapshotStore::snapshot_path() const {
+  return absl::StrCat(directory_, "/", kSnapshotFileName);
+}
+
+absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
+  MutexLock lock(&write_mutex_);
+  const absl::Time start = absl::Now();
+  std::vector<Lease> leases = registry.AcquireDurable();
+  std::vector<SnapshotEntry> entries;
+  entries.reserve(leases.size());
+  SnapshotSummary summary{.path = snapshot_path()};
+  for (const Lease& lease : leases) {
+    entries.push_back(SnapshotEntry{.name = lease->name,
+                                    .version = lease->version,
+                                    .created_unix_nanos = absl::ToUnixNanos(lease->created),
+                                    .retention = lease->retention,
+                                    .layout = lease->layout,
+                                    .total_bytes = lease->total_bytes,
+                                    .crc32c = lease->crc32c});
+    summary.total_bytes += lease->total_bytes;
+  }
+  const std::string prefix = EncodeSnapshotPrefix(entries);
+
+  // A fixed temporary name per process: the lock serialises writers here,
+  // and a leftover from a crashed run is simply truncated.
+  const std::string temporary = absl::StrCat(summary.path, ".tmp.", ::getpid());
+  {
+    ScopedFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd.valid()) return LastError("open", temporary);
+    absl::Status written = WriteAt(fd.get(), prefix.data(), prefix.size(), 0, temporary);
+    for (size_t i = 0; written.ok() && i < entries.size(); ++i) {
+      written = WriteAt(fd.get(), leases[i]->buffer->data(), entries[i].total_bytes,
+                        entries[i].data_offset, temporary);
+    }
+    // Padding before a zero-byte last tensor is a hole pwrite never makes.
+    const uint64_t file_bytes = SnapshotFileBytes(entries, prefix.size());
+    if (written.ok() && ::ftruncate(fd.get(), static_cast<off_t>(file_bytes)) != 0) {
+      written = LastError("ftruncate", temporary);
+    }
+    if (written.ok() && ::fsync(fd.get()) != 0) written = LastError("fsync", temporary);
+    if (!written.ok()) {
+      ::unlink(temporary.c_str());
+      return written;
+    }
+  }
+  if (::rename(temporary.c_str(), summary.path.c_str()) != 0) {
+    absl::Status renamed = LastError("rename to " + summary.path, temporary);
+    ::unlink(temporary.c_str());
+    return renamed;
+  }
+  TENSORD_RETURN_IF_ERROR(FsyncDirectory(directory_));
+  summary.tensor_count = entries.size();
+  Log(LogLevel::kInfo, "snapshot_written",
+      {{"file", summary.path}, {"tensors", summary.tensor_count}, {"bytes", summary.total_bytes},
+       {"duration", absl::FormatDuration(absl::Now() - start)}});
+  return summary;
+}
+
+void SnapshotStore::RemoveStaleTemporaries() const {
+  const std::string prefix = absl::StrCat(kSnapshotFileName, ".tmp.");
+  std::error_code error;
+  std::filesystem::directory_iterator entries(directory_, error);
+  // Bounded: a directory of ours holds a handful of files.
+  for (int seen = 0; !error && entries != std::filesystem::directory_iterator() && seen < 10'000;
+       entries.increment(error), ++seen) {
+    const std::string name = entries->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::error_code removed;
+    std::filesystem::remove(entries->path(), removed);
+    Log(LogLevel::kWarning, "snapshot_stale_temporary_removed",
+        {{"file", entries->path().string()}, {"error", removed.message()}});
+  }
+}
+
+absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
+                                                      CorruptSnapshotPolicy policy) {
+  // A snapshot interrupted by a crash left its temporary file behind.
+  RemoveStaleTemporaries();
+  RestoreSummary summary{.path = snapshot_path()};
+  struct stat st;
+  if (::stat(summary.path.c_str(), &st) != 0 && errno == ENOENT) {
+    Log(LogLevel::kInfo, "snapshot_absent", {{"file", summary.path}});
+    return summary;
+  }
+  summary.found = true;
+  // Sets the damaged file aside so the next snapshot does not erase the
+  // evidence, when the policy lets the server start anyway.
+  auto set_aside = [&] {
+    const std::string aside = summary.path + ".corrupt";
+    if (::rename(summary.path.c_str(), aside.c_str()) == 0) {
+      Log(LogLevel::kError, "snapshot_set_aside", {{"file", summary.path}, {"moved_to", aside}});
+    }
+  };
+
+  std::unique_ptr<MappedFile> file;
+  absl::StatusOr<std::vector<SnapshotEntry>> entries;
+  if (absl::StatusOr<std::unique_ptr<MappedFile>> opened = MappedFile::Open(summary.path);
+      opened.ok()) {
+    file = std::move(*opened);
+    entries = ParseSnapshot(BytesOf(*file));
+  } else {
+    entries = opened.status();
+  }
+  if (!entries.ok()) {
+    Log(LogLevel::kError, "snapshot_corrupt",
+        {{"file", summary.path}, {"reason", entries.status().message()}});
+    if (policy == CorruptSnapshotPolicy::kRefuse) {
+      return absl::DataLossError(absl::StrCat("snapshot ", summary.path, " is unusable (",
+                                              entries.status().message(),
+                                              "); nothing was restored"));
+    }
+    summary.corrupt = 1;
+    set_aside();
+    return summary;
+  }
+
+  std::vector<const SnapshotEntry*> valid;
+  std::string first_problem;
+  for (const SnapshotEntry& entry : *entries) {
+    if (absl::Status verified = VerifySnapshotEntry(BytesOf(*file), entry); !verified.ok()) {
+      Log(LogLevel::kError, "snapshot_tensor_corrupt",
+          {{"file", summary.path}, {"name", entry.name}, {"version", entry.version},
+           {"reason", verified.message()}});
+      if (first_problem.empty()) first_problem = std::string(verified.message());
+      ++summary.corrupt;
+      continue;
+    }
+    valid.push_back(&entry);
+  }
+  if (summary.corrupt > 0 && policy == CorruptSnapshotPolicy::kRefuse) {
+    return absl::DataLossError(absl::StrCat("snapshot ", summary.path, " has ", summary.corrupt,
+                                            " damaged tensor(s), first: ", first_problem,
+                                            "; nothing was restored"));
+  }
+  // Versions are published in increasing order, as they were made.
+  std::sort(valid.begin(), valid.end(),
+            [](const SnapshotEntry* a, const SnapshotEntry* b) { return a->version < b->version; });
+  for (const SnapshotEntry* entry : valid) {
+    if (absl::Status published = PublishRestored(registry, BytesOf(*file), *entry);
+        !published.ok()) {
+      return absl::Status(published.code(),
+                          absl::StrCat("restoring tensor '", entry->name, "' from ", summary.path,
+                                       ": ", published.message()));
+    }
+    ++summary.restored;
+  }
+  if (summary.corrupt > 0) set_aside();
+  Log(summary.corrupt > 0 ? LogLevel::kError : LogLevel::kInfo, "snapshot_restored",
+      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt}});
+  return summary;
+}
+
+}  // namespace tensord

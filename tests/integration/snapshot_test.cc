@@ -1,0 +1,282 @@
+// Snapshots through a real tensord: an explicit snapshot survives SIGKILL,
+// SIGTERM writes one, a damaged one stops the start unless ignored, and
+// cache tensors are evicted and never snapshotted.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteWholeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tensord-snapshots-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    snapshot_dir_ = pattern;
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    std::filesystem::remove_all(snapshot_dir_);
+  }
+
+  absl::StatusOr<std::unique_ptr<ServerProcess>> TryStart(std::vector<std::string> flags = {}) {
+    ServerProcessOptions options;
+    options.flags = {"--snapshot-dir=" + snapshot_dir_};
+    options.flags.insert(options.flags.end(), flags.begin(), flags.end());
+    return ServerProcess::Start(options);
+  }
+
+  void Start(std::vector<std::string> flags = {}) {
+    client_.reset();
+    absl::StatusOr<std::unique_ptr<ServerProcess>> started = TryStart(std::move(flags));
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = std::move(*started);
+    client_ = ConnectClient(server_->address(), RemoteClientOptions());
+    ASSERT_NE(client_, nullptr);
+  }
+
+  TensorInfo PutBytes(const std::string& name, const std::vector<uint8_t>& bytes,
+                      Retention retention) {
+    HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(bytes.size())}, bytes);
+    PutOptions options;
+    options.retention = retention;
+    absl::StatusOr<TensorInfo> put = client_->Put(name, tensor.dl(), options);
+    EXPECT_TRUE(put.ok()) << name << ": " << put.status();
+    return put.value_or(TensorInfo{});
+  }
+
+  ::testing::AssertionResult HasBytes(const std::string& name, const std::vector<uint8_t>& bytes) {
+    FetchOptions options;
+    options.verify_crc32c = true;
+    absl::StatusOr<Tensor> fetched = client_->Fetch(name, options);
+    if (!fetched.ok()) return ::testing::AssertionFailure() << name << ": " << fetched.status();
+    std::vector<uint8_t> got = TensorBytes(*fetched);
+    return BytesEqual(got.data(), got.size(), bytes);
+  }
+
+  std::string snapshot_path() const { return snapshot_dir_ + "/tensord.snapshot"; }
+
+  std::string snapshot_dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(SnapshotTest, EveryDurableTensorSurvivesSigkillAfterAnExplicitSnapshot) {
+  Start();
+  struct Stored {
+    std::vector<uint8_t> bytes;
+    TensorInfo info;
+  };
+  std::map<std::string, Stored> durable;
+  std::vector<std::string> cached;
+  const size_t sizes[] = {0, 1, 4096, 100'000, 3 << 20};
+  for (int i = 0; i < 15; ++i) {
+    const std::string name = absl::StrCat("durable/", i);
+    const Retention retention = i % 3 == 0 ? Retention::kCache
+                                : i % 3 == 1 ? Retention::kPinned
+                                             : Retention::kDefault;
+    std::vector<uint8_t> bytes = PatternBytes(sizes[i % 5], 1000 + i);
+    TensorInfo info = PutBytes(name, bytes, retention);
+    ASSERT_FALSE(HasFailure());
+    if (retention == Retention::kCache) {
+      cached.push_back(name);
+    } else {
+      durable[name] = Stored{std::move(bytes), info};
+    }
+  }
+  // A replaced tensor: only its latest version is durable.
+  std::vector<uint8_t> newer = PatternBytes(777, 77);
+  durable["durable/2"] = Stored{newer, PutBytes("durable/2", newer, Retention::kDefault)};
+
+  absl::StatusOr<SnapshotResult> snapshot = client_->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->path, snapshot_path());
+  EXPECT_EQ(snapshot->tensor_count, durable.size());
+  // Acknowledged after the snapshot: lost by a crash, by design.
+  PutBytes("after/snapshot", PatternBytes(10, 1), Retention::kDefault);
+
+  absl::StatusOr<int> killed = server_->Stop(SIGKILL);
+  ASSERT_TRUE(killed.ok() && WIFSIGNALED(*killed)) << killed.status();
+  Start();
+  uint64_t highest = 0;
+  for (const auto& [name, stored] : durable) {
+    EXPECT_TRUE(HasBytes(name, stored.bytes)) << name;
+    absl::StatusOr<TensorInfo> info = client_->Stat(name);
+    ASSERT_TRUE(info.ok()) << name << ": " << info.status();
+    EXPECT_EQ(info->version, stored.info.version) << name;
+    EXPECT_EQ(info->retention, stored.info.retention) << name;
+    EXPECT_EQ(info->crc32c, stored.info.crc32c) << name;
+    EXPECT_EQ(info->created, stored.info.created) << name;
+    highest = std::max(highest, info->version);
+  }
+  for (const std::string& name : cached) {
+    EXPECT_EQ(client_->Stat(name).status().code(), absl::StatusCode::kNotFound) << name;
+  }
+  EXPECT_EQ(client_->Stat("after/snapshot").status().code(), absl::StatusCode::kNotFound);
+  // New versions number on from the restored ones.
+  EXPECT_GT(PutBytes("fresh", PatternBytes(8, 8), Retention::kDefault).version, highest);
+}
+
+TEST_F(SnapshotTest, SigtermWritesASnapshotThatTheNextStartRestores) {
+  Start();
+  std::vector<uint8_t> bytes = PatternBytes(2 << 20, 5);
+  PutBytes("on/shutdown", bytes, Retention::kDefault);
+  absl::StatusOr<int> stopped = server_->Stop(SIGTERM);
+  ASSERT_TRUE(stopped.ok() && WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0)
+      << server_->StderrTail();
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=snapshot_written"));
+  Start();
+  EXPECT_TRUE(HasBytes("on/shutdown", bytes));
+}
+
+TEST_F(SnapshotTest, DamagedSnapshotStopsTheStartUnlessIgnoredThenLoadsOnlyValidTensors) {
+  Start();
+  std::vector<uint8_t> good = PatternBytes(5000, 1);
+  std::vector<uint8_t> bad = PatternBytes(5000, 2);
+  PutBytes("good", good, Retention::kDefault);
+  PutBytes("bad", bad, Retention::kDefault);
+  ASSERT_TRUE(client_->Snapshot().ok());
+  ASSERT_TRUE(server_->Stop(SIGKILL).ok());
+
+  // Flip one byte of "bad"'s data, found in the file by its content.
+  std::string file = ReadWholeFile(snapshot_path());
+  const std::string needle(reinterpret_cast<const char*>(bad.data()), 64);
+  const size_t at = file.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  file[at + 10] ^= 0x04;
+  WriteWholeFile(snapshot_path(), file);
+
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = TryStart();
+  ASSERT_FALSE(refused.ok()) << "tensord started with a damaged snapshot";
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "event=snapshot_tensor_corrupt"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), snapshot_path())) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "name=bad")) << refused.status();
+
+  Start({"--snapshot-ignore-corrupt"});
+  EXPECT_TRUE(HasBytes("good", good));
+  EXPECT_EQ(client_->Stat("bad").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadWholeFile(snapshot_path() + ".corrupt"), file);
+}
+
+TEST_F(SnapshotTest, TruncatedSnapshotStopsTheStartNamingTheReason) {
+  Start();
+  PutBytes("t", PatternBytes(100'000, 3), Retention::kDefault);
+  ASSERT_TRUE(client_->Snapshot().ok());
+  ASSERT_TRUE(server_->Stop(SIGKILL).ok());
+  std::string file = ReadWholeFile(snapshot_path());
+  WriteWholeFile(snapshot_path(), file.substr(0, file.size() / 2));
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = TryStart();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "event=snapshot_corrupt"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "inside the")) << refused.status();
+}
+
+TEST_F(SnapshotTest, LocalPutAndCreateSealCarryTheirRetention) {
+  const std::string socket_path = snapshot_dir_ + "/handoff.sock";
+  Start({"--handoff-socket=" + socket_path});
+  ClientOptions options;
+  options.path = TransferPath::kLocal;
+  options.handoff_socket = socket_path;
+  std::unique_ptr<Client> local = ConnectClient(server_->address(), options);
+  ASSERT_NE(local, nullptr);
+  HostTensor tensor = CompactTensor(kU8, {64}, PatternBytes(64, 6));
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  absl::StatusOr<TensorInfo> put = local->Put("local/cache", tensor.dl(), cache);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->retention, Retention::kCache);
+  const std::vector<int64_t> shape = {16};
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+      local->Create("local/pinned", kF32, shape, Retention::kPinned);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::memset((*writer)->data(), 1, (*writer)->size());
+  ASSERT_TRUE((*writer)->Seal().ok());
+  EXPECT_EQ(client_->Stat("local/cache")->retention, Retention::kCache);
+  EXPECT_EQ(client_->Stat("local/pinned")->retention, Retention::kPinned);
+  absl::StatusOr<SnapshotResult> snapshot = local->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->tensor_count, 1u);  // the cache tensor is not durable
+}
+
+TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = ConnectClient((*server)->address(), RemoteClientOptions());
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(StatusIs(client->Snapshot().status(), absl::StatusCode::kFailedPrecondition,
+                       "--snapshot-dir"));
+}
+
+// Cache puts fill memory; a put that does not fit evicts the least recently
+// used unleased cache tensor, and only durable ones left means
+// RESOURCE_EXHAUSTED.
+class EvictionTest : public ClientServerTest<EvictionTest> {
+ public:
+  static std::vector<std::string> ServerFlags() { return {"--max-host-bytes=1MiB"}; }
+};
+
+TEST_P(EvictionTest, PutsEvictLeastRecentlyUsedCacheTensorsThenRefuse) {
+  constexpr size_t kBytes = 300 * 1024;
+  auto put = [&](const std::string& name, Retention retention) {
+    HostTensor tensor = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, name.size()));
+    PutOptions options;
+    options.retention = retention;
+    return client().Put(TestTensorName(name), tensor.dl(), options);
+  };
+  auto present = [&](const std::string& name) { return client().Stat(TestTensorName(name)).ok(); };
+  ASSERT_TRUE(put("c0", Retention::kCache).ok());
+  ASSERT_TRUE(put("c1", Retention::kCache).ok());
+  ASSERT_TRUE(put("c2", Retention::kCache).ok());
+  ASSERT_TRUE(client().Fetch(TestTensorName("c0")).ok());  // c0 is now the most recent
+  EXPECT_EQ(client().Stat(TestTensorName("c0"))->retention, Retention::kCache);
+
+  ASSERT_TRUE(put("d0", Retention::kDefault).ok());
+  EXPECT_FALSE(present("c1"));
+  EXPECT_TRUE(present("c0") && present("c2"));
+  ASSERT_TRUE(put("d1", Retention::kPinned).ok());
+  EXPECT_FALSE(present("c2"));
+  EXPECT_EQ(client().Stat(TestTensorName("d1"))->retention, Retention::kPinned);
+  ASSERT_TRUE(put("d2", Retention::kDefault).ok());
+  EXPECT_FALSE(present("c0"));
+  absl::StatusOr<TensorInfo> refused = put("d3", Retention::kDefault);
+  EXPECT_TRUE(StatusIs(refused.status(), absl::StatusCode::kResourceExhausted, "--max-host-bytes"));
+  for (const char* name : {"d0", "d1", "d2"}) {
+    EXPECT_TRUE(present(name)) << name;
+    EXPECT_TRUE(client().Delete(TestTensorName(name)).ok());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, EvictionTest, kBothTransports, TransportParamName);
+
+}  // namespace
+}  // namespace tensord::testing

@@ -109,7 +109,14 @@ class MetricsCollectable final : public prometheus::Collectable {
         "Leases open on versions: remote fetches in flight and local handoff leases.",
         MetricType::Gauge);
     AddGauge(leases, {DeviceLabel()}, static_cast<double>(stats.open_leases));
-    for (MetricFamily* family : {&tensors, &versions, &stored, &used, &limit, &leases}) {
+    MetricFamily evictions = Family("tensord_evictions_total",
+                                    "Cache versions evicted to make room.", MetricType::Counter);
+    AddCounter(evictions, {DeviceLabel()}, static_cast<double>(registry.evictions()));
+    MetricFamily evicted = Family("tensord_evicted_bytes_total",
+                                  "Bytes of the cache versions evicted.", MetricType::Counter);
+    AddCounter(evicted, {DeviceLabel()}, static_cast<double>(registry.evicted_bytes()));
+    for (MetricFamily* family :
+         {&tensors, &versions, &stored, &used, &limit, &leases, &evictions, &evicted}) {
       families.push_back(std::move(*family));
     }
   }
@@ -157,14 +164,7 @@ class MetricsCollectable final : public prometheus::Collectable {
     AddCounter(handoff, {{"direction", "received"}},
                static_cast<double>(snapshot.handoff_bytes_received));
     AddCounter(handoff, {{"direction", "sent"}}, static_cast<double>(snapshot.handoff_bytes_sent));
-    MetricFamily evictions = Family("tensord_evictions_total",
-                                    "Versions evicted to make room.", MetricType::Counter);
-    AddCounter(evictions, {}, static_cast<double>(snapshot.evictions));
-    MetricFamily evicted = Family("tensord_evicted_bytes_total",
-                                  "Bytes of the versions evicted.", MetricType::Counter);
-    AddCounter(evicted, {}, static_cast<double>(snapshot.evicted_bytes));
-    for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff, &evictions,
-                                 &evicted}) {
+    for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff}) {
       families.push_back(std::move(*family));
     }
   }

@@ -38,8 +38,6 @@ ServiceMetricsSnapshot ServiceMetrics::Snapshot() const {
   snapshot.remote_bytes_sent = remote_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_sent = handoff_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_received = handoff_bytes_received_.load(std::memory_order_relaxed);
-  snapshot.evictions = evictions_.load(std::memory_order_relaxed);
-  snapshot.evicted_bytes = evicted_bytes_.load(std::memory_order_relaxed);
   return snapshot;
 }
 

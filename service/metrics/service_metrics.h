@@ -44,8 +44,6 @@ struct ServiceMetricsSnapshot {
   uint64_t remote_bytes_sent = 0;      // fetch payload bytes
   uint64_t handoff_bytes_sent = 0;     // bytes of versions handed to local readers
   uint64_t handoff_bytes_received = 0; // bytes sealed by local producers
-  uint64_t evictions = 0;
-  uint64_t evicted_bytes = 0;
 };
 
 // Thread-safe; every Record/Add is a few relaxed atomic adds, no lock.
@@ -60,12 +58,6 @@ class ServiceMetrics {
   void AddHandoffBytesSent(uint64_t bytes) { Add(handoff_bytes_sent_, bytes); }
   void AddHandoffBytesReceived(uint64_t bytes) { Add(handoff_bytes_received_, bytes); }
 
-  // Called by eviction for every version it drops to make room.
-  void RecordEviction(uint64_t bytes) {
-    Add(evictions_, 1);
-    Add(evicted_bytes_, bytes);
-  }
-
   ServiceMetricsSnapshot Snapshot() const;
 
  private:
@@ -79,8 +71,6 @@ class ServiceMetrics {
   std::atomic<uint64_t> remote_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_received_{0};
-  std::atomic<uint64_t> evictions_{0};
-  std::atomic<uint64_t> evicted_bytes_{0};
 };
 
 }  // namespace tensord

@@ -172,8 +172,8 @@ TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
   EXPECT_EQ(initial["tensord_tensors{device=\"cpu\"}"], 0);
   EXPECT_EQ(initial["tensord_capacity_limit_bytes{device=\"cpu\"}"], 64 << 20);
   EXPECT_EQ(initial["tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}"], 0);
-  EXPECT_EQ(initial.count("tensord_evictions_total"), 1u);
-  EXPECT_EQ(initial["tensord_evictions_total"], 0);
+  EXPECT_EQ(initial.count("tensord_evictions_total{device=\"cpu\"}"), 1u);
+  EXPECT_EQ(initial["tensord_evictions_total{device=\"cpu\"}"], 0);
   EXPECT_EQ(initial["tensord_handoff_connections"], 0);
 
   std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
@@ -280,6 +280,23 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
   std::map<std::string, double> final_samples = Scrape();
   EXPECT_EQ(final_samples["tensord_tensors{device=\"cpu\"}"], 3);
   EXPECT_GE(final_samples["tensord_handoff_bytes_total{direction=\"sent\"}"], kBytes);
+}
+
+TEST_F(MetricsEndpointTest, EvictionsOfCacheTensorsAreCounted) {
+  // 64 MiB capacity, high watermark 0.9: the third 24 MiB cache tensor
+  // evicts the least recently used one.
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  constexpr uint64_t kBytes = uint64_t{24} << 20;
+  HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(kBytes)}, PatternBytes(kBytes, 3));
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  for (const char* name : {"evict/a", "evict/b", "evict/c"}) {
+    ASSERT_TRUE(remote->Put(name, tensor.dl(), cache).ok()) << name;
+  }
+  EXPECT_EQ(remote->Stat("evict/a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(ScrapeUntil("tensord_evictions_total{device=\"cpu\"}", 1));
+  EXPECT_TRUE(ScrapeUntil("tensord_evicted_bytes_total{device=\"cpu\"}", kBytes));
 }
 
 TEST_F(MetricsEndpointTest, UnknownPathIsNotFoundAndMetricsStillServe) {

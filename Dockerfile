@@ -43,11 +43,15 @@ COPY --from=build /build/server/tensord /build/client/tensorctl/tensorctl /usr/l
 USER 10001
 VOLUME ["/run/tensord"]
 EXPOSE 50051 9464
-# Plaintext gRPC on all interfaces is what a container port mapping needs;
-# the pod/host network is the boundary (see docs/operations.md for TLS).
-ENV TENSORD_LISTEN=0.0.0.0:50051 \
+# gRPC on all interfaces (what a port mapping needs) and on a Unix socket in
+# the shared volume (health probes, same-pod clients). Plaintext TCP beyond
+# loopback is refused unless allowed: the image allows it because the
+# container network is the boundary; give it --tls-cert/--tls-key (and
+# --tokens-file) to serve beyond that (docs/operations.md).
+ENV TENSORD_LISTEN=0.0.0.0:50051,unix:/run/tensord/grpc.sock \
+    TENSORD_ALLOW_INSECURE_REMOTE=true \
     TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock \
     TENSORD_METRICS_LISTEN=0.0.0.0:9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
-  CMD ["/usr/local/bin/tensorctl", "--server", "127.0.0.1:50051", "health"]
+  CMD ["/usr/local/bin/tensorctl", "--server", "unix:/run/tensord/grpc.sock", "health"]
 ENTRYPOINT ["/usr/local/bin/tensord"]

@@ -11,12 +11,13 @@ if [[ ! -x $container_build ]]; then
   exit 1
 fi
 
-# Runs inside the image as its non-root user: no Python there, so the .npy
+# Runs inside the image as its non-root user, with the image's default
+# configuration (TENSORD_* variables): no Python there, so the .npy
 # (float32[4, 8], values 0..31) is written with printf.
 read -r -d '' smoke <<'SH' || true
 set -euo pipefail
 cd /tmp
-tensord --listen=127.0.0.1:50051 --ready-file=/tmp/ready 2>/tmp/tensord.log &
+tensord --ready-file=/tmp/ready 2>/tmp/tensord.log &
 server_pid=$!
 trap 'kill -TERM $server_pid; wait $server_pid || true' EXIT
 for _ in $(seq 100); do [[ -f /tmp/ready ]] && break; sleep 0.1; done
@@ -33,12 +34,14 @@ for i in $(seq 0 31); do
   printf "\\x$(printf %02x $(( bits & 255 )))\\x$(printf %02x $(( (bits >> 8) & 255 )))\\x$(printf %02x $(( (bits >> 16) & 255 )))\\x$(printf %02x $(( bits >> 24 )))" >> expected.bin
 done
 cat expected.bin >> smoke.npy
-tensorctl --server 127.0.0.1:50051 health
+tensorctl --server unix:/run/tensord/grpc.sock health  # the image's HEALTHCHECK
 tensorctl --server 127.0.0.1:50051 put smoke/tensor smoke.npy
 tensorctl --server 127.0.0.1:50051 stat smoke/tensor
 tensorctl --server 127.0.0.1:50051 get-raw smoke/tensor -o fetched.bin
 cmp expected.bin fetched.bin
-echo "container smoke: put and fetched float32[4, 8] byte-exact as uid $(id -u); health SERVING"
+tensorctl --server 127.0.0.1:50051 get smoke/tensor -o fetched.npy  # local handoff path
+cmp expected.bin <(tail -c 128 fetched.npy)
+echo "container smoke: put, fetched (gRPC and local handoff) float32[4, 8] byte-exact as uid $(id -u); health SERVING"
 SH
 
 "$container_build" --tag localhost/tensord:ci "$@" --entrypoint /bin/bash --run -- -c "$smoke"

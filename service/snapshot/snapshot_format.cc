@@ -133,7 +133,14 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
     return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has ", ndim,
                                                     " dimensions; at most ", dlpack::kMaxDims));
   }
-  entry.layout.device = DLDevice{static_cast<DLDeviceType>(device_type), device_id};
+  // Checked as the raw integer: a DLDeviceType outside the enum's values
+  // would be undefined behaviour to hold.
+  if (device_type != kDLCPU || device_id != 0) {
+    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has device {type ",
+                                                    device_type, ", id ", device_id,
+                                                    "}; snapshots hold host tensors"));
+  }
+  entry.layout.device = DLDevice{kDLCPU, 0};
   entry.layout.shape.resize(ndim);
   for (int64_t& extent : entry.layout.shape) {
     if (!reader.Get(extent)) return truncated();
@@ -152,11 +159,6 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
   if (!reader.Get(entry.layout.byte_offset) || !reader.Get(entry.data_offset) ||
       !reader.Get(entry.total_bytes) || !reader.Get(entry.crc32c)) {
     return truncated();
-  }
-  if (entry.layout.device.device_type != kDLCPU || entry.layout.device.device_id != 0) {
-    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has device {type ",
-                                                    device_type, ", id ", device_id,
-                                                    "}; snapshots hold host tensors"));
   }
   absl::StatusOr<uint64_t> required = dlpack::RequiredBytes(entry.layout);
   if (!required.ok()) {

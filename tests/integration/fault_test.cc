@@ -208,8 +208,10 @@ TEST_F(FaultTest, ClientKilledMidPutPublishesNothingAndFreesItsBytes) {
   absl::StatusOr<std::unique_ptr<ChildClient>> child =
       ChildClient::Start("put", server_->address(), "killed/put");
   ASSERT_TRUE(child.ok()) << child.status();
-  // The put reserved its bytes but published nothing yet.
-  EXPECT_EQ(HostBytesUsed(), before + kPutBytes);
+  // The put reserved its bytes but published nothing yet. The child's writes
+  // returned once queued, so the server may still be reading the header.
+  EXPECT_TRUE(WaitFor([&] { return HostBytesUsed() == before + kPutBytes; }, absl::Seconds(10)))
+      << "host bytes used " << HostBytesUsed() << ", expected " << before + kPutBytes;
   EXPECT_EQ(client_->Stat("killed/put").status().code(), absl::StatusCode::kNotFound);
   (*child)->Kill();
   EXPECT_TRUE(WaitFor([&] { return HostBytesUsed() == before; }, absl::Seconds(10)))

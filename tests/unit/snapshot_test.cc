@@ -147,6 +147,8 @@ TEST(SnapshotFormatTest, ConsistentlyChecksummedBadRecordsAreRefused) {
       {"size mismatch", [](std::vector<SnapshotEntry>& e) { e[0].layout.shape = {99}; },
        "needs 99"},
       {"version 0", [](std::vector<SnapshotEntry>& e) { e[0].version = 0; }, "version 0"},
+      {"device", [](std::vector<SnapshotEntry>& e) { e[0].layout.device = DLDevice{kDLCUDA, 0}; },
+       "device {type 2"},
   };
   for (const Case& c : cases) {
     SampleSnapshot sample = Sample();

@@ -152,7 +152,10 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     }
     if (cache_versions_ > 0 &&
         host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
-      evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark));
+      // Down to the low watermark if evicting can at least get below the
+      // high one; never the version just published (its put is answered OK).
+      evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark),
+                            WatermarkBytes(options_.eviction_high_watermark), info.name);
     }
   }
   LogEvicted(evicted);
@@ -167,7 +170,9 @@ uint64_t Registry::WatermarkBytes(double fraction) const {
   return static_cast<uint64_t>(limit * fraction);
 }
 
-std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used) {
+std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used,
+                                                                       uint64_t required_used,
+                                                                       absl::string_view keep) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   uint64_t used = host_capacity_->used_bytes();
   // The scan below is O(names); skip it when no cache version exists.
@@ -175,11 +180,14 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t
   // Leases are only made under mutex_ (FindLocked), so a version only the
   // registry references (use_count 1) has no reader and cannot gain one now.
   std::vector<std::pair<uint64_t, std::string_view>> candidates;
+  uint64_t evictable_bytes = 0;
   for (const auto& [name, version] : latest_) {
-    if (version->retention == Retention::kCache && version.use_count() == 1) {
+    if (version->retention == Retention::kCache && version.use_count() == 1 && name != keep) {
       candidates.emplace_back(version->last_used.load(std::memory_order_relaxed), name);
+      evictable_bytes += version->reservation.bytes();
     }
   }
+  if (used - std::min(used, evictable_bytes) > required_used) return evicted;
   std::sort(candidates.begin(), candidates.end());
   std::vector<std::string> names;
   for (const auto& [tick, name] : candidates) {
@@ -203,7 +211,7 @@ void Registry::EvictTo(uint64_t target_used) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   {
     MutexLock lock(&mutex_);
-    evicted = EvictLocked(target_used);
+    evicted = EvictLocked(target_used, target_used);
   }
   LogEvicted(evicted);
 }

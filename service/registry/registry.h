@@ -142,12 +142,18 @@ class Registry {
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void RetireLocked(std::shared_ptr<const TensorVersion> version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Removes unleased kCache versions, least recently used first, until at
-  // most `target_used` bytes are in use or none is left. Returns them so the
-  // caller frees their bytes after unlocking.
-  std::vector<std::shared_ptr<const TensorVersion>> EvictLocked(uint64_t target_used)
+  // Removes unleased kCache versions other than `keep`'s latest, least
+  // recently used first, until at most `target_used` bytes are in use. When
+  // evicting every candidate would not bring use down to `required_used`
+  // (durable or leased bytes dominate), evicts none rather than emptying
+  // the cache for no gain. Returns them so the caller frees their bytes
+  // after unlocking.
+  std::vector<std::shared_ptr<const TensorVersion>> EvictLocked(uint64_t target_used,
+                                                                 uint64_t required_used,
+                                                                 absl::string_view keep = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Evicts (taking the lock) until at most `target_used` bytes are in use.
+  // Evicts (taking the lock) until at most `target_used` bytes are in use,
+  // or nothing when that cannot be reached.
   void EvictTo(uint64_t target_used);
   uint64_t WatermarkBytes(double fraction) const;
 

@@ -58,7 +58,11 @@ TEST(RegistryTest, LeasedCacheVersionsAreNeverEvicted) {
   absl::StatusOr<Lease> lease = registry.Acquire("held", 0);
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(PublishBytes(registry, "loose", 400, Retention::kCache).ok());
-  // Above the high watermark: only the unleased one may go.
+  // The version just published is never the one evicted for its own put.
+  EXPECT_EQ(registry.evictions(), 0u);
+  EXPECT_TRUE(registry.Stat("loose", 0).ok());
+  // Above the high watermark again: only the unleased cache version may go.
+  ASSERT_TRUE(PublishBytes(registry, "trigger", 100, Retention::kDefault).ok());
   EXPECT_EQ(registry.evictions(), 1u);
   EXPECT_TRUE(registry.Stat("held", 0).ok());
   EXPECT_EQ(registry.Stat("loose", 0).status().code(), absl::StatusCode::kNotFound);
@@ -67,6 +71,25 @@ TEST(RegistryTest, LeasedCacheVersionsAreNeverEvicted) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("700 bytes"), std::string::npos) << refused.status();
   EXPECT_EQ((*lease)->buffer->data()[399], 7);
+}
+
+TEST(RegistryTest, EvictionThatCannotReachItsTargetEvictsNothing) {
+  // Durable bytes keep use above the high watermark whatever is evicted: the
+  // cache is left alone instead of being emptied for no gain.
+  Registry registry(SmallRegistry(0.5, 0.1));
+  ASSERT_TRUE(PublishBytes(registry, "cached", 100, Retention::kCache).ok());
+  ASSERT_TRUE(PublishBytes(registry, "durable", 600, Retention::kDefault).ok());
+  EXPECT_EQ(registry.evictions(), 0u);
+  EXPECT_TRUE(registry.Stat("cached", 0).ok());
+  // A put that would not fit even after evicting every cache version is
+  // refused without evicting any.
+  EXPECT_EQ(PublishBytes(registry, "huge", 450, Retention::kDefault).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry.evictions(), 0u);
+  EXPECT_TRUE(registry.Stat("cached", 0).ok());
+  // One that fits once the cache version goes evicts it.
+  EXPECT_TRUE(PublishBytes(registry, "fits", 350, Retention::kDefault).ok());
+  EXPECT_EQ(registry.evictions(), 1u);
 }
 
 TEST(RegistryTest, PutThatDoesNotFitEvictsCacheVersionsFirst) {

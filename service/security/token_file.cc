@@ -104,6 +104,13 @@ absl::StatusOr<TokenGrant> ParseGrantLine(absl::string_view text, int line) {
       return absl::InvalidArgumentError(
           absl::StrCat("tokens file line ", line, ": name prefix: ", status.message()));
     }
+    // A namespace is whole path segments: "team-a" would also grant
+    // "team-ab/x" and "team-a-secrets".
+    if (!absl::EndsWith(fields[2], "/")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file line ", line, ": name prefix '", fields[2],
+                       "' must end with '/' (a namespace such as 'team-a/')"));
+    }
     grant.name_prefix = std::string(fields[2]);
   }
   return grant;

@@ -74,6 +74,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"a-token-0123456789abc read,delete\n", "permission 'delete' is not"},
         BadFile{"a-token-0123456789abc read,\n", "permission '' is not"},
         BadFile{"a-token-0123456789abc read team$a/\n", "line 1: name prefix"},
+        BadFile{"a-token-0123456789abc read team-a\n", "line 1: name prefix 'team-a' must end with '/'"},
         BadFile{"sha256:abcd read\n", "has 4 hex digits, want 64"},
         BadFile{absl::StrCat("sha256:", std::string(63, 'a'), "g read\n"), "non-hex digit"},
         BadFile{absl::StrCat("\n", kReaderToken, " read\n", kReaderToken, " write\n"),

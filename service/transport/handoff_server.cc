@@ -38,12 +38,13 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(const Handof
   return server;
 }
 
-HandoffServer::~HandoffServer() {
-  if (thread_.joinable()) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t written = ::write(wake_.get(), &one, sizeof(one));
-    thread_.join();
-  }
+void HandoffServer::Stop() {
+  if (!thread_.joinable()) return;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t written = ::write(wake_.get(), &one, sizeof(one));
+  thread_.join();
+  connections_.store(0, std::memory_order_relaxed);
+  leases_.store(0, std::memory_order_relaxed);
   if (listener_.valid()) ::unlink(options_.socket_path.c_str());
 }
 

@@ -39,8 +39,9 @@ class HandoffServer {
                                                               HandoffTokens& tokens,
                                                               ServiceMetrics& metrics);
   // Stops the thread, closes every connection (ending its leases and
-  // creates) and removes the socket file.
-  ~HandoffServer();
+  // creates) and removes the socket file. Idempotent; counts read 0 after.
+  void Stop();
+  ~HandoffServer() { Stop(); }
 
   const std::string& socket_path() const { return options_.socket_path; }
   // For metrics and tests: refreshed after every event the loop handles.

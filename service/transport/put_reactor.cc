@@ -183,8 +183,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   uint64_t received_ = 0;
   uint32_t crc32c_ = 0;
   const TokenGrant* grant_ = nullptr;  // null when auth is off
-  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
   std::atomic<bool> idle_cancelled_{false};
+  // Last: its destructor waits out a watchdog cancel that may still touch
+  // the members above.
+  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
 };
 
 }  // namespace

@@ -164,6 +164,11 @@ void TensorServer::Shutdown(absl::Duration grace) {
   absl::SleepFor(std::min(absl::Seconds(2), std::max(deadline - absl::Now(), absl::ZeroDuration())));
 }
 
-void TensorServer::Wait() { server_->Wait(); }
+void TensorServer::Wait() {
+  server_->Wait();
+  // Local producers stop too, so nothing publishes after Wait returns: the
+  // shutdown snapshot then holds every acknowledged durable put and seal.
+  if (handoff_ != nullptr) handoff_->Stop();
+}
 
 }  // namespace tensord

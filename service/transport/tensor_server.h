@@ -47,7 +47,8 @@ class TensorServer {
   // Stops accepting calls, lets in-flight calls run up to `grace`, then
   // cancels what is left. Safe to call from any thread, more than once.
   void Shutdown(absl::Duration grace);
-  // Blocks until Shutdown() has completed.
+  // Blocks until Shutdown() has completed, then stops local handoff (its
+  // connections close, ending their leases and unsealed creates).
   void Wait();
 
  private:

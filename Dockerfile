@@ -4,7 +4,7 @@
 # shared libraries tensord and tensorctl load.
 #
 #   container-build --tag localhost/tensord:latest          (or: docker build -t tensord .)
-#   docker run -p 50051:50051 -v /run/tensord:/run/tensord tensord
+#   docker run -v /run/tensord:/run/tensord tensord        (clients on this host)
 #
 # GPU image: --build-arg TENSORD_CUDA=ON installs Debian's CUDA toolkit
 # (non-free nvidia-cuda-toolkit) in the build stage and builds the CUDA device
@@ -43,13 +43,12 @@ COPY --from=build /build/server/tensord /build/client/tensorctl/tensorctl /usr/l
 USER 10001
 VOLUME ["/run/tensord"]
 EXPOSE 50051 9464
-# gRPC on all interfaces (what a port mapping needs) and on a Unix socket in
-# the shared volume (health probes, same-pod clients). Plaintext TCP beyond
-# loopback is refused unless allowed: the image allows it because the
-# container network is the boundary; give it --tls-cert/--tls-key (and
-# --tokens-file) to serve beyond that (docs/operations.md).
-ENV TENSORD_LISTEN=0.0.0.0:50051,unix:/run/tensord/grpc.sock \
-    TENSORD_ALLOW_INSECURE_REMOTE=true \
+# Secure by default: gRPC on loopback and on a Unix socket in the shared
+# volume (health probes, same-pod and same-node clients). To serve other
+# hosts, listen on 0.0.0.0 with --tls-cert/--tls-key (and --tokens-file), or
+# set TENSORD_ALLOW_INSECURE_REMOTE=true on a network you trust
+# (docs/operations.md).
+ENV TENSORD_LISTEN=127.0.0.1:50051,unix:/run/tensord/grpc.sock \
     TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock \
     TENSORD_METRICS_LISTEN=0.0.0.0:9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \

@@ -123,6 +123,13 @@ class Registry {
   // order: what a snapshot writes. The leases keep the bytes while written.
   std::vector<Lease> AcquireDurable() const;
 
+  // The version the next publish gets (the last issued + 1), for snapshots.
+  uint64_t next_version() const;
+  // Makes the next publish get at least `next_version`, so numbers issued
+  // before a restart are not issued again (restore, after the restored
+  // versions are published). Never lowers it.
+  void AdvanceNextVersion(uint64_t next_version);
+
   // Versions evicted so far, and their bytes (for metrics).
   uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   uint64_t evicted_bytes() const { return evicted_bytes_.load(std::memory_order_relaxed); }

@@ -87,6 +87,8 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
   MutexLock lock(&write_mutex_);
   const absl::Time start = absl::Now();
   std::vector<Lease> leases = registry.AcquireDurable();
+  // Read after the leases, so it exceeds every leased version.
+  const uint64_t next_version = registry.next_version();
   std::vector<SnapshotEntry> entries;
   entries.reserve(leases.size());
   SnapshotSummary summary{.path = snapshot_path()};
@@ -100,7 +102,7 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
                                     .crc32c = lease->crc32c});
     summary.total_bytes += lease->total_bytes;
   }
-  const std::string prefix = EncodeSnapshotPrefix(entries);
+  const std::string prefix = EncodeSnapshotPrefix(entries, next_version);
 
   // A fixed temporary name per process: the lock serialises writers here,
   // and a leftover from a crashed run is simply truncated.
@@ -174,20 +176,20 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   };
 
   std::unique_ptr<MappedFile> file;
-  absl::StatusOr<std::vector<SnapshotEntry>> entries;
+  absl::StatusOr<SnapshotContents> contents;
   if (absl::StatusOr<std::unique_ptr<MappedFile>> opened = MappedFile::Open(summary.path);
       opened.ok()) {
     file = std::move(*opened);
-    entries = ParseSnapshot(BytesOf(*file));
+    contents = ParseSnapshot(BytesOf(*file));
   } else {
-    entries = opened.status();
+    contents = opened.status();
   }
-  if (!entries.ok()) {
+  if (!contents.ok()) {
     Log(LogLevel::kError, "snapshot_corrupt",
-        {{"file", summary.path}, {"reason", entries.status().message()}});
+        {{"file", summary.path}, {"reason", contents.status().message()}});
     if (policy == CorruptSnapshotPolicy::kRefuse) {
       return absl::DataLossError(absl::StrCat("snapshot ", summary.path, " is unusable (",
-                                              entries.status().message(),
+                                              contents.status().message(),
                                               "); nothing was restored"));
     }
     summary.corrupt = 1;
@@ -197,7 +199,7 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
 
   std::vector<const SnapshotEntry*> valid;
   std::string first_problem;
-  for (const SnapshotEntry& entry : *entries) {
+  for (const SnapshotEntry& entry : contents->entries) {
     if (absl::Status verified = VerifySnapshotEntry(BytesOf(*file), entry); !verified.ok()) {
       Log(LogLevel::kError, "snapshot_tensor_corrupt",
           {{"file", summary.path}, {"name", entry.name}, {"version", entry.version},
@@ -225,6 +227,8 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
     }
     ++summary.restored;
   }
+  // Numbers on from the highest ever issued, not the highest restored.
+  registry.AdvanceNextVersion(contents->next_version);
   if (summary.corrupt > 0) set_aside();
   Log(summary.corrupt > 0 ? LogLevel::kError : LogLevel::kInfo, "snapshot_restored",
       {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt}});

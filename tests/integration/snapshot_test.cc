@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -226,6 +227,18 @@ TEST_F(SnapshotTest, LocalPutAndCreateSealCarryTheirRetention) {
   absl::StatusOr<SnapshotResult> snapshot = local->Snapshot();
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->tensor_count, 1u);  // the cache tensor is not durable
+}
+
+TEST_F(SnapshotTest, VersionsNeverGoBackwardsAcrossARestart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  PutBytes("kept", PatternBytes(10, 1), Retention::kDefault);
+  const uint64_t cached = PutBytes("cached", PatternBytes(10, 2), Retention::kCache).version;
+  const uint64_t deleted = PutBytes("deleted", PatternBytes(10, 3), Retention::kDefault).version;
+  ASSERT_TRUE(client_->Delete("deleted").ok());
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_GT(PutBytes("after", PatternBytes(10, 4), Retention::kDefault).version,
+            std::max(cached, deleted));
 }
 
 TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {

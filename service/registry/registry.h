@@ -136,6 +136,7 @@ class Registry {
 
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
+  uint64_t max_tensors() const { return options_.max_tensors; }
   size_t tensor_count() const;
   // Walks every live version under the read lock: for scrapes, not calls.
   RegistryStats Stats() const;

@@ -75,6 +75,28 @@ absl::Status PublishRestored(Registry& registry, absl::string_view file,
   return registry.Publish(std::move(pending)).status();
 }
 
+// RESOURCE_EXHAUSTED naming the numbers when `entries` do not all fit the
+// registry's byte and tensor limits.
+absl::Status CheckFits(const Registry& registry, const std::vector<const SnapshotEntry*>& entries,
+                       const std::string& path) {
+  uint64_t bytes = 0;
+  for (const SnapshotEntry* entry : entries) bytes += entry->total_bytes;
+  const uint64_t used = registry.host_bytes_used();
+  const uint64_t free_bytes = registry.host_bytes_limit() - std::min(used, registry.host_bytes_limit());
+  const uint64_t held = registry.tensor_count();
+  const uint64_t free_names = registry.max_tensors() - std::min(held, registry.max_tensors());
+  if (bytes <= free_bytes && entries.size() <= free_names) return absl::OkStatus();
+  Log(LogLevel::kError, "snapshot_too_large",
+      {{"file", path}, {"tensors", entries.size()}, {"bytes", bytes},
+       {"max_host_bytes", registry.host_bytes_limit()}, {"max_tensors", registry.max_tensors()}});
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "snapshot ", path, " holds ", entries.size(), " tensors of ", bytes,
+      " bytes, but --max-host-bytes ", registry.host_bytes_limit(), " leaves room for ", free_bytes,
+      " bytes and --max-tensors ", registry.max_tensors(), " for ", free_names,
+      " tensors; nothing was restored (raise the limits, or start with "
+      "--snapshot-ignore-corrupt to load what fits)"));
+}
+
 }  // namespace
 
 SnapshotStore::SnapshotStore(std::string directory) : directory_(std::move(directory)) {}
@@ -218,12 +240,26 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   // Versions are published in increasing order, as they were made.
   std::sort(valid.begin(), valid.end(),
             [](const SnapshotEntry* a, const SnapshotEntry* b) { return a->version < b->version; });
+  if (policy == CorruptSnapshotPolicy::kRefuse) {
+    // Refused before the first publish, so a lowered limit never leaves a
+    // half-loaded registry.
+    TENSORD_RETURN_IF_ERROR(CheckFits(registry, valid, summary.path));
+  }
   for (const SnapshotEntry* entry : valid) {
     if (absl::Status published = PublishRestored(registry, BytesOf(*file), *entry);
         !published.ok()) {
-      return absl::Status(published.code(),
-                          absl::StrCat("restoring tensor '", entry->name, "' from ", summary.path,
-                                       ": ", published.message()));
+      if (policy == CorruptSnapshotPolicy::kRefuse) {
+        return absl::Status(published.code(),
+                            absl::StrCat("restoring tensor '", entry->name, "' from ",
+                                         summary.path, ": ", published.message()));
+      }
+      // The file is intact and stays, but the next snapshot replaces it
+      // without this tensor.
+      Log(LogLevel::kError, "snapshot_tensor_skipped",
+          {{"file", summary.path}, {"name", entry->name}, {"version", entry->version},
+           {"bytes", entry->total_bytes}, {"reason", published.message()}});
+      ++summary.skipped;
+      continue;
     }
     ++summary.restored;
   }
@@ -231,7 +267,8 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   registry.AdvanceNextVersion(contents->next_version);
   if (summary.corrupt > 0) set_aside();
   Log(summary.corrupt > 0 ? LogLevel::kError : LogLevel::kInfo, "snapshot_restored",
-      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt}});
+      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt},
+       {"skipped", summary.skipped}});
   return summary;
 }
 

@@ -33,6 +33,9 @@ struct RestoreSummary {
   bool found = false;        // a snapshot file existed
   uint64_t restored = 0;     // tensors published
   uint64_t corrupt = 0;      // tensors (or 1 for a whole unreadable file) skipped
+  // Intact tensors left out under kLoadValid because they did not fit the
+  // registry's limits (--max-host-bytes, --max-tensors).
+  uint64_t skipped = 0;
 };
 
 // Thread-safe; snapshots are taken one at a time.
@@ -55,7 +58,10 @@ class SnapshotStore {
   // with their versions and creation times. Every tensor is checked before
   // the first is published. A missing snapshot restores nothing and is OK.
   // A damaged one is logged (file and reason) and, under kRefuse, is
-  // DATA_LOSS with nothing published.
+  // DATA_LOSS with nothing published. Tensors beyond the registry's limits
+  // (--max-host-bytes, --max-tensors lowered since the snapshot) are, under
+  // kRefuse, RESOURCE_EXHAUSTED naming the numbers with nothing published;
+  // under kLoadValid, each that does not fit is logged and skipped.
   // Also removes temporary files that a crash during a snapshot left.
   absl::StatusOr<RestoreSummary> Restore(Registry& registry, CorruptSnapshotPolicy policy);
 

@@ -288,6 +288,24 @@ TEST_F(SnapshotTest, RestartWithTheSamePreloadFileDoesNotRepublishIt) {
   EXPECT_TRUE(HasBytes("second", want));
 }
 
+TEST_F(SnapshotTest, SnapshotBeyondLoweredLimitsStopsTheStartUnlessIgnored) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  PutBytes("a", PatternBytes(600 * 1024, 1), Retention::kDefault);
+  PutBytes("b", PatternBytes(600 * 1024, 2), Retention::kDefault);
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = TryStart({"--max-host-bytes=1MiB"});
+  ASSERT_FALSE(refused.ok()) << "tensord started with a snapshot beyond --max-host-bytes";
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--max-host-bytes"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "1228800 bytes")) << refused.status();
+
+  ASSERT_NO_FATAL_FAILURE(Start({"--max-host-bytes=1MiB", "--snapshot-ignore-corrupt"}));
+  EXPECT_TRUE(HasBytes("a", PatternBytes(600 * 1024, 1)));
+  EXPECT_EQ(client_->Stat("b").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=snapshot_tensor_skipped"));
+}
+
 TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();

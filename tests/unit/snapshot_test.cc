@@ -333,5 +333,29 @@ TEST_F(SnapshotStoreTest, VersionsAfterRestoreNumberOnFromTheHighestEverIssued) 
   EXPECT_GT(next->version, highest_issued);
 }
 
+// Limits lowered between runs: the default policy refuses before publishing
+// anything, naming the numbers; ignoring loads what fits.
+TEST_F(SnapshotStoreTest, SnapshotBeyondTheLimitsIsRefusedWholeOrLoadedAsFarAsItFits) {
+  SnapshotStore store(directory_);
+  WriteSample(store);  // 3 tensors, 5012 bytes
+  for (RegistryOptions options : {RegistryOptions{.max_host_bytes = 4096},
+                                  RegistryOptions{.max_tensors = 2}}) {
+    Registry refused(options);
+    absl::StatusOr<RestoreSummary> summary = store.Restore(refused, CorruptSnapshotPolicy::kRefuse);
+    EXPECT_EQ(summary.status().code(), absl::StatusCode::kResourceExhausted) << summary.status();
+    EXPECT_NE(summary.status().message().find("5012 bytes"), std::string::npos) << summary.status();
+    EXPECT_NE(summary.status().message().find("3 tensors"), std::string::npos) << summary.status();
+    EXPECT_EQ(refused.tensor_count(), 0u);  // checked before the first publish
+
+    Registry partial(options);
+    summary = store.Restore(partial, CorruptSnapshotPolicy::kLoadValid);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->restored, 2u);
+    EXPECT_EQ(summary->skipped, 1u);
+    EXPECT_EQ(partial.tensor_count(), 2u);
+    EXPECT_TRUE(std::filesystem::exists(store.snapshot_path()));  // not damaged: kept
+  }
+}
+
 }  // namespace
 }  // namespace tensord

@@ -1,6 +1,8 @@
 #include "service/snapshot/snapshot_store.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@ namespace tensord {
 namespace {
 
 constexpr char kSnapshotFileName[] = "tensord.snapshot";
+constexpr char kLockFileName[] = ".tensord.lock";
 
 absl::Status LastError(absl::string_view call, absl::string_view path) {
   const int error = errno;
@@ -99,7 +102,25 @@ absl::Status CheckFits(const Registry& registry, const std::vector<const Snapsho
 
 }  // namespace
 
-SnapshotStore::SnapshotStore(std::string directory) : directory_(std::move(directory)) {}
+absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(std::string directory) {
+  const std::string lock_path = absl::StrCat(directory, "/", kLockFileName);
+  ScopedFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock.valid()) return LastError("open", lock_path);
+  // flock, not fcntl locks: those are per process, so a second store in the
+  // same process (or a closed duplicate fd) would silently share or drop it.
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "snapshot directory ", directory, " is in use by another tensord (", lock_path,
+          " is locked); give each server its own --snapshot-dir"));
+    }
+    return LastError("flock", lock_path);
+  }
+  return std::unique_ptr<SnapshotStore>(new SnapshotStore(std::move(directory), std::move(lock)));
+}
+
+SnapshotStore::SnapshotStore(std::string directory, ScopedFd lock)
+    : directory_(std::move(directory)), lock_(std::move(lock)) {}
 
 std::string SnapshotStore::snapshot_path() const {
   return absl::StrCat(directory_, "/", kSnapshotFileName);
@@ -126,12 +147,12 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
   }
   const std::string prefix = EncodeSnapshotPrefix(entries, next_version);
 
-  // A fixed temporary name per process: the lock serialises writers here,
-  // and a leftover from a crashed run is simply truncated.
-  const std::string temporary = absl::StrCat(summary.path, ".tmp.", ::getpid());
+  // A fresh name (O_EXCL, random suffix, mode 0600): never a file someone
+  // else is writing, whatever the pid is (1 in containers).
+  std::string temporary = absl::StrCat(summary.path, ".tmp.XXXXXX");
   {
-    ScopedFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd.valid()) return LastError("open", temporary);
+    ScopedFd fd(::mkostemp(temporary.data(), O_CLOEXEC));
+    if (!fd.valid()) return LastError("mkostemp", temporary);
     absl::Status written = WriteAt(fd.get(), prefix.data(), prefix.size(), 0, temporary);
     for (size_t i = 0; written.ok() && i < entries.size(); ++i) {
       written = WriteAt(fd.get(), leases[i]->buffer->data(), entries[i].total_bytes,

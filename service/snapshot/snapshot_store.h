@@ -4,10 +4,12 @@
 #define TENSORD_SERVICE_SNAPSHOT_SNAPSHOT_STORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "service/common/mutex.h"
+#include "service/common/scoped_fd.h"
 #include "service/registry/registry.h"
 
 namespace tensord {
@@ -38,17 +40,21 @@ struct RestoreSummary {
   uint64_t skipped = 0;
 };
 
-// Thread-safe; snapshots are taken one at a time.
+// Thread-safe; snapshots are taken one at a time. One store (one server) per
+// directory: the store holds an exclusive lock on it while it lives.
 class SnapshotStore {
  public:
-  // The snapshot lives at `directory`/tensord.snapshot.
-  explicit SnapshotStore(std::string directory);
+  // The snapshot lives at `directory`/tensord.snapshot. Takes an exclusive
+  // flock on `directory`/.tensord.lock, held until the store is destroyed;
+  // FAILED_PRECONDITION naming the directory when another store (in this or
+  // another process) holds it.
+  static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(std::string directory);
 
   const std::string& directory() const { return directory_; }
   std::string snapshot_path() const;
 
   // Writes the latest version of every durable tensor (Registry::
-  // AcquireDurable) to a temporary file, fsyncs it, renames it over the
+  // AcquireDurable) to a new uniquely named temporary file, fsyncs it, renames it over the
   // snapshot and fsyncs the directory, so a crash at any point leaves either
   // the old snapshot or the new one, whole. Readers and writers of the
   // registry go on meanwhile: the leases keep the written versions' bytes.
@@ -62,13 +68,16 @@ class SnapshotStore {
   // (--max-host-bytes, --max-tensors lowered since the snapshot) are, under
   // kRefuse, RESOURCE_EXHAUSTED naming the numbers with nothing published;
   // under kLoadValid, each that does not fit is logged and skipped.
-  // Also removes temporary files that a crash during a snapshot left.
+  // Also removes temporary files that a crash during a snapshot left (safe:
+  // the lock keeps every other writer out of the directory).
   absl::StatusOr<RestoreSummary> Restore(Registry& registry, CorruptSnapshotPolicy policy);
 
  private:
+  SnapshotStore(std::string directory, ScopedFd lock);
   void RemoveStaleTemporaries() const;
 
   const std::string directory_;
+  const ScopedFd lock_;  // flock'ed for the store's life
   Mutex write_mutex_;
 };
 

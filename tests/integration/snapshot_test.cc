@@ -306,6 +306,16 @@ TEST_F(SnapshotTest, SnapshotBeyondLoweredLimitsStopsTheStartUnlessIgnored) {
   EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=snapshot_tensor_skipped"));
 }
 
+TEST_F(SnapshotTest, SecondServerOnTheSameSnapshotDirRefusesToStart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second = TryStart();
+  ASSERT_FALSE(second.ok()) << "two servers share " << snapshot_dir_;
+  EXPECT_TRUE(absl::StrContains(second.status().message(), snapshot_dir_)) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "in use")) << second.status();
+  EXPECT_TRUE(server_->Alive());
+  EXPECT_TRUE(client_->Snapshot().ok());
+}
+
 TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();

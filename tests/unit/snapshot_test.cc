@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -176,7 +177,26 @@ class SnapshotStoreTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     directory_ = pattern;
   }
-  void TearDown() override { std::filesystem::remove_all(directory_); }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(directory_);
+  }
+
+  void Open() {
+    absl::StatusOr<std::unique_ptr<SnapshotStore>> opened = SnapshotStore::Open(directory_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+  }
+
+  // Files in the directory whose names start with `prefix`.
+  std::vector<std::string> FilesStartingWith(const std::string& prefix) const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(directory_)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+    return names;
+  }
 
   static absl::StatusOr<VersionInfo> Put(Registry& registry, const std::string& name,
                                          const std::string& bytes, Retention retention) {
@@ -221,13 +241,15 @@ class SnapshotStoreTest : public ::testing::Test {
   }
 
   std::string directory_;
+  std::unique_ptr<SnapshotStore> store_;
   std::vector<uint64_t> versions_;
 };
 
 TEST_F(SnapshotStoreTest, RestoresDurableTensorsWithTheirVersionsAndSkipsCache) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
-  EXPECT_FALSE(std::filesystem::exists(store.snapshot_path() + ".tmp." + std::to_string(getpid())));
+  EXPECT_TRUE(FilesStartingWith("tensord.snapshot.tmp.").empty());
   Registry restored(RegistryOptions{});
   absl::StatusOr<RestoreSummary> summary = store.Restore(restored, CorruptSnapshotPolicy::kRefuse);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -244,7 +266,8 @@ TEST_F(SnapshotStoreTest, RestoresDurableTensorsWithTheirVersionsAndSkipsCache) 
 }
 
 TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothingAndCrashLeftoversAreRemoved) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   const std::string leftover = store.snapshot_path() + ".tmp.999999";
   WriteFile(leftover, "half a snapshot");
   WriteFile(directory_ + "/unrelated", "kept");
@@ -258,7 +281,8 @@ TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothingAndCrashLeftoversAreRemo
 }
 
 TEST_F(SnapshotStoreTest, DamagedTensorRefusesEverythingOrLoadsTheRestAndSetsTheFileAside) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   std::string file = ReadFile(store.snapshot_path());
   absl::StatusOr<SnapshotContents> contents = ParseSnapshot(View(file));
@@ -286,7 +310,8 @@ TEST_F(SnapshotStoreTest, DamagedTensorRefusesEverythingOrLoadsTheRestAndSetsThe
 }
 
 TEST_F(SnapshotStoreTest, TruncatedSnapshotIsRefusedWhole) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   std::string file = ReadFile(store.snapshot_path());
   WriteFile(store.snapshot_path(), file.substr(0, file.size() - 100));
@@ -302,7 +327,8 @@ TEST_F(SnapshotStoreTest, TruncatedSnapshotIsRefusedWhole) {
 }
 
 TEST_F(SnapshotStoreTest, NewSnapshotReplacesTheOld) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   Registry registry(RegistryOptions{});
   ASSERT_TRUE(Put(registry, "only/one", "x", Retention::kDefault).ok());
@@ -315,7 +341,8 @@ TEST_F(SnapshotStoreTest, NewSnapshotReplacesTheOld) {
 }
 
 TEST_F(SnapshotStoreTest, VersionsAfterRestoreNumberOnFromTheHighestEverIssued) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   Registry registry(RegistryOptions{});
   ASSERT_TRUE(Put(registry, "keep", "k", Retention::kDefault).ok());
   ASSERT_TRUE(Put(registry, "gone", "g", Retention::kDefault).ok());
@@ -336,7 +363,8 @@ TEST_F(SnapshotStoreTest, VersionsAfterRestoreNumberOnFromTheHighestEverIssued) 
 // Limits lowered between runs: the default policy refuses before publishing
 // anything, naming the numbers; ignoring loads what fits.
 TEST_F(SnapshotStoreTest, SnapshotBeyondTheLimitsIsRefusedWholeOrLoadedAsFarAsItFits) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);  // 3 tensors, 5012 bytes
   for (RegistryOptions options : {RegistryOptions{.max_host_bytes = 4096},
                                   RegistryOptions{.max_tensors = 2}}) {
@@ -355,6 +383,21 @@ TEST_F(SnapshotStoreTest, SnapshotBeyondTheLimitsIsRefusedWholeOrLoadedAsFarAsIt
     EXPECT_EQ(partial.tensor_count(), 2u);
     EXPECT_TRUE(std::filesystem::exists(store.snapshot_path()));  // not damaged: kept
   }
+}
+
+TEST_F(SnapshotStoreTest, OneStorePerDirectoryAtATime) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  absl::StatusOr<std::unique_ptr<SnapshotStore>> second = SnapshotStore::Open(directory_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find(directory_ + " is in use"), std::string::npos)
+      << second.status();
+  // A leftover temporary of another name is not touched by a write.
+  const std::string other = directory_ + "/tensord.snapshot.tmp.other";
+  WriteFile(other, "not ours");
+  ASSERT_NO_FATAL_FAILURE(WriteSample(*store_));
+  EXPECT_EQ(ReadFile(other), "not ours");
+  store_.reset();  // releases the lock
+  ASSERT_NO_FATAL_FAILURE(Open());
 }
 
 }  // namespace

@@ -84,8 +84,8 @@ absl::Status CheckFits(const Registry& registry, const std::vector<const Snapsho
                        const std::string& path) {
   uint64_t bytes = 0;
   for (const SnapshotEntry* entry : entries) bytes += entry->total_bytes;
-  const uint64_t used = registry.host_bytes_used();
-  const uint64_t free_bytes = registry.host_bytes_limit() - std::min(used, registry.host_bytes_limit());
+  const uint64_t limit = registry.host_bytes_limit();
+  const uint64_t free_bytes = limit - std::min(registry.host_bytes_used(), limit);
   const uint64_t held = registry.tensor_count();
   const uint64_t free_names = registry.max_tensors() - std::min(held, registry.max_tensors());
   if (bytes <= free_bytes && entries.size() <= free_names) return absl::OkStatus();

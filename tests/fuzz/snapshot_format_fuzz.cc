@@ -2,9 +2,9 @@
 // bytes. Beyond "no crash", it checks the promises of an accepted snapshot:
 // records in file order, inside the file, the file ending at the last byte,
 // each size what its layout needs, each version below the next version; and
-// that re-encoding the records parses back to the same records. Each input is also tried with its two
-// checksums repaired, so mutations reach the record decoder instead of
-// stopping at a checksum mismatch.
+// that re-encoding the records parses back to the same records. Each input
+// is also tried with its two checksums repaired, so mutations reach the
+// record decoder instead of stopping at a checksum mismatch.
 #include <cstddef>
 #include <cstdint>
 #include <string>

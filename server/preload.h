@@ -12,7 +12,9 @@ namespace tensord {
 
 // Publishes each tensor of `path` as `prefix` + its name. All or nothing for
 // validation: the file is parsed and checked completely before the first
-// publish. Returns how many tensors were published.
+// publish. A name whose latest version is durable and has the tensor's
+// layout, size and CRC-32C (restored from a snapshot) is skipped, not
+// published again. Returns how many tensors were published.
 absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::string& path,
                                             const std::string& prefix);
 

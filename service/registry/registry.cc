@@ -226,6 +226,16 @@ std::vector<Lease> Registry::AcquireDurable() const {
   return leases;
 }
 
+uint64_t Registry::next_version() const {
+  ReaderMutexLock lock(&mutex_);
+  return last_version_ + 1;
+}
+
+void Registry::AdvanceNextVersion(uint64_t next_version) {
+  MutexLock lock(&mutex_);
+  if (next_version > 0) last_version_ = std::max(last_version_, next_version - 1);
+}
+
 void Registry::RetireLocked(std::shared_ptr<const TensorVersion> version) {
   // Only readers can keep a retired version alive; when none does, it goes now.
   if (version.use_count() > 1) retired_.emplace(version->version, version);

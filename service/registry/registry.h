@@ -123,12 +123,20 @@ class Registry {
   // order: what a snapshot writes. The leases keep the bytes while written.
   std::vector<Lease> AcquireDurable() const;
 
+  // The version the next publish gets (the last issued + 1), for snapshots.
+  uint64_t next_version() const;
+  // Makes the next publish get at least `next_version`, so numbers issued
+  // before a restart are not issued again (restore, after the restored
+  // versions are published). Never lowers it.
+  void AdvanceNextVersion(uint64_t next_version);
+
   // Versions evicted so far, and their bytes (for metrics).
   uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   uint64_t evicted_bytes() const { return evicted_bytes_.load(std::memory_order_relaxed); }
 
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
+  uint64_t max_tensors() const { return options_.max_tensors; }
   size_t tensor_count() const;
   // Walks every live version under the read lock: for scrapes, not calls.
   RegistryStats Stats() const;

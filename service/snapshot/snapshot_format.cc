@@ -176,7 +176,7 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
 
 }  // namespace
 
-std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries) {
+std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries, uint64_t next_version) {
   Writer manifest;
   for (const SnapshotEntry& entry : entries) EncodeRecord(entry, manifest);
   // The data offsets are part of the records, and the records' size does not
@@ -194,6 +194,7 @@ std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries) {
   header.Put(kSnapshotFormatVersion);
   header.Put(static_cast<uint32_t>(entries.size()));
   header.Put(static_cast<uint64_t>(records.out().size()));
+  header.Put(next_version);
   header.Put(Crc32c(records.out().data(), records.out().size()));
   header.Put(Crc32c(header.out().data(), header.out().size()));
   std::string prefix = std::move(header.out());
@@ -206,7 +207,7 @@ uint64_t SnapshotFileBytes(std::span<const SnapshotEntry> entries, uint64_t pref
   return entries.back().data_offset + entries.back().total_bytes;
 }
 
-absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file) {
+absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
   if (file.size() < kSnapshotHeaderBytes) {
     return absl::DataLossError(absl::StrCat("file is ", file.size(), " bytes, shorter than the ",
                                             kSnapshotHeaderBytes, "-byte header"));
@@ -217,10 +218,11 @@ absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file)
   }
   Reader header(file.substr(kMagic.size(), kSnapshotHeaderBytes - kMagic.size()));
   uint32_t format_version = 0, entry_count = 0, manifest_crc = 0, header_crc = 0;
-  uint64_t manifest_bytes = 0;
+  uint64_t manifest_bytes = 0, next_version = 0;
   header.Get(format_version);
   header.Get(entry_count);
   header.Get(manifest_bytes);
+  header.Get(next_version);
   header.Get(manifest_crc);
   header.Get(header_crc);
   if (uint32_t actual = Crc32c(file.data(), kSnapshotHeaderBytes - 4); actual != header_crc) {
@@ -247,7 +249,8 @@ absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file)
                                             manifest_bytes, "-byte manifest"));
   }
 
-  std::vector<SnapshotEntry> entries;
+  SnapshotContents contents{.next_version = next_version};
+  std::vector<SnapshotEntry>& entries = contents.entries;
   entries.reserve(entry_count);
   absl::flat_hash_set<std::string> names;
   absl::flat_hash_set<uint64_t> versions;
@@ -261,6 +264,11 @@ absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file)
     }
     if (!versions.insert(entry.version).second) {
       return ManifestError(i, start, absl::StrCat("version ", entry.version, " appears twice"));
+    }
+    if (entry.version >= next_version) {
+      return ManifestError(i, start,
+                           absl::StrCat("tensor '", entry.name, "' has version ", entry.version,
+                                        ", not below the header's next version ", next_version));
     }
     uint64_t end = 0;
     if (entry.data_offset < data_end ||
@@ -282,7 +290,7 @@ absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file)
     return absl::DataLossError(absl::StrCat("file is ", file.size(),
                                             " bytes but its last tensor ends at byte ", data_end));
   }
-  return entries;
+  return contents;
 }
 
 absl::Status VerifySnapshotEntry(absl::string_view file, const SnapshotEntry& entry) {

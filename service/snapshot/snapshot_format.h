@@ -3,10 +3,11 @@
 // this untrusted input is fuzzed and unit-tested without a registry.
 //
 // Layout (integers little-endian):
-//   header   32 bytes: magic "TNSDSNAP", u32 format version (1), u32 entry
-//            count, u64 manifest bytes, u32 CRC-32C of the manifest, u32
-//            CRC-32C of the 28 header bytes before it
-//   manifest one record per tensor (see snapshot_format.cc), starting at 32
+//   header   40 bytes: magic "TNSDSNAP", u32 format version (2), u32 entry
+//            count, u64 manifest bytes, u64 next version (the registry's
+//            last issued version + 1 when written), u32 CRC-32C of the
+//            manifest, u32 CRC-32C of the 36 header bytes before it
+//   manifest one record per tensor (see snapshot_format.cc), starting at 40
 //   data     each tensor's stored bytes at its record's data_offset (64-byte
 //            aligned, in record order); the file ends with the last byte
 //   Each record carries the CRC-32C of its tensor's bytes.
@@ -25,8 +26,10 @@
 
 namespace tensord {
 
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
-inline constexpr size_t kSnapshotHeaderBytes = 32;
+// Version 1 (a 32-byte header without the next version) is not read: it
+// never left development.
+inline constexpr uint32_t kSnapshotFormatVersion = 2;
+inline constexpr size_t kSnapshotHeaderBytes = 40;
 inline constexpr uint64_t kSnapshotDataAlignment = 64;
 
 // One tensor of a snapshot.
@@ -42,20 +45,31 @@ struct SnapshotEntry {
   uint32_t crc32c = 0;
 };
 
+// What a snapshot holds besides the tensors' bytes.
+struct SnapshotContents {
+  // The registry's next version when the snapshot was written: a restore
+  // numbers on from here, so versions issued before the snapshot (of cache,
+  // deleted or replaced tensors too) are never issued again.
+  uint64_t next_version = 1;
+  std::vector<SnapshotEntry> entries;
+};
+
 // Header and manifest of a snapshot whose tensors are `entries`, in that
 // order. Fills each entry's data_offset; the caller writes the returned
 // bytes, then each tensor's bytes at its data_offset (zero padding between).
-std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries);
+// `next_version` must exceed every entry's version.
+std::string EncodeSnapshotPrefix(std::span<SnapshotEntry> entries, uint64_t next_version);
 
 // The file size EncodeSnapshotPrefix's layout implies.
 uint64_t SnapshotFileBytes(std::span<const SnapshotEntry> entries, uint64_t prefix_bytes);
 
 // Checks the header, both checksums, every record (name rules, durable
 // retention, a layout that needs exactly total_bytes, unique names, data in
-// order inside the file) and that the file ends exactly at the last tensor's
-// bytes, so a truncated or extended file is refused. DATA_LOSS names what is
-// wrong and where. Does not read tensor bytes (see VerifySnapshotEntry).
-absl::StatusOr<std::vector<SnapshotEntry>> ParseSnapshot(absl::string_view file);
+// order inside the file, versions below the next version) and that the file
+// ends exactly at the last tensor's bytes, so a truncated or extended file is
+// refused. DATA_LOSS names what is wrong and where. Does not read tensor
+// bytes (see VerifySnapshotEntry).
+absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file);
 
 // DATA_LOSS naming the tensor when its bytes in `file` do not match the
 // record's CRC-32C. `entry` came from ParseSnapshot(file).

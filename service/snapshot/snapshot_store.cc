@@ -1,6 +1,8 @@
 #include "service/snapshot/snapshot_store.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@ namespace tensord {
 namespace {
 
 constexpr char kSnapshotFileName[] = "tensord.snapshot";
+constexpr char kLockFileName[] = ".tensord.lock";
 
 absl::Status LastError(absl::string_view call, absl::string_view path) {
   const int error = errno;
@@ -75,9 +78,49 @@ absl::Status PublishRestored(Registry& registry, absl::string_view file,
   return registry.Publish(std::move(pending)).status();
 }
 
+// RESOURCE_EXHAUSTED naming the numbers when `entries` do not all fit the
+// registry's byte and tensor limits.
+absl::Status CheckFits(const Registry& registry, const std::vector<const SnapshotEntry*>& entries,
+                       const std::string& path) {
+  uint64_t bytes = 0;
+  for (const SnapshotEntry* entry : entries) bytes += entry->total_bytes;
+  const uint64_t limit = registry.host_bytes_limit();
+  const uint64_t free_bytes = limit - std::min(registry.host_bytes_used(), limit);
+  const uint64_t held = registry.tensor_count();
+  const uint64_t free_names = registry.max_tensors() - std::min(held, registry.max_tensors());
+  if (bytes <= free_bytes && entries.size() <= free_names) return absl::OkStatus();
+  Log(LogLevel::kError, "snapshot_too_large",
+      {{"file", path}, {"tensors", entries.size()}, {"bytes", bytes},
+       {"max_host_bytes", registry.host_bytes_limit()}, {"max_tensors", registry.max_tensors()}});
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "snapshot ", path, " holds ", entries.size(), " tensors of ", bytes,
+      " bytes, but --max-host-bytes ", registry.host_bytes_limit(), " leaves room for ", free_bytes,
+      " bytes and --max-tensors ", registry.max_tensors(), " for ", free_names,
+      " tensors; nothing was restored (raise the limits, or start with "
+      "--snapshot-ignore-corrupt to load what fits)"));
+}
+
 }  // namespace
 
-SnapshotStore::SnapshotStore(std::string directory) : directory_(std::move(directory)) {}
+absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(std::string directory) {
+  const std::string lock_path = absl::StrCat(directory, "/", kLockFileName);
+  ScopedFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock.valid()) return LastError("open", lock_path);
+  // flock, not fcntl locks: those are per process, so a second store in the
+  // same process (or a closed duplicate fd) would silently share or drop it.
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "snapshot directory ", directory, " is in use by another tensord (", lock_path,
+          " is locked); give each server its own --snapshot-dir"));
+    }
+    return LastError("flock", lock_path);
+  }
+  return std::unique_ptr<SnapshotStore>(new SnapshotStore(std::move(directory), std::move(lock)));
+}
+
+SnapshotStore::SnapshotStore(std::string directory, ScopedFd lock)
+    : directory_(std::move(directory)), lock_(std::move(lock)) {}
 
 std::string SnapshotStore::snapshot_path() const {
   return absl::StrCat(directory_, "/", kSnapshotFileName);
@@ -87,6 +130,8 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
   MutexLock lock(&write_mutex_);
   const absl::Time start = absl::Now();
   std::vector<Lease> leases = registry.AcquireDurable();
+  // Read after the leases, so it exceeds every leased version.
+  const uint64_t next_version = registry.next_version();
   std::vector<SnapshotEntry> entries;
   entries.reserve(leases.size());
   SnapshotSummary summary{.path = snapshot_path()};
@@ -100,14 +145,14 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
                                     .crc32c = lease->crc32c});
     summary.total_bytes += lease->total_bytes;
   }
-  const std::string prefix = EncodeSnapshotPrefix(entries);
+  const std::string prefix = EncodeSnapshotPrefix(entries, next_version);
 
-  // A fixed temporary name per process: the lock serialises writers here,
-  // and a leftover from a crashed run is simply truncated.
-  const std::string temporary = absl::StrCat(summary.path, ".tmp.", ::getpid());
+  // A fresh name (O_EXCL, random suffix, mode 0600): never a file someone
+  // else is writing, whatever the pid is (1 in containers).
+  std::string temporary = absl::StrCat(summary.path, ".tmp.XXXXXX");
   {
-    ScopedFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd.valid()) return LastError("open", temporary);
+    ScopedFd fd(::mkostemp(temporary.data(), O_CLOEXEC));
+    if (!fd.valid()) return LastError("mkostemp", temporary);
     absl::Status written = WriteAt(fd.get(), prefix.data(), prefix.size(), 0, temporary);
     for (size_t i = 0; written.ok() && i < entries.size(); ++i) {
       written = WriteAt(fd.get(), leases[i]->buffer->data(), entries[i].total_bytes,
@@ -174,20 +219,20 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   };
 
   std::unique_ptr<MappedFile> file;
-  absl::StatusOr<std::vector<SnapshotEntry>> entries;
+  absl::StatusOr<SnapshotContents> contents;
   if (absl::StatusOr<std::unique_ptr<MappedFile>> opened = MappedFile::Open(summary.path);
       opened.ok()) {
     file = std::move(*opened);
-    entries = ParseSnapshot(BytesOf(*file));
+    contents = ParseSnapshot(BytesOf(*file));
   } else {
-    entries = opened.status();
+    contents = opened.status();
   }
-  if (!entries.ok()) {
+  if (!contents.ok()) {
     Log(LogLevel::kError, "snapshot_corrupt",
-        {{"file", summary.path}, {"reason", entries.status().message()}});
+        {{"file", summary.path}, {"reason", contents.status().message()}});
     if (policy == CorruptSnapshotPolicy::kRefuse) {
       return absl::DataLossError(absl::StrCat("snapshot ", summary.path, " is unusable (",
-                                              entries.status().message(),
+                                              contents.status().message(),
                                               "); nothing was restored"));
     }
     summary.corrupt = 1;
@@ -197,7 +242,7 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
 
   std::vector<const SnapshotEntry*> valid;
   std::string first_problem;
-  for (const SnapshotEntry& entry : *entries) {
+  for (const SnapshotEntry& entry : contents->entries) {
     if (absl::Status verified = VerifySnapshotEntry(BytesOf(*file), entry); !verified.ok()) {
       Log(LogLevel::kError, "snapshot_tensor_corrupt",
           {{"file", summary.path}, {"name", entry.name}, {"version", entry.version},
@@ -216,18 +261,35 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   // Versions are published in increasing order, as they were made.
   std::sort(valid.begin(), valid.end(),
             [](const SnapshotEntry* a, const SnapshotEntry* b) { return a->version < b->version; });
+  if (policy == CorruptSnapshotPolicy::kRefuse) {
+    // Refused before the first publish, so a lowered limit never leaves a
+    // half-loaded registry.
+    TENSORD_RETURN_IF_ERROR(CheckFits(registry, valid, summary.path));
+  }
   for (const SnapshotEntry* entry : valid) {
     if (absl::Status published = PublishRestored(registry, BytesOf(*file), *entry);
         !published.ok()) {
-      return absl::Status(published.code(),
-                          absl::StrCat("restoring tensor '", entry->name, "' from ", summary.path,
-                                       ": ", published.message()));
+      if (policy == CorruptSnapshotPolicy::kRefuse) {
+        return absl::Status(published.code(),
+                            absl::StrCat("restoring tensor '", entry->name, "' from ",
+                                         summary.path, ": ", published.message()));
+      }
+      // The file is intact and stays, but the next snapshot replaces it
+      // without this tensor.
+      Log(LogLevel::kError, "snapshot_tensor_skipped",
+          {{"file", summary.path}, {"name", entry->name}, {"version", entry->version},
+           {"bytes", entry->total_bytes}, {"reason", published.message()}});
+      ++summary.skipped;
+      continue;
     }
     ++summary.restored;
   }
+  // Numbers on from the highest ever issued, not the highest restored.
+  registry.AdvanceNextVersion(contents->next_version);
   if (summary.corrupt > 0) set_aside();
   Log(summary.corrupt > 0 ? LogLevel::kError : LogLevel::kInfo, "snapshot_restored",
-      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt}});
+      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt},
+       {"skipped", summary.skipped}});
   return summary;
 }
 

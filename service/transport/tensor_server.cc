@@ -84,7 +84,10 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   server->metrics_ = std::make_unique<ServiceMetrics>();
   server->registry_ = std::make_unique<Registry>(options.registry);
   if (!options.snapshot_dir.empty()) {
-    server->snapshots_ = std::make_unique<SnapshotStore>(options.snapshot_dir);
+    absl::StatusOr<std::unique_ptr<SnapshotStore>> opened =
+        SnapshotStore::Open(options.snapshot_dir);
+    if (!opened.ok()) return opened.status();
+    server->snapshots_ = std::move(*opened);
     absl::StatusOr<RestoreSummary> restored =
         server->snapshots_->Restore(*server->registry_, options.corrupt_snapshot);
     if (!restored.ok()) return restored.status();

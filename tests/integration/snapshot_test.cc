@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -226,6 +228,92 @@ TEST_F(SnapshotTest, LocalPutAndCreateSealCarryTheirRetention) {
   absl::StatusOr<SnapshotResult> snapshot = local->Snapshot();
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->tensor_count, 1u);  // the cache tensor is not durable
+}
+
+TEST_F(SnapshotTest, VersionsNeverGoBackwardsAcrossARestart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  PutBytes("kept", PatternBytes(10, 1), Retention::kDefault);
+  const uint64_t cached = PutBytes("cached", PatternBytes(10, 2), Retention::kCache).version;
+  const uint64_t deleted = PutBytes("deleted", PatternBytes(10, 3), Retention::kDefault).version;
+  ASSERT_TRUE(client_->Delete("deleted").ok());
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_GT(PutBytes("after", PatternBytes(10, 4), Retention::kDefault).version,
+            std::max(cached, deleted));
+}
+
+// A .safetensors file of `tensors` (name, bytes), each a u8 vector.
+std::string SafetensorsFile(const std::vector<std::pair<std::string, std::string>>& tensors) {
+  std::string header = "{";
+  std::string data;
+  for (const auto& [name, bytes] : tensors) {
+    if (header.size() > 1) header += ",";
+    header += absl::StrCat("\"", name, "\":{\"dtype\":\"U8\",\"shape\":[", bytes.size(),
+                           "],\"data_offsets\":[", data.size(), ",", data.size() + bytes.size(),
+                           "]}");
+    data += bytes;
+  }
+  header += "}";
+  while (header.size() % 8 != 0) header.push_back(' ');
+  std::string file;
+  for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xFF));
+  return file + header + data;
+}
+
+// Preloaded tensors are pinned, so snapshotted; an unchanged file is not
+// published a second time over the restored copies (which would need the
+// room for both and, near --max-host-bytes, stop every start).
+TEST_F(SnapshotTest, RestartWithTheSamePreloadFileDoesNotRepublishIt) {
+  constexpr size_t kBytes = 400 * 1024;
+  const std::string path = snapshot_dir_ + "/model.safetensors";
+  std::string first(kBytes, 'a'), second(kBytes, 'b');
+  WriteWholeFile(path, SafetensorsFile({{"first", first}, {"second", second}}));
+  const std::vector<std::string> flags = {"--preload=" + path, "--max-host-bytes=1MiB"};
+  ASSERT_NO_FATAL_FAILURE(Start(flags));
+  const uint64_t version = client_->Stat("second")->version;
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+
+  ASSERT_NO_FATAL_FAILURE(Start(flags));
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=preload_skipped"));
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "reason=unchanged"));
+  EXPECT_EQ(client_->Stat("second")->version, version);
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+
+  // A changed tensor is published again; the unchanged one is not.
+  second[7] = 'c';
+  WriteWholeFile(path, SafetensorsFile({{"first", first}, {"second", second}}));
+  ASSERT_NO_FATAL_FAILURE(Start({"--preload=" + path}));
+  EXPECT_GT(client_->Stat("second")->version, version);
+  std::vector<uint8_t> want(second.begin(), second.end());
+  EXPECT_TRUE(HasBytes("second", want));
+}
+
+TEST_F(SnapshotTest, SnapshotBeyondLoweredLimitsStopsTheStartUnlessIgnored) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  PutBytes("a", PatternBytes(600 * 1024, 1), Retention::kDefault);
+  PutBytes("b", PatternBytes(600 * 1024, 2), Retention::kDefault);
+  ASSERT_TRUE(server_->Stop(SIGTERM).ok());
+
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = TryStart({"--max-host-bytes=1MiB"});
+  ASSERT_FALSE(refused.ok()) << "tensord started with a snapshot beyond --max-host-bytes";
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--max-host-bytes"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "1228800 bytes")) << refused.status();
+
+  ASSERT_NO_FATAL_FAILURE(Start({"--max-host-bytes=1MiB", "--snapshot-ignore-corrupt"}));
+  EXPECT_TRUE(HasBytes("a", PatternBytes(600 * 1024, 1)));
+  EXPECT_EQ(client_->Stat("b").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=snapshot_tensor_skipped"));
+}
+
+TEST_F(SnapshotTest, SecondServerOnTheSameSnapshotDirRefusesToStart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  absl::StatusOr<std::unique_ptr<ServerProcess>> second = TryStart();
+  ASSERT_FALSE(second.ok()) << "two servers share " << snapshot_dir_;
+  EXPECT_TRUE(absl::StrContains(second.status().message(), snapshot_dir_)) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "in use")) << second.status();
+  EXPECT_TRUE(server_->Alive());
+  EXPECT_TRUE(client_->Snapshot().ok());
 }
 
 TEST(SnapshotOffTest, SnapshotWithoutSnapshotDirIsFailedPrecondition) {

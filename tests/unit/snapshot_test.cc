@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,8 +24,9 @@ namespace tensord {
 namespace {
 
 // A snapshot file in memory: the encoded prefix, then each tensor's bytes.
-std::string BuildFile(std::vector<SnapshotEntry>& entries, const std::vector<std::string>& data) {
-  std::string file = EncodeSnapshotPrefix(entries);
+std::string BuildFile(std::vector<SnapshotEntry>& entries, const std::vector<std::string>& data,
+                      uint64_t next_version = 100) {
+  std::string file = EncodeSnapshotPrefix(entries, next_version);
   for (size_t i = 0; i < entries.size(); ++i) {
     file.resize(entries[i].data_offset, '\0');
     file += data[i];
@@ -67,11 +70,12 @@ absl::string_view View(const std::string& file) { return absl::string_view(file.
 
 TEST(SnapshotFormatTest, RoundTripsEntries) {
   SampleSnapshot sample = Sample();
-  absl::StatusOr<std::vector<SnapshotEntry>> parsed = ParseSnapshot(View(sample.file));
+  absl::StatusOr<SnapshotContents> parsed = ParseSnapshot(View(sample.file));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->size(), 3u);
+  EXPECT_EQ(parsed->next_version, 100u);
+  ASSERT_EQ(parsed->entries.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
-    const SnapshotEntry& got = (*parsed)[i];
+    const SnapshotEntry& got = parsed->entries[i];
     const SnapshotEntry& want = sample.entries[i];
     EXPECT_EQ(got.name, want.name);
     EXPECT_EQ(got.version, want.version);
@@ -84,15 +88,15 @@ TEST(SnapshotFormatTest, RoundTripsEntries) {
   }
   std::vector<SnapshotEntry> none;
   std::string empty = BuildFile(none, {});
-  absl::StatusOr<std::vector<SnapshotEntry>> parsed_empty = ParseSnapshot(View(empty));
+  absl::StatusOr<SnapshotContents> parsed_empty = ParseSnapshot(View(empty));
   ASSERT_TRUE(parsed_empty.ok()) << parsed_empty.status();
-  EXPECT_TRUE(parsed_empty->empty());
+  EXPECT_TRUE(parsed_empty->entries.empty());
 }
 
 TEST(SnapshotFormatTest, EveryTruncationIsRefused) {
   SampleSnapshot sample = Sample();
   for (size_t size = 0; size < sample.file.size(); ++size) {
-    absl::StatusOr<std::vector<SnapshotEntry>> parsed =
+    absl::StatusOr<SnapshotContents> parsed =
         ParseSnapshot(absl::string_view(sample.file.data(), size));
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << "size " << size;
   }
@@ -103,11 +107,11 @@ TEST(SnapshotFormatTest, EveryTruncationIsRefused) {
 TEST(SnapshotFormatTest, FlippedHeaderOrManifestByteIsRefusedNamingTheChecksum) {
   SampleSnapshot sample = Sample();
   // Header and manifest; the alignment padding after them carries nothing.
-  const size_t prefix_bytes = EncodeSnapshotPrefix(sample.entries).size();
+  const size_t prefix_bytes = EncodeSnapshotPrefix(sample.entries, 100).size();
   for (size_t offset = 0; offset < prefix_bytes; ++offset) {
     std::string damaged = sample.file;
     damaged[offset] ^= 0x20;
-    absl::StatusOr<std::vector<SnapshotEntry>> parsed = ParseSnapshot(View(damaged));
+    absl::StatusOr<SnapshotContents> parsed = ParseSnapshot(View(damaged));
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << "offset " << offset;
   }
   std::string damaged = sample.file;
@@ -123,10 +127,10 @@ TEST(SnapshotFormatTest, FlippedDataByteFailsOnlyThatTensorsChecksum) {
   SampleSnapshot sample = Sample();
   std::string damaged = sample.file;
   damaged[sample.entries[2].data_offset + 5] ^= 0x01;
-  absl::StatusOr<std::vector<SnapshotEntry>> parsed = ParseSnapshot(View(damaged));
+  absl::StatusOr<SnapshotContents> parsed = ParseSnapshot(View(damaged));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_TRUE(VerifySnapshotEntry(View(damaged), (*parsed)[0]).ok());
-  absl::Status bad = VerifySnapshotEntry(View(damaged), (*parsed)[2]);
+  EXPECT_TRUE(VerifySnapshotEntry(View(damaged), parsed->entries[0]).ok());
+  absl::Status bad = VerifySnapshotEntry(View(damaged), parsed->entries[2]);
   EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(bad.message().find("'w/c'"), std::string::npos) << bad;
 }
@@ -158,6 +162,12 @@ TEST(SnapshotFormatTest, ConsistentlyChecksummedBadRecordsAreRefused) {
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << c.what;
     EXPECT_NE(status.message().find(c.message), std::string::npos) << c.what << ": " << status;
   }
+  SampleSnapshot sample = Sample();  // highest version 9
+  std::string file = BuildFile(sample.entries, sample.data, /*next_version=*/9);
+  absl::Status status = ParseSnapshot(View(file)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("not below the header's next version 9"), std::string::npos)
+      << status;
 }
 
 class SnapshotStoreTest : public ::testing::Test {
@@ -167,7 +177,26 @@ class SnapshotStoreTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     directory_ = pattern;
   }
-  void TearDown() override { std::filesystem::remove_all(directory_); }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(directory_);
+  }
+
+  void Open() {
+    absl::StatusOr<std::unique_ptr<SnapshotStore>> opened = SnapshotStore::Open(directory_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+  }
+
+  // Files in the directory whose names start with `prefix`.
+  std::vector<std::string> FilesStartingWith(const std::string& prefix) const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(directory_)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+    return names;
+  }
 
   static absl::StatusOr<VersionInfo> Put(Registry& registry, const std::string& name,
                                          const std::string& bytes, Retention retention) {
@@ -212,13 +241,15 @@ class SnapshotStoreTest : public ::testing::Test {
   }
 
   std::string directory_;
+  std::unique_ptr<SnapshotStore> store_;
   std::vector<uint64_t> versions_;
 };
 
 TEST_F(SnapshotStoreTest, RestoresDurableTensorsWithTheirVersionsAndSkipsCache) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
-  EXPECT_FALSE(std::filesystem::exists(store.snapshot_path() + ".tmp." + std::to_string(getpid())));
+  EXPECT_TRUE(FilesStartingWith("tensord.snapshot.tmp.").empty());
   Registry restored(RegistryOptions{});
   absl::StatusOr<RestoreSummary> summary = store.Restore(restored, CorruptSnapshotPolicy::kRefuse);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -235,7 +266,8 @@ TEST_F(SnapshotStoreTest, RestoresDurableTensorsWithTheirVersionsAndSkipsCache) 
 }
 
 TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothingAndCrashLeftoversAreRemoved) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   const std::string leftover = store.snapshot_path() + ".tmp.999999";
   WriteFile(leftover, "half a snapshot");
   WriteFile(directory_ + "/unrelated", "kept");
@@ -249,13 +281,14 @@ TEST_F(SnapshotStoreTest, MissingSnapshotRestoresNothingAndCrashLeftoversAreRemo
 }
 
 TEST_F(SnapshotStoreTest, DamagedTensorRefusesEverythingOrLoadsTheRestAndSetsTheFileAside) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   std::string file = ReadFile(store.snapshot_path());
-  absl::StatusOr<std::vector<SnapshotEntry>> entries = ParseSnapshot(View(file));
-  ASSERT_TRUE(entries.ok());
-  ASSERT_EQ((*entries)[0].name, "keep/default");
-  file[(*entries)[0].data_offset + 4000] ^= 0x10;
+  absl::StatusOr<SnapshotContents> contents = ParseSnapshot(View(file));
+  ASSERT_TRUE(contents.ok());
+  ASSERT_EQ(contents->entries[0].name, "keep/default");
+  file[contents->entries[0].data_offset + 4000] ^= 0x10;
   WriteFile(store.snapshot_path(), file);
 
   Registry refused(RegistryOptions{});
@@ -277,7 +310,8 @@ TEST_F(SnapshotStoreTest, DamagedTensorRefusesEverythingOrLoadsTheRestAndSetsThe
 }
 
 TEST_F(SnapshotStoreTest, TruncatedSnapshotIsRefusedWhole) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   std::string file = ReadFile(store.snapshot_path());
   WriteFile(store.snapshot_path(), file.substr(0, file.size() - 100));
@@ -293,7 +327,8 @@ TEST_F(SnapshotStoreTest, TruncatedSnapshotIsRefusedWhole) {
 }
 
 TEST_F(SnapshotStoreTest, NewSnapshotReplacesTheOld) {
-  SnapshotStore store(directory_);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
   WriteSample(store);
   Registry registry(RegistryOptions{});
   ASSERT_TRUE(Put(registry, "only/one", "x", Retention::kDefault).ok());
@@ -303,6 +338,66 @@ TEST_F(SnapshotStoreTest, NewSnapshotReplacesTheOld) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->restored, 1u);
   EXPECT_EQ(BytesOf(restored, "only/one"), "x");
+}
+
+TEST_F(SnapshotStoreTest, VersionsAfterRestoreNumberOnFromTheHighestEverIssued) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(Put(registry, "keep", "k", Retention::kDefault).ok());
+  ASSERT_TRUE(Put(registry, "gone", "g", Retention::kDefault).ok());
+  absl::StatusOr<VersionInfo> cached = Put(registry, "cached", "c", Retention::kCache);
+  ASSERT_TRUE(cached.ok());
+  absl::StatusOr<uint64_t> deleted = registry.Delete("gone", 0);
+  ASSERT_TRUE(deleted.ok());
+  const uint64_t highest_issued = std::max(*deleted, cached->version);
+  ASSERT_TRUE(store.Write(registry).ok());
+
+  Registry restored(RegistryOptions{});
+  ASSERT_TRUE(store.Restore(restored, CorruptSnapshotPolicy::kRefuse).ok());
+  absl::StatusOr<VersionInfo> next = Put(restored, "new", "n", Retention::kDefault);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->version, highest_issued);
+}
+
+// Limits lowered between runs: the default policy refuses before publishing
+// anything, naming the numbers; ignoring loads what fits.
+TEST_F(SnapshotStoreTest, SnapshotBeyondTheLimitsIsRefusedWholeOrLoadedAsFarAsItFits) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  SnapshotStore& store = *store_;
+  WriteSample(store);  // 3 tensors, 5012 bytes
+  for (RegistryOptions options : {RegistryOptions{.max_host_bytes = 4096},
+                                  RegistryOptions{.max_tensors = 2}}) {
+    Registry refused(options);
+    absl::StatusOr<RestoreSummary> summary = store.Restore(refused, CorruptSnapshotPolicy::kRefuse);
+    EXPECT_EQ(summary.status().code(), absl::StatusCode::kResourceExhausted) << summary.status();
+    EXPECT_NE(summary.status().message().find("5012 bytes"), std::string::npos) << summary.status();
+    EXPECT_NE(summary.status().message().find("3 tensors"), std::string::npos) << summary.status();
+    EXPECT_EQ(refused.tensor_count(), 0u);  // checked before the first publish
+
+    Registry partial(options);
+    summary = store.Restore(partial, CorruptSnapshotPolicy::kLoadValid);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->restored, 2u);
+    EXPECT_EQ(summary->skipped, 1u);
+    EXPECT_EQ(partial.tensor_count(), 2u);
+    EXPECT_TRUE(std::filesystem::exists(store.snapshot_path()));  // not damaged: kept
+  }
+}
+
+TEST_F(SnapshotStoreTest, OneStorePerDirectoryAtATime) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  absl::StatusOr<std::unique_ptr<SnapshotStore>> second = SnapshotStore::Open(directory_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find(directory_ + " is in use"), std::string::npos)
+      << second.status();
+  // A leftover temporary of another name is not touched by a write.
+  const std::string other = directory_ + "/tensord.snapshot.tmp.other";
+  WriteFile(other, "not ours");
+  ASSERT_NO_FATAL_FAILURE(WriteSample(*store_));
+  EXPECT_EQ(ReadFile(other), "not ours");
+  store_.reset();  // releases the lock
+  ASSERT_NO_FATAL_FAILURE(Open());
 }
 
 }  // namespace

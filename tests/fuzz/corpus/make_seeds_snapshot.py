@@ -8,6 +8,7 @@ import struct
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapshot_format")
 ALIGN = 64
+HEADER = 40
 
 
 def crc32c(data):
@@ -35,18 +36,22 @@ def record(name, version, dtype, shape, strides, byte_offset, data_offset, paylo
     return out
 
 
-def snapshot(tensors):
-    """tensors: (name, version, dtype, shape, strides, byte_offset, payload[, retention])."""
+def snapshot(tensors, next_version=None):
+    """tensors: (name, version, dtype, shape, strides, byte_offset, payload[, retention]).
+    next_version: the registry's next version; by default one above the highest."""
+    if next_version is None:
+        next_version = max([t[1] for t in tensors], default=0) + 1
     def manifest(offsets):
         return b"".join(record(t[0], t[1], t[2], t[3], t[4], t[5], offsets[i], t[6], *t[7:])
                         for i, t in enumerate(tensors))
     size = len(manifest([0] * len(tensors)))
-    offsets, offset = [], align(32 + size)
+    offsets, offset = [], align(HEADER + size)
     for t in tensors:
         offsets.append(offset)
         offset = align(offset + len(t[6]))
     body = manifest(offsets)
-    header = b"TNSDSNAP" + struct.pack("<IIQI", 1, len(tensors), len(body), crc32c(body))
+    header = b"TNSDSNAP" + struct.pack("<IIQQI", 2, len(tensors), len(body), next_version,
+                                       crc32c(body))
     header += struct.pack("<I", crc32c(header))
     out = bytearray(header + body)
     for t, at in zip(tensors, offsets):
@@ -58,7 +63,7 @@ def snapshot(tensors):
 U8, F32 = (1, 8, 1), (2, 32, 1)
 SEEDS = {
     "empty": snapshot([]),
-    "one_u8": snapshot([("w/a", 3, U8, [5], [], 0, b"hello")]),
+    "one_u8": snapshot([("w/a", 3, U8, [5], [], 0, b"hello")], next_version=40),
     "mixed": snapshot([
         ("w/a", 3, U8, [100], [], 0, bytes(range(100))),
         ("w/empty", 5, U8, [0], [], 0, b""),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -69,6 +70,14 @@ struct PutOptions {
   // kCache makes the version evictable; kDefault and kPinned are durable
   // (kept in snapshots, never evicted).
   Retention retention = Retention::kDefault;
+  // Where the server stores the tensor: unset for host memory, {kDLCUDA, N}
+  // for device N of the server's device backend (the bytes are sent from
+  // this host tensor over gRPC and copied to the device there). The server
+  // answers FAILED_PRECONDITION when it has no device backend and
+  // INVALID_ARGUMENT for a device it lacks. Needs TransferPath kAuto or
+  // kRemote. Fetching such a tensor over gRPC returns host (kDLCPU) memory;
+  // TensorInfo::device says where the server holds it.
+  std::optional<DLDevice> device;
   ProgressCallback progress;
 };
 

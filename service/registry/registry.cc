@@ -400,14 +400,22 @@ absl::Status Registry::NotFoundLocked(absl::string_view name, uint64_t version) 
 
 RegistryStats Registry::Stats() const {
   RegistryStats stats;
-  auto count = [&stats](const TensorVersion& version) {
-    ++stats.versions;
-    stats.stored_bytes += version.total_bytes;
-    stats.open_leases += version.open_leases.load(std::memory_order_relaxed);
+  stats.devices.resize(device_capacity_.size());
+  auto counts_of = [&stats](const TensorVersion& version) -> TensorCounts& {
+    if (!IsDeviceLayout(version.layout)) return stats;
+    return stats.devices.at(version.layout.device.device_id);
+  };
+  auto count = [&counts_of](const TensorVersion& version) {
+    TensorCounts& counts = counts_of(version);
+    ++counts.versions;
+    counts.stored_bytes += version.total_bytes;
+    counts.open_leases += version.open_leases.load(std::memory_order_relaxed);
   };
   ReaderMutexLock lock(&mutex_);
-  stats.tensors = latest_.size();
-  for (const auto& [name, version] : latest_) count(*version);
+  for (const auto& [name, version] : latest_) {
+    ++counts_of(*version).tensors;
+    count(*version);
+  }
   for (const auto& [number, weak] : retired_) {
     if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
   }

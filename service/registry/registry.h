@@ -55,12 +55,17 @@ struct VersionInfo {
 
 VersionInfo InfoOf(const TensorVersion& version);
 
-// Counts at one moment, for metrics.
-struct RegistryStats {
+// Counts at one moment, for metrics, of the versions on one device.
+struct TensorCounts {
   uint64_t tensors = 0;       // names held
   uint64_t versions = 0;      // latest versions plus older ones readers still hold
   uint64_t stored_bytes = 0;  // bytes of those versions
   uint64_t open_leases = 0;   // leases on those versions
+};
+
+// The fields count host versions; `devices[N]` counts those on cuda:N.
+struct RegistryStats : TensorCounts {
+  std::vector<TensorCounts> devices;
 };
 
 struct ListPage {

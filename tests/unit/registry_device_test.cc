@@ -111,13 +111,17 @@ TEST(RegistryDeviceTest, RefusesWhatItCannotHold) {
   EXPECT_EQ(registry.device_bytes_used(0), 0u);
 }
 
-TEST(RegistryDeviceTest, SnapshotsAndStatsSkipOrCountDeviceVersions) {
+TEST(RegistryDeviceTest, SnapshotsSkipAndStatsCountPerDevice) {
   Registry registry(TwoDevices(1000));
   ASSERT_TRUE(PublishOnDevice(registry, "d", 0, 100, 1).ok());
   EXPECT_TRUE(registry.AcquireDurable().empty());  // device tensors are not snapshotted
   RegistryStats stats = registry.Stats();
-  EXPECT_EQ(stats.tensors, 1u);
-  EXPECT_EQ(stats.stored_bytes, 100u);
+  EXPECT_EQ(stats.tensors, 0u);  // host counts
+  EXPECT_EQ(stats.stored_bytes, 0u);
+  ASSERT_EQ(stats.devices.size(), 2u);
+  EXPECT_EQ(stats.devices[0].tensors, 1u);
+  EXPECT_EQ(stats.devices[0].stored_bytes, 100u);
+  EXPECT_EQ(stats.devices[1].versions, 0u);
 }
 
 TEST(RegistryDeviceTest, PublishComputesCrcFromDeviceWhenNotGiven) {

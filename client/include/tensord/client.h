@@ -136,7 +136,10 @@ class Client {
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
                                  const PutOptions& options = {});
 
-  // The whole tensor, in memory of its own (256-byte aligned).
+  // The whole tensor, in memory of its own (256-byte aligned). Always host
+  // memory (kDLCPU): a tensor the server holds in device memory comes over
+  // gRPC (kAuto falls back from the local path, kLocal answers
+  // FAILED_PRECONDITION until local GPU handoff exists).
   absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {});
 
   // Fills memory the caller owns (inference workers preallocate). dtype and

@@ -139,10 +139,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return std::string(reinterpret_cast<const char*>(version.buffer->data()) + offset, size);
     }
     std::string bytes(size, '\0');
-    if (size > 0) {
-      TENSORD_RETURN_IF_ERROR(
-          backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
-    }
+    TENSORD_RETURN_IF_ERROR(
+        backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
     return bytes;
   }
 

@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/device_selection.h"
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
 #include "service/common/byte_size.h"
@@ -134,6 +135,16 @@ ABSL_FLAG(double, eviction_low_watermark, 0.8,
           "Fraction of --max-host-bytes eviction brings use down to. "
           "Env: TENSORD_EVICTION_LOW_WATERMARK.");
 
+ABSL_FLAG(std::string, device_backend, "auto",
+          "Where kDLCUDA tensors live: auto (CUDA when a GPU is found, else host tensors only), "
+          "cuda (fail to start without a GPU), simulated (host memfds with CUDA's rules, for "
+          "tests), none (host tensors only). Env: TENSORD_DEVICE_BACKEND.");
+ABSL_FLAG(int32_t, simulated_devices, 1,
+          "Devices of --device-backend=simulated (1..64). Env: TENSORD_SIMULATED_DEVICES.");
+ABSL_FLAG(ByteSizeFlag, max_device_bytes, ByteSizeFlag{uint64_t{8} << 30},
+          "Device memory the tensor versions on each device may hold together (e.g. 8GiB); "
+          "device puts beyond it get RESOURCE_EXHAUSTED. Env: TENSORD_MAX_DEVICE_BYTES.");
+
 namespace tensord {
 namespace {
 
@@ -147,7 +158,8 @@ std::vector<std::string> ArgumentsFromEnvironment() {
       "max_leases_per_client", "ready_file", "metrics_listen", "tls_cert", "tls_key",
       "tls_client_ca", "allow_insecure_remote", "tokens_file", "max_concurrent_streams",
       "stream_idle_timeout", "snapshot_dir", "snapshot_ignore_corrupt",
-      "eviction_high_watermark", "eviction_low_watermark"};
+      "eviction_high_watermark", "eviction_low_watermark", "device_backend",
+      "simulated_devices", "max_device_bytes"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -330,6 +342,16 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "tensord: %s\n", std::string(status.message()).c_str());
     return 2;
   }
+  options.registry.max_device_bytes = absl::GetFlag(FLAGS_max_device_bytes).bytes;
+  absl::StatusOr<std::shared_ptr<DeviceBackend>> device_backend = SelectDeviceBackend(
+      DeviceSelection{.backend = absl::GetFlag(FLAGS_device_backend),
+                      .simulated_devices = absl::GetFlag(FLAGS_simulated_devices),
+                      .max_device_bytes = options.registry.max_device_bytes});
+  if (!device_backend.ok()) {
+    std::fprintf(stderr, "tensord: %s\n", std::string(device_backend.status().message()).c_str());
+    return device_backend.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  options.registry.device_backend = std::move(*device_backend);
 
   // gRPC uses absl::Mutex; Debian's Abseil keeps deadlock detection on,
   // which shows in every call's profile.
@@ -379,6 +401,10 @@ int Run(int argc, char** argv) {
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},
        {"handoff_socket", options.handoff.socket_path},
        {"max_host_bytes", options.registry.max_host_bytes},
+       {"device_backend", options.registry.device_backend == nullptr
+                              ? std::string("none")
+                              : absl::StrCat(options.registry.device_backend->name(), " x",
+                                             options.registry.device_backend->device_count())},
        {"tls", options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
        {"auth", options.token_grants.empty() ? "off" : "tokens"}, {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {

@@ -21,11 +21,14 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-// Host memory is the only device the registry stores on today; the label is
-// there so GPU tensors can be told apart without renaming the metrics.
+// Registry series carry device="cpu" for host memory and device="cuda:N"
+// for each device of the device backend.
 constexpr char kHostDevice[] = "cpu";
 
 ClientMetric::Label DeviceLabel() { return {"device", kHostDevice}; }
+ClientMetric::Label DeviceLabel(int device) {
+  return {"device", tensord::DeviceLabel(DLDevice{kDLCUDA, device})};
+}
 
 MetricFamily Family(std::string name, std::string help, MetricType type) {
   MetricFamily family;
@@ -102,13 +105,23 @@ class MetricsCollectable final : public prometheus::Collectable {
         MetricType::Gauge);
     AddGauge(used, {DeviceLabel()}, static_cast<double>(registry.host_bytes_used()));
     MetricFamily limit = Family("tensord_capacity_limit_bytes",
-                                "Capacity limit (--max-host-bytes for cpu).", MetricType::Gauge);
+                                "Capacity limit (--max-host-bytes for cpu, --max-device-bytes for cuda:N).", MetricType::Gauge);
     AddGauge(limit, {DeviceLabel()}, static_cast<double>(registry.host_bytes_limit()));
     MetricFamily leases = Family(
         "tensord_open_leases",
         "Leases open on versions: remote fetches in flight and local handoff leases.",
         MetricType::Gauge);
     AddGauge(leases, {DeviceLabel()}, static_cast<double>(stats.open_leases));
+    for (int device = 0; device < static_cast<int>(stats.devices.size()); ++device) {
+      const TensorCounts& counts = stats.devices[device];
+      AddGauge(tensors, {DeviceLabel(device)}, static_cast<double>(counts.tensors));
+      AddGauge(versions, {DeviceLabel(device)}, static_cast<double>(counts.versions));
+      AddGauge(stored, {DeviceLabel(device)}, static_cast<double>(counts.stored_bytes));
+      AddGauge(used, {DeviceLabel(device)}, static_cast<double>(registry.device_bytes_used(device)));
+      AddGauge(limit, {DeviceLabel(device)},
+               static_cast<double>(registry.device_bytes_limit(device)));
+      AddGauge(leases, {DeviceLabel(device)}, static_cast<double>(counts.open_leases));
+    }
     MetricFamily evictions = Family("tensord_evictions_total",
                                     "Cache versions evicted to make room.", MetricType::Counter);
     AddCounter(evictions, {DeviceLabel()}, static_cast<double>(registry.evictions()));

@@ -239,8 +239,11 @@ void Client::Rep::DropLocal(const std::shared_ptr<LocalHandoff>& broken) {
 }
 
 // Whether a failed local call should be retried over gRPC.
+// Either the socket failed (UNAVAILABLE), or the server refused something
+// only gRPC can serve (a tensor in device memory) and the connection is fine.
 static bool ShouldFallBack(const absl::Status& status, TransferPath path) {
-  return path == TransferPath::kAuto && status.code() == absl::StatusCode::kUnavailable;
+  return path == TransferPath::kAuto &&
+         (status.code() == absl::StatusCode::kUnavailable || IsUseRemote(status));
 }
 
 Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
@@ -275,12 +278,21 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
                                        const PutOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
+  // Device puts go over gRPC: local GPU create is not implemented yet.
+  if (options.device.has_value() && rep_->options.path == TransferPath::kLocal) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "put of '", name, "' into device memory (device type ", options.device->device_type,
+        ", id ", options.device->device_id,
+        ") needs TransferPath::kRemote or kAuto: local GPU create is not implemented yet"));
+  }
+  const bool remote_first = options.device.has_value() && rep_->options.path == TransferPath::kAuto;
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local,
+                           remote_first ? nullptr : rep_->Local());
   if (local != nullptr) {
     absl::StatusOr<TensorInfo> put =
         local->Put(name, tensor, options.send_crc32c, options.retention);
     if (!ShouldFallBack(put.status(), rep_->options.path)) return put;
-    rep_->DropLocal(local);
+    if (!IsUseRemote(put.status())) rep_->DropLocal(local);
   }
   return PutRemote(name, tensor, options);
 }
@@ -294,6 +306,10 @@ absl::StatusOr<TensorInfo> Client::PutRemote(absl::string_view name, const DLTen
   header->set_name(std::string(name));
   LayoutToProto(source.layout, header->mutable_layout());
   header->mutable_layout()->clear_strides();  // compact
+  if (options.device.has_value()) {
+    header->mutable_layout()->mutable_device()->set_type(options.device->device_type);
+    header->mutable_layout()->mutable_device()->set_id(options.device->device_id);
+  }
   header->set_total_bytes(source.size);
   if (options.send_crc32c) header->set_crc32c(Crc32c(source.data, source.size));
   header->set_retention(static_cast<v1::Retention>(options.retention));
@@ -422,7 +438,7 @@ absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions&
   if (local != nullptr) {
     absl::StatusOr<Tensor> fetched = local->Fetch(name, options.version, options.read_only);
     if (!ShouldFallBack(fetched.status(), rep_->options.path)) return fetched;
-    rep_->DropLocal(local);
+    if (!IsUseRemote(fetched.status())) rep_->DropLocal(local);
   }
   v1::FetchRequest request;
   request.set_name(std::string(name));
@@ -447,7 +463,7 @@ absl::StatusOr<TensorInfo> Client::FetchInto(absl::string_view name, const DLTen
   if (local != nullptr) {
     absl::StatusOr<TensorInfo> fetched = local->FetchInto(name, options.version, destination);
     if (!ShouldFallBack(fetched.status(), rep_->options.path)) return fetched;
-    rep_->DropLocal(local);
+    if (!IsUseRemote(fetched.status())) rep_->DropLocal(local);
   }
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
   v1::FetchRequest request;

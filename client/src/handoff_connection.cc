@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/unix_socket.h"
+#include "service/transport/status_conversion.h"
 
 namespace tensord {
 
@@ -35,8 +36,9 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
   }
   if (response.message.code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(response.message.code()),
-                        response.message.message());
+    absl::Status refusal(static_cast<absl::StatusCode>(response.message.code()),
+                         response.message.message());
+    return response.message.use_remote() ? MarkUseRemote(std::move(refusal)) : refusal;
   }
   return response;
 }

@@ -25,14 +25,14 @@ std::string FormatCreated(absl::Time created) {
 }
 
 // Columns of `ls`; widths fit the longest cell.
-constexpr size_t kListColumns = 5;
+constexpr size_t kListColumns = 6;
 using ListRow = std::array<std::string, kListColumns>;
 
 void PrintRow(const ListRow& row, const std::array<size_t, kListColumns>& widths) {
   // VERSION and SIZE align right so that their digits line up.
-  absl::PrintF("%-*s  %*s  %-*s  %-*s  %*s\n", static_cast<int>(widths[0]), row[0],
+  absl::PrintF("%-*s  %*s  %-*s  %-*s  %*s  %s\n", static_cast<int>(widths[0]), row[0],
                static_cast<int>(widths[1]), row[1], static_cast<int>(widths[2]), row[2],
-               static_cast<int>(widths[3]), row[3], static_cast<int>(widths[4]), row[4]);
+               static_cast<int>(widths[3]), row[3], static_cast<int>(widths[4]), row[4], row[5]);
 }
 
 }  // namespace
@@ -58,13 +58,14 @@ absl::Status RunStat(Client& client, const Invocation& invocation) {
 absl::Status RunList(Client& client, const Invocation& invocation) {
   const std::string prefix = invocation.arguments.empty() ? "" : invocation.arguments[0];
   TENSORD_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, client.ListAll(prefix));
-  const ListRow heading = {"NAME", "VERSION", "DTYPE", "SHAPE", "SIZE"};
+  const ListRow heading = {"NAME", "VERSION", "DTYPE", "SHAPE", "SIZE", "DEVICE"};
   std::vector<ListRow> rows;
   rows.reserve(tensors.size());
   uint64_t total_bytes = 0;
   for (const TensorInfo& info : tensors) {
     rows.push_back({info.name, absl::StrCat(info.version), dlpack::DataTypeName(info.dtype),
-                    FormatShape(info.shape), FormatByteSize(info.total_bytes)});
+                    FormatShape(info.shape), FormatByteSize(info.total_bytes),
+                    FormatDevice(info.device)});
     total_bytes += info.total_bytes;
   }
   std::array<size_t, kListColumns> widths{};

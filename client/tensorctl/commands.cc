@@ -27,6 +27,8 @@ std::span<const OptionSpec> Options() {
       {kCacheOption, "", OptionKind::kFlag, "",
        "retention cache: the server may evict it, and snapshots skip it"},
       {kPinOption, "", OptionKind::kFlag, "", "retention pinned: never evicted, kept in snapshots"},
+      {kDeviceOption, "", OptionKind::kText, "DEV",
+       "where the server stores the tensor: cpu (default) or cuda:N (device N of its backend)"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -45,7 +47,7 @@ std::span<const CommandSpec> Commands() {
        .summary = "publish a .npy file as a new version of NAME",
        .min_arguments = 2,
        .max_arguments = 2,
-       .options = {kCacheOption, kPinOption},
+       .options = {kCacheOption, kPinOption, kDeviceOption},
        .run = RunPut},
       {.name = "get",
        .arguments = "NAME",

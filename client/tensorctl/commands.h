@@ -27,6 +27,7 @@ inline constexpr std::string_view kLengthOption = "--length";
 inline constexpr std::string_view kPrefixOption = "--prefix";
 inline constexpr std::string_view kCacheOption = "--cache";
 inline constexpr std::string_view kPinOption = "--pin";
+inline constexpr std::string_view kDeviceOption = "--device";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";

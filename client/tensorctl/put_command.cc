@@ -35,12 +35,16 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
   PutOptions options;
   if (invocation.Has(kCacheOption)) options.retention = Retention::kCache;
   if (invocation.Has(kPinOption)) options.retention = Retention::kPinned;
+  if (invocation.Has(kDeviceOption)) {
+    TENSORD_ASSIGN_OR_RETURN(DLDevice device, ParseDevice(invocation.Text(kDeviceOption)));
+    if (device.device_type != kDLCPU) options.device = device;
+  }
   options.send_crc32c = true;
   options.progress = progress.Callback();
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client.Put(name, *tensor, options));
   progress.Finish();
-  absl::PrintF("put %s version %d: %s %s\n", name, info.version, DescribeTensor(info),
-               FormatByteSize(info.total_bytes));
+  absl::PrintF("put %s version %d: %s %s on %s\n", name, info.version, DescribeTensor(info),
+               FormatByteSize(info.total_bytes), FormatDevice(info.device));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,9 @@
 #include "client/tensorctl/tensor_text.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "service/common/byte_size.h"
 #include "service/dlpack/data_type.h"
@@ -29,6 +32,17 @@ std::string FormatDevice(DLDevice device) {
       return absl::StrCat("device_type", static_cast<int>(device.device_type), ":",
                           device.device_id);
   }
+}
+
+absl::StatusOr<DLDevice> ParseDevice(absl::string_view text) {
+  if (text == "cpu") return DLDevice{kDLCPU, 0};
+  absl::string_view id_text = text;
+  int32_t id = 0;
+  if (absl::ConsumePrefix(&id_text, "cuda:") && absl::SimpleAtoi(id_text, &id) && id >= 0) {
+    return DLDevice{kDLCUDA, id};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device '", text, "' is not cpu or cuda:N (N a device number)"));
 }
 
 std::string FormatThroughput(uint64_t bytes, double seconds) {

@@ -6,6 +6,9 @@
 #include <span>
 #include <string>
 
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
 #include "service/dlpack/dlpack_compat.h"
 #include "tensord/tensor.h"
 
@@ -19,6 +22,10 @@ std::string DescribeTensor(const TensorInfo& info);
 
 // "cpu", "cuda:0", "cuda_host", "device_type9:0".
 std::string FormatDevice(DLDevice device);
+
+// Reads "cpu" or "cuda:N" (what FormatDevice writes for them);
+// INVALID_ARGUMENT names any other text.
+absl::StatusOr<DLDevice> ParseDevice(absl::string_view text);
 
 // "512.0 MiB/s"; "-" when no time has passed.
 std::string FormatThroughput(uint64_t bytes, double seconds);

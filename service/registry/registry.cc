@@ -43,6 +43,16 @@ void LogEvicted(const std::vector<std::shared_ptr<const TensorVersion>>& evicted
 
 }  // namespace
 
+std::string DeviceLabel(const DLDevice& device) {
+  switch (device.device_type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return absl::StrCat("cuda:", device.device_id);
+    case kDLCUDAHost: return "cuda_host";
+    default: break;
+  }
+  return absl::StrCat("device_type_", static_cast<int>(device.device_type), ":", device.device_id);
+}
+
 VersionInfo InfoOf(const TensorVersion& version) {
   return VersionInfo{
       .name = version.name,
@@ -59,10 +69,57 @@ VersionInfo InfoOf(const TensorVersion& version) {
 Registry::Registry(const RegistryOptions& options)
     : options_(options),
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
-                                             "host memory (--max-host-bytes)")) {}
+                                             "host memory (--max-host-bytes)")) {
+  const int devices = options.device_backend ? options.device_backend->device_count() : 0;
+  for (int device = 0; device < devices; ++device) {
+    device_capacity_.push_back(CapacityAccount::Create(
+        options.max_device_bytes,
+        absl::StrCat("device memory of ", DeviceLabel(DLDevice{kDLCUDA, device}),
+                     " (--max-device-bytes)")));
+  }
+}
+
+absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
+                                                         dlpack::TensorLayout layout,
+                                                         uint64_t total_bytes,
+                                                         Retention retention) {
+  const std::string device = DeviceLabel(layout.device);
+  if (options_.device_backend == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", name, "' asks for ", device,
+        " memory but this server has no device backend (start it with --device-backend=cuda "
+        "on a GPU host, or --device-backend=simulated)"));
+  }
+  if (layout.device.device_id < 0 || layout.device.device_id >= device_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", device, " of tensor '", name, "' does not exist: this server's ",
+        options_.device_backend->name(), " backend has ", device_count(), " device(s)"));
+  }
+  if (retention == Retention::kCache) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' on ", device,
+        " cannot have cache retention: device tensors are never evicted"));
+  }
+  PendingVersion pending;
+  TENSORD_ASSIGN_OR_RETURN(pending.reservation,
+                           device_capacity_[layout.device.device_id]->Reserve(total_bytes));
+  if (total_bytes > 0) {
+    TENSORD_ASSIGN_OR_RETURN(pending.device_memory,
+                             options_.device_backend->Allocate(layout.device.device_id,
+                                                               total_bytes, HandleKind::kLegacyIpc));
+  }
+  pending.retention = retention;
+  pending.name = std::move(name);
+  pending.layout = std::move(layout);
+  pending.total_bytes = total_bytes;
+  return pending;
+}
 
 absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
                                                  uint64_t total_bytes, Retention retention) {
+  if (IsDeviceLayout(layout)) {
+    return PrepareOnDevice(std::move(name), std::move(layout), total_bytes, retention);
+  }
   PendingVersion pending;
   absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(total_bytes);
   // Cache versions make room before a put is refused. Bounded: another put
@@ -88,7 +145,14 @@ absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::Tenso
 absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
                                               std::optional<uint32_t> expected_crc32c) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(pending.name));
-  if (pending.buffer == nullptr || pending.buffer->size() != pending.total_bytes) {
+  const bool on_device = IsDeviceLayout(pending.layout);
+  const bool has_bytes =
+      on_device ? (pending.total_bytes == 0
+                       ? pending.device_memory == nullptr
+                       : pending.device_memory != nullptr &&
+                             pending.device_memory->size() == pending.total_bytes)
+                : pending.buffer != nullptr && pending.buffer->size() == pending.total_bytes;
+  if (!has_bytes) {
     return absl::InternalError(absl::StrCat("publish of '", pending.name,
                                             "' without a buffer of ", pending.total_bytes, " bytes"));
   }
@@ -100,10 +164,15 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   }
   // Sealed before checksumming: a local producer still holding the memfd
   // could otherwise change bytes after they were summed.
-  TENSORD_RETURN_IF_ERROR(pending.buffer->Seal());
-  uint32_t crc = pending.crc32c.has_value()
-                     ? *pending.crc32c
-                     : Crc32c(pending.buffer->data(), pending.buffer->size());
+  if (!on_device) TENSORD_RETURN_IF_ERROR(pending.buffer->Seal());
+  uint32_t crc = 0;
+  if (pending.crc32c.has_value()) {
+    crc = *pending.crc32c;
+  } else if (on_device) {
+    TENSORD_ASSIGN_OR_RETURN(crc, DeviceCrc32c(pending));
+  } else {
+    crc = Crc32c(pending.buffer->data(), pending.buffer->size());
+  }
   if (expected_crc32c.has_value() && *expected_crc32c != crc) {
     return absl::DataLossError(absl::StrCat("crc32c of the bytes of '", pending.name, "' is ", crc,
                                             " but the producer declared ", *expected_crc32c));
@@ -117,6 +186,7 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   version->created = pending.restored_created.value_or(absl::Now());
   version->retention = pending.retention;
   version->buffer = std::move(pending.buffer);
+  version->device_memory = std::move(pending.device_memory);
   version->reservation = std::move(pending.reservation);
   version->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
@@ -161,6 +231,21 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   LogEvicted(evicted);
   // `evicted` frees its bytes here, outside the lock.
   return info;
+}
+
+absl::StatusOr<uint32_t> Registry::DeviceCrc32c(const PendingVersion& pending) const {
+  if (pending.device_memory == nullptr) return Crc32c(nullptr, 0);
+  // Rare (writers checksum on the way in): one bounded staging buffer.
+  constexpr uint64_t kStagingBytes = uint64_t{4} << 20;
+  std::vector<uint8_t> staging(std::min(kStagingBytes, pending.total_bytes));
+  uint32_t crc = 0;
+  for (uint64_t offset = 0; offset < pending.total_bytes; offset += staging.size()) {
+    const uint64_t size = std::min<uint64_t>(staging.size(), pending.total_bytes - offset);
+    TENSORD_RETURN_IF_ERROR(options_.device_backend->CopyDeviceToHost(
+        staging.data(), *pending.device_memory, offset, size, nullptr));
+    crc = Crc32cExtend(crc, staging.data(), size);
+  }
+  return crc;
 }
 
 uint64_t Registry::WatermarkBytes(double fraction) const {
@@ -221,7 +306,9 @@ std::vector<Lease> Registry::AcquireDurable() const {
   ReaderMutexLock lock(&mutex_);
   leases.reserve(latest_.size());
   for (const auto& [name, version] : latest_) {
-    if (IsDurable(version->retention)) leases.emplace_back(version);
+    if (IsDurable(version->retention) && !IsDeviceLayout(version->layout)) {
+      leases.emplace_back(version);
+    }
   }
   return leases;
 }
@@ -331,14 +418,22 @@ absl::Status Registry::NotFoundLocked(absl::string_view name, uint64_t version) 
 
 RegistryStats Registry::Stats() const {
   RegistryStats stats;
-  auto count = [&stats](const TensorVersion& version) {
-    ++stats.versions;
-    stats.stored_bytes += version.total_bytes;
-    stats.open_leases += version.open_leases.load(std::memory_order_relaxed);
+  stats.devices.resize(device_capacity_.size());
+  auto counts_of = [&stats](const TensorVersion& version) -> TensorCounts& {
+    if (!IsDeviceLayout(version.layout)) return stats;
+    return stats.devices.at(version.layout.device.device_id);
+  };
+  auto count = [&counts_of](const TensorVersion& version) {
+    TensorCounts& counts = counts_of(version);
+    ++counts.versions;
+    counts.stored_bytes += version.total_bytes;
+    counts.open_leases += version.open_leases.load(std::memory_order_relaxed);
   };
   ReaderMutexLock lock(&mutex_);
-  stats.tensors = latest_.size();
-  for (const auto& [name, version] : latest_) count(*version);
+  for (const auto& [name, version] : latest_) {
+    ++counts_of(*version).tensors;
+    count(*version);
+  }
   for (const auto& [number, weak] : retired_) {
     if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
   }

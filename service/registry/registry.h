@@ -33,6 +33,12 @@ struct RegistryOptions {
   // used first, until at most the low watermark is (--eviction-*-watermark).
   double eviction_high_watermark = 0.9;
   double eviction_low_watermark = 0.8;
+  // Holds kDLCUDA versions; null means this server keeps host tensors only
+  // (device puts are FAILED_PRECONDITION). Outlives nothing it allocated:
+  // allocations keep working after the backend object is gone.
+  std::shared_ptr<DeviceBackend> device_backend;
+  // Bytes the live versions on each device may hold (--max-device-bytes).
+  uint64_t max_device_bytes = uint64_t{8} << 30;
 };
 
 // A version's metadata, copied out so no lock or lease is held.
@@ -49,12 +55,17 @@ struct VersionInfo {
 
 VersionInfo InfoOf(const TensorVersion& version);
 
-// Counts at one moment, for metrics.
-struct RegistryStats {
+// Counts at one moment, for metrics, of the versions on one device.
+struct TensorCounts {
   uint64_t tensors = 0;       // names held
   uint64_t versions = 0;      // latest versions plus older ones readers still hold
   uint64_t stored_bytes = 0;  // bytes of those versions
   uint64_t open_leases = 0;   // leases on those versions
+};
+
+// The fields count host versions; `devices[N]` counts those on cuda:N.
+struct RegistryStats : TensorCounts {
+  std::vector<TensorCounts> devices;
 };
 
 struct ListPage {
@@ -67,7 +78,11 @@ struct PendingVersion {
   std::string name;
   dlpack::TensorLayout layout;
   uint64_t total_bytes = 0;
-  std::unique_ptr<HostBuffer> buffer;  // filled, not yet sealed
+  // Host tensors: filled, not yet sealed. Device tensors: null.
+  std::unique_ptr<HostBuffer> buffer;
+  // Device tensors with total_bytes > 0: filled by the writer's copies,
+  // which must have completed before Publish.
+  std::unique_ptr<DeviceAllocation> device_memory;
   ByteReservation reservation;
   // CRC-32C of the bytes when the writer computed it on the way in (while the
   // bytes were hot in cache); Publish computes it otherwise.
@@ -89,6 +104,11 @@ class Registry {
   // (writable, zeroed) buffer, before any byte arrives. RESOURCE_EXHAUSTED
   // when it does not fit even after evicting unleased kCache versions. The
   // caller fills the buffer, then Publish()es.
+  // A kDLCUDA layout reserves against that device's budget and allocates on
+  // the device backend instead: FAILED_PRECONDITION without a backend,
+  // INVALID_ARGUMENT for a device id the backend lacks or for kCache
+  // retention (device versions are never evicted), RESOURCE_EXHAUSTED
+  // naming the device when it is full.
   absl::StatusOr<PendingVersion> Prepare(std::string name, dlpack::TensorLayout layout,
                                          uint64_t total_bytes,
                                          Retention retention = Retention::kDefault);
@@ -119,8 +139,9 @@ class Registry {
   // (FAILED_PRECONDITION otherwise). Returns the removed version.
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t expected_version);
 
-  // Leases on the latest version of every durable (non-cache) name, in name
-  // order: what a snapshot writes. The leases keep the bytes while written.
+  // Leases on the latest version of every durable (non-cache) host name, in
+  // name order: what a snapshot writes. The leases keep the bytes while
+  // written. Device versions are not snapshotted (yet).
   std::vector<Lease> AcquireDurable() const;
 
   // The version the next publish gets (the last issued + 1), for snapshots.
@@ -137,6 +158,14 @@ class Registry {
   uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
   uint64_t max_tensors() const { return options_.max_tensors; }
+  // Null when the server holds host tensors only.
+  DeviceBackend* device_backend() const { return options_.device_backend.get(); }
+  // Devices of the backend (0 without one); bytes are per device.
+  int device_count() const { return static_cast<int>(device_capacity_.size()); }
+  uint64_t device_bytes_used(int device) const { return device_capacity_.at(device)->used_bytes(); }
+  uint64_t device_bytes_limit(int device) const {
+    return device_capacity_.at(device)->limit_bytes();
+  }
   size_t tensor_count() const;
   // Walks every live version under the read lock: for scrapes, not calls.
   RegistryStats Stats() const;
@@ -164,9 +193,16 @@ class Registry {
   // or nothing when that cannot be reached.
   void EvictTo(uint64_t target_used);
   uint64_t WatermarkBytes(double fraction) const;
+  // CRC-32C of a device version's bytes, copied to the host in pieces.
+  absl::StatusOr<uint32_t> DeviceCrc32c(const PendingVersion& pending) const;
+  // Prepare for a kDLCUDA layout.
+  absl::StatusOr<PendingVersion> PrepareOnDevice(std::string name, dlpack::TensorLayout layout,
+                                                 uint64_t total_bytes, Retention retention);
 
   const RegistryOptions options_;
   const std::shared_ptr<CapacityAccount> host_capacity_;
+  // One budget per device of the backend, indexed by device id.
+  std::vector<std::shared_ptr<CapacityAccount>> device_capacity_;
   mutable std::atomic<uint64_t> access_tick_{0};
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> evicted_bytes_{0};

@@ -10,12 +10,21 @@
 #include <utility>
 
 #include "absl/time/time.h"
+#include "service/device/device_backend.h"
 #include "service/dlpack/tensor_layout.h"
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
 #include "service/registry/retention.h"
 
 namespace tensord {
+
+// Whether a layout's bytes live in device memory (kDLCUDA). kDLCUDAHost is
+// pinned host memory: the transport stores it as a host tensor.
+inline bool IsDeviceLayout(const dlpack::TensorLayout& layout) {
+  return layout.device.device_type == kDLCUDA;
+}
+// "cuda:1" or "cpu" for messages, logs and metric labels.
+std::string DeviceLabel(const DLDevice& device);
 
 // Everything but `open_leases` is fixed at publish. The bytes stay allocated
 // (and counted against capacity) until the last shared_ptr to the version
@@ -28,7 +37,10 @@ struct TensorVersion {
   uint32_t crc32c = 0;
   absl::Time created;
   Retention retention = Retention::kDefault;
+  // Exactly one holds the bytes: `buffer` for host tensors, `device_memory`
+  // for device tensors (null when total_bytes is 0: CUDA cannot allocate 0).
   std::unique_ptr<HostBuffer> buffer;  // sealed
+  std::unique_ptr<DeviceAllocation> device_memory;
   ByteReservation reservation;
   mutable std::atomic<uint64_t> open_leases{0};
   // Registry-wide access tick of the last publish or lease, for LRU eviction.

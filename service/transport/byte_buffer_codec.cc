@@ -28,6 +28,16 @@ grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
   return grpc::ByteBuffer(slices, 2);
 }
 
+grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t> data) {
+  uint8_t prefix[kMaxChunkPrefixBytes];
+  size_t prefix_size = EncodeChunkPrefix(offset, data.size(), prefix);
+  grpc::Slice slices[2] = {
+      grpc::Slice(prefix, prefix_size),
+      grpc::Slice(data.data(), data.size()),  // copies
+  };
+  return grpc::ByteBuffer(slices, 2);
+}
+
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message) {
   std::string bytes = message.SerializeAsString();
   grpc::Slice slice(bytes);

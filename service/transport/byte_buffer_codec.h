@@ -37,6 +37,10 @@ class ByteBufferDecoder {
 grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
                                  void (*release)(void*), void* user_data);
 
+// The same message with the bytes copied into a slice of its own: for bytes
+// (pinned staging of a device tensor) that are reused as soon as this returns.
+grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t> data);
+
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
 
 // INVALID_ARGUMENT naming `what` when the bytes are not a valid message.

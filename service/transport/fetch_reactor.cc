@@ -1,14 +1,21 @@
 // Remote fetch: a header, then chunks whose data slices point into the
 // version's sealed memory. The lease is held until gRPC releases the last
 // slice, which may be after the call finished.
+// A device tensor's chunks are copied device-to-host into pinned staging
+// (the copy of chunk k+1 runs while chunk k is sent) and from there into a
+// slice of their own: gRPC may hold a slice after the write completed, and
+// the staging buffer is reused at once.
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/transport/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
+#include "service/transport/device_staging.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -74,6 +81,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnDone() override {
     metrics_.AddRemoteBytesSent(next_offset_ - start_offset_);
     call_.End(outcome_);
+    download_.reset();  // waits for its copies out of the leased bytes
     if (hold_ != nullptr) hold_->Unref();
     delete this;
   }
@@ -97,13 +105,43 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
     start_offset_ = range.offset;
     next_offset_ = range.offset;
+    queued_offset_ = range.offset;
     end_offset_ = range.offset + range.length;
+    device_backend_ = registry.device_backend();
     chunk_bytes_ = options.chunk_bytes;
     if (request_.max_chunk_bytes() != 0) {
       chunk_bytes_ = std::min(chunk_bytes_, request_.max_chunk_bytes());
     }
     hold_ = new PayloadHold(std::move(lease), live_payloads_);
+    const TensorVersion& version = hold_->version();
+    if (version.device_memory != nullptr && range.length > kMaxInlineFetchBytes) {
+      TENSORD_ASSIGN_OR_RETURN(
+          download_, DeviceDownload::Create(*registry.device_backend(), *version.device_memory,
+                                            std::min<uint64_t>(chunk_bytes_, range.length)));
+      TENSORD_RETURN_IF_ERROR(QueueNextDeviceChunk());
+    }
     return absl::OkStatus();
+  }
+
+  // Starts the device-to-host copy of the next chunk not yet queued.
+  absl::Status QueueNextDeviceChunk() {
+    const uint64_t size = std::min<uint64_t>(download_->staging_bytes(), end_offset_ - queued_offset_);
+    TENSORD_RETURN_IF_ERROR(download_->Queue(queued_offset_, size));
+    queued_offset_ += size;
+    return absl::OkStatus();
+  }
+
+  // The bytes of [offset, offset + size) of a version, as a string.
+  static absl::StatusOr<std::string> CopyOut(const TensorVersion& version, DeviceBackend* backend,
+                                             uint64_t offset, uint64_t size) {
+    if (size == 0) return std::string();
+    if (version.device_memory == nullptr) {
+      return std::string(reinterpret_cast<const char*>(version.buffer->data()) + offset, size);
+    }
+    std::string bytes(size, '\0');
+    TENSORD_RETURN_IF_ERROR(
+        backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
+    return bytes;
   }
 
   void WriteHeader() {
@@ -115,7 +153,13 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     header->mutable_range()->set_length(end_offset_ - next_offset_);
     if (end_offset_ - next_offset_ <= kMaxInlineFetchBytes) {
       // One message instead of two: a small copy beats a second write.
-      header->set_inline_data(version.buffer->data() + next_offset_, end_offset_ - next_offset_);
+      absl::StatusOr<std::string> bytes =
+          CopyOut(version, device_backend_, next_offset_, end_offset_ - next_offset_);
+      if (!bytes.ok()) {
+        FailStream(bytes.status());
+        return;
+      }
+      header->set_inline_data(*std::move(bytes));
       next_offset_ = end_offset_;
     }
     message_ = SerializeToByteBuffer(response);
@@ -123,6 +167,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void WriteNextChunk() {
+    if (download_ != nullptr) {
+      WriteNextDeviceChunk();
+      return;
+    }
     const TensorVersion& version = hold_->version();
     const uint64_t size = std::min<uint64_t>(chunk_bytes_, end_offset_ - next_offset_);
     hold_->Ref();  // dropped by gRPC through UnrefCallback
@@ -130,6 +178,30 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                                &PayloadHold::UnrefCallback, hold_);
     next_offset_ += size;
     Write();
+  }
+
+  void WriteNextDeviceChunk() {
+    absl::StatusOr<std::span<const uint8_t>> staged = download_->Take();
+    if (!staged.ok()) {
+      FailStream(staged.status());
+      return;
+    }
+    message_ = MakeCopiedChunkBuffer(next_offset_, *staged);
+    next_offset_ += staged->size();
+    // Overlaps the next copy with sending this chunk.
+    if (queued_offset_ < end_offset_) {
+      if (absl::Status queued = QueueNextDeviceChunk(); !queued.ok()) {
+        FailStream(queued);
+        return;
+      }
+    }
+    Write();
+  }
+
+  void FailStream(const absl::Status& status) {
+    finished_ = true;
+    outcome_ = status;
+    Finish(ToGrpcStatus(status));
   }
 
   // The last message carries the final status too, saving a round trip.
@@ -155,6 +227,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   uint64_t end_offset_ = 0;
   uint32_t chunk_bytes_ = 0;
   bool finished_ = false;
+  DeviceBackend* device_backend_ = nullptr;
+  // Device tensors fetched in chunks only.
+  std::unique_ptr<DeviceDownload> download_;
+  uint64_t queued_offset_ = 0;  // device bytes before it are queued or taken
   std::unique_ptr<ActiveStreams::Slot> stream_slot_;
 };
 

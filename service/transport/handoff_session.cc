@@ -6,6 +6,7 @@
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/transport/request_validation.h"
+#include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
 
 namespace tensord {
@@ -27,6 +28,7 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
     reply.fd = -1;
     response.set_code(static_cast<int32_t>(status.code()));
     response.set_message(std::string(status.message()));
+    response.set_use_remote(IsUseRemote(status));
   }
   reply.bytes = response.SerializeAsString();
   return reply;
@@ -79,6 +81,12 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
         "connection holds ", leases_.size(), " leases; the limit (--max-leases-per-client) is ",
         limits_.max_leases_per_connection));
   }
+  if (IsDeviceLayout(lease->layout)) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", lease->name, "' version ", lease->version, " is in ",
+        DeviceLabel(lease->layout.device),
+        " memory; local GPU handoff is not implemented yet, use TransferPath::kRemote")));
+  }
   fd = lease->buffer->fd();
   uint64_t id = next_id_++;
   response.set_lease_id(id);
@@ -104,6 +112,11 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_total_bytes(request.total_bytes());
   header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
+  if (IsDeviceLayout(put.layout)) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "create of '", put.name, "' asks for ", DeviceLabel(put.layout.device),
+        " memory; local GPU create is not implemented yet, put it with TransferPath::kRemote")));
+  }
   PendingCreate create;
   TENSORD_ASSIGN_OR_RETURN(create.version, registry_.Prepare(std::move(put.name),
                                                              std::move(put.layout), put.total_bytes,

@@ -1,7 +1,10 @@
 // Remote put: header, then chunks copied from the received slices straight
 // into the new version's memfd (the one copy), then publish on half-close.
+// A device tensor's chunks go through pinned staging to the device instead
+// (device_staging.h), all copies finishing before publish.
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "service/common/status_macros.h"
 #include "service/transport/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
+#include "service/transport/device_staging.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -85,7 +89,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   absl::Status StartVersion(const std::string& header_bytes) {
-    if (pending_.buffer != nullptr) {
+    if (started_) {
       return absl::InvalidArgumentError(
           absl::StrCat("put of '", pending_.name, "' sent a second header"));
     }
@@ -98,12 +102,20 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
     TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
                                                          put.total_bytes, put.retention));
+    started_ = true;
+    if (pending_.device_memory != nullptr) {
+      DeviceBackend* backend = registry_.device_backend();
+      TENSORD_ASSIGN_OR_RETURN(
+          upload_, DeviceUpload::Create(*backend, *pending_.device_memory,
+                                        std::min<uint64_t>(options_.chunk_bytes,
+                                                           pending_.total_bytes)));
+    }
     expected_crc32c_ = put.crc32c;
     return absl::OkStatus();
   }
 
   absl::Status CopyChunk(const StreamMessage& chunk) {
-    if (pending_.buffer == nullptr) {
+    if (!started_) {
       return absl::InvalidArgumentError("put sent a chunk before its header");
     }
     if (chunk.chunk_offset != received_) {
@@ -115,6 +127,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return absl::InvalidArgumentError(absl::StrCat(
           "put of '", pending_.name, "' sent a chunk [", chunk.chunk_offset, ", +",
           chunk.chunk_size, ") beyond total_bytes ", pending_.total_bytes));
+    }
+    if (upload_ != nullptr) {
+      for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
+        crc32c_ = Crc32cExtend(crc32c_, piece.data(), piece.size());
+        TENSORD_RETURN_IF_ERROR(upload_->Append(piece));
+      }
+      received_ += chunk.chunk_size;
+      return absl::OkStatus();
     }
     uint8_t* destination = pending_.buffer->mutable_data() + received_;
     for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
@@ -136,13 +156,18 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (context_->IsCancelled()) {
       return absl::CancelledError("put cancelled by the client; nothing was published");
     }
-    if (pending_.buffer == nullptr) {
+    if (!started_) {
       return absl::InvalidArgumentError("put stream ended before a header");
     }
     if (received_ != pending_.total_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "put of '", pending_.name, "' ended after ", received_, " of ", pending_.total_bytes,
           " bytes; nothing was published"));
+    }
+    if (upload_ != nullptr) {
+      // Published only once every byte is on the device.
+      TENSORD_RETURN_IF_ERROR(upload_->Finish());
+      upload_.reset();
     }
     pending_.crc32c = crc32c_;
     TENSORD_ASSIGN_OR_RETURN(VersionInfo info,
@@ -162,7 +187,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       Log(LogLevel::kInfo, "put_failed",
           {{"name", name_}, {"peer", context_->peer()}, {"request_id", call_.request_id()},
            {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
-      // Free the partial bytes and their reservation now, not at OnDone.
+      // Free the partial bytes and their reservation now, not at OnDone;
+      // the upload first, as it waits for copies into those bytes.
+      upload_.reset();
       pending_ = PendingVersion();
     }
     Finish(ToGrpcStatus(status));
@@ -179,6 +206,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ByteBufferDecoder decoder_;
   std::string name_;  // for logs; pending_ is moved out by Publish
   PendingVersion pending_;
+  bool started_ = false;  // a header was accepted
+  // Device tensors only; declared after pending_ so it is destroyed first.
+  std::unique_ptr<DeviceUpload> upload_;
   std::optional<uint32_t> expected_crc32c_;
   uint64_t received_ = 0;
   uint32_t crc32c_ = 0;

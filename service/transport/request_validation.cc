@@ -26,10 +26,16 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
   TENSORD_ASSIGN_OR_RETURN(put.retention, RetentionFromProto(header.retention()));
   put.name = header.name();
   TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(header.layout()));
-  if (put.layout.device.device_type != kDLCPU || put.layout.device.device_id != 0) {
+  // Pinned host memory (kDLCUDAHost) is host memory to the server: stored
+  // and reported as kDLCPU. kDLCUDA ids are checked by the registry, which
+  // knows the device backend.
+  if (put.layout.device.device_type == kDLCUDAHost) put.layout.device = DLDevice{kDLCPU, 0};
+  const bool host = put.layout.device.device_type == kDLCPU && put.layout.device.device_id == 0;
+  if (!host && put.layout.device.device_type != kDLCUDA) {
     return absl::FailedPreconditionError(absl::StrCat(
         "layout.device {type ", put.layout.device.device_type, ", id ",
-        put.layout.device.device_id, "} is not available: this server holds host (kDLCPU 0) tensors"));
+        put.layout.device.device_id,
+        "} is not available: this server holds host (kDLCPU 0) and CUDA (kDLCUDA) tensors"));
   }
   TENSORD_ASSIGN_OR_RETURN(uint64_t required, dlpack::RequiredBytes(put.layout));
   if (header.total_bytes() != required) {

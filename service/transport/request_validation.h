@@ -22,8 +22,8 @@ struct ValidatedPut {
   Retention retention = Retention::kDefault;
 };
 
-// Name rules, layout (dtype, ndim, shape, strides, byte_offset), a host
-// device, total_bytes equal to what the layout needs and at most
+// Name rules, layout (dtype, ndim, shape, strides, byte_offset), a host or
+// CUDA device (kDLCUDAHost becomes kDLCPU), total_bytes equal to what the layout needs and at most
 // `max_tensor_bytes`. INVALID_ARGUMENT names the field and value; a tensor
 // over the size limit is RESOURCE_EXHAUSTED; a device this server cannot hold
 // is FAILED_PRECONDITION.

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/cord.h"
+
 namespace tensord {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -12,6 +14,19 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+namespace {
+constexpr absl::string_view kUseRemotePayload = "type.tensord/use_remote";
+}  // namespace
+
+absl::Status MarkUseRemote(absl::Status status) {
+  status.SetPayload(kUseRemotePayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsUseRemote(const absl::Status& status) {
+  return status.GetPayload(kUseRemotePayload).has_value();
 }
 
 }  // namespace tensord

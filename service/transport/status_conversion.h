@@ -12,6 +12,11 @@ namespace tensord {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// A local-handoff refusal the gRPC path can serve instead (HandoffResponse
+// use_remote), marked with a status payload so TransferPath::kAuto falls back.
+absl::Status MarkUseRemote(absl::Status status);
+bool IsUseRemote(const absl::Status& status);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_TRANSPORT_STATUS_CONVERSION_H_

@@ -136,6 +136,16 @@ grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerConte
   response->set_host_bytes_used(registry_.host_bytes_used());
   response->set_host_bytes_limit(registry_.host_bytes_limit());
   response->set_tensor_count(registry_.tensor_count());
+  if (const DeviceBackend* backend = registry_.device_backend(); backend != nullptr) {
+    response->set_device_backend(std::string(backend->name()));
+  }
+  for (int device = 0; device < registry_.device_count(); ++device) {
+    v1::DeviceMemoryUsage* usage = response->add_devices();
+    usage->mutable_device()->set_type(kDLCUDA);
+    usage->mutable_device()->set_id(device);
+    usage->set_bytes_used(registry_.device_bytes_used(device));
+    usage->set_bytes_limit(registry_.device_bytes_limit(device));
+  }
   return FinishUnary(context, absl::OkStatus(), call);
 }
 

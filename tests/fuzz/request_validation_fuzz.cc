@@ -42,7 +42,9 @@ void FuzzPutHeader(const uint8_t* data, size_t size, uint64_t max_tensor_bytes) 
     return;
   }
   Check(put->name == header.name() && ValidateTensorName(put->name).ok());
-  Check(put->layout.device.device_type == kDLCPU && put->layout.device.device_id == 0);
+  // Host (kDLCUDAHost folded into it) or a CUDA device the registry checks.
+  Check((put->layout.device.device_type == kDLCPU && put->layout.device.device_id == 0) ||
+        (put->layout.device.device_type == kDLCUDA && put->layout.device.device_id >= 0));
   Check(dlpack::ValidateDataType(put->layout.dtype).ok());
   absl::StatusOr<uint64_t> required = dlpack::RequiredBytes(put->layout);
   Check(required.ok() && *required == put->total_bytes);

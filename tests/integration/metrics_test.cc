@@ -123,7 +123,9 @@ class MetricsEndpointTest : public ::testing::Test {
     socket_dir_ = pattern;
     ServerProcessOptions options;
     options.flags = {"--handoff-socket=" + socket_dir_ + "/handoff.sock",
-                     "--max-host-bytes=64MiB", "--metrics-listen=127.0.0.1:0"};
+                     "--max-host-bytes=64MiB", "--metrics-listen=127.0.0.1:0",
+                     "--device-backend=simulated", "--simulated-devices=2",
+                     "--max-device-bytes=1MiB"};
     absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -297,6 +299,23 @@ TEST_F(MetricsEndpointTest, EvictionsOfCacheTensorsAreCounted) {
   EXPECT_EQ(remote->Stat("evict/a").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(ScrapeUntil("tensord_evictions_total{device=\"cpu\"}", 1));
   EXPECT_TRUE(ScrapeUntil("tensord_evicted_bytes_total{device=\"cpu\"}", kBytes));
+}
+
+TEST_F(MetricsEndpointTest, DeviceTensorsAreCountedUnderTheirDevice) {
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  HostTensor tensor = CompactTensor(kU8, {1000}, PatternBytes(1000, 4));
+  PutOptions on_cuda1;
+  on_cuda1.device = DLDevice{kDLCUDA, 1};
+  ASSERT_TRUE(remote->Put("gpu/a", tensor.dl(), on_cuda1).ok());
+  std::map<std::string, double> samples = Scrape();
+  EXPECT_EQ(samples["tensord_tensors{device=\"cuda:1\"}"], 1);
+  EXPECT_EQ(samples["tensord_stored_bytes{device=\"cuda:1\"}"], 1000);
+  EXPECT_EQ(samples["tensord_capacity_used_bytes{device=\"cuda:1\"}"], 1000);
+  EXPECT_EQ(samples["tensord_capacity_limit_bytes{device=\"cuda:0\"}"], 1 << 20);
+  EXPECT_EQ(samples["tensord_stored_bytes{device=\"cuda:0\"}"], 0);
+  EXPECT_EQ(samples["tensord_tensors{device=\"cpu\"}"], 0);
+  EXPECT_EQ(samples["tensord_capacity_used_bytes{device=\"cpu\"}"], 0);
 }
 
 TEST_F(MetricsEndpointTest, UnknownPathIsNotFoundAndMetricsStillServe) {

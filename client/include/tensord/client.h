@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -69,6 +70,14 @@ struct PutOptions {
   // kCache makes the version evictable; kDefault and kPinned are durable
   // (kept in snapshots, never evicted).
   Retention retention = Retention::kDefault;
+  // Where the server stores the tensor: unset for host memory, {kDLCUDA, N}
+  // for device N of the server's device backend (the bytes are sent from
+  // this host tensor over gRPC and copied to the device there). The server
+  // answers FAILED_PRECONDITION when it has no device backend and
+  // INVALID_ARGUMENT for a device it lacks. Needs TransferPath kAuto or
+  // kRemote. Fetching such a tensor over gRPC returns host (kDLCPU) memory;
+  // TensorInfo::device says where the server holds it.
+  std::optional<DLDevice> device;
   ProgressCallback progress;
 };
 
@@ -127,7 +136,10 @@ class Client {
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
                                  const PutOptions& options = {});
 
-  // The whole tensor, in memory of its own (256-byte aligned).
+  // The whole tensor, in memory of its own (256-byte aligned). Always host
+  // memory (kDLCPU): a tensor the server holds in device memory comes over
+  // gRPC (kAuto falls back from the local path, kLocal answers
+  // FAILED_PRECONDITION until local GPU handoff exists).
   absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {});
 
   // Fills memory the caller owns (inference workers preallocate). dtype and

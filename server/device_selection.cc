@@ -1,0 +1,46 @@
+#include "server/device_selection.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/log.h"
+
+namespace tensord {
+namespace {
+
+// Simulated devices are memfds; more than this is a typo, not a test.
+constexpr int kMaxSimulatedDevices = 64;
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
+    const DeviceSelection& selection) {
+  const std::string& choice = selection.backend;
+  if (choice == "none") return nullptr;
+  if (choice == "simulated") {
+    if (selection.simulated_devices < 1 || selection.simulated_devices > kMaxSimulatedDevices) {
+      return absl::InvalidArgumentError(absl::StrCat("--simulated-devices=",
+                                                     selection.simulated_devices,
+                                                     " is outside 1..", kMaxSimulatedDevices));
+    }
+    SimulatedBackendOptions options;
+    options.device_count = selection.simulated_devices;
+    options.bytes_per_device = selection.max_device_bytes;
+    return std::shared_ptr<DeviceBackend>(CreateSimulatedBackend(options));
+  }
+  if (choice != "cuda" && choice != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-backend=", choice, " is not one of auto, cuda, simulated, none"));
+  }
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> cuda = CreateCudaBackend();
+  if (cuda.ok()) return std::shared_ptr<DeviceBackend>(std::move(*cuda));
+  if (choice == "cuda") {
+    return absl::UnavailableError(absl::StrCat("--device-backend=cuda: ", cuda.status().message()));
+  }
+  Log(LogLevel::kInfo, "device_backend_none",
+      {{"reason", cuda.status().message()},
+       {"hint", "serving host tensors only; --device-backend=simulated for tests"}});
+  return nullptr;
+}
+
+}  // namespace tensord

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -56,6 +57,17 @@ double TimeMemcpy(const Buffer& source, Buffer& destination, uint64_t bytes) {
   // Keeps the copy observable.
   asm volatile("" : : "r"(destination.data()) : "memory");
   return seconds;
+}
+
+absl::StatusOr<double> TimeFirstTouch(uint64_t bytes) {
+  const Clock::time_point start = Clock::now();
+  void* mapping = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) return Errno("mmap");
+  ::madvise(mapping, bytes, MADV_HUGEPAGE);
+  auto* data = static_cast<volatile uint8_t*>(mapping);
+  for (uint64_t offset = 0; offset < bytes; offset += 4096) data[offset] = 1;
+  ::munmap(mapping, bytes);
+  return SecondsSince(start);
 }
 
 absl::StatusOr<std::unique_ptr<RawTcpLink>> RawTcpLink::Open(const Buffer& source,

@@ -18,6 +18,12 @@ namespace tensord::bench {
 // Seconds for one single-threaded memcpy of `bytes` from `source` to
 // `destination` (both pre-faulted and at least `bytes` long).
 double TimeMemcpy(const Buffer& source, Buffer& destination, uint64_t bytes);
+// Seconds to map `bytes` of new anonymous memory (THP advised, as the
+// client's receive buffers are), write one byte per 4 KiB page and unmap
+// it: the kernel zero-fills every page, and on a VM that hands freed memory
+// back to the host (virtio-balloon free page reporting) the host backs it
+// again first.
+absl::StatusOr<double> TimeFirstTouch(uint64_t bytes);
 
 // A TCP connection over 127.0.0.1 with a sender thread at one end. Each
 // Transfer() is a request/response like a fetch: the receiver asks for N

@@ -51,8 +51,8 @@ absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::strin
                              registry.Prepare(name, entry.layout,
                                               entry.end - entry.begin, Retention::kPinned));
     if (pending.total_bytes > 0) {
-      std::memcpy(pending.buffer->mutable_data(), file->bytes().data() + entry.begin,
-                  pending.total_bytes);
+      TENSORD_RETURN_IF_ERROR(
+          pending.buffer->Write(0, file->bytes().data() + entry.begin, pending.total_bytes));
     }
     TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry.Publish(std::move(pending)));
     Log(LogLevel::kDebug, "preload_tensor", {{"name", info.name}, {"bytes", info.total_bytes}});

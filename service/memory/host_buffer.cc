@@ -1,11 +1,16 @@
 #include "service/memory/host_buffer.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
@@ -37,18 +42,15 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
   if (::ftruncate(allocation.fd.get(), static_cast<off_t>(allocation.mapping_size)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("ftruncate(", name, ", ", allocation.mapping_size, ")"));
   }
-  // For hugetlbfs this reserves the pages, so a short pool fails here rather
-  // than with SIGBUS on first touch.
+  if (!huge) return allocation;  // filled with pwritev, mapped at Seal
+  // hugetlbfs has no write(2): map it writable. This also reserves the
+  // pages, so a short pool fails here rather than with SIGBUS on first touch.
   void* data = ::mmap(nullptr, allocation.mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                       allocation.fd.get(), 0);
   if (data == MAP_FAILED) {
     return ErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
   }
   allocation.data = static_cast<uint8_t*>(data);
-  // Fault every page in now, in one call: far cheaper than one fault per
-  // 4 KiB page while a put copies in (it was most of the copy's cost).
-  // Best effort: older kernels lack MADV_POPULATE_WRITE.
-  ::madvise(data, allocation.mapping_size, MADV_POPULATE_WRITE);
   return allocation;
 }
 
@@ -73,12 +75,91 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Create(uint64_t size,
                                                     size, allocation->mapping_size, huge));
 }
 
+HostBuffer::HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size,
+                       bool huge_pages)
+    : fd_(std::move(fd)),
+      data_(size == 0 ? EmptyData() : nullptr),
+      writable_(size == 0 ? nullptr : writable),
+      size_(size),
+      mapping_size_(mapping_size),
+      huge_pages_(huge_pages) {}
+
 HostBuffer::~HostBuffer() { Unmap(); }
 
 void HostBuffer::Unmap() {
-  if (data_ != EmptyData() && data_ != nullptr) ::munmap(data_, mapping_size_);
-  // Until a successful Seal() maps them again there are no bytes to touch.
+  if (writable_ != nullptr) ::munmap(writable_, mapping_size_);
+  writable_ = nullptr;
+  if (data_ != nullptr && data_ != EmptyData()) {
+    ::munmap(const_cast<uint8_t*>(data_), mapping_size_);
+  }
   data_ = size_ == 0 ? EmptyData() : nullptr;
+}
+
+absl::Status HostBuffer::Write(uint64_t offset, const void* bytes, uint64_t size) {
+  const std::span<const uint8_t> piece(static_cast<const uint8_t*>(bytes), size);
+  return Write(offset, std::span<const std::span<const uint8_t>>(&piece, 1));
+}
+
+absl::Status HostBuffer::Write(uint64_t offset,
+                               std::span<const std::span<const uint8_t>> pieces) {
+  if (sealed_) return absl::FailedPreconditionError("write into a sealed buffer");
+  uint64_t total = 0;
+  for (std::span<const uint8_t> piece : pieces) total += piece.size();
+  if (offset > size_ || total > size_ - offset) {
+    return absl::OutOfRangeError(absl::StrCat("write of ", total, " bytes at offset ", offset,
+                                              " leaves a buffer of ", size_, " bytes"));
+  }
+  if (writable_ != nullptr) {
+    for (std::span<const uint8_t> piece : pieces) {
+      if (piece.empty()) continue;
+      std::memcpy(writable_ + offset, piece.data(), piece.size());
+      offset += piece.size();
+    }
+    return absl::OkStatus();
+  }
+  // At most IOV_MAX pieces per call; a short write resumes mid-piece.
+  std::vector<iovec> iov;
+  size_t next = 0;
+  uint64_t skip = 0;  // bytes of pieces[next] already written
+  while (next < pieces.size()) {
+    iov.clear();
+    for (size_t i = next; i < pieces.size() && iov.size() < IOV_MAX; ++i) {
+      const uint64_t already = i == next ? skip : 0;
+      if (pieces[i].size() == already) continue;
+      iov.push_back({const_cast<uint8_t*>(pieces[i].data()) + already,
+                     static_cast<size_t>(pieces[i].size() - already)});
+    }
+    if (iov.empty()) break;
+    const ssize_t written = ::pwritev(fd_.get(), iov.data(), static_cast<int>(iov.size()),
+                                      static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ENOSPC || errno == ENOMEM) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "no memory for ", total, " bytes of tensor pages (pwritev: ", std::strerror(errno), ")"));
+      }
+      return ErrnoStatus(errno, absl::StrCat("pwritev(memfd, offset ", offset, ")"));
+    }
+    if (written == 0) return absl::InternalError("pwritev(memfd) wrote nothing");
+    offset += static_cast<uint64_t>(written);
+    uint64_t left = static_cast<uint64_t>(written);
+    while (left > 0 && next < pieces.size()) {
+      const uint64_t rest = pieces[next].size() - skip;
+      if (left < rest) {
+        skip += left;
+        left = 0;
+      } else {
+        left -= rest;
+        skip = 0;
+        ++next;
+      }
+    }
+    while (next < pieces.size() && pieces[next].size() == skip) {
+      skip = 0;
+      ++next;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HostBuffer::Seal() {

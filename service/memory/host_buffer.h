@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,9 +32,19 @@ class HostBuffer {
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
 
-  // Writable bytes; nullptr once sealed.
-  uint8_t* mutable_data() { return sealed_ ? nullptr : data_; }
-  // Never nullptr once sealed, even for size 0; page aligned.
+  // Copies `pieces`, back to back, into the bytes at `offset`. Unsealed
+  // buffers only (FAILED_PRECONDITION after Seal); OUT_OF_RANGE past size();
+  // RESOURCE_EXHAUSTED when the kernel has no memory for the pages.
+  // Normal pages go in with pwritev(2), not through a mapping: the kernel
+  // allocates each page as the write fills it, without zero-filling it
+  // first and without building page tables in this process. That halves the
+  // cost of a put's copy on fresh memory (measured: 1 GiB in 1 MiB writes
+  // 0.54 s vs 1.05 s for populate + memcpy, loaded 2-core VM).
+  absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces);
+  absl::Status Write(uint64_t offset, const void* bytes, uint64_t size);
+
+  // The bytes: valid once sealed (nullptr before, except for size 0); never
+  // nullptr once sealed, even for size 0; page aligned.
   const uint8_t* data() const { return data_; }
   // The tensor's bytes.
   uint64_t size() const { return size_; }
@@ -52,16 +63,16 @@ class HostBuffer {
   absl::Status Seal();
 
  private:
-  HostBuffer(ScopedFd fd, uint8_t* data, uint64_t size, uint64_t mapping_size, bool huge_pages)
-      : fd_(std::move(fd)),
-        data_(data),
-        size_(size),
-        mapping_size_(mapping_size),
-        huge_pages_(huge_pages) {}
+  HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size,
+             bool huge_pages);
   void Unmap();
 
   ScopedFd fd_;
-  uint8_t* data_;
+  // Read-only mapping once sealed (a static empty block for size 0).
+  const uint8_t* data_;
+  // Huge pages only, until sealed: hugetlbfs has no write(2), so those
+  // buffers are filled through a writable mapping.
+  uint8_t* writable_;
   const uint64_t size_;
   const uint64_t mapping_size_;
   const bool huge_pages_;

@@ -70,7 +70,8 @@ absl::Status PublishRestored(Registry& registry, absl::string_view file,
                            registry.Prepare(entry.name, entry.layout, entry.total_bytes,
                                             entry.retention));
   if (entry.total_bytes > 0) {
-    std::memcpy(pending.buffer->mutable_data(), file.data() + entry.data_offset, entry.total_bytes);
+    TENSORD_RETURN_IF_ERROR(
+        pending.buffer->Write(0, file.data() + entry.data_offset, entry.total_bytes));
   }
   pending.crc32c = entry.crc32c;  // verified against these very bytes just before
   pending.restored_version = entry.version;

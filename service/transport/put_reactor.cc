@@ -136,13 +136,11 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       received_ += chunk.chunk_size;
       return absl::OkStatus();
     }
-    uint8_t* destination = pending_.buffer->mutable_data() + received_;
+    // Checksummed while gRPC's just-received bytes are still in cache.
     for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
-      std::memcpy(destination, piece.data(), piece.size());
-      // Checksummed now, while the bytes are still in cache.
-      crc32c_ = Crc32cExtend(crc32c_, destination, piece.size());
-      destination += piece.size();
+      crc32c_ = Crc32cExtend(crc32c_, piece.data(), piece.size());
     }
+    TENSORD_RETURN_IF_ERROR(pending_.buffer->Write(received_, chunk.chunk_pieces));
     received_ += chunk.chunk_size;
     return absl::OkStatus();
   }

@@ -4,7 +4,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -14,9 +17,10 @@ namespace {
 TEST(HostBufferTest, SealedBytesCannotChange) {
   auto buffer = HostBuffer::Create(8192, "test");
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  std::memset((*buffer)->mutable_data(), 0x5a, 8192);
+  const std::vector<uint8_t> bytes(8192, 0x5a);
+  ASSERT_TRUE((*buffer)->Write(0, bytes.data(), bytes.size()).ok());
   ASSERT_TRUE((*buffer)->Seal().ok());
-  EXPECT_EQ((*buffer)->mutable_data(), nullptr);
+  EXPECT_EQ((*buffer)->Write(0, bytes.data(), 1).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*buffer)->data()[8191], 0x5a);
   EXPECT_EQ(reinterpret_cast<uintptr_t>((*buffer)->data()) % 256, 0u);
   int fd = (*buffer)->fd();
@@ -29,6 +33,35 @@ TEST(HostBufferTest, SealedBytesCannotChange) {
   EXPECT_EQ(mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
   EXPECT_EQ(ftruncate(fd, 4096), -1);
   EXPECT_EQ((*buffer)->data()[0], 0x5a);
+}
+
+TEST(HostBufferTest, PiecewiseWritesLandInOrderAndUnwrittenBytesAreZero) {
+  constexpr uint64_t kSize = 3 * 4096 + 100;
+  auto buffer = HostBuffer::Create(kSize, "pieces");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // Pieces of odd sizes, one empty, straddling page boundaries; more pieces
+  // than IOV_MAX so the write is split across calls.
+  std::vector<uint8_t> source(2 * 4096 + 77);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + 1);
+  std::vector<std::span<const uint8_t>> pieces;
+  size_t at = 0;
+  for (size_t i = 0; at < source.size(); ++i) {
+    const size_t size = std::min<size_t>(i % 5 == 0 ? 0 : i % 13 + 1, source.size() - at);
+    pieces.emplace_back(source.data() + at, size);
+    at += size;
+  }
+  ASSERT_GT(pieces.size(), 1024u);
+  const uint64_t offset = 4096 - 33;
+  ASSERT_TRUE((*buffer)->Write(offset, pieces).ok());
+  EXPECT_EQ((*buffer)->Write(kSize - 10, source.data(), 11).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*buffer)->Write(kSize + 1, source.data(), 0).code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE((*buffer)->Seal().ok());
+  const uint8_t* data = (*buffer)->data();
+  for (uint64_t i = 0; i < kSize; ++i) {
+    const uint8_t expected =
+        i >= offset && i < offset + source.size() ? source[i - offset] : uint8_t{0};
+    ASSERT_EQ(data[i], expected) << "byte " << i;
+  }
 }
 
 TEST(HostBufferTest, ZeroSizeHasValidPointer) {
@@ -54,7 +87,8 @@ TEST(HostBufferTest, HugePagesWhenThePoolHasRoomElseNormalPages) {
   } else {
     EXPECT_EQ((*buffer)->mapping_size(), 3u << 20);  // fallback: the pool is empty here
   }
-  std::memset((*buffer)->mutable_data(), 7, 3 << 20);
+  const std::vector<uint8_t> bytes(3 << 20, 7);
+  ASSERT_TRUE((*buffer)->Write(0, bytes.data(), bytes.size()).ok());
   ASSERT_TRUE((*buffer)->Seal().ok());
   EXPECT_EQ((*buffer)->data()[(3 << 20) - 1], 7);
   EXPECT_EQ((*buffer)->size(), 3u << 20);

@@ -20,7 +20,12 @@ absl::StatusOr<VersionInfo> PublishBytes(Registry& registry, const std::string& 
   layout.shape = {static_cast<int64_t>(bytes)};
   absl::StatusOr<PendingVersion> pending = registry.Prepare(name, layout, bytes, retention);
   if (!pending.ok()) return pending.status();
-  if (bytes > 0) std::memset(pending->buffer->mutable_data(), fill, bytes);
+  if (bytes > 0) {
+    const std::vector<uint8_t> filled(bytes, fill);
+    if (absl::Status written = pending->buffer->Write(0, filled.data(), bytes); !written.ok()) {
+      return written;
+    }
+  }
   return registry.Publish(std::move(*pending));
 }
 

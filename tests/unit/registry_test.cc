@@ -23,8 +23,10 @@ absl::StatusOr<PendingVersion> MakePending(Registry& registry, const std::string
   absl::StatusOr<PendingVersion> pending =
       registry.Prepare(name, FloatVector(n), static_cast<uint64_t>(n) * 4);
   if (!pending.ok()) return pending.status();
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(pending->buffer->mutable_data() + i * 4, &fill, 4);
+  const std::vector<float> values(static_cast<size_t>(n), fill);
+  if (absl::Status written = pending->buffer->Write(0, values.data(), values.size() * 4);
+      !written.ok()) {
+    return written;
   }
   return pending;
 }

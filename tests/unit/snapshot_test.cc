@@ -205,7 +205,9 @@ class SnapshotStoreTest : public ::testing::Test {
     layout.shape = {static_cast<int64_t>(bytes.size())};
     absl::StatusOr<PendingVersion> pending = registry.Prepare(name, layout, bytes.size(), retention);
     if (!pending.ok()) return pending.status();
-    if (!bytes.empty()) std::memcpy(pending->buffer->mutable_data(), bytes.data(), bytes.size());
+    if (!bytes.empty()) {
+      EXPECT_TRUE(pending->buffer->Write(0, bytes.data(), bytes.size()).ok());
+    }
     return registry.Publish(std::move(*pending));
   }
 

@@ -355,7 +355,12 @@ absl::StatusOr<TensorInfo> Client::Rep::StreamFetch(
   uint8_t* destination = nullptr;
   uint64_t range_offset = 0, range_length = 0, received = 0;
   uint32_t crc = 0;
-  while (failure.ok() && reader->Read(&message)) {
+  // Once every byte is in, Finish at once: the server sent its status with
+  // the last message, and skipping the Read that would only report the end
+  // saves a round through the completion queue (a 4 KiB fetch is one
+  // message: this is a third of its client-side batches).
+  const auto complete = [&] { return info.has_value() && received == range_length; };
+  while (failure.ok() && !complete() && reader->Read(&message)) {
     failure = decoder.Decode(message);
     if (!failure.ok()) break;
     const StreamMessage& decoded = decoder.message();

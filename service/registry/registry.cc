@@ -193,6 +193,9 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
 
   VersionInfo info;
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
+  // Freed after the lock is dropped: unmapping and truncating a large memfd
+  // takes milliseconds that every other call would otherwise wait out.
+  std::shared_ptr<const TensorVersion> displaced;
   {
     MutexLock lock(&mutex_);
     auto it = latest_.find(version->name);
@@ -218,7 +221,8 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
       latest_.emplace(version->name, std::move(version));
     } else {
       if (it->second->retention == Retention::kCache) --cache_versions_;
-      RetireLocked(std::exchange(it->second, std::move(version)));
+      displaced = std::exchange(it->second, std::move(version));
+      RetireLocked(displaced);
     }
     if (cache_versions_ > 0 &&
         host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
@@ -229,7 +233,7 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     }
   }
   LogEvicted(evicted);
-  // `evicted` frees its bytes here, outside the lock.
+  // `evicted` and `displaced` free their bytes here, outside the lock.
   return info;
 }
 
@@ -323,8 +327,9 @@ void Registry::AdvanceNextVersion(uint64_t next_version) {
   if (next_version > 0) last_version_ = std::max(last_version_, next_version - 1);
 }
 
-void Registry::RetireLocked(std::shared_ptr<const TensorVersion> version) {
-  // Only readers can keep a retired version alive; when none does, it goes now.
+void Registry::RetireLocked(const std::shared_ptr<const TensorVersion>& version) {
+  // Only readers can keep a retired version alive (beyond the caller's
+  // reference); when none does, it goes when the caller drops it.
   if (version.use_count() > 1) retired_.emplace(version->version, version);
   // Prune entries whose readers are gone, amortised over retirements.
   if (retired_.size() > 64) {
@@ -391,6 +396,8 @@ absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_
 
 absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expected_version) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  // Declared before the lock so that its bytes are freed after it is dropped.
+  std::shared_ptr<const TensorVersion> removed;
   MutexLock lock(&mutex_);
   auto it = latest_.find(name);
   if (it == latest_.end()) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
@@ -400,10 +407,10 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
                                                       ", not the expected version ",
                                                       expected_version));
   }
-  std::shared_ptr<const TensorVersion> removed = std::move(it->second);
+  removed = std::move(it->second);
   latest_.erase(it);
   if (removed->retention == Retention::kCache) --cache_versions_;
-  RetireLocked(std::move(removed));
+  RetireLocked(removed);
   return latest;
 }
 

@@ -177,7 +177,7 @@ class Registry {
   // NOT_FOUND naming the name and, when given, the version and the latest.
   absl::Status NotFoundLocked(absl::string_view name, uint64_t version) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
-  void RetireLocked(std::shared_ptr<const TensorVersion> version)
+  void RetireLocked(const std::shared_ptr<const TensorVersion>& version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes unleased kCache versions other than `keep`'s latest, least
   // recently used first, until at most `target_used` bytes are in use. When

@@ -182,16 +182,22 @@ grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* c
                            "snapshots are off on this server: start it with --snapshot-dir"),
                        call);
   }
-  absl::StatusOr<SnapshotSummary> written = snapshots_->Write(registry_);
-  if (written.ok()) {
-    response->set_path(written->path);
-    response->set_tensor_count(written->tensor_count);
-    response->set_total_bytes(written->total_bytes);
-  } else {
-    Log(LogLevel::kError, "snapshot_failed",
-        {{"error", written.status().ToString()}, {"request_id", call.request_id()}});
-  }
-  return FinishUnary(context, written.status(), call);
+  // Writing every durable byte can take seconds: not on a callback thread.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  snapshot_threads_.Run([this, reactor, response, call = std::move(call)]() mutable {
+    absl::StatusOr<SnapshotSummary> written = snapshots_->Write(registry_);
+    if (written.ok()) {
+      response->set_path(written->path);
+      response->set_tensor_count(written->tensor_count);
+      response->set_total_bytes(written->total_bytes);
+    } else {
+      Log(LogLevel::kError, "snapshot_failed",
+          {{"error", written.status().ToString()}, {"request_id", call.request_id()}});
+    }
+    call.End(written.status());
+    reactor->Finish(ToGrpcStatus(written.status()));
+  });
+  return reactor;
 }
 
 }  // namespace tensord

@@ -12,6 +12,7 @@
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_authenticator.h"
+#include "service/transport/call_threads.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
@@ -85,6 +86,8 @@ class TensorService final : public TensorServiceBase {
   // Null when auth is off.
   const std::unique_ptr<const TokenAuthenticator> authenticator_;
   ActiveStreams streams_;
+  // Last: joined first on destruction, while everything its work uses lives.
+  CallThreads snapshot_threads_;
 };
 
 // Fills a wire TensorInfo from the registry's copy.

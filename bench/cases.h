@@ -27,6 +27,8 @@ inline constexpr char kSmallOpSection[] =
     "Small ops (each thread its own Client and TCP connection)";
 inline constexpr char kLocalSection[] = "Local handoff (TransferPath::kLocal)";
 inline constexpr char kMemorySection[] = "Server resident memory during a remote fetch";
+inline constexpr char kDeviceSection[] =
+    "Device tensors over gRPC (staged through pinned host memory on the server)";
 
 struct BenchConfig {
   std::string mode;  // "full" or "smoke"
@@ -39,6 +41,7 @@ struct BenchConfig {
   double load_duration_s = 0;  // per concurrency and kind, split in slices
   int load_slices = 1;          // taken in turn with the other kinds
   std::vector<uint64_t> local_sizes;
+  std::vector<uint64_t> device_sizes;
   // Repeats for a transfer of `bytes`: many for small sizes, few for large.
   RepeatPolicy (*transfer_policy)(uint64_t bytes) = nullptr;
   RepeatPolicy latency_policy;      // sub-millisecond local fetches
@@ -58,6 +61,7 @@ struct BenchEnv {
   pid_t tensord_pid = -1;
   std::string empty_target;    // the empty-call server
   pid_t empty_pid = -1;
+  std::string device_backend;  // tensord's --device-backend
   // Pre-faulted, LargestBytes() long; source holds FillPattern(kPatternSeed).
   const Buffer& source;
   Buffer& destination;
@@ -91,6 +95,7 @@ absl::Status RunMemorySection(const BenchEnv& env);
 absl::Status RunRemoteSection(const BenchEnv& env);
 absl::Status RunSmallOpSection(const BenchEnv& env);
 absl::Status RunLocalSection(const BenchEnv& env);
+absl::Status RunDeviceSection(const BenchEnv& env);
 
 }  // namespace tensord::bench
 

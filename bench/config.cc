@@ -31,6 +31,7 @@ uint64_t BenchConfig::LargestBytes() const {
   uint64_t largest = std::max(memcpy_bytes, memory_probe_bytes);
   for (uint64_t bytes : transfer_sizes) largest = std::max(largest, bytes);
   for (uint64_t bytes : local_sizes) largest = std::max(largest, bytes);
+  for (uint64_t bytes : device_sizes) largest = std::max(largest, bytes);
   return largest;
 }
 
@@ -46,6 +47,7 @@ BenchConfig FullConfig() {
   config.load_duration_s = 1.5;
   config.load_slices = 3;
   config.local_sizes = {4 * kKiB, kMiB, 256 * kMiB, kGiB};
+  config.device_sizes = {64 * kMiB, 256 * kMiB};
   config.transfer_policy = &FullTransferPolicy;
   config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 9, .budget_s = 0.4};
@@ -63,6 +65,7 @@ BenchConfig SmokeConfig() {
   config.load_warmup_s = 0.05;
   config.load_duration_s = 0.3;
   config.local_sizes = {4 * kKiB, kMiB, 16 * kMiB};
+  config.device_sizes = {kMiB};
   config.transfer_policy = &SmokeTransferPolicy;
   config.latency_policy = {.warmup = 3, .min_runs = 20, .max_runs = 500, .budget_s = 0.02};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 3, .budget_s = 0.05};

@@ -5,6 +5,7 @@
 // failed call, a server that died).
 //
 //   tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]
+//                 [--device-backend auto|cuda|simulated]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -34,16 +35,21 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]\n"
+    "                     [--device-backend auto|cuda|simulated]\n"
     "  --smoke          a short run (small sizes, few repeats) that checks the benchmark works\n"
     "  --json PATH      also write every row as JSON to PATH\n"
-    "  --sections LIST  run only these, comma-separated: memory,remote,small,local (default all)\n"
+    "  --sections LIST  run only these, comma-separated: memory,remote,small,local,device\n"
+    "                   (default all)\n"
+    "  --device-backend tensord's device backend for the device section (default auto: CUDA\n"
+    "                   when a GPU is present, else the section is skipped; simulated anywhere)\n"
     "  --tensord PATH   the tensord binary to start (default: the one built with this)\n";
 
 struct CommandLine {
   bool smoke = false;
   std::string json_path;
   std::string tensord = TENSORD_BINARY_PATH;
-  std::string sections = "memory,remote,small,local";
+  std::string sections = "memory,remote,small,local,device";
+  std::string device_backend = "auto";
   // Hidden: run as the empty-call server.
   std::string serve_empty;
   std::string ready_file;
@@ -72,6 +78,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     for (auto [flag, out] : {std::pair{"--json", &line.json_path},
                              std::pair{"--tensord", &line.tensord},
                              std::pair{"--sections", &line.sections},
+                             std::pair{"--device-backend", &line.device_backend},
                              std::pair{"--serve-empty", &line.serve_empty},
                              std::pair{"--ready-file", &line.ready_file}}) {
       TENSORD_ASSIGN_OR_RETURN(bool found, value_of(flag, out));
@@ -83,10 +90,16 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     if (!matched) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argument, "'"));
   }
   for (absl::string_view name : absl::StrSplit(line.sections, ',', absl::SkipEmpty())) {
-    if (name != "memory" && name != "remote" && name != "small" && name != "local") {
+    if (name != "memory" && name != "remote" && name != "small" && name != "local" &&
+        name != "device") {
       return absl::InvalidArgumentError(absl::StrCat("--sections: unknown section '", name,
-                                                     "' (memory, remote, small, local)"));
+                                                     "' (memory, remote, small, local, device)"));
     }
+  }
+  if (line.device_backend != "auto" && line.device_backend != "cuda" &&
+      line.device_backend != "simulated") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-backend: '", line.device_backend, "' is not auto, cuda or simulated"));
   }
   return line;
 }
@@ -108,7 +121,7 @@ absl::Status Run(const CommandLine& line) {
       ChildProcess::Start({line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
                            "--handoff-socket=" + dir.path() + "/handoff.sock",
                            "--max-host-bytes=6GiB", "--max-tensor-bytes=2GiB",
-                           "--log-level=warning"},
+                           "--log-level=warning", "--device-backend=" + line.device_backend},
                           dir.path() + "/ready", dir.path() + "/tensord.log", absl::Seconds(30)));
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> empty_server,
@@ -132,6 +145,9 @@ absl::Status Run(const CommandLine& line) {
   report.Section(kLocalSection,
                  "per-fetch latency (median); first touch is the consumer's cost, reported "
                  "apart from the fetch");
+  report.Section(kDeviceSection,
+                 "GB/s; ratio vs raw TCP of the same bytes in the same rounds; the device "
+                 "copies are this process's own, through the same backend kind");
   report.Section(kMemorySection,
                  "tensord's /proc/PID/status sampled while one client fetches the tensor; "
                  "stored tensors live in memfd (shmem) pages");
@@ -141,6 +157,7 @@ absl::Status Run(const CommandLine& line) {
                .tensord_pid = tensord->pid(),
                .empty_target = empty_server->ready_lines().front(),
                .empty_pid = empty_server->pid(),
+               .device_backend = line.device_backend,
                .source = source,
                .destination = destination};
 
@@ -151,7 +168,8 @@ absl::Status Run(const CommandLine& line) {
   const std::vector<std::string> wanted = absl::StrSplit(line.sections, ',', absl::SkipEmpty());
   // Memory first, while the server holds nothing else.
   for (const Step& step : {Step{"memory", &RunMemorySection}, Step{"remote", &RunRemoteSection},
-                           Step{"small", &RunSmallOpSection}, Step{"local", &RunLocalSection}}) {
+                           Step{"small", &RunSmallOpSection}, Step{"local", &RunLocalSection},
+                           Step{"device", &RunDeviceSection}}) {
     if (std::find(wanted.begin(), wanted.end(), step.name) == wanted.end()) continue;
     const Clock::time_point start = Clock::now();
     absl::Status status = step.run(env);

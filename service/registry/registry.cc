@@ -224,12 +224,21 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
       displaced = std::exchange(it->second, std::move(version));
       RetireLocked(displaced);
     }
-    if (cache_versions_ > 0 &&
-        host_capacity_->used_bytes() > WatermarkBytes(options_.eviction_high_watermark)) {
+    // The displaced host version is freed after unlocking; without a reader
+    // (none can appear: leases are made under this lock) its bytes are as
+    // good as free and must not make cache versions go.
+    const uint64_t freeing_bytes =
+        displaced != nullptr && displaced.use_count() == 1 && displaced->device_memory == nullptr
+            ? displaced->reservation.bytes()
+            : 0;
+    const uint64_t used = host_capacity_->used_bytes();
+    if (cache_versions_ > 0 && used - std::min(used, freeing_bytes) >
+                                   WatermarkBytes(options_.eviction_high_watermark)) {
       // Down to the low watermark if evicting can at least get below the
       // high one; never the version just published (its put is answered OK).
       evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark),
-                            WatermarkBytes(options_.eviction_high_watermark), info.name);
+                            WatermarkBytes(options_.eviction_high_watermark), info.name,
+                            freeing_bytes);
     }
   }
   LogEvicted(evicted);
@@ -261,9 +270,11 @@ uint64_t Registry::WatermarkBytes(double fraction) const {
 
 std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used,
                                                                        uint64_t required_used,
-                                                                       absl::string_view keep) {
+                                                                       absl::string_view keep,
+                                                                       uint64_t freeing_bytes) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   uint64_t used = host_capacity_->used_bytes();
+  used -= std::min(used, freeing_bytes);
   // The scan below is O(names); skip it when no cache version exists.
   if (used <= target_used || cache_versions_ == 0) return evicted;
   // Leases are only made under mutex_ (FindLocked), so a version only the

@@ -184,10 +184,12 @@ class Registry {
   // evicting every candidate would not bring use down to `required_used`
   // (durable or leased bytes dominate), evicts none rather than emptying
   // the cache for no gain. Returns them so the caller frees their bytes
-  // after unlocking.
+  // after unlocking. `freeing_bytes` are in use but about to be freed by
+  // the caller (a replaced version no reader holds): counted as free.
   std::vector<std::shared_ptr<const TensorVersion>> EvictLocked(uint64_t target_used,
                                                                  uint64_t required_used,
-                                                                 absl::string_view keep = {})
+                                                                 absl::string_view keep = {},
+                                                                 uint64_t freeing_bytes = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts (taking the lock) until at most `target_used` bytes are in use,
   // or nothing when that cannot be reached.

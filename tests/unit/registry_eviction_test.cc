@@ -57,6 +57,31 @@ TEST(RegistryTest, CacheVersionsAreEvictedLeastRecentlyUsedAboveTheHighWatermark
   }
 }
 
+TEST(RegistryTest, OverwriteCountsTheBytesOfTheVersionItReplaces) {
+  // The replaced version of "d" has no reader: its 300 bytes are as good as
+  // free, so use stays at 700 (below the 900-byte high watermark).
+  Registry registry(SmallRegistry(0.9, 0.5));
+  ASSERT_TRUE(PublishBytes(registry, "d", 300, Retention::kDefault).ok());
+  ASSERT_TRUE(PublishBytes(registry, "c1", 200, Retention::kCache).ok());
+  ASSERT_TRUE(PublishBytes(registry, "c2", 200, Retention::kCache).ok());
+  ASSERT_TRUE(PublishBytes(registry, "d", 300, Retention::kDefault, 9).ok());
+  EXPECT_EQ(registry.evictions(), 0u);
+  EXPECT_TRUE(registry.Stat("c1", 0).ok());
+  EXPECT_TRUE(registry.Stat("c2", 0).ok());
+}
+
+TEST(RegistryTest, OverwriteOfALeasedVersionStillCountsItsBytes) {
+  // A reader keeps the replaced bytes alive, so they count: 1000 in use.
+  Registry registry(SmallRegistry(0.9, 0.5));
+  ASSERT_TRUE(PublishBytes(registry, "d", 300, Retention::kDefault).ok());
+  ASSERT_TRUE(PublishBytes(registry, "c1", 200, Retention::kCache).ok());
+  ASSERT_TRUE(PublishBytes(registry, "c2", 200, Retention::kCache).ok());
+  absl::StatusOr<Lease> reader = registry.Acquire("d", 0);
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(PublishBytes(registry, "d", 300, Retention::kDefault, 9).ok());
+  EXPECT_GT(registry.evictions(), 0u);
+}
+
 TEST(RegistryTest, LeasedCacheVersionsAreNeverEvicted) {
   Registry registry(SmallRegistry(0.5, 0.1));
   ASSERT_TRUE(PublishBytes(registry, "held", 400, Retention::kCache).ok());

@@ -1,6 +1,11 @@
 #include "service/transport/call_threads.h"
 
+#include <exception>
+#include <new>
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace tensord {
 
@@ -13,25 +18,36 @@ CallThreads::~CallThreads() {
   for (Worker& worker : workers) worker.thread.join();
 }
 
-void CallThreads::Run(absl::AnyInvocable<void() &&> work) {
-  std::vector<Worker> finished;
+absl::Status CallThreads::Run(absl::AnyInvocable<void() &&> work) {
   MutexLock lock(&mutex_);
+  // Each finished one has returned from its work: joining is immediate.
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (it->done->load(std::memory_order_acquire)) {
-      finished.push_back(std::move(*it));
+      it->thread.join();
       it = workers_.erase(it);
     } else {
       ++it;
     }
   }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread thread([work = std::move(work), done]() mutable {
-    std::move(work)();
-    done->store(true, std::memory_order_release);
-  });
-  workers_.push_back({std::move(thread), std::move(done)});
-  // Each has returned from its work; joining is immediate.
-  for (Worker& worker : finished) worker.thread.join();
+  if (workers_.size() >= max_running_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(workers_.size(), " are still running (at most ", max_running_, ")"));
+  }
+  // Nothing may throw once the thread runs: make room first.
+  try {
+    workers_.reserve(workers_.size() + 1);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread thread([work = std::move(work), done]() mutable {
+      std::move(work)();
+      done->store(true, std::memory_order_release);
+    });
+    workers_.push_back({std::move(thread), std::move(done)});
+  } catch (const std::system_error& error) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start a thread: ", error.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("cannot start a thread: out of memory");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tensord

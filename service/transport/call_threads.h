@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "service/common/mutex.h"
 
 namespace tensord {
@@ -17,20 +18,24 @@ namespace tensord {
 // Thread-safe. Destruction waits for every piece of work it started.
 class CallThreads {
  public:
-  CallThreads() = default;
+  // At most `max_running` pieces of work run at once.
+  explicit CallThreads(size_t max_running) : max_running_(max_running) {}
   ~CallThreads();
   CallThreads(const CallThreads&) = delete;
   CallThreads& operator=(const CallThreads&) = delete;
 
-  // Runs `work` on a thread of its own; threads of finished work are joined
-  // here, so they never pile up.
-  void Run(absl::AnyInvocable<void() &&> work);
+  // Runs `work` on a thread of its own. RESOURCE_EXHAUSTED (and `work` is
+  // dropped unrun) when max_running pieces are still running or no thread
+  // can be started. Threads of finished work are joined here, so they never
+  // pile up.
+  absl::Status Run(absl::AnyInvocable<void() &&> work);
 
  private:
   struct Worker {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
+  const size_t max_running_;
   Mutex mutex_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mutex_);
 };

@@ -183,8 +183,18 @@ grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* c
                        call);
   }
   // Writing every durable byte can take seconds: not on a callback thread.
+  // One snapshot runs and one waits at most; a caller that has gone by the
+  // time its turn comes gets nothing written.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  snapshot_threads_.Run([this, reactor, response, call = std::move(call)]() mutable {
+  std::shared_ptr<CallRecord> record = std::make_shared<CallRecord>(std::move(call));
+  absl::Status started = snapshot_threads_.Run([this, context, reactor, response, record] {
+    if (context->IsCancelled()) {
+      const absl::Status gone = absl::CancelledError("the caller went away before the snapshot began");
+      record->End(gone);
+      reactor->Finish(ToGrpcStatus(gone));
+      return;
+    }
+    CallRecord& call = *record;
     absl::StatusOr<SnapshotSummary> written = snapshots_->Write(registry_);
     if (written.ok()) {
       response->set_path(written->path);
@@ -197,6 +207,13 @@ grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* c
     call.End(written.status());
     reactor->Finish(ToGrpcStatus(written.status()));
   });
+  if (!started.ok()) {
+    const absl::Status refused = absl::ResourceExhaustedError(absl::StrCat(
+        "a snapshot is already being written and another waits; retry later (", started.message(),
+        ")"));
+    record->End(refused);
+    reactor->Finish(ToGrpcStatus(refused));
+  }
   return reactor;
 }
 

@@ -87,7 +87,7 @@ class TensorService final : public TensorServiceBase {
   const std::unique_ptr<const TokenAuthenticator> authenticator_;
   ActiveStreams streams_;
   // Last: joined first on destruction, while everything its work uses lives.
-  CallThreads snapshot_threads_;
+  CallThreads snapshot_threads_{2};
 };
 
 // Fills a wire TensorInfo from the registry's copy.

@@ -16,14 +16,17 @@ TEST(CallThreadsTest, RunReturnsBeforeTheWorkAndDestructionWaitsForIt) {
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> ran_on_caller{false};
   {
-    CallThreads threads;
+    CallThreads threads(8);
     for (int i = 0; i < 8; ++i) {
-      threads.Run([&, released] {
+      ASSERT_TRUE(threads.Run([&, released] {
         if (std::this_thread::get_id() == caller) ran_on_caller = true;
         released.wait();
         finished.fetch_add(1);
-      });
+      }).ok());
     }
+    // A ninth is refused while eight run, and never runs.
+    EXPECT_EQ(threads.Run([&] { finished.fetch_add(100); }).code(),
+              absl::StatusCode::kResourceExhausted);
     // Every piece of work is blocked until now, so Run did not wait for any.
     EXPECT_EQ(finished.load(), 0);
     release.set_value();
@@ -34,11 +37,18 @@ TEST(CallThreadsTest, RunReturnsBeforeTheWorkAndDestructionWaitsForIt) {
 
 TEST(CallThreadsTest, FinishedThreadsAreJoinedByLaterRuns) {
   std::atomic<int> finished{0};
-  CallThreads threads;
+  CallThreads threads(1);
+  // One at a time: each Run after the first succeeds only once the previous
+  // work is done and its thread can be joined.
   for (int i = 0; i < 200; ++i) {
-    threads.Run([&] { finished.fetch_add(1); });
+    absl::Status started;
+    for (int attempt = 0; attempt < 5000; ++attempt) {
+      started = threads.Run([&] { finished.fetch_add(1); });
+      if (started.ok()) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_TRUE(started.ok()) << started;
   }
-  // Bounded: reaping keeps at most the unfinished ones; all must end.
   for (int spin = 0; spin < 2000 && finished.load() < 200; ++spin) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

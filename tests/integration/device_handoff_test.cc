@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -280,6 +282,37 @@ TEST_F(DeviceHandoffTest, TwoClientsInOneProcessShareTheImport) {
   EXPECT_TRUE(WaitForLeases(name, 1, absl::Seconds(2)));
   EXPECT_TRUE(BytesEqual(theirs->dl_tensor().data, theirs->data_bytes(), bytes));
   *theirs = Tensor();
+  EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
+}
+
+TEST_F(DeviceHandoffTest, ConcurrentFetchesFromTwoClientsShareOneImport) {
+  const std::string name = TestTensorName("concurrent");
+  const std::vector<uint8_t> bytes = PutOnDevice(name, 256 * 1024, 12, 0);
+  std::unique_ptr<Client> other = Connect(TransferPath::kLocal);
+  ASSERT_NE(other, nullptr);
+  DeviceImportCache& cache = DeviceImportCache::Process();
+  const uint64_t opened_before = cache.imports_opened();
+  // Keeps the import open, so every fetch below must find it in the cache.
+  absl::StatusOr<Tensor> pinned = local_->Fetch(name);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Client& client = t % 2 == 0 ? *local_ : *other;
+      for (int i = 0; i < 25; ++i) {
+        absl::StatusOr<Tensor> fetched = client.Fetch(name);
+        if (!fetched.ok() || fetched->dl_tensor().data != pinned->dl_tensor().data ||
+            std::memcmp(fetched->dl_tensor().data, bytes.data(), 64) != 0) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(cache.imports_opened(), opened_before + 1);
+  *pinned = Tensor();
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 

@@ -278,12 +278,14 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
                                        const PutOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
-  // Device puts go over gRPC: local GPU create is not implemented yet.
+  // Device puts from host memory go over gRPC (the server's staged upload);
+  // a local producer writes device memory in place with Create instead.
   if (options.device.has_value() && rep_->options.path == TransferPath::kLocal) {
     return absl::FailedPreconditionError(absl::StrCat(
         "put of '", name, "' into device memory (device type ", options.device->device_type,
         ", id ", options.device->device_id,
-        ") needs TransferPath::kRemote or kAuto: local GPU create is not implemented yet"));
+        ") needs TransferPath::kRemote or kAuto; on the server's host, Create with "
+        "CreateOptions::device writes device memory in place"));
   }
   const bool remote_first = options.device.has_value() && rep_->options.path == TransferPath::kAuto;
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local,
@@ -441,7 +443,8 @@ absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions&
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
   if (local != nullptr) {
-    absl::StatusOr<Tensor> fetched = local->Fetch(name, options.version, options.read_only);
+    absl::StatusOr<Tensor> fetched =
+        local->Fetch(name, options.version, options.read_only, options.device_to_host);
     if (!ShouldFallBack(fetched.status(), rep_->options.path)) return fetched;
     if (!IsUseRemote(fetched.status())) rep_->DropLocal(local);
   }
@@ -571,12 +574,21 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
                                                              DLDataType dtype,
                                                              std::span<const int64_t> shape,
                                                              Retention retention) {
+  CreateOptions options;
+  options.retention = retention;
+  return Create(name, dtype, shape, options);
+}
+
+absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,
+                                                             DLDataType dtype,
+                                                             std::span<const int64_t> shape,
+                                                             const CreateOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalHandoff> local, rep_->Local());
   if (local == nullptr) {
     return absl::UnavailableError("create/seal needs local handoff, which is not reachable");
   }
-  return local->Create(name, dtype, shape, retention);
+  return local->Create(name, dtype, shape, options.retention, options.device);
 }
 
 absl::StatusOr<SnapshotResult> Client::Snapshot() {

@@ -10,8 +10,10 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
     const std::string& path, TokenSource token_source) {
   absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(path);
   if (!socket.ok()) return socket.status();
-  return std::shared_ptr<HandoffConnection>(
-      new HandoffConnection(path, std::move(*socket), std::move(token_source)));
+  absl::StatusOr<PeerCredentials> server = GetPeerCredentials(socket->get());
+  if (!server.ok()) return server.status();
+  return std::shared_ptr<HandoffConnection>(new HandoffConnection(
+      path, absl::StrCat(path, " pid ", server->pid), std::move(*socket), std::move(token_source)));
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(

@@ -38,14 +38,23 @@ class HandoffConnection {
   void ReleaseLease(uint64_t lease_id);
 
   const std::string& path() const { return path_; }
+  // Names the server process at the other end (socket path and its pid from
+  // SO_PEERCRED): what device imports are cached under, so connections of
+  // any Client in this process to the same server share them.
+  const std::string& server_identity() const { return server_identity_; }
 
  private:
-  HandoffConnection(std::string path, ScopedFd socket, TokenSource token_source)
-      : path_(std::move(path)), socket_(std::move(socket)), token_source_(std::move(token_source)) {}
+  HandoffConnection(std::string path, std::string server_identity, ScopedFd socket,
+                    TokenSource token_source)
+      : path_(std::move(path)),
+        server_identity_(std::move(server_identity)),
+        socket_(std::move(socket)),
+        token_source_(std::move(token_source)) {}
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string path_;
+  const std::string server_identity_;
   Mutex mutex_;
   ScopedFd socket_ ABSL_GUARDED_BY(mutex_);
   TokenSource token_source_;

@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
+#include "service/transport/handoff_device_handle.h"
 #include "service/transport/layout_conversion.h"
+#include "service/transport/status_conversion.h"
 
 namespace tensord {
 namespace {
@@ -59,18 +63,29 @@ class Mapping {
 
 class HeldVersion {
  public:
-  HeldVersion(std::shared_ptr<HandoffConnection> connection, uint64_t lease_id, ScopedFd memfd,
-              uint64_t mapping_bytes, TensorInfo info)
-      : connection_(std::move(connection)),
-        lease_id_(lease_id),
-        memfd_(std::move(memfd)),
-        mapping_bytes_(mapping_bytes),
-        info_(std::move(info)) {}
-  ~HeldVersion() { connection_->ReleaseLease(lease_id_); }
+  HeldVersion(std::shared_ptr<HandoffConnection> connection, uint64_t lease_id, TensorInfo info)
+      : connection_(std::move(connection)), lease_id_(lease_id), info_(std::move(info)) {}
+  // The import is closed (or its reference dropped) before the lease ends,
+  // so this process never maps device memory the server may free.
+  ~HeldVersion() {
+    device_import_.reset();
+    connection_->ReleaseLease(lease_id_);
+  }
+
+  void SetMemfd(ScopedFd memfd, uint64_t mapping_bytes) {
+    memfd_ = std::move(memfd);
+    mapping_bytes_ = mapping_bytes;
+  }
+  void SetDeviceImport(std::shared_ptr<const DeviceMemory> device_import) {
+    device_import_ = std::move(device_import);
+  }
 
   const TensorInfo& info() const { return info_; }
+  bool on_device() const { return info_.device.device_type == kDLCUDA; }
   int memfd() const { return memfd_.get(); }
   uint64_t mapping_bytes() const { return mapping_bytes_; }
+  // Device versions: the imported stored bytes (null when there are none).
+  void* device_data() const { return device_import_ ? device_import_->data() : nullptr; }
 
   // The one shared read-only mapping, made on first use.
   absl::StatusOr<void*> SharedReadOnly() {
@@ -85,9 +100,10 @@ class HeldVersion {
  private:
   std::shared_ptr<HandoffConnection> connection_;
   const uint64_t lease_id_;
-  ScopedFd memfd_;
-  const uint64_t mapping_bytes_;
   const TensorInfo info_;
+  ScopedFd memfd_;
+  uint64_t mapping_bytes_ = 0;
+  std::shared_ptr<const DeviceMemory> device_import_;
   Mutex mutex_;
   Mapping shared_ ABSL_GUARDED_BY(mutex_);
 };
@@ -121,6 +137,37 @@ class SharedReadOnlyMemory final : public TensorMemory {
   void* data_;
 };
 
+// The server's device memory imported into this process. Always flagged
+// read-only: it is the stored version itself, with no copy-on-write.
+class DeviceTensorMemory final : public TensorMemory {
+ public:
+  explicit DeviceTensorMemory(std::shared_ptr<HeldVersion> held) : held_(std::move(held)) {}
+  void* data() override {
+    void* data = held_->device_data();
+    return data != nullptr ? data : kEmptyBytes;  // 0-byte versions have no allocation
+  }
+  bool read_only() const override { return true; }
+  bool is_copy() const override { return false; }
+  DLDevice device() const override { return held_->info().device; }
+
+ private:
+  std::shared_ptr<HeldVersion> held_;
+};
+
+// Refusal of a device version when the caller needs host bytes; kAuto then
+// copies it over gRPC.
+absl::Status HostBytesNeeded(const TensorInfo& info) {
+  return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+      "tensor '", info.name, "' version ", info.version, " is in cuda:", info.device.device_id,
+      " memory and host bytes were asked for: use TransferPath::kRemote or kAuto")));
+}
+
+void AbortCreate(HandoffConnection& connection, uint64_t create_id) {
+  v1::HandoffRequest request;
+  request.mutable_abort()->set_create_id(create_id);
+  (void)connection.Call(std::move(request));
+}
+
 class LocalTensorWriter final : public TensorWriter {
  public:
   LocalTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
@@ -132,9 +179,7 @@ class LocalTensorWriter final : public TensorWriter {
   ~LocalTensorWriter() override {
     if (open_) {
       mapping_.Unmap();
-      v1::HandoffRequest request;
-      request.mutable_abort()->set_create_id(create_id_);
-      (void)connection_->Call(std::move(request));
+      AbortCreate(*connection_, create_id_);
     }
   }
   void* data() override { return mapping_.data(); }
@@ -161,21 +206,125 @@ class LocalTensorWriter final : public TensorWriter {
   bool open_ = true;
 };
 
+// A producer's import of a pending device create. Not cached: it is the only
+// import of that allocation until the seal publishes it, and it is closed
+// before the seal is sent.
+class DeviceTensorWriter final : public TensorWriter {
+ public:
+  DeviceTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
+                     DeviceBackend* importer, std::unique_ptr<ImportedMemory> memory,
+                     uint64_t size, DLDevice device)
+      : connection_(std::move(connection)),
+        create_id_(create_id),
+        importer_(importer),
+        memory_(std::move(memory)),
+        size_(size),
+        device_(device) {}
+  ~DeviceTensorWriter() override {
+    if (open_) {
+      memory_.reset();
+      AbortCreate(*connection_, create_id_);
+    }
+  }
+  void* data() override { return memory_ ? memory_->data() : kEmptyBytes; }
+  uint64_t size() const override { return size_; }
+  DLDevice device() const override { return device_; }
+
+  absl::StatusOr<TensorInfo> Seal(bool send_crc32c) override {
+    if (!open_) return absl::FailedPreconditionError("tensor writer was already sealed");
+    v1::HandoffRequest request;
+    request.mutable_seal()->set_create_id(create_id_);
+    if (send_crc32c) {
+      absl::StatusOr<uint32_t> crc = DeviceCrc32c();
+      if (!crc.ok()) return crc.status();  // still open: the destructor aborts
+      request.mutable_seal()->set_crc32c(*crc);
+    }
+    memory_.reset();  // closed before the server publishes the bytes
+    open_ = false;
+    TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
+                             connection_->Call(std::move(request)));
+    return InfoFromProto(response.message.seal().info());
+  }
+
+ private:
+  // The producer's bytes, copied to the host in bounded pieces.
+  absl::StatusOr<uint32_t> DeviceCrc32c() {
+    if (memory_ == nullptr) return Crc32c(nullptr, 0);
+    constexpr uint64_t kStagingBytes = uint64_t{4} << 20;
+    std::vector<uint8_t> staging(std::min(kStagingBytes, size_));
+    uint32_t crc = 0;
+    for (uint64_t offset = 0; offset < size_; offset += staging.size()) {
+      const uint64_t piece = std::min<uint64_t>(staging.size(), size_ - offset);
+      TENSORD_RETURN_IF_ERROR(
+          importer_->CopyDeviceToHost(staging.data(), *memory_, offset, piece, nullptr));
+      crc = Crc32cExtend(crc, staging.data(), piece);
+    }
+    return crc;
+  }
+
+  std::shared_ptr<HandoffConnection> connection_;
+  const uint64_t create_id_;
+  DeviceBackend* const importer_;  // the process cache's, never destroyed
+  std::unique_ptr<ImportedMemory> memory_;
+  const uint64_t size_;
+  const DLDevice device_;
+  bool open_ = true;
+};
+
 }  // namespace
 
+absl::Status LocalHandoff::ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired,
+                                        ScopedFd fd) {
+  const TensorInfo& info = held.info();
+  if (info.total_bytes == 0) return absl::OkStatus();  // no allocation to import
+  if (!acquired.has_device_handle()) {
+    return absl::InternalError(absl::StrCat("handoff of device tensor '", info.name,
+                                            "' came without a device handle"));
+  }
+  absl::StatusOr<std::shared_ptr<const DeviceMemory>> imported = [&]()
+      -> absl::StatusOr<std::shared_ptr<const DeviceMemory>> {
+    TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle,
+                             DeviceHandleFromProto(acquired.device_handle(), std::move(fd)));
+    if (handle.device != info.device.device_id || handle.size != info.total_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "device handle of '", info.name, "' covers ", handle.size, " bytes on device ",
+          handle.device, ", not the tensor's ", info.total_bytes, " bytes on cuda:",
+          info.device.device_id));
+    }
+    return DeviceImportCache::Process().Import(connection_->server_identity(),
+                                               acquired.device_handle().backend(), handle,
+                                               info.version);
+  }();
+  if (!imported.ok()) {
+    // kAuto still gets the bytes, over gRPC; kLocal reports why.
+    return MarkUseRemote(absl::Status(
+        imported.status().code(),
+        absl::StrCat("cannot import device tensor '", info.name, "' version ", info.version,
+                     " from the server's ", acquired.device_handle().backend(),
+                     " backend: ", imported.status().message())));
+  }
+  held.SetDeviceImport(*std::move(imported));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_view name,
-                                                                uint64_t version) {
+                                                                uint64_t version,
+                                                                bool host_only) {
   v1::HandoffRequest request;
   v1::AcquireRequest* acquire = request.mutable_acquire();
   acquire->set_name(std::string(name));
   acquire->set_version(version);
+  acquire->set_host_only(host_only);
   {
     MutexLock lock(&mutex_);
     if (version != 0) {
       // An explicit version already held needs no round trip.
       auto it = held_.find(std::make_pair(std::string(name), version));
       if (it != held_.end()) {
-        if (std::shared_ptr<HeldVersion> held = it->second.lock()) return held;
+        if (std::shared_ptr<HeldVersion> held = it->second.lock()) {
+          if (host_only && held->on_device()) return HostBytesNeeded(held->info());
+          return held;
+        }
       }
     } else {
       for (const auto& [key, weak] : held_) {
@@ -188,8 +337,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
     const v1::AcquireResponse& acquired = response.message.acquire();
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(acquired.info()));
     auto key = std::make_pair(info.name, info.version);
-    MutexLock lock(&mutex_);
     if (acquired.lease_id() == 0) {
+      MutexLock lock(&mutex_);
       auto it = held_.find(key);
       if (it != held_.end()) {
         if (std::shared_ptr<HeldVersion> held = it->second.lock()) return held;
@@ -198,13 +347,20 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
       acquire->clear_held_versions();
       continue;
     }
-    if (!response.fd.valid()) {
-      return absl::InternalError(absl::StrCat("handoff of '", info.name, "' came without an fd"));
+    // From here on the lease ends with `held`, also on the error paths.
+    auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
+    if (held->on_device()) {
+      TENSORD_RETURN_IF_ERROR(ImportDevice(*held, acquired, std::move(response.fd)));
+    } else {
+      if (!response.fd.valid()) {
+        return absl::InternalError(
+            absl::StrCat("handoff of '", held->info().name, "' came without an fd"));
+      }
+      // Older servers leave mapping_bytes unset: the bytes themselves.
+      held->SetMemfd(std::move(response.fd),
+                     std::max(acquired.mapping_bytes(), held->info().total_bytes));
     }
-    // Older servers leave mapping_bytes unset: the bytes themselves.
-    const uint64_t mapping_bytes = std::max(acquired.mapping_bytes(), info.total_bytes);
-    auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(),
-                                              std::move(response.fd), mapping_bytes, std::move(info));
+    MutexLock lock(&mutex_);
     absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
     held_[key] = held;
     return held;
@@ -213,9 +369,12 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
 }
 
 absl::StatusOr<Tensor> LocalHandoff::Fetch(absl::string_view name, uint64_t version,
-                                           bool read_only) {
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held, Hold(name, version));
+                                           bool read_only, bool host_only) {
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held, Hold(name, version, host_only));
   TensorInfo info = held->info();
+  if (held->on_device()) {
+    return Tensor(std::move(info), std::make_shared<DeviceTensorMemory>(std::move(held)));
+  }
   if (read_only) {
     TENSORD_ASSIGN_OR_RETURN(void* data, held->SharedReadOnly());
     return Tensor(std::move(info), std::make_shared<SharedReadOnlyMemory>(std::move(held), data));
@@ -231,7 +390,8 @@ absl::StatusOr<Tensor> LocalHandoff::Fetch(absl::string_view name, uint64_t vers
 absl::StatusOr<TensorInfo> LocalHandoff::FetchInto(absl::string_view name, uint64_t version,
                                                    const DLTensor& destination) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held, Hold(name, version));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
+                           Hold(name, version, /*host_only=*/true));
   const TensorInfo& info = held->info();
   if (!dlpack::operator==(info.dtype, target.dtype) || info.shape != target.shape) {
     return absl::InvalidArgumentError(absl::StrCat("destination ", dlpack::DescribeLayout(target),
@@ -243,13 +403,13 @@ absl::StatusOr<TensorInfo> LocalHandoff::FetchInto(absl::string_view name, uint6
   return info;
 }
 
-absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_view name,
-                                                                   DLDataType dtype,
-                                                                   std::span<const int64_t> shape,
-                                                                   Retention retention) {
+absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(
+    absl::string_view name, DLDataType dtype, std::span<const int64_t> shape, Retention retention,
+    std::optional<DLDevice> device) {
   dlpack::TensorLayout layout;
   layout.dtype = dtype;
   layout.shape.assign(shape.begin(), shape.end());
+  if (device.has_value()) layout.device = *device;
   TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(dtype, shape));
   v1::HandoffRequest request;
   v1::CreateRequest* create = request.mutable_create();
@@ -259,15 +419,20 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_
   create->set_total_bytes(size);
   create->set_retention(static_cast<v1::Retention>(retention));
   TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(std::move(request)));
-  if (!response.fd.valid()) return absl::InternalError("create answer came without an fd");
-  const uint64_t create_id = response.message.create().create_id();
-  const uint64_t mapping_bytes = std::max(response.message.create().mapping_bytes(), size);
+  const v1::CreateResponse& created = response.message.create();
+  const uint64_t create_id = created.create_id();
+  if (device.has_value() && device->device_type == kDLCUDA) {
+    return CreateOnDevice(create_id, size, created, std::move(response.fd), *device);
+  }
+  if (!response.fd.valid()) {
+    AbortCreate(*connection_, create_id);
+    return absl::InternalError("create answer came without an fd");
+  }
+  const uint64_t mapping_bytes = std::max(created.mapping_bytes(), size);
   absl::StatusOr<Mapping> mapping =
       Mapping::Map(response.fd.get(), mapping_bytes, PROT_READ | PROT_WRITE, MAP_SHARED);
   if (!mapping.ok()) {
-    v1::HandoffRequest abort;
-    abort.mutable_abort()->set_create_id(create_id);
-    (void)connection_->Call(std::move(abort));
+    AbortCreate(*connection_, create_id);
     return mapping.status();
   }
   // The mapping keeps the memory reachable; the fd is not needed any more.
@@ -275,11 +440,42 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(absl::string_
       new LocalTensorWriter(connection_, create_id, std::move(*mapping), size));
 }
 
+absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::CreateOnDevice(
+    uint64_t create_id, uint64_t size, const v1::CreateResponse& created, ScopedFd fd,
+    DLDevice device) {
+  std::unique_ptr<ImportedMemory> memory;
+  DeviceBackend* importer = nullptr;
+  if (size > 0) {  // a 0-byte device create has no allocation
+    absl::Status imported = [&]() -> absl::Status {
+      if (!created.has_device_handle()) {
+        return absl::InternalError("device create answer came without a device handle");
+      }
+      TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle,
+                               DeviceHandleFromProto(created.device_handle(), std::move(fd)));
+      if (handle.size != size || handle.device != device.device_id) {
+        return absl::InternalError(absl::StrCat(
+            "device create answer covers ", handle.size, " bytes on device ", handle.device,
+            ", not the ", size, " bytes asked for on cuda:", device.device_id));
+      }
+      TENSORD_ASSIGN_OR_RETURN(importer,
+                               DeviceImportCache::Process().Importer(created.device_handle().backend()));
+      TENSORD_ASSIGN_OR_RETURN(memory, importer->Import(handle));
+      return absl::OkStatus();
+    }();
+    if (!imported.ok()) {
+      AbortCreate(*connection_, create_id);
+      return imported;
+    }
+  }
+  return std::unique_ptr<TensorWriter>(new DeviceTensorWriter(
+      connection_, create_id, importer, std::move(memory), size, device));
+}
+
 absl::StatusOr<TensorInfo> LocalHandoff::Put(absl::string_view name, const DLTensor& tensor,
                                              bool send_crc32c, Retention retention) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout source, dlpack::LayoutOf(tensor));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
-                           Create(name, source.dtype, source.shape, retention));
+                           Create(name, source.dtype, source.shape, retention, std::nullopt));
   if (writer->size() > 0) {
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));

@@ -1,10 +1,14 @@
-// The zero-copy local path: leases and memfds from the handoff socket,
-// mapped into this process and cached per (name, version).
+// The zero-copy local path: leases and memfds (host versions) or device
+// handles (device versions) from the handoff socket, mapped or imported into
+// this process and cached per (name, version). Device imports are shared by
+// every connection of the process (DeviceImportCache).
 #ifndef TENSORD_CLIENT_SRC_LOCAL_HANDOFF_H_
 #define TENSORD_CLIENT_SRC_LOCAL_HANDOFF_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -30,10 +34,16 @@ class LocalHandoff {
 
   // A tensor mapping the server's bytes: a private copy-on-write mapping
   // (writable, changes stay in this process) or, with `read_only`, the
-  // shared read-only mapping with DLPACK_FLAG_BITMASK_READ_ONLY.
-  absl::StatusOr<Tensor> Fetch(absl::string_view name, uint64_t version, bool read_only);
+  // shared read-only mapping with DLPACK_FLAG_BITMASK_READ_ONLY. A device
+  // version comes back as the import of the server's device memory
+  // ({kDLCUDA, id}, always flagged READ_ONLY: there is no private copy), or,
+  // with `host_only`, is refused with use_remote so the caller copies it to
+  // the host over gRPC. A failed import is refused with use_remote too.
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, uint64_t version, bool read_only,
+                               bool host_only);
 
-  // Copies the held bytes into `destination` (any strides).
+  // Copies the held bytes into `destination` (any strides). Device versions
+  // are refused with use_remote (they go over gRPC).
   absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, uint64_t version,
                                        const DLTensor& destination);
 
@@ -41,14 +51,23 @@ class LocalHandoff {
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor, bool send_crc32c,
                                  Retention retention);
 
+  // A writer of host memory, or, with `device` set ({kDLCUDA, N}), of
+  // device memory on the server's device N imported into this process.
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       Retention retention);
+                                                       Retention retention,
+                                                       std::optional<DLDevice> device);
 
   const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
 
  private:
-  absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version);
+  absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version,
+                                                    bool host_only);
+  // Imports the device memory a new lease came with into `held`.
+  absl::Status ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
+  absl::StatusOr<std::unique_ptr<TensorWriter>> CreateOnDevice(uint64_t create_id, uint64_t size,
+                                                               const v1::CreateResponse& created,
+                                                               ScopedFd fd, DLDevice device);
 
   std::shared_ptr<HandoffConnection> connection_;
   Mutex mutex_;

@@ -34,7 +34,7 @@ Tensor::Tensor(TensorInfo info, std::shared_ptr<TensorMemory> memory)
   c.strides = c.info.strides;
   DLTensor tensor{};
   tensor.data = static_cast<uint8_t*>(c.memory->data()) + c.info.byte_offset;
-  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.device = c.memory->device();
   tensor.ndim = static_cast<int32_t>(c.shape.size());
   tensor.dtype = c.info.dtype;
   // Some consumers reject NULL shape/strides even for 0-d tensors.

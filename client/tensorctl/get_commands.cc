@@ -80,6 +80,9 @@ absl::Status RunGet(Client& client, const Invocation& invocation) {
   FetchOptions options;
   options.version = version;
   options.verify_crc32c = true;
+  // The bytes are written from this process: a device tensor must come as
+  // a host copy, not as an import of the server's device memory.
+  options.device_to_host = true;
   options.progress = progress.Callback();
   TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name, options));
   progress.Finish();

@@ -82,6 +82,9 @@ class PythonClient {
     options.version = VersionArgument(version);
     options.read_only = read_only;
     options.verify_crc32c = verify_crc32c;
+    // Python tensors are host memory (__dlpack_device__ is kDLCPU, buffer
+    // copies read data directly): a device tensor comes as a host copy.
+    options.device_to_host = true;
     absl::StatusOr<Tensor> tensor;
     {
       nb::gil_scoped_release released;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
+#include "service/transport/handoff_device_handle.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -71,6 +72,14 @@ absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
   TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
+  const bool on_device = IsDeviceLayout(lease->layout);
+  if (on_device && request.host_only()) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", lease->name, "' version ", lease->version, " is in ",
+        DeviceLabel(lease->layout.device),
+        " memory and the request asked for host bytes (host_only): the gRPC path copies it to "
+        "the host, use TransferPath::kRemote or kAuto")));
+  }
   InfoToProto(InfoOf(*lease), response.mutable_info());
   const auto& held = request.held_versions();
   if (std::find(held.begin(), held.end(), lease->version) != held.end()) {
@@ -81,19 +90,37 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
         "connection holds ", leases_.size(), " leases; the limit (--max-leases-per-client) is ",
         limits_.max_leases_per_connection));
   }
-  if (IsDeviceLayout(lease->layout)) {
-    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", lease->name, "' version ", lease->version, " is in ",
-        DeviceLabel(lease->layout.device),
-        " memory; local GPU handoff is not implemented yet, use TransferPath::kRemote")));
+  HeldLease held_lease;
+  if (on_device) {
+    // A 0-byte device version has no allocation: the lease alone describes it.
+    if (lease->device_memory != nullptr) {
+      TENSORD_ASSIGN_OR_RETURN(held_lease.device_export,
+                               ExportDevice(*lease->device_memory,
+                                            response.mutable_device_handle()));
+      fd = held_lease.device_export.fd.get();
+    }
+  } else {
+    fd = lease->buffer->fd();
+    response.set_mapping_bytes(lease->buffer->mapping_size());
   }
-  fd = lease->buffer->fd();
   uint64_t id = next_id_++;
   response.set_lease_id(id);
-  response.set_mapping_bytes(lease->buffer->mapping_size());
   metrics_.AddHandoffBytesSent(lease->total_bytes);
-  leases_.emplace(id, std::move(lease));
+  held_lease.lease = std::move(lease);
+  leases_.emplace(id, std::move(held_lease));
   return absl::OkStatus();
+}
+
+absl::StatusOr<ExportedHandle> HandoffSession::ExportDevice(const DeviceAllocation& allocation,
+                                                            v1::DeviceHandle* proto) {
+  DeviceBackend* backend = registry_.device_backend();
+  if (backend == nullptr) {
+    return absl::InternalError("a device allocation exists but the registry has no backend");
+  }
+  TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle,
+                           backend->Export(allocation, allocation.exportable_as()));
+  DeviceHandleToProto(handle, backend->name(), proto);
+  return handle;
 }
 
 absl::Status HandoffSession::Release(const v1::ReleaseRequest& request) {
@@ -112,20 +139,24 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_total_bytes(request.total_bytes());
   header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
-  if (IsDeviceLayout(put.layout)) {
-    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-        "create of '", put.name, "' asks for ", DeviceLabel(put.layout.device),
-        " memory; local GPU create is not implemented yet, put it with TransferPath::kRemote")));
-  }
+  // A device layout reserves against its device's budget and allocates on
+  // the device backend (Registry::Prepare); the producer imports it.
   PendingCreate create;
   TENSORD_ASSIGN_OR_RETURN(create.version, registry_.Prepare(std::move(put.name),
                                                              std::move(put.layout), put.total_bytes,
                                                              put.retention));
+  if (create.version.buffer != nullptr) {
+    fd = create.version.buffer->fd();
+    response.set_mapping_bytes(create.version.buffer->mapping_size());
+  } else if (create.version.device_memory != nullptr) {
+    TENSORD_ASSIGN_OR_RETURN(create.device_export,
+                             ExportDevice(*create.version.device_memory,
+                                          response.mutable_device_handle()));
+    fd = create.device_export.fd.get();
+  }
   create.deadline = now + limits_.create_timeout;
-  fd = create.version.buffer->fd();
   uint64_t id = next_id_++;
   response.set_create_id(id);
-  response.set_mapping_bytes(create.version.buffer->mapping_size());
   creates_.emplace(id, std::move(create));
   return absl::OkStatus();
 }

@@ -40,7 +40,9 @@ class HandoffSession {
 
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
-    int fd = -1;        // to pass along, owned by the session's lease/create
+    // To pass along (a memfd, or a device allocation's fd), owned by the
+    // session's lease/create.
+    int fd = -1;
   };
   // Answers one packet. Never fails: every error becomes a response with a
   // canonical code and a message naming the bad value.
@@ -54,8 +56,16 @@ class HandoffSession {
   const PeerCredentials& peer() const { return peer_; }
 
  private:
+  // A lease this connection holds and, for a device version, the export
+  // sent with it: its keepalive holds the device memory and its fd stays
+  // open until the lease ends.
+  struct HeldLease {
+    Lease lease;
+    ExportedHandle device_export;
+  };
   struct PendingCreate {
     PendingVersion version;
+    ExportedHandle device_export;  // device creates: what the producer imported
     absl::Time deadline;
   };
 
@@ -68,6 +78,9 @@ class HandoffSession {
   absl::Status Seal(const v1::SealRequest& request, v1::SealResponse& response);
   absl::Status Abort(const v1::AbortRequest& request);
   absl::Status Authenticate(const v1::AuthenticateRequest& request);
+  // Exports `allocation` for the client and describes it in `proto`.
+  absl::StatusOr<ExportedHandle> ExportDevice(const DeviceAllocation& allocation,
+                                              v1::DeviceHandle* proto);
 
   Registry& registry_;
   HandoffTokens& tokens_;
@@ -76,7 +89,7 @@ class HandoffSession {
   bool authorized_;
   ServiceMetrics& metrics_;
   uint64_t next_id_ = 1;
-  absl::flat_hash_map<uint64_t, Lease> leases_;
+  absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
 };
 

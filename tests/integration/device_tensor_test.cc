@@ -1,7 +1,7 @@
 // Device tensors through a real tensord with the simulated device backend
 // (--device-backend=simulated --simulated-devices=2): remote put into
-// cuda:N, fetch back as host bytes, per-device capacity, bad devices, and
-// the local handoff path refusing device tensors while kAuto falls back.
+// cuda:N, fetch back as host bytes, per-device capacity and bad devices.
+// The local handoff of device tensors is in device_handoff_test.cc.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,71 +201,6 @@ TEST(DeviceBackendSelectionTest, RealCudaRoundTripWhenAGpuIsPresent) {
   absl::StatusOr<Tensor> fetched = client->Fetch(name, Verified());
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_TRUE(BytesEqual(TensorBytes(*fetched).data(), TensorBytes(*fetched).size(), bytes));
-}
-
-// Local handoff maps host memfds; device tensors go over gRPC for now.
-class DeviceHandoffTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tensord-device-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    socket_dir_ = pattern;
-    server_ = StartServer({"--handoff-socket=" + socket_dir_ + "/handoff.sock",
-                           "--device-backend=simulated", "--simulated-devices=2"});
-    ASSERT_NE(server_, nullptr);
-  }
-  void TearDown() override {
-    server_.reset();
-    ::unlink((socket_dir_ + "/handoff.sock").c_str());
-    ::rmdir(socket_dir_.c_str());
-  }
-  std::unique_ptr<Client> Connect(TransferPath path) {
-    ClientOptions options;
-    options.path = path;
-    return ConnectClient(server_->address(), options);
-  }
-
-  std::string socket_dir_;
-  std::unique_ptr<ServerProcess> server_;
-};
-
-TEST_F(DeviceHandoffTest, LocalRefusesDeviceTensorsAndAutoFallsBackToRemote) {
-  std::unique_ptr<Client> automatic = Connect(TransferPath::kAuto);
-  std::unique_ptr<Client> local = Connect(TransferPath::kLocal);
-  ASSERT_NE(automatic, nullptr);
-  ASSERT_NE(local, nullptr);
-  const std::string name = TestTensorName("handoff");
-  const std::vector<uint8_t> bytes = PatternBytes(300'000, 9);
-  HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(bytes.size())}, bytes);
-
-  EXPECT_TRUE(StatusIs(local->Put(name, tensor.dl(), OnDevice(0)).status(),
-                       absl::StatusCode::kFailedPrecondition, "kRemote"));
-  absl::StatusOr<TensorInfo> put = automatic->Put(name, tensor.dl(), OnDevice(1));
-  ASSERT_TRUE(put.ok()) << put.status();
-  EXPECT_EQ(put->device.device_id, 1);
-
-  absl::Status refused = local->Fetch(name).status();
-  EXPECT_TRUE(StatusIs(refused, absl::StatusCode::kFailedPrecondition,
-                       "is in cuda:1 memory; local GPU handoff is not implemented yet, use "
-                       "TransferPath::kRemote"));
-  for (int attempt = 0; attempt < 2; ++attempt) {  // the local connection stays usable
-    absl::StatusOr<Tensor> fetched = automatic->Fetch(name, Verified());
-    ASSERT_TRUE(fetched.ok()) << fetched.status();
-    EXPECT_TRUE(BytesEqual(TensorBytes(*fetched).data(), TensorBytes(*fetched).size(), bytes));
-  }
-  std::vector<uint8_t> into(bytes.size());
-  HostTensor destination = CompactTensor(kU8, {static_cast<int64_t>(bytes.size())}, into);
-  DLTensor destination_dl = destination.dl();
-  ASSERT_TRUE(automatic->FetchInto(name, destination_dl).ok());
-  EXPECT_TRUE(BytesEqual(destination.storage.data(), destination.storage.size(), bytes));
-
-  // Host tensors still take the local path on the same connections.
-  const std::string host_name = TestTensorName("host");
-  ASSERT_TRUE(local->Put(host_name, tensor.dl()).ok());
-  absl::StatusOr<Tensor> host = local->Fetch(host_name);
-  ASSERT_TRUE(host.ok()) << host.status();
-  EXPECT_TRUE(BytesEqual(TensorBytes(*host).data(), TensorBytes(*host).size(), bytes));
-  ExpectServing(*automatic);
 }
 
 }  // namespace

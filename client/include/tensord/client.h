@@ -75,7 +75,10 @@ struct PutOptions {
   // this host tensor over gRPC and copied to the device there). The server
   // answers FAILED_PRECONDITION when it has no device backend and
   // INVALID_ARGUMENT for a device it lacks. Needs TransferPath kAuto or
-  // kRemote. Fetching such a tensor over gRPC returns host (kDLCPU) memory;
+  // kRemote (for a zero-copy device write on the server's host use Create
+  // with CreateOptions::device). Fetching such a tensor over the local
+  // handoff returns the server's device memory ({kDLCUDA, N}); over gRPC,
+  // or with FetchOptions::device_to_host, host (kDLCPU) memory.
   // TensorInfo::device says where the server holds it.
   std::optional<DLDevice> device;
   ProgressCallback progress;
@@ -93,12 +96,30 @@ struct FetchOptions {
   // Local handoff only: map the stored bytes shared and read-only (the
   // DLManagedTensorVersioned gets DLPACK_FLAG_BITMASK_READ_ONLY; a write
   // faults). By default the mapping is private copy-on-write: reads are
-  // zero-copy, a consumer's write changes only its own page.
+  // zero-copy, a consumer's write changes only its own page. Device
+  // tensors imported over the local handoff are always flagged read-only.
   bool read_only = false;
   // Check the received bytes against the server's CRC-32C (DATA_LOSS on
-  // mismatch). Costs one pass over the bytes.
+  // mismatch). Costs one pass over the bytes. Not applied to a device
+  // tensor returned as device memory (its bytes are not host-readable).
   bool verify_crc32c = false;
+  // For a tensor the server holds in device memory: return a host (kDLCPU)
+  // copy, made by the server over gRPC (with kLocal: FAILED_PRECONDITION),
+  // instead of the zero-copy import of its device memory that kAuto and
+  // kLocal give by default. No effect on host tensors.
+  bool device_to_host = false;
   ProgressCallback progress;
+};
+
+struct CreateOptions {
+  Retention retention = Retention::kDefault;
+  // Unset: the buffer is host memory (a memfd mapped here). {kDLCUDA, N}:
+  // device memory on device N of the server's device backend, charged to
+  // its --max-device-bytes (RESOURCE_EXHAUSTED naming the device and the
+  // bytes), imported into this process; TensorWriter::data() is then a
+  // device pointer (write it with cudaMemcpy or a kernel; with the simulated
+  // backend it is host memory).
+  std::optional<DLDevice> device;
 };
 
 struct ListResult {
@@ -110,14 +131,23 @@ struct ListResult {
 // A buffer in the server's memory being filled by this process (local
 // create/seal). Write the bytes through data(), then Seal() publishes them as
 // a new version; destroying an unsealed writer aborts the create.
+//
+// Device buffers: Seal publishes the device bytes as they are when it runs,
+// so the producer must first make its writes complete (synchronize the CUDA
+// stream it wrote on, e.g. cudaStreamSynchronize). Readers do not wait on
+// the producer's work: no CUDA IPC event is exchanged (not implemented).
 class TensorWriter {
  public:
   virtual ~TensorWriter() = default;
-  // Writable, 256-byte aligned; size() bytes (compact layout).
+  // Writable, 256-byte aligned; size() bytes (compact layout). A device
+  // pointer when device() is not kDLCPU.
   virtual void* data() = 0;
   virtual uint64_t size() const = 0;
-  // Unmaps the buffer and publishes it. With `send_crc32c` the server checks
-  // the bytes against a CRC-32C computed here first.
+  // Where data() points: {kDLCPU, 0}, or {kDLCUDA, N} for a device create.
+  virtual DLDevice device() const { return DLDevice{kDLCPU, 0}; }
+  // Unmaps (closes the import of) the buffer and publishes it. With
+  // `send_crc32c` the server checks the bytes against a CRC-32C computed
+  // here first.
   virtual absl::StatusOr<TensorInfo> Seal(bool send_crc32c = false) = 0;
 };
 
@@ -136,15 +166,25 @@ class Client {
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
                                  const PutOptions& options = {});
 
-  // The whole tensor, in memory of its own (256-byte aligned). Always host
-  // memory (kDLCPU): a tensor the server holds in device memory comes over
-  // gRPC (kAuto falls back from the local path, kLocal answers
-  // FAILED_PRECONDITION until local GPU handoff exists).
+  // The whole tensor. Host tensors: the server's memfd mapped here (local
+  // handoff) or a copy of its own (gRPC), 256-byte aligned.
+  // Device tensors over the local handoff (kAuto, kLocal): zero-copy, the
+  // server's device memory imported into this process (CUDA IPC; the
+  // simulated backend's memfd): the DLTensor's device is {kDLCUDA, N}, its
+  // data a device pointer, and the versioned struct is flagged READ_ONLY
+  // (it is the stored version itself; never write it). Imports are cached
+  // per process and shared by every Client; the deleter drops the import
+  // reference and ends the lease. When this process cannot import (e.g. no
+  // CUDA here), kAuto copies over gRPC and kLocal answers with the reason.
+  // Over gRPC, or with FetchOptions::device_to_host, a device tensor comes
+  // back as host memory (kDLCPU).
   absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {});
 
   // Fills memory the caller owns (inference workers preallocate). dtype and
   // shape must match the stored tensor (INVALID_ARGUMENT naming both);
-  // `destination` may have any strides and byte_offset.
+  // `destination` may have any strides and byte_offset. `destination` is
+  // host memory; a device tensor is copied over gRPC (kLocal:
+  // FAILED_PRECONDITION).
   absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
                                        const FetchOptions& options = {});
 
@@ -171,6 +211,10 @@ class Client {
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
                                                        Retention retention = Retention::kDefault);
+  // The same, in host or (CreateOptions::device) device memory.
+  absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
+                                                       std::span<const int64_t> shape,
+                                                       const CreateOptions& options);
 
   // Admin: makes the server write its durable tensors to its --snapshot-dir
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is

@@ -39,6 +39,9 @@ class TensorMemory {
   virtual bool read_only() const = 0;
   // True when the bytes are the consumer's own copy, not the server's.
   virtual bool is_copy() const = 0;
+  // Where data() points: host memory unless the bytes are an import of the
+  // server's device memory ({kDLCUDA, id}; data() is then a device pointer).
+  virtual DLDevice device() const { return DLDevice{kDLCPU, 0}; }
 };
 
 // A fetched tensor. Move-only. It can be used in place through dl_tensor(), or
@@ -48,7 +51,9 @@ class TensorMemory {
 //
 // What the DLTensor looks like: `data` points at element [0, ..., 0] and is
 // never NULL (even for zero-size tensors), `byte_offset` is 0, `strides` is
-// always filled, `shape`/`strides` live as long as the tensor.
+// always filled, `shape`/`strides` live as long as the tensor. `device` is
+// {kDLCPU, 0}, or {kDLCUDA, id} for a device tensor fetched over the local
+// handoff (then `data` is a device pointer into the server's allocation).
 class Tensor {
  public:
   Tensor() = default;

@@ -1,0 +1,88 @@
+#include "client/src/device_import_cache.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/status_macros.h"
+
+namespace tensord {
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> DeviceImportCache::DefaultImporter(
+    absl::string_view backend) {
+  if (backend == "simulated") {
+    SimulatedBackendOptions options;
+    options.device_count = kSimulatedImporterDevices;
+    return CreateSimulatedBackend(options);
+  }
+  if (backend == "cuda") {
+    absl::StatusOr<std::unique_ptr<DeviceBackend>> cuda = CreateCudaBackend();
+    if (!cuda.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "the server keeps this tensor on its cuda backend, but this process cannot import "
+          "CUDA IPC handles: ",
+          cuda.status().message()));
+    }
+    return cuda;
+  }
+  return absl::UnavailableError(absl::StrCat("the server's device backend '", backend,
+                                             "' is unknown to this client (known: cuda, simulated)"));
+}
+
+DeviceImportCache& DeviceImportCache::Process() {
+  // Never destroyed: tensors handed to DLPack consumers may be freed by
+  // exit-time destructors after static destruction began.
+  static DeviceImportCache* cache = new DeviceImportCache();
+  return *cache;
+}
+
+absl::StatusOr<DeviceBackend*> DeviceImportCache::Importer(absl::string_view backend) {
+  MutexLock lock(&mutex_);
+  auto it = importers_.find(backend);
+  if (it == importers_.end()) it = importers_.emplace(std::string(backend), factory_(backend)).first;
+  if (!it->second.ok()) return it->second.status();
+  return it->second->get();
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceMemory>> DeviceImportCache::Import(
+    absl::string_view server, absl::string_view backend, const ExportedHandle& handle,
+    uint64_t version) {
+  TENSORD_ASSIGN_OR_RETURN(DeviceBackend * importer, Importer(backend));
+  // Legacy handles are keyed by their bytes: the once-per-process rule is
+  // per handle. The server's identity keeps two servers apart.
+  std::string key = absl::StrCat(server, "|", backend, "|", HandleKindName(handle.kind), "|",
+                                 handle.kind == HandleKind::kLegacyIpc
+                                     ? handle.bytes
+                                     : absl::StrCat("version ", version));
+  MutexLock lock(&mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    // Opened under the lock: a concurrent Import of the same handle waits
+    // here rather than opening it a second time (which CUDA refuses).
+    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> memory, importer->Import(handle));
+    ++imports_opened_;
+    it = entries_.emplace(key, Entry{.memory = std::move(memory)}).first;
+  }
+  ++it->second.references;
+  // Each caller gets its own pointer whose deleter drops one reference.
+  return std::shared_ptr<const DeviceMemory>(
+      it->second.memory.get(), [this, key = std::move(key)](const DeviceMemory*) { Release(key); });
+}
+
+void DeviceImportCache::Release(const std::string& key) {
+  MutexLock lock(&mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  if (--it->second.references == 0) entries_.erase(it);  // closes the import
+}
+
+size_t DeviceImportCache::open_imports() const {
+  MutexLock lock(&mutex_);
+  return entries_.size();
+}
+
+uint64_t DeviceImportCache::imports_opened() const {
+  MutexLock lock(&mutex_);
+  return imports_opened_;
+}
+
+}  // namespace tensord

@@ -95,6 +95,21 @@ void HostBuffer::Unmap() {
   data_ = size_ == 0 ? EmptyData() : nullptr;
 }
 
+absl::Status HostBuffer::AllocatePages() {
+  if (sealed_) return absl::FailedPreconditionError("allocate pages of a sealed buffer");
+  // hugetlbfs pages were reserved by the writable mapping at Create.
+  if (size_ == 0 || huge_pages_) return absl::OkStatus();
+  if (::fallocate(fd_.get(), 0, 0, static_cast<off_t>(mapping_size_)) != 0) {
+    if (errno == ENOSPC || errno == ENOMEM) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no memory for ", mapping_size_, " bytes of tensor pages (fallocate: ",
+          std::strerror(errno), ")"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("fallocate(memfd, ", mapping_size_, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HostBuffer::Write(uint64_t offset, const void* bytes, uint64_t size) {
   const std::span<const uint8_t> piece(static_cast<const uint8_t*>(bytes), size);
   return Write(offset, std::span<const std::span<const uint8_t>>(&piece, 1));

@@ -43,6 +43,13 @@ class HostBuffer {
   absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces);
   absl::Status Write(uint64_t offset, const void* bytes, uint64_t size);
 
+  // Allocates every page now (fallocate), before another process maps the
+  // memfd: pages are charged to the memory cgroup of the process that
+  // first allocates them, so a local producer filling a Create buffer would
+  // otherwise carry tensord's memory (and could be OOM-killed for it).
+  // RESOURCE_EXHAUSTED when the kernel has no memory for them.
+  absl::Status AllocatePages();
+
   // The bytes: valid once sealed (nullptr before, except for size 0); never
   // nullptr once sealed, even for size 0; page aligned.
   const uint8_t* data() const { return data_; }

@@ -146,6 +146,8 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
                                                              std::move(put.layout), put.total_bytes,
                                                              put.retention));
   if (create.version.buffer != nullptr) {
+    // Charged to tensord's memory, not to the producer that writes them.
+    TENSORD_RETURN_IF_ERROR(create.version.buffer->AllocatePages());
     fd = create.version.buffer->fd();
     response.set_mapping_bytes(create.version.buffer->mapping_size());
   } else if (create.version.device_memory != nullptr) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,22 @@ TEST(HostBufferTest, PiecewiseWritesLandInOrderAndUnwrittenBytesAreZero) {
         i >= offset && i < offset + source.size() ? source[i - offset] : uint8_t{0};
     ASSERT_EQ(data[i], expected) << "byte " << i;
   }
+}
+
+TEST(HostBufferTest, AllocatePagesBacksEveryPageBeforeAnyWrite) {
+  constexpr uint64_t kSize = 64 * 4096 + 1;
+  auto buffer = HostBuffer::Create(kSize, "allocated");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  struct stat before{};
+  ASSERT_EQ(fstat((*buffer)->fd(), &before), 0);
+  EXPECT_EQ(before.st_blocks, 0);  // nothing allocated until written
+  ASSERT_TRUE((*buffer)->AllocatePages().ok());
+  struct stat after{};
+  ASSERT_EQ(fstat((*buffer)->fd(), &after), 0);
+  EXPECT_GE(static_cast<uint64_t>(after.st_blocks) * 512, kSize);
+  ASSERT_TRUE((*buffer)->Seal().ok());
+  EXPECT_EQ((*buffer)->AllocatePages().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*buffer)->data()[kSize - 1], 0);
 }
 
 TEST(HostBufferTest, ZeroSizeHasValidPointer) {

@@ -38,6 +38,40 @@ absl::StatusOr<DeviceCopyLink> OpenDeviceCopyLink(DeviceBackend& backend, uint64
   return link;
 }
 
+// A local fetch of a device tensor timed up to the returned tensor: its
+// device and size are checked, and on the simulated backend (host memory)
+// its bytes at spot offsets too; the release is not timed.
+absl::StatusOr<double> TimedLocalDeviceFetch(Client& client, const std::string& name,
+                                             uint64_t version, uint64_t bytes,
+                                             bool simulated) {
+  FetchOptions options;
+  options.version = version;
+  const Clock::time_point start = Clock::now();
+  TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name, options));
+  const double seconds = SecondsSince(start);
+  if (tensor.dl_tensor().device.device_type != kDLCUDA || tensor.data_bytes() != bytes) {
+    return absl::DataLossError(absl::StrCat("local fetch of device tensor ", name, " gave ",
+                                            tensor.data_bytes(), " bytes on device type ",
+                                            tensor.dl_tensor().device.device_type));
+  }
+  if (simulated) {
+    TENSORD_RETURN_IF_ERROR(CheckPattern(tensor.dl_tensor().data, bytes, kPatternSeed,
+                                         absl::StrCat("local fetch of device tensor ", name)));
+  }
+  return seconds;
+}
+
+void AddLatencyRow(const BenchEnv& env, const std::string& name, uint64_t bytes,
+                   const std::vector<double>& samples, std::string note) {
+  env.report.Add({.section = kDeviceSection,
+                  .name = name,
+                  .bytes = bytes,
+                  .value = Median(samples) * 1e6,
+                  .unit = "us",
+                  .note = absl::StrFormat("median of %d, p99 %.1f us; %s", samples.size(),
+                                          Percentile(samples, 99) * 1e6, note)});
+}
+
 void AddRow(const BenchEnv& env, const std::string& name, uint64_t bytes,
             const std::vector<double>& samples, std::optional<double> baseline_gbps,
             const std::string& baseline, std::string note) {
@@ -81,6 +115,11 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
   }
   std::unique_ptr<DeviceBackend> backend = OpenBaselineBackend(env.device_backend);
 
+  // Local GPU handoff (lease, IPC handle or VMM fd over the handoff socket,
+  // import once per process) when this host can reach the socket.
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> local_client,
+                           ConnectClient(env, TransferPath::kAuto));
+  const bool simulated = env.device_backend == "simulated";
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<RawTcpLink> link,
                            RawTcpLink::Open(env.source, env.destination));
   for (uint64_t bytes : env.config.device_sizes) {
@@ -178,6 +217,27 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
     AddRow(env, "put into device memory", bytes, samples[kPut], raw_gbps, kRawTcp,
            absl::StrCat("H2D staged on the server",
                         versus(samples[kPut], h2d_gbps, "host-to-device")));
+    if (local_client->local()) {
+      TENSORD_ASSIGN_OR_RETURN(TensorInfo latest, client->Stat(name));
+      const uint64_t version = latest.version;
+      TENSORD_ASSIGN_OR_RETURN(
+          std::vector<double> cold,
+          Repeat(env.config.latency_policy, [&] {
+            return TimedLocalDeviceFetch(*local_client, name, version, bytes, simulated);
+          }));
+      AddLatencyRow(env, "local handoff, cold", bytes, cold,
+                    "no tensor of the version alive: lease + IPC handle/fd + import");
+      FetchOptions at_version;
+      at_version.version = version;
+      TENSORD_ASSIGN_OR_RETURN(Tensor keeper, local_client->Fetch(name, at_version));
+      TENSORD_ASSIGN_OR_RETURN(
+          std::vector<double> cached,
+          Repeat(env.config.latency_policy, [&] {
+            return TimedLocalDeviceFetch(*local_client, name, version, bytes, simulated);
+          }));
+      AddLatencyRow(env, "local handoff, cached", bytes, cached,
+                    "version held: no round trip, the process's one import");
+    }
     // What the last put stored must be the source, byte for byte.
     TENSORD_ASSIGN_OR_RETURN(TensorInfo stored, client->Stat(name));
     if (stored.crc32c != Crc32c(env.source.data(), bytes)) {

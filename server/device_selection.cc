@@ -26,6 +26,7 @@ absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
     SimulatedBackendOptions options;
     options.device_count = selection.simulated_devices;
     options.bytes_per_device = selection.max_device_bytes;
+    options.posix_fd_supported = !selection.simulated_legacy_ipc_only;
     return std::shared_ptr<DeviceBackend>(CreateSimulatedBackend(options));
   }
   if (choice != "cuda" && choice != "auto") {

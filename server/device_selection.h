@@ -15,6 +15,8 @@ struct DeviceSelection {
   // "auto", "cuda", "simulated" or "none".
   std::string backend = "auto";
   int simulated_devices = 1;
+  // Simulated devices without kPosixFd (VMM) handles.
+  bool simulated_legacy_ipc_only = false;
   // Per-device capacity; also the size of each simulated device.
   uint64_t max_device_bytes = uint64_t{8} << 30;
 };

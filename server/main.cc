@@ -141,6 +141,10 @@ ABSL_FLAG(std::string, device_backend, "auto",
           "tests), none (host tensors only). Env: TENSORD_DEVICE_BACKEND.");
 ABSL_FLAG(int32_t, simulated_devices, 1,
           "Devices of --device-backend=simulated (1..64). Env: TENSORD_SIMULATED_DEVICES.");
+ABSL_FLAG(bool, simulated_legacy_ipc_only, false,
+          "Simulated devices offer legacy IPC handles only, as CUDA drivers without VMM "
+          "file-descriptor support do (tests that fallback). Env: "
+          "TENSORD_SIMULATED_LEGACY_IPC_ONLY.");
 ABSL_FLAG(ByteSizeFlag, max_device_bytes, ByteSizeFlag{uint64_t{8} << 30},
           "Device memory the tensor versions on each device may hold together (e.g. 8GiB); "
           "device puts beyond it get RESOURCE_EXHAUSTED. Env: TENSORD_MAX_DEVICE_BYTES.");
@@ -159,7 +163,7 @@ std::vector<std::string> ArgumentsFromEnvironment() {
       "tls_client_ca", "allow_insecure_remote", "tokens_file", "max_concurrent_streams",
       "stream_idle_timeout", "snapshot_dir", "snapshot_ignore_corrupt",
       "eviction_high_watermark", "eviction_low_watermark", "device_backend",
-      "simulated_devices", "max_device_bytes"};
+      "simulated_devices", "simulated_legacy_ipc_only", "max_device_bytes"};
   std::vector<std::string> arguments;
   for (const char* flag : kFlags) {
     std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
@@ -346,6 +350,7 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<DeviceBackend>> device_backend = SelectDeviceBackend(
       DeviceSelection{.backend = absl::GetFlag(FLAGS_device_backend),
                       .simulated_devices = absl::GetFlag(FLAGS_simulated_devices),
+                      .simulated_legacy_ipc_only = absl::GetFlag(FLAGS_simulated_legacy_ipc_only),
                       .max_device_bytes = options.registry.max_device_bytes});
   if (!device_backend.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(device_backend.status().message()).c_str());

@@ -38,7 +38,13 @@ DeviceImportCache& DeviceImportCache::Process() {
 absl::StatusOr<DeviceBackend*> DeviceImportCache::Importer(absl::string_view backend) {
   MutexLock lock(&mutex_);
   auto it = importers_.find(backend);
-  if (it == importers_.end()) it = importers_.emplace(std::string(backend), factory_(backend)).first;
+  if (it == importers_.end()) {
+    absl::StatusOr<std::unique_ptr<DeviceBackend>> made = factory_(backend);
+    // Only the known names are remembered, failures included: a server
+    // cannot grow this map by naming backends.
+    if (!made.ok() && backend != "cuda" && backend != "simulated") return made.status();
+    it = importers_.emplace(std::string(backend), std::move(made)).first;
+  }
   if (!it->second.ok()) return it->second.status();
   return it->second->get();
 }
@@ -61,6 +67,14 @@ absl::StatusOr<std::shared_ptr<const DeviceMemory>> DeviceImportCache::Import(
     TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> memory, importer->Import(handle));
     ++imports_opened_;
     it = entries_.emplace(key, Entry{.memory = std::move(memory)}).first;
+  }
+  // A hit must be the very allocation the handle describes.
+  const DeviceMemory& open = *it->second.memory;
+  if (open.device() != handle.device || open.size() != handle.size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the cached import for this handle covers ", open.size(), " bytes on device ",
+        open.device(), ", but the handle describes ", handle.size, " bytes on device ",
+        handle.device));
   }
   ++it->second.references;
   // Each caller gets its own pointer whose deleter drops one reference.

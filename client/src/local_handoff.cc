@@ -291,9 +291,12 @@ absl::Status LocalHandoff::ImportDevice(HeldVersion& held, const v1::AcquireResp
           handle.device, ", not the tensor's ", info.total_bytes, " bytes on cuda:",
           info.device.device_id));
     }
-    return DeviceImportCache::Process().Import(connection_->server_identity(),
-                                               acquired.device_handle().backend(), handle,
-                                               info.version);
+    // The instance keeps a restarted server (same socket, maybe the same
+    // pid, version numbers again from 1) apart from its predecessor.
+    return DeviceImportCache::Process().Import(
+        absl::StrCat(connection_->server_identity(), "#",
+                     acquired.device_handle().server_instance()),
+        acquired.device_handle().backend(), handle, info.version);
   }();
   if (!imported.ok()) {
     // kAuto still gets the bytes, over gRPC; kLocal reports why.

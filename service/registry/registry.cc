@@ -104,9 +104,16 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
   TENSORD_ASSIGN_OR_RETURN(pending.reservation,
                            device_capacity_[layout.device.device_id]->Reserve(total_bytes));
   if (total_bytes > 0) {
+    // VMM (POSIX fd) when the driver offers it: an importer's mapping holds
+    // the physical memory, so a version freed here (lease ended, connection
+    // dropped, create reclaimed) can never be reused under a process that
+    // still maps it. Legacy IPC gives no such guarantee (docs/gpu.md).
+    const int device = layout.device.device_id;
+    const HandleKind kind = options_.device_backend->SupportsHandleKind(device, HandleKind::kPosixFd)
+                                ? HandleKind::kPosixFd
+                                : HandleKind::kLegacyIpc;
     TENSORD_ASSIGN_OR_RETURN(pending.device_memory,
-                             options_.device_backend->Allocate(layout.device.device_id,
-                                                               total_bytes, HandleKind::kLegacyIpc));
+                             options_.device_backend->Allocate(device, total_bytes, kind));
   }
   pending.retention = retention;
   pending.name = std::move(name);

@@ -1,5 +1,7 @@
 #include "service/transport/handoff_device_handle.h"
 
+#include <random>
+
 #include <string>
 #include <utility>
 
@@ -7,9 +9,18 @@
 
 namespace tensord {
 
+uint64_t ServerInstance() {
+  static const uint64_t instance = [] {
+    std::random_device device;
+    return (uint64_t{device()} << 32) ^ device();
+  }();
+  return instance;
+}
+
 void DeviceHandleToProto(const ExportedHandle& handle, absl::string_view backend,
                          v1::DeviceHandle* proto) {
   proto->set_backend(std::string(backend));
+  proto->set_server_instance(ServerInstance());
   proto->set_kind(handle.kind == HandleKind::kPosixFd ? v1::DEVICE_HANDLE_KIND_POSIX_FD
                                                       : v1::DEVICE_HANDLE_KIND_LEGACY_IPC);
   proto->set_device(handle.device);

@@ -12,6 +12,9 @@
 
 namespace tensord {
 
+// This server process's random instance number (DeviceHandle.server_instance).
+uint64_t ServerInstance();
+
 // Describes `handle` (exported by the backend named `backend`) for the
 // wire. The fd and the keepalive are not part of it: the session sends
 // the fd as SCM_RIGHTS and keeps the keepalive with its lease or create.

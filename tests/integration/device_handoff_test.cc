@@ -83,7 +83,10 @@ CreateOptions CreateOnDevice(int device) {
   while (true) ::pause();
 }
 
-class DeviceHandoffTest : public ::testing::Test {
+// Parameter: whether the simulated devices offer legacy IPC handles only
+// (drivers without VMM fd support); otherwise allocations are VMM (POSIX
+// fd), which the registry prefers.
+class DeviceHandoffTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override { StartServer({}); }
 
@@ -99,6 +102,7 @@ class DeviceHandoffTest : public ::testing::Test {
     ServerProcessOptions options;
     options.flags = {"--handoff-socket=" + socket_path_, "--device-backend=simulated",
                      "--simulated-devices=2", "--max-device-bytes=8MiB"};
+    if (GetParam()) options.flags.push_back("--simulated-legacy-ipc-only");
     for (std::string& flag : extra_flags) options.flags.push_back(std::move(flag));
     absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -201,7 +205,7 @@ class DeviceHandoffTest : public ::testing::Test {
   std::unique_ptr<Client> remote_;
 };
 
-TEST_F(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {
+TEST_P(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {
   const std::string name = TestTensorName("weights");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 300'001, 1, /*device=*/1);
   std::unique_ptr<Client> automatic = Connect(TransferPath::kAuto);
@@ -226,7 +230,7 @@ TEST_F(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {
   }
 }
 
-TEST_F(DeviceHandoffTest, RepeatedFetchesReuseOneImport) {
+TEST_P(DeviceHandoffTest, RepeatedFetchesReuseOneImport) {
   const std::string name = TestTensorName("cached");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 64 * 1024, 2, 0);
   DeviceImportCache& cache = DeviceImportCache::Process();
@@ -259,7 +263,7 @@ TEST_F(DeviceHandoffTest, RepeatedFetchesReuseOneImport) {
   EXPECT_TRUE(BytesEqual(again->dl_tensor().data, again->data_bytes(), bytes));
 }
 
-TEST_F(DeviceHandoffTest, TwoClientsInOneProcessShareTheImport) {
+TEST_P(DeviceHandoffTest, TwoClientsInOneProcessShareTheImport) {
   const std::string name = TestTensorName("shared");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 1 << 20, 3, 1);
   std::unique_ptr<Client> other = Connect(TransferPath::kLocal);
@@ -285,7 +289,7 @@ TEST_F(DeviceHandoffTest, TwoClientsInOneProcessShareTheImport) {
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 
-TEST_F(DeviceHandoffTest, ConcurrentFetchesFromTwoClientsShareOneImport) {
+TEST_P(DeviceHandoffTest, ConcurrentFetchesFromTwoClientsShareOneImport) {
   const std::string name = TestTensorName("concurrent");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 256 * 1024, 12, 0);
   std::unique_ptr<Client> other = Connect(TransferPath::kLocal);
@@ -316,7 +320,7 @@ TEST_F(DeviceHandoffTest, ConcurrentFetchesFromTwoClientsShareOneImport) {
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 
-TEST_F(DeviceHandoffTest, LeaseEndsWhenTheTensorIsDeleted) {
+TEST_P(DeviceHandoffTest, LeaseEndsWhenTheTensorIsDeleted) {
   const std::string name = TestTensorName("lease");
   PutOnDevice(name, 4096, 4, 0);
   absl::StatusOr<Tensor> fetched = local_->Fetch(name);
@@ -328,7 +332,7 @@ TEST_F(DeviceHandoffTest, LeaseEndsWhenTheTensorIsDeleted) {
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 
-TEST_F(DeviceHandoffTest, KilledChildReleasesItsDeviceLease) {
+TEST_P(DeviceHandoffTest, KilledChildReleasesItsDeviceLease) {
   const std::string name = TestTensorName("killed");
   PutOnDevice(name, 128 * 1024, 5, 1);
   v1::HandoffRequest request;
@@ -341,7 +345,7 @@ TEST_F(DeviceHandoffTest, KilledChildReleasesItsDeviceLease) {
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 
-TEST_F(DeviceHandoffTest, DeleteWhileLeasedKeepsTheDeviceMemoryUntilRelease) {
+TEST_P(DeviceHandoffTest, DeleteWhileLeasedKeepsTheDeviceMemoryUntilRelease) {
   const std::string name = TestTensorName("deleted");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 4 << 20, 6, 0);
   absl::StatusOr<Tensor> fetched = local_->Fetch(name);
@@ -358,7 +362,7 @@ TEST_F(DeviceHandoffTest, DeleteWhileLeasedKeepsTheDeviceMemoryUntilRelease) {
   EXPECT_EQ(remote_->Stat(name, version).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(DeviceHandoffTest, EmptyDeviceTensorNeedsNoImport) {
+TEST_P(DeviceHandoffTest, EmptyDeviceTensorNeedsNoImport) {
   const std::string name = TestTensorName("empty");
   PutOnDevice(name, 0, 7, 1);
   const uint64_t opened_before = DeviceImportCache::Process().imports_opened();
@@ -370,7 +374,7 @@ TEST_F(DeviceHandoffTest, EmptyDeviceTensorNeedsNoImport) {
   EXPECT_EQ(DeviceImportCache::Process().imports_opened(), opened_before);
 }
 
-TEST_F(DeviceHandoffTest, DeviceToHostGivesAHostCopy) {
+TEST_P(DeviceHandoffTest, DeviceToHostGivesAHostCopy) {
   const std::string name = TestTensorName("to_host");
   const std::vector<uint8_t> bytes = PutOnDevice(name, 200'000, 8, 1);
   std::unique_ptr<Client> automatic = Connect(TransferPath::kAuto);
@@ -411,7 +415,7 @@ TEST_F(DeviceHandoffTest, DeviceToHostGivesAHostCopy) {
   EXPECT_TRUE(absl::StrContains(MapsLineOf(mapped->dl_tensor().data), "memfd:tensord:"));
 }
 
-TEST_F(DeviceHandoffTest, DeviceCreateSealPublishesWhatWasWritten) {
+TEST_P(DeviceHandoffTest, DeviceCreateSealPublishesWhatWasWritten) {
   const std::string name = TestTensorName("made");
   const std::vector<int64_t> shape = {128, 64};
   const uint64_t size = 128 * 64 * 4;
@@ -444,7 +448,7 @@ TEST_F(DeviceHandoffTest, DeviceCreateSealPublishesWhatWasWritten) {
   }
 }
 
-TEST_F(DeviceHandoffTest, DeviceCreateBeyondCapacityIsRefusedByDeviceAndBytes) {
+TEST_P(DeviceHandoffTest, DeviceCreateBeyondCapacityIsRefusedByDeviceAndBytes) {
   const std::string name = TestTensorName("too_big");
   const int64_t nine_mib = 9 << 20;
   absl::StatusOr<std::unique_ptr<TensorWriter>> refused =
@@ -461,7 +465,7 @@ TEST_F(DeviceHandoffTest, DeviceCreateBeyondCapacityIsRefusedByDeviceAndBytes) {
   ASSERT_TRUE(fits.ok()) << fits.status();
 }
 
-TEST_F(DeviceHandoffTest, AbandonedDeviceCreatePublishesNothingAndFreesItsBytes) {
+TEST_P(DeviceHandoffTest, AbandonedDeviceCreatePublishesNothingAndFreesItsBytes) {
   const std::string name = TestTensorName("abandoned");
   {
     absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
@@ -493,7 +497,7 @@ TEST_F(DeviceHandoffTest, AbandonedDeviceCreatePublishesNothingAndFreesItsBytes)
   EXPECT_EQ(remote_->Stat(name).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(DeviceHandoffTest, DeviceCreateNeverSealedIsReclaimedAfterTheTimeout) {
+TEST_P(DeviceHandoffTest, DeviceCreateNeverSealedIsReclaimedAfterTheTimeout) {
   StartServer({"--create-timeout=1s"});
   const std::string name = TestTensorName("slow");
   absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
@@ -505,7 +509,7 @@ TEST_F(DeviceHandoffTest, DeviceCreateNeverSealedIsReclaimedAfterTheTimeout) {
   EXPECT_EQ(remote_->Stat(name).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(DeviceHandoffTest, HostPutsOnlyGoToDevicesOverGrpc) {
+TEST_P(DeviceHandoffTest, HostPutsOnlyGoToDevicesOverGrpc) {
   const std::string name = TestTensorName("put");
   HostTensor tensor = CompactTensor(kU8, {1000}, PatternBytes(1000, 10));
   EXPECT_TRUE(StatusIs(local_->Put(name, tensor.dl(), OnDevice(0)).status(),
@@ -518,6 +522,11 @@ TEST_F(DeviceHandoffTest, HostPutsOnlyGoToDevicesOverGrpc) {
 }
 
 // The same handoff against a real GPU; skipped without one.
+INSTANTIATE_TEST_SUITE_P(HandleKinds, DeviceHandoffTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "legacy_ipc" : "posix_fd";
+                         });
+
 TEST(DeviceHandoffCudaTest, LocalFetchAndCreateOnARealGpu) {
   char pattern[] = "/tmp/tensord-cuda-handoff-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);

@@ -1,6 +1,7 @@
 #include "service/device/cuda_api.h"
 
 #include "absl/strings/str_cat.h"
+#include "service/common/log.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
@@ -77,7 +78,9 @@ absl::Status CudaRuntimeStatus(cudaError_t error, absl::string_view call) {
       return absl::UnimplementedError(message);
     case cudaErrorNotPermitted:
       return absl::PermissionDeniedError(message);
-    // A second open of a legacy IPC handle, or an open in the exporting process.
+    // An open of a legacy IPC handle in its exporting process, or a mapping the
+    // driver could not make. (A second open in the same context is not an
+    // error: CUDA counts a reference and returns the same pointer.)
     case cudaErrorAlreadyMapped:
     case cudaErrorDeviceUninitialized:
     case cudaErrorMapBufferObjectFailed:
@@ -118,6 +121,26 @@ absl::Status CudaDriverStatus(const CudaDriverApi& api, CUresult result, absl::s
     default:
       return absl::InternalError(message);
   }
+}
+
+ScopedCudaDevice::~ScopedCudaDevice() {
+  if (!restore_to_.has_value()) return;
+  absl::Status status = CudaRuntimeStatus(cudaSetDevice(*restore_to_),
+                                          absl::StrCat("cudaSetDevice(", *restore_to_, ")"));
+  if (!status.ok()) {
+    Log(LogLevel::kWarning, "cuda_restore_device_failed", {{"error", status.message()}});
+  }
+}
+
+absl::Status ScopedCudaDevice::Enter(int device) {
+  int previous = 0;
+  const bool saved = cudaGetDevice(&previous) == cudaSuccess;
+  // Skipping the no-op set also avoids a restore that could fail.
+  if (saved && previous == device) return absl::OkStatus();
+  TENSORD_RETURN_IF_ERROR(
+      CudaRuntimeStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")")));
+  if (saved) restore_to_ = previous;
+  return absl::OkStatus();
 }
 
 }  // namespace tensord

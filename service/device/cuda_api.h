@@ -13,6 +13,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -50,6 +52,29 @@ struct CudaDriverApi {
 absl::Status CudaRuntimeStatus(cudaError_t error, absl::string_view call);
 // The same for a driver-API result, with cuGetErrorName/cuGetErrorString.
 absl::Status CudaDriverStatus(const CudaDriverApi& api, CUresult result, absl::string_view call);
+
+// Makes a device current on the calling thread for one scope and gives the
+// thread its previous device back on destruction. The backend runs on its
+// callers' threads (copies, and DLPack deleters on arbitrary user threads
+// that free or close memory): a thread working on cuda:1 that touches a
+// cuda:0 tensor must still be on cuda:1 afterwards. When the previous device
+// cannot be read, nothing is restored; a failed restore is logged.
+//
+//   ScopedCudaDevice on_device;
+//   TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
+class ScopedCudaDevice {
+ public:
+  ScopedCudaDevice() = default;
+  ~ScopedCudaDevice();
+  ScopedCudaDevice(const ScopedCudaDevice&) = delete;
+  ScopedCudaDevice& operator=(const ScopedCudaDevice&) = delete;
+
+  // cudaSetDevice(device), unless it is already current. Call at most once.
+  absl::Status Enter(int device);
+
+ private:
+  std::optional<int> restore_to_;  // set only when Enter changed the device
+};
 
 }  // namespace tensord
 

@@ -7,7 +7,8 @@
 // kPosixFd allocations come from VMM (cuMemCreate with a POSIX-fd handle type,
 // mapped with cuMemAddressReserve/cuMemMap/cuMemSetAccess) and travel as the
 // fd of cuMemExportToShareableHandle. Every resource is released in reverse
-// order of acquisition by an RAII owner.
+// order of acquisition by an RAII owner. Every call that needs a current
+// device runs under a ScopedCudaDevice, so the caller's thread keeps its own.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -37,10 +38,6 @@ struct CudaShared {
 // Cleanup paths cannot return errors: log them.
 void LogIfError(const absl::Status& status) {
   if (!status.ok()) Log(LogLevel::kWarning, "cuda_release_failed", {{"error", status.message()}});
-}
-
-absl::Status SetDevice(int device) {
-  return CudaRuntimeStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
 }
 
 CUmemAllocationProp VmmProperties(int device) {
@@ -136,9 +133,12 @@ struct CudaBlock {
     return malloc_pointer != nullptr ? reinterpret_cast<uintptr_t>(malloc_pointer)
                                      : vmm_mapping->address();
   }
+  // Runs wherever the last owner is dropped, often a DLPack deleter on a user
+  // thread.
   ~CudaBlock() {
+    ScopedCudaDevice on_device;
+    LogIfError(on_device.Enter(device));
     if (malloc_pointer != nullptr) {
-      LogIfError(SetDevice(device));
       LogIfError(CudaRuntimeStatus(cudaFree(malloc_pointer), "cudaFree"));
     }
     vmm_mapping.reset();
@@ -157,19 +157,39 @@ class CudaAllocation final : public DeviceAllocation {
   std::shared_ptr<CudaBlock> block_;
 };
 
-class CudaLegacyImport final : public ImportedMemory {
+// What cudaIpcOpenMemHandle returned: the whole exported allocation, mapped
+// on `device`. Closed on destruction, which may run in a DLPack deleter on
+// any thread.
+class LegacyIpcMapping {
  public:
-  CudaLegacyImport(int device, void* base, uint64_t offset, uint64_t size)
-      : ImportedMemory(device, reinterpret_cast<uintptr_t>(base) + offset, size,
-                       HandleKind::kLegacyIpc),
-        base_(base) {}
-  ~CudaLegacyImport() override {
-    LogIfError(SetDevice(device()));
-    LogIfError(CudaRuntimeStatus(cudaIpcCloseMemHandle(base_), "cudaIpcCloseMemHandle"));
+  LegacyIpcMapping(int device, void* base) : device_(device), base_(base) {}
+  ~LegacyIpcMapping() {
+    ScopedCudaDevice on_device;
+    LogIfError(on_device.Enter(device_));
+    LogIfError(CudaRuntimeStatus(cudaIpcCloseMemHandle(base_),
+                                 absl::StrCat("cudaIpcCloseMemHandle(device ", device_, ")")));
   }
+  LegacyIpcMapping(const LegacyIpcMapping&) = delete;
+  LegacyIpcMapping& operator=(const LegacyIpcMapping&) = delete;
+
+  int device() const { return device_; }
+  uint64_t base() const { return reinterpret_cast<uintptr_t>(base_); }
 
  private:
+  const int device_;
   void* const base_;
+};
+
+// The mapping is a member, so it is closed before ImportedMemory releases
+// the legacy claim.
+class CudaLegacyImport final : public ImportedMemory {
+ public:
+  CudaLegacyImport(std::unique_ptr<LegacyIpcMapping> mapping, uint64_t offset, uint64_t size)
+      : ImportedMemory(mapping->device(), mapping->base() + offset, size, HandleKind::kLegacyIpc),
+        mapping_(std::move(mapping)) {}
+
+ private:
+  std::unique_ptr<LegacyIpcMapping> mapping_;
 };
 
 class CudaVmmImport final : public ImportedMemory {
@@ -177,10 +197,44 @@ class CudaVmmImport final : public ImportedMemory {
   CudaVmmImport(int device, std::unique_ptr<VmmMapping> mapping, uint64_t offset, uint64_t size)
       : ImportedMemory(device, mapping->address() + offset, size, HandleKind::kPosixFd),
         mapping_(std::move(mapping)) {}
+  // Unmaps on the mapping's device, as the import mapped it, wherever the
+  // last reference is dropped.
+  ~CudaVmmImport() override {
+    ScopedCudaDevice on_device;
+    LogIfError(on_device.Enter(device()));
+    mapping_.reset();
+  }
 
  private:
   std::unique_ptr<VmmMapping> mapping_;
 };
+
+// The exporter's offset, size and allocation_size are untrusted: a tensor
+// built from them must stay within what cudaIpcOpenMemHandle actually mapped.
+absl::Status CheckLegacyImportFits(const CudaDriverApi& api, const ExportedHandle& handle,
+                                   const LegacyIpcMapping& mapping) {
+  CUdeviceptr range_base = 0;
+  size_t range_size = 0;
+  TENSORD_RETURN_IF_ERROR(CudaDriverStatus(
+      api, api.mem_get_address_range(&range_base, &range_size, mapping.base()),
+      absl::StrCat("cuMemGetAddressRange(legacy IPC import on device ", mapping.device(), ")")));
+  // The opened pointer is the allocation's base in practice; measure from it
+  // anyway, so the bound holds even if it were not.
+  if (mapping.base() < range_base || mapping.base() - range_base > range_size) {
+    return absl::InternalError(absl::StrCat(
+        "cuMemGetAddressRange returned [", range_base, ", +", range_size,
+        ") which does not contain the opened pointer ", mapping.base()));
+  }
+  const uint64_t mapped = range_size - (mapping.base() - range_base);
+  if (handle.allocation_size > mapped || handle.offset > mapped ||
+      handle.size > mapped - handle.offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "legacy IPC handle claims ", handle.size, " bytes at offset ", handle.offset, " of a ",
+        handle.allocation_size, "-byte allocation, but the allocation opened on device ",
+        mapping.device(), " has ", mapped, " bytes"));
+  }
+  return absl::OkStatus();
+}
 
 class CudaStream final : public DeviceStream {
  public:
@@ -188,7 +242,8 @@ class CudaStream final : public DeviceStream {
       : DeviceStream(device), owner_(owner), stream_(stream) {}
   // cudaStreamDestroy lets queued work finish in the background.
   ~CudaStream() override {
-    LogIfError(SetDevice(device()));
+    ScopedCudaDevice on_device;
+    LogIfError(on_device.Enter(device()));
     LogIfError(CudaRuntimeStatus(cudaStreamDestroy(stream_), "cudaStreamDestroy"));
   }
   absl::Status Synchronize() override {
@@ -223,7 +278,8 @@ class CudaBackend final : public DeviceBackend {
 
  protected:
   absl::StatusOr<DeviceMemoryInfo> DoGetMemoryInfo(int device) override {
-    TENSORD_RETURN_IF_ERROR(SetDevice(device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaMemGetInfo(&free_bytes, &total_bytes),
@@ -233,7 +289,8 @@ class CudaBackend final : public DeviceBackend {
 
   absl::StatusOr<std::unique_ptr<DeviceAllocation>> DoAllocate(int device, uint64_t bytes,
                                                                HandleKind kind) override {
-    TENSORD_RETURN_IF_ERROR(SetDevice(device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     auto block = std::make_shared<CudaBlock>();
     block->shared = shared_;
     block->device = device;
@@ -263,7 +320,8 @@ class CudaBackend final : public DeviceBackend {
   }
 
   absl::StatusOr<std::unique_ptr<DeviceStream>> DoCreateStream(int device) override {
-    TENSORD_RETURN_IF_ERROR(SetDevice(device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     cudaStream_t stream = nullptr;
     // A blocking stream: copies on the legacy default stream wait for it.
     TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaStreamCreate(&stream),
@@ -272,7 +330,8 @@ class CudaBackend final : public DeviceBackend {
   }
 
   absl::Status DoSynchronize(int device) override {
-    TENSORD_RETURN_IF_ERROR(SetDevice(device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     return CudaRuntimeStatus(cudaDeviceSynchronize(),
                              absl::StrCat("cudaDeviceSynchronize(device ", device, ")"));
   }
@@ -281,7 +340,8 @@ class CudaBackend final : public DeviceBackend {
                       DeviceStream* stream) override {
     int device = stream != nullptr ? stream->device()
                                    : (dst_device != kHostDevice ? dst_device : src_device);
-    TENSORD_RETURN_IF_ERROR(SetDevice(device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     cudaStream_t cuda_stream =
         stream != nullptr ? static_cast<CudaStream*>(stream)->stream() : nullptr;
     std::string call = absl::StrCat(" of ", bytes, " bytes from device ", src_device, " to device ",
@@ -316,7 +376,8 @@ class CudaBackend final : public DeviceBackend {
     }
     const std::shared_ptr<CudaBlock>& block = cuda->block();
     const CudaDriverApi& api = shared_->api;
-    TENSORD_RETURN_IF_ERROR(SetDevice(block->device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(block->device));
     ExportedHandle handle;
     handle.device = block->device;
     handle.size = block->size;
@@ -349,7 +410,9 @@ class CudaBackend final : public DeviceBackend {
   }
 
   absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle) override {
-    TENSORD_RETURN_IF_ERROR(SetDevice(handle.device));
+    ScopedCudaDevice on_device;
+    TENSORD_RETURN_IF_ERROR(on_device.Enter(handle.device));
+    const CudaDriverApi& api = shared_->api;
     if (handle.kind == HandleKind::kLegacyIpc) {
       cudaIpcMemHandle_t ipc;
       std::memcpy(&ipc, handle.bytes.data(), sizeof(ipc));
@@ -357,9 +420,11 @@ class CudaBackend final : public DeviceBackend {
       TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(
           cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess),
           absl::StrCat("cudaIpcOpenMemHandle(device ", handle.device, ")")));
-      return std::make_unique<CudaLegacyImport>(handle.device, base, handle.offset, handle.size);
+      // Owned from here: closed again if the handle's geometry does not fit.
+      auto mapping = std::make_unique<LegacyIpcMapping>(handle.device, base);
+      TENSORD_RETURN_IF_ERROR(CheckLegacyImportFits(api, handle, *mapping));
+      return std::make_unique<CudaLegacyImport>(std::move(mapping), handle.offset, handle.size);
     }
-    const CudaDriverApi& api = shared_->api;
     CUmemGenericAllocationHandle memory = 0;
     TENSORD_RETURN_IF_ERROR(CudaDriverStatus(
         api,

@@ -13,10 +13,13 @@
 
 namespace tensord {
 
-// CUDA opens a legacy IPC handle at most once per process (per device
-// context): a second cudaIpcOpenMemHandle fails. The rule is enforced here,
-// process-wide and for every backend, so misuse shows up in simulated tests
-// and names the fix instead of a bare CUDA error.
+// A legacy IPC handle is opened at most once per process: this project's rule,
+// stricter than CUDA's. (CUDA allows one context per device to open it; a
+// second cudaIpcOpenMemHandle in that context is not an error: it counts a
+// reference and returns the same pointer.) One open per handle keeps one
+// ImportedMemory, and so one cache entry, per mapping. The rule is enforced
+// here, process-wide and for every backend, so misuse shows up in simulated
+// tests and names the fix.
 class LegacyIpcClaim {
  public:
   static absl::StatusOr<std::unique_ptr<LegacyIpcClaim>> Acquire(const std::string& handle_bytes) {

@@ -318,6 +318,9 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
   acquire->set_name(std::string(name));
   acquire->set_version(version);
   acquire->set_host_only(host_only);
+  // A refused hold may be the last reference: released (a socket round
+  // trip) only after mutex_ is dropped.
+  std::shared_ptr<HeldVersion> refused;
   {
     MutexLock lock(&mutex_);
     if (version != 0) {
@@ -325,8 +328,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
       auto it = held_.find(std::make_pair(std::string(name), version));
       if (it != held_.end()) {
         if (std::shared_ptr<HeldVersion> held = it->second.lock()) {
-          if (host_only && held->on_device()) return HostBytesNeeded(held->info());
-          return held;
+          if (!(host_only && held->on_device())) return held;
+          refused = std::move(held);
         }
       }
     } else {
@@ -335,6 +338,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
       }
     }
   }
+  if (refused != nullptr) return HostBytesNeeded(refused->info());
   for (int attempt = 0; attempt < 2; ++attempt) {
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(request));
     const v1::AcquireResponse& acquired = response.message.acquire();

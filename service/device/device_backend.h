@@ -22,7 +22,11 @@ namespace tensord {
 // memory through cudaIpcGetMemHandle), see DeviceBackend::Allocate.
 enum class HandleKind : uint8_t {
   // cudaIpcMemHandle_t: 64 opaque bytes covering the whole allocation. CUDA
-  // opens it at most once per process and never in the exporting process.
+  // never opens it in the exporting process; a second open in one context
+  // only counts a reference, so tensord's rule of one open per process (one
+  // close per open, no ambiguity over which close unmaps) is its own.
+  // Freeing the allocation while another process has it open is undefined:
+  // CUDA keeps nothing alive for the importer.
   kLegacyIpc = 1,
   // CUDA VMM (cuMemCreate) shareable handle: a file descriptor, sent over a
   // Unix socket with SCM_RIGHTS.
@@ -201,8 +205,9 @@ class DeviceBackend {
   absl::StatusOr<ExportedHandle> Export(const DeviceAllocation& allocation, HandleKind kind);
   // Maps an exported allocation; the result covers [offset, offset + size) of
   // it. A legacy handle already open in this process (an ImportedMemory of it
-  // is alive) gives FAILED_PRECONDITION, as does one exported by this very
-  // process: CUDA refuses both. `handle.fd` stays the caller's.
+  // is alive) gives FAILED_PRECONDITION (tensord's once-per-process rule),
+  // as does one exported by this very process (CUDA refuses it).
+  // `handle.fd` stays the caller's.
   absl::StatusOr<std::unique_ptr<ImportedMemory>> Import(const ExportedHandle& handle);
 
   // `bytes` > 0 of page-locked host memory.

@@ -13,6 +13,9 @@
 namespace tensord {
 
 HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Time now) {
+  // The previous reply has been sent: its exported fd is no longer needed
+  // (the keepalive, kept with the lease or create, holds the memory).
+  sent_export_fd_.Reset();
   v1::HandoffRequest request;
   v1::HandoffResponse response;
   Reply reply;
@@ -33,6 +36,11 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
   }
   reply.bytes = response.SerializeAsString();
   return reply;
+}
+
+int HandoffSession::KeepUntilSent(ScopedFd fd) {
+  sent_export_fd_ = std::move(fd);
+  return sent_export_fd_.get();
 }
 
 absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::Time now,
@@ -97,7 +105,7 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
       TENSORD_ASSIGN_OR_RETURN(held_lease.device_export,
                                ExportDevice(*lease->device_memory,
                                             response.mutable_device_handle()));
-      fd = held_lease.device_export.fd.get();
+      fd = KeepUntilSent(std::move(held_lease.device_export.fd));
     }
   } else {
     fd = lease->buffer->fd();
@@ -154,7 +162,7 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
     TENSORD_ASSIGN_OR_RETURN(create.device_export,
                              ExportDevice(*create.version.device_memory,
                                           response.mutable_device_handle()));
-    fd = create.device_export.fd.get();
+    fd = KeepUntilSent(std::move(create.device_export.fd));
   }
   create.deadline = now + limits_.create_timeout;
   uint64_t id = next_id_++;

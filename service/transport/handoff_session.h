@@ -41,7 +41,8 @@ class HandoffSession {
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
     // To pass along (a memfd, or a device allocation's fd), owned by the
-    // session's lease/create.
+    // session: a memfd by its lease or create, an exported device fd until
+    // the next Handle call (send the reply before that).
     int fd = -1;
   };
   // Answers one packet. Never fails: every error becomes a response with a
@@ -57,8 +58,9 @@ class HandoffSession {
 
  private:
   // A lease this connection holds and, for a device version, the export
-  // sent with it: its keepalive holds the device memory and its fd stays
-  // open until the lease ends.
+  // sent with it: its keepalive holds the device memory until the lease
+  // ends (its fd is closed once sent: one open fd per connection, not per
+  // lease).
   struct HeldLease {
     Lease lease;
     ExportedHandle device_export;
@@ -69,6 +71,8 @@ class HandoffSession {
     absl::Time deadline;
   };
 
+  // Holds an exported fd until the reply carrying it has been sent.
+  int KeepUntilSent(ScopedFd fd);
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
                         v1::HandoffResponse& response, int& fd);
   absl::Status Acquire(const v1::AcquireRequest& request, v1::AcquireResponse& response, int& fd);
@@ -89,6 +93,7 @@ class HandoffSession {
   bool authorized_;
   ServiceMetrics& metrics_;
   uint64_t next_id_ = 1;
+  ScopedFd sent_export_fd_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
 };

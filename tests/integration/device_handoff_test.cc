@@ -320,6 +320,31 @@ TEST_P(DeviceHandoffTest, ConcurrentFetchesFromTwoClientsShareOneImport) {
   EXPECT_TRUE(WaitForLeases(name, 0, absl::Seconds(2)));
 }
 
+TEST_P(DeviceHandoffTest, ServerKeepsNoFdPerDeviceLease) {
+  // Twelve tensors, each its own allocation and lease: the exported fds go
+  // once sent (the keepalives hold the memory), so the server's open fds do
+  // not grow with the leases.
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) {
+    names.push_back(TestTensorName(absl::StrCat("fds", i)));
+    HostTensor tensor = CompactTensor(kU8, {4096}, PatternBytes(4096, 40 + i));
+    absl::StatusOr<TensorInfo> put = remote_->Put(names.back(), tensor.dl(), OnDevice(0));
+    ASSERT_TRUE(put.ok()) << put.status();
+  }
+  const std::string server_fds = absl::StrCat("/proc/", server_->pid(), "/fd");
+  const size_t before = CountOpenFds(server_fds);
+  std::vector<Tensor> held;
+  for (const std::string& name : names) {
+    absl::StatusOr<Tensor> fetched = local_->Fetch(name);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    held.push_back(*std::move(fetched));
+  }
+  for (const std::string& name : names) EXPECT_EQ(OpenLeases(name), 1u);
+  // The new handoff connection, the last export until the next request,
+  // one fd of slack; without closing exports it was 12 more.
+  EXPECT_LE(CountOpenFds(server_fds), before + 3) << "an fd per device lease";
+}
+
 TEST_P(DeviceHandoffTest, LeaseEndsWhenTheTensorIsDeleted) {
   const std::string name = TestTensorName("lease");
   PutOnDevice(name, 4096, 4, 0);

@@ -27,32 +27,6 @@
 namespace tensord::testing {
 namespace {
 
-size_t CountOpenFds(const std::string& proc_fd_dir) {
-  size_t count = 0;
-  DIR* dir = ::opendir(proc_fd_dir.c_str());
-  if (dir == nullptr) return 0;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count;
-}
-
-// How many of the fds in `proc_fd_dir` are memfds (tensor memory).
-size_t CountMemfds(const std::string& proc_fd_dir) {
-  size_t count = 0;
-  DIR* dir = ::opendir(proc_fd_dir.c_str());
-  if (dir == nullptr) return 0;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    char target[256];
-    const std::string link = proc_fd_dir + "/" + entry->d_name;
-    const ssize_t length = ::readlink(link.c_str(), target, sizeof(target) - 1);
-    if (length > 0 && std::string_view(target, length).starts_with("/memfd:")) ++count;
-  }
-  ::closedir(dir);
-  return count;
-}
 
 // The /proc/self/maps line of the mapping that contains `address`.
 std::string MapsLineOf(const void* address) {

@@ -1,5 +1,8 @@
 #include "tests/integration/test_support.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -136,6 +139,32 @@ std::string TestTensorName(std::string_view stem) {
     if (!allowed) c = '_';
   }
   return name;
+}
+
+size_t CountOpenFds(const std::string& proc_fd_dir) {
+  size_t count = 0;
+  DIR* dir = ::opendir(proc_fd_dir.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  ::closedir(dir);
+  return count;
+}
+
+size_t CountMemfds(const std::string& proc_fd_dir) {
+  size_t count = 0;
+  DIR* dir = ::opendir(proc_fd_dir.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    char target[256];
+    const std::string link = proc_fd_dir + "/" + entry->d_name;
+    const ssize_t length = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (length > 0 && std::string_view(target, length).starts_with("/memfd:")) ++count;
+  }
+  ::closedir(dir);
+  return count;
 }
 
 }  // namespace tensord::testing

@@ -132,6 +132,11 @@ class SharedServerTest : public ::testing::TestWithParam<Transport> {
   ServerProcess* server_ = nullptr;
 };
 
+// Open fds listed in `proc_fd_dir` (e.g. "/proc/self/fd"), and how many of
+// them are memfds (tensor memory).
+size_t CountOpenFds(const std::string& proc_fd_dir);
+size_t CountMemfds(const std::string& proc_fd_dir);
+
 }  // namespace tensord::testing
 
 #endif  // TENSORD_TESTS_INTEGRATION_TEST_SUPPORT_H_

@@ -64,7 +64,10 @@ absl::StatusOr<std::shared_ptr<const DeviceMemory>> DeviceImportCache::Import(
   if (it == entries_.end()) {
     // Opened under the lock: a concurrent Import of the same handle waits
     // here rather than opening it a second time (which CUDA refuses).
-    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> memory, importer->Import(handle));
+    // Fetched device tensors are the stored version itself: mapped so that a
+    // consumer's write faults where the backend allows (not legacy IPC).
+    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> memory,
+                             importer->Import(handle, ImportAccess::kReadOnly));
     ++imports_opened_;
     it = entries_.emplace(key, Entry{.memory = std::move(memory)}).first;
   }

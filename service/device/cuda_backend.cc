@@ -69,7 +69,9 @@ class VmmMapping {
   static absl::StatusOr<std::unique_ptr<VmmMapping>> Create(std::shared_ptr<CudaShared> shared,
                                                             int device,
                                                             CUmemGenericAllocationHandle memory,
-                                                            size_t size) {
+                                                            size_t size,
+                                                            ImportAccess granted =
+                                                                ImportAccess::kReadWrite) {
     const CudaDriverApi& api = shared->api;
     CUdeviceptr address = 0;
     TENSORD_RETURN_IF_ERROR(CudaDriverStatus(api, api.mem_address_reserve(&address, size, 0, 0, 0),
@@ -82,7 +84,8 @@ class VmmMapping {
     std::memset(&access, 0, sizeof(access));
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    access.flags = granted == ImportAccess::kReadOnly ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                                      : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     TENSORD_RETURN_IF_ERROR(
         CudaDriverStatus(api, api.mem_set_access(address, size, &access, 1),
                          absl::StrCat("cuMemSetAccess(", size, " bytes, device ", device, ")")));
@@ -409,7 +412,8 @@ class CudaBackend final : public DeviceBackend {
     return handle;
   }
 
-  absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle) override {
+  absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle,
+                                                           ImportAccess access) override {
     ScopedCudaDevice on_device;
     TENSORD_RETURN_IF_ERROR(on_device.Enter(handle.device));
     const CudaDriverApi& api = shared_->api;
@@ -436,7 +440,7 @@ class CudaBackend final : public DeviceBackend {
     VmmMemory imported(shared_, memory);
     TENSORD_ASSIGN_OR_RETURN(
         std::unique_ptr<VmmMapping> mapping,
-        VmmMapping::Create(shared_, handle.device, memory, handle.allocation_size));
+        VmmMapping::Create(shared_, handle.device, memory, handle.allocation_size, access));
     return std::make_unique<CudaVmmImport>(handle.device, std::move(mapping), handle.offset,
                                            handle.size);
   }

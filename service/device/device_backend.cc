@@ -257,7 +257,7 @@ absl::StatusOr<ExportedHandle> DeviceBackend::Export(const DeviceAllocation& all
 }
 
 absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(
-    const ExportedHandle& handle) {
+    const ExportedHandle& handle, ImportAccess access) {
   TENSORD_RETURN_IF_ERROR(CheckDevice(handle.device, device_count()));
   if (handle.kind != HandleKind::kLegacyIpc && handle.kind != HandleKind::kPosixFd) {
     return absl::InvalidArgumentError(
@@ -291,7 +291,7 @@ absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(
   } else if (!handle.fd.valid()) {
     return absl::InvalidArgumentError("posix-fd handle carries no file descriptor");
   }
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> imported, DoImport(handle));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<ImportedMemory> imported, DoImport(handle, access));
   imported->claim_ = std::move(claim);
   return imported;
 }

@@ -76,6 +76,14 @@ class DeviceAllocation : public DeviceMemory {
 
 class LegacyIpcClaim;  // device_backend.cc: the once-per-process rule
 
+// What an importer may do with the memory it maps.
+enum class ImportAccess : uint8_t {
+  kReadWrite,
+  // Writes fault (simulated: PROT_READ; CUDA VMM: CU_MEM_ACCESS_FLAGS_PROT_READ).
+  // A legacy CUDA IPC handle cannot be opened read-only: there it is advice.
+  kReadOnly,
+};
+
 // Another process's allocation mapped into this one; unmapped (closed) on
 // destruction. Opening is expensive and a legacy handle opens once per
 // process: callers cache imports, one per handle.
@@ -208,7 +216,8 @@ class DeviceBackend {
   // is alive) gives FAILED_PRECONDITION (tensord's once-per-process rule),
   // as does one exported by this very process (CUDA refuses it).
   // `handle.fd` stays the caller's.
-  absl::StatusOr<std::unique_ptr<ImportedMemory>> Import(const ExportedHandle& handle);
+  absl::StatusOr<std::unique_ptr<ImportedMemory>> Import(
+      const ExportedHandle& handle, ImportAccess access = ImportAccess::kReadWrite);
 
   // `bytes` > 0 of page-locked host memory.
   absl::StatusOr<std::unique_ptr<PinnedBuffer>> AllocatePinned(uint64_t bytes);
@@ -226,8 +235,8 @@ class DeviceBackend {
   virtual absl::Status DoCopy(void* dst, int dst_device, const void* src, int src_device,
                               uint64_t bytes, DeviceStream* stream) = 0;
   virtual absl::StatusOr<ExportedHandle> DoExport(const DeviceAllocation& allocation) = 0;
-  virtual absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(
-      const ExportedHandle& handle) = 0;
+  virtual absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle,
+                                                                   ImportAccess access) = 0;
   virtual absl::StatusOr<std::unique_ptr<PinnedBuffer>> DoAllocatePinned(uint64_t bytes) = 0;
   // Whether `stream` was created by this backend.
   virtual bool OwnsStream(const DeviceStream& stream) const = 0;

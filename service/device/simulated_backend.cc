@@ -242,8 +242,11 @@ class SimulatedPinnedBuffer final : public PinnedBuffer {
   std::shared_ptr<SimulatedState> state_;
 };
 
-absl::StatusOr<uint8_t*> MapShared(int fd, uint64_t bytes, absl::string_view what) {
-  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+absl::StatusOr<uint8_t*> MapShared(int fd, uint64_t bytes, absl::string_view what,
+                                   ImportAccess access = ImportAccess::kReadWrite) {
+  const int protection =
+      access == ImportAccess::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+  void* data = ::mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap(", what, ", ", bytes, ")"));
   return static_cast<uint8_t*>(data);
 }
@@ -345,7 +348,8 @@ class SimulatedBackend final : public DeviceBackend {
     return handle;
   }
 
-  absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle) override {
+  absl::StatusOr<std::unique_ptr<ImportedMemory>> DoImport(const ExportedHandle& handle,
+                                                           ImportAccess access) override {
     if (handle.kind == HandleKind::kLegacyIpc) {
       TENSORD_RETURN_IF_ERROR(CheckLegacyHandle(handle));
     }
@@ -371,7 +375,7 @@ class SimulatedBackend final : public DeviceBackend {
     }
     TENSORD_ASSIGN_OR_RETURN(
         uint8_t * mapping,
-        MapShared(handle.fd.get(), handle.allocation_size, "imported device memory"));
+        MapShared(handle.fd.get(), handle.allocation_size, "imported device memory", access));
     return std::make_unique<SimulatedImport>(state_, handle.device, mapping,
                                              handle.allocation_size, handle.offset, handle.size,
                                              handle.kind);

@@ -222,6 +222,8 @@ TEST_P(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {
     // Not a copy: the very memfd the server's simulated device 1 allocated.
     const std::string line = MapsLineOf(dl.data);
     EXPECT_TRUE(absl::StrContains(line, "memfd:tensord-sim-dev1-")) << line;
+    // The stored version itself: mapped so that a consumer's write faults.
+    EXPECT_TRUE(absl::StrContains(line, " r--s ")) << line;
     DLManagedTensorVersioned* versioned = fetched->release_versioned();
     EXPECT_NE(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
     EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);

@@ -110,7 +110,9 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
                                             " overflows int64");
 
   int64_t before_start = 0;  // Bytes reached before element [0, ..., 0].
-  if (__builtin_mul_overflow(-range.min, element_bytes, &before_start)) {
+  // range.min <= 0 may be INT64_MIN itself, whose negation overflows:
+  // multiply by -element_bytes instead, which the builtin checks.
+  if (__builtin_mul_overflow(range.min, -element_bytes, &before_start)) {
     return absl::InvalidArgumentError(overflow);
   }
   if (before_start > byte_offset) {
@@ -140,7 +142,8 @@ absl::StatusOr<uint64_t> BytesBeforeFirstElement(const TensorLayout& layout) {
   TENSORD_ASSIGN_OR_RETURN(const OffsetRange range,
                            ReachedOffsets(layout.shape, EffectiveStrides(layout)));
   int64_t before = 0;
-  if (__builtin_mul_overflow(-range.min, static_cast<int64_t>(ElementBytes(layout.dtype)),
+  // range.min may be INT64_MIN: negate through the checked multiply.
+  if (__builtin_mul_overflow(range.min, -static_cast<int64_t>(ElementBytes(layout.dtype)),
                              &before)) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte extent of ", DescribeLayout(layout), " overflows int64"));

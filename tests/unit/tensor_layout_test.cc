@@ -133,6 +133,18 @@ TEST(IsCompactTest, Cases) {
   EXPECT_FALSE(IsCompact(Layout(kF32, {2, 3}, {-3, 1})));
 }
 
+TEST(RequiredBytesTest, NegativeStrideReachingInt64MinIsRefused) {
+  // (2 - 1) * INT64_MIN reaches exactly INT64_MIN: negating it overflows
+  // (found by the snapshot_format fuzzer through a snapshot's layout).
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  for (uint64_t byte_offset : {uint64_t{0}, uint64_t{1} << 62}) {
+    absl::StatusOr<uint64_t> bytes = RequiredBytes(Layout(kU8, {2}, {kMin}, byte_offset));
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument) << bytes.status();
+  }
+  absl::StatusOr<uint64_t> before = BytesBeforeFirstElement(Layout(kU8, {2}, {kMin}));
+  EXPECT_EQ(before.status().code(), absl::StatusCode::kInvalidArgument) << before.status();
+}
+
 TEST(RequiredBytesTest, CompactAndOffset) {
   EXPECT_EQ(*RequiredBytes(Layout(kF32, {2, 3})), 24u);
   EXPECT_EQ(*RequiredBytes(Layout(kF32, {2, 3}, {}, 8)), 32u);

@@ -20,6 +20,8 @@
 
 namespace tensord::bench {
 
+class RawTcpLink;  // baselines.h
+
 // Section titles, in printing order.
 inline constexpr char kBaselineSection[] = "Baselines (same run)";
 inline constexpr char kRemoteSection[] = "Remote fetch / put over gRPC (TransferPath::kRemote)";
@@ -81,6 +83,15 @@ std::string TensorName(const std::string& kind, uint64_t bytes);
 // Checks a fetched tensor: `bytes` long and the source pattern at spot
 // offsets (DATA_LOSS otherwise).
 absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::string& what);
+
+// One raw TCP request/response of `bytes` into env.destination, timed; the
+// spot marks and the check around it are not.
+absl::StatusOr<double> TimedRawTransfer(const BenchEnv& env, RawTcpLink& link, uint64_t bytes);
+
+// A FetchInto of `name` into env.destination (pre-faulted, reused), timed
+// from `start`; the spot marks (set before `start`) and the check are not.
+absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
+                                      uint64_t bytes, Clock::time_point start = Clock::now());
 
 // Puts the first `bytes` of env.source as TensorName(kind, bytes) through
 // `client` and checks what the server says it stored.

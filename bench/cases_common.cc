@@ -1,5 +1,6 @@
 // Helpers every section uses: clients, byte tensors, puts and checks.
 #include "absl/strings/str_cat.h"
+#include "bench/baselines.h"
 #include "bench/cases.h"
 #include "service/common/status_macros.h"
 
@@ -57,6 +58,28 @@ absl::Status EnsureRemoteTensor(const BenchEnv& env, Client& client, uint64_t by
   absl::StatusOr<TensorInfo> stat = client.Stat(TensorName("remote", bytes));
   if (stat.ok() && stat->total_bytes == bytes) return absl::OkStatus();
   return PutSource(env, client, "remote", bytes).status();
+}
+
+absl::StatusOr<double> TimedRawTransfer(const BenchEnv& env, RawTcpLink& link, uint64_t bytes) {
+  ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+  TENSORD_ASSIGN_OR_RETURN(double seconds, link.Transfer(bytes));
+  TENSORD_RETURN_IF_ERROR(CheckPattern(env.destination.data(), bytes, kPatternSeed, "raw TCP"));
+  return seconds;
+}
+
+absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
+                                      uint64_t bytes, Clock::time_point start) {
+  const int64_t shape = static_cast<int64_t>(bytes);
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           client.FetchInto(name, ByteTensor(env.destination.data(), &shape)));
+  const double seconds = SecondsSince(start);
+  if (info.total_bytes != bytes) {
+    return absl::DataLossError(absl::StrCat("FetchInto of ", name, " says ", info.total_bytes,
+                                            " bytes, expected ", bytes));
+  }
+  TENSORD_RETURN_IF_ERROR(CheckPattern(env.destination.data(), bytes, kPatternSeed,
+                                       absl::StrCat("remote FetchInto of ", name)));
+  return seconds;
 }
 
 }  // namespace tensord::bench

@@ -145,26 +145,10 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
 
     enum Case { kRaw, kFetch, kPut, kDeviceToHost, kHostToDevice };
     std::vector<TimedRun> cases = {
-        [&]() -> absl::StatusOr<double> {
+        [&] { return TimedRawTransfer(env, *link, bytes); },
+        [&] {
           ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-          TENSORD_ASSIGN_OR_RETURN(double seconds, link->Transfer(bytes));
-          TENSORD_RETURN_IF_ERROR(
-              CheckPattern(env.destination.data(), bytes, kPatternSeed, "raw TCP"));
-          return seconds;
-        },
-        [&]() -> absl::StatusOr<double> {
-          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-          const Clock::time_point start = Clock::now();
-          TENSORD_ASSIGN_OR_RETURN(
-              TensorInfo info, client->FetchInto(name, ByteTensor(env.destination.data(), &shape)));
-          const double seconds = SecondsSince(start);
-          if (info.total_bytes != bytes) {
-            return absl::DataLossError(absl::StrCat("device fetch of ", bytes, " bytes got ",
-                                                    info.total_bytes));
-          }
-          TENSORD_RETURN_IF_ERROR(CheckPattern(env.destination.data(), bytes, kPatternSeed,
-                                               "fetch of a device tensor"));
-          return seconds;
+          return TimedFetchInto(env, *client, name, bytes);
         },
         [&]() -> absl::StatusOr<double> {
           const Clock::time_point start = Clock::now();

@@ -26,23 +26,6 @@ absl::StatusOr<double> TimedFetch(Client& client, const std::string& name, uint6
   return seconds;
 }
 
-// A fetch into env.destination (pre-faulted, reused), timed from `start`;
-// the spot marks (set before `start`) and the check are not timed.
-absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
-                                      uint64_t bytes, Clock::time_point start = Clock::now()) {
-  const int64_t shape = static_cast<int64_t>(bytes);
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
-                           client.FetchInto(name, ByteTensor(env.destination.data(), &shape)));
-  const double seconds = SecondsSince(start);
-  if (info.total_bytes != bytes) {
-    return absl::DataLossError(absl::StrCat("FetchInto of ", name, " says ", info.total_bytes,
-                                            " bytes, expected ", bytes));
-  }
-  TENSORD_RETURN_IF_ERROR(CheckPattern(env.destination.data(), bytes, kPatternSeed,
-                                       absl::StrCat("remote FetchInto of ", name)));
-  return seconds;
-}
-
 void AddThroughputRow(const BenchEnv& env, const std::string& name, uint64_t bytes,
                       const std::vector<double>& samples, double raw_gbps,
                       std::optional<Target> target, std::string note) {
@@ -88,13 +71,7 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     // Cases in the order they run in each round; the baseline is one of them.
     enum Case { kRaw, kFetch, kFetchInto, kPut, kFreshFetch, kFreshFetchInto };
     std::vector<TimedRun> cases = {
-        [&]() -> absl::StatusOr<double> {
-          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-          TENSORD_ASSIGN_OR_RETURN(double seconds, link->Transfer(bytes));
-          TENSORD_RETURN_IF_ERROR(
-              CheckPattern(env.destination.data(), bytes, kPatternSeed, "raw TCP"));
-          return seconds;
-        },
+        [&] { return TimedRawTransfer(env, *link, bytes); },
         [&] { return TimedFetch(*client, name, bytes); },
         [&] {
           ScribbleSpots(env.destination.data(), bytes, kPatternSeed);

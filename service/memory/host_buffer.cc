@@ -7,10 +7,10 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
@@ -132,20 +132,23 @@ absl::Status HostBuffer::Write(uint64_t offset,
     }
     return absl::OkStatus();
   }
-  // At most IOV_MAX pieces per call; a short write resumes mid-piece.
-  std::vector<iovec> iov;
+  // Batches of up to kBatch pieces on the stack (no allocation per chunk on
+  // the put path); a short write resumes mid-piece.
+  constexpr size_t kBatch = 64;
+  static_assert(kBatch <= IOV_MAX);
+  std::array<iovec, kBatch> iov;
   size_t next = 0;
   uint64_t skip = 0;  // bytes of pieces[next] already written
   while (next < pieces.size()) {
-    iov.clear();
-    for (size_t i = next; i < pieces.size() && iov.size() < IOV_MAX; ++i) {
+    size_t count = 0;
+    for (size_t i = next; i < pieces.size() && count < kBatch; ++i) {
       const uint64_t already = i == next ? skip : 0;
       if (pieces[i].size() == already) continue;
-      iov.push_back({const_cast<uint8_t*>(pieces[i].data()) + already,
-                     static_cast<size_t>(pieces[i].size() - already)});
+      iov[count++] = {const_cast<uint8_t*>(pieces[i].data()) + already,
+                      static_cast<size_t>(pieces[i].size() - already)};
     }
-    if (iov.empty()) break;
-    const ssize_t written = ::pwritev(fd_.get(), iov.data(), static_cast<int>(iov.size()),
+    if (count == 0) break;
+    const ssize_t written = ::pwritev(fd_.get(), iov.data(), static_cast<int>(count),
                                       static_cast<off_t>(offset));
     if (written < 0) {
       if (errno == EINTR) continue;

@@ -27,26 +27,13 @@
 #include "tensord/client.h"
 #include "tensord/v1/handoff.pb.h"
 #include "tests/integration/client_test_support.h"
+#include "tests/integration/handoff_server_test.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
 namespace {
-
-// The /proc/self/maps line of the mapping that contains `address`.
-std::string MapsLineOf(const void* address) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  const auto target = reinterpret_cast<uintptr_t>(address);
-  while (std::getline(maps, line)) {
-    uintptr_t begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin && target < end) {
-      return line;
-    }
-  }
-  return "";
-}
 
 PutOptions OnDevice(int device) {
   PutOptions options;
@@ -86,44 +73,16 @@ CreateOptions CreateOnDevice(int device) {
 // Parameter: whether the simulated devices offer legacy IPC handles only
 // (drivers without VMM fd support); otherwise allocations are VMM (POSIX
 // fd), which the registry prefers.
-class DeviceHandoffTest : public ::testing::TestWithParam<bool> {
+class DeviceHandoffTest : public HandoffServerTest<::testing::TestWithParam<bool>> {
  protected:
   void SetUp() override { StartServer({}); }
 
   void StartServer(std::vector<std::string> extra_flags) {
-    local_.reset();
-    remote_.reset();
-    server_.reset();
-    if (!socket_dir_.empty()) ::rmdir(socket_dir_.c_str());
-    char pattern[] = "/tmp/tensord-device-handoff-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    socket_dir_ = pattern;
-    socket_path_ = socket_dir_ + "/handoff.sock";
-    ServerProcessOptions options;
-    options.flags = {"--handoff-socket=" + socket_path_, "--device-backend=simulated",
-                     "--simulated-devices=2", "--max-device-bytes=8MiB"};
-    if (GetParam()) options.flags.push_back("--simulated-legacy-ipc-only");
-    for (std::string& flag : extra_flags) options.flags.push_back(std::move(flag));
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    local_ = Connect(TransferPath::kLocal);
-    remote_ = Connect(TransferPath::kRemote);
-    ASSERT_NE(local_, nullptr);
-    ASSERT_NE(remote_, nullptr);
-  }
-
-  void TearDown() override {
-    local_.reset();
-    remote_.reset();
-    server_.reset();
-    ::rmdir(socket_dir_.c_str());
-  }
-
-  std::unique_ptr<Client> Connect(TransferPath path) {
-    ClientOptions options;
-    options.path = path;
-    return ConnectClient(server_->address(), options);
+    std::vector<std::string> flags = {"--device-backend=simulated", "--simulated-devices=2",
+                                      "--max-device-bytes=8MiB"};
+    if (GetParam()) flags.push_back("--simulated-legacy-ipc-only");
+    for (std::string& flag : extra_flags) flags.push_back(std::move(flag));
+    StartServerWith(std::move(flags));
   }
 
   // Puts `size` pattern bytes on cuda:`device` over gRPC.
@@ -133,22 +92,6 @@ class DeviceHandoffTest : public ::testing::TestWithParam<bool> {
     absl::StatusOr<TensorInfo> put = remote_->Put(name, tensor.dl(), OnDevice(device));
     EXPECT_TRUE(put.ok()) << put.status();
     return tensor.storage;
-  }
-
-  uint64_t OpenLeases(const std::string& name, uint64_t version = 0) {
-    absl::StatusOr<TensorInfo> info = remote_->Stat(name, version);
-    EXPECT_TRUE(info.ok()) << info.status();
-    return info.ok() ? info->open_leases : ~uint64_t{0};
-  }
-
-  // Polls until `name` has `expected` open leases or `timeout` passes.
-  bool WaitForLeases(const std::string& name, uint64_t expected, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (OpenLeases(name) == expected) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return OpenLeases(name) == expected;
   }
 
   // Bytes the server holds on cuda:`device` (GetServerInfo).
@@ -198,11 +141,6 @@ class DeviceHandoffTest : public ::testing::TestWithParam<bool> {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
   }
 
-  std::unique_ptr<ServerProcess> server_;
-  std::string socket_dir_;
-  std::string socket_path_;
-  std::unique_ptr<Client> local_;
-  std::unique_ptr<Client> remote_;
 };
 
 TEST_P(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {

@@ -21,6 +21,7 @@
 #include "tensord/client.h"
 #include "tensord/v1/handoff.pb.h"
 #include "tests/integration/client_test_support.h"
+#include "tests/integration/handoff_server_test.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
 
@@ -28,53 +29,14 @@ namespace tensord::testing {
 namespace {
 
 
-// The /proc/self/maps line of the mapping that contains `address`.
-std::string MapsLineOf(const void* address) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  const auto target = reinterpret_cast<uintptr_t>(address);
-  while (std::getline(maps, line)) {
-    uintptr_t begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin && target < end) {
-      return line;
-    }
-  }
-  return "";
-}
-
-class LocalHandoffTest : public ::testing::Test {
+class LocalHandoffTest : public HandoffServerTest<::testing::Test> {
  protected:
   void SetUp() override { StartServer({}); }
 
   void StartServer(std::vector<std::string> extra_flags) {
-    server_.reset();
-    char pattern[] = "/tmp/tensord-handoff-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    socket_dir_ = pattern;
-    socket_path_ = socket_dir_ + "/handoff.sock";
-    ServerProcessOptions options;
-    options.flags = {"--handoff-socket=" + socket_path_, "--max-host-bytes=256MiB"};
-    for (std::string& flag : extra_flags) options.flags.push_back(std::move(flag));
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    local_ = Connect(TransferPath::kLocal);
-    remote_ = Connect(TransferPath::kRemote);
-    ASSERT_NE(local_, nullptr);
-    ASSERT_NE(remote_, nullptr);
-  }
-
-  void TearDown() override {
-    local_.reset();
-    remote_.reset();
-    server_.reset();
-    ::rmdir(socket_dir_.c_str());
-  }
-
-  std::unique_ptr<Client> Connect(TransferPath path) {
-    ClientOptions options;
-    options.path = path;
-    return ConnectClient(server_->address(), options);
+    std::vector<std::string> flags = {"--max-host-bytes=256MiB"};
+    for (std::string& flag : extra_flags) flags.push_back(std::move(flag));
+    StartServerWith(std::move(flags));
   }
 
   // Puts `size` pattern bytes as a uint8 vector through the remote path.
@@ -85,28 +47,6 @@ class LocalHandoffTest : public ::testing::Test {
     EXPECT_TRUE(put.ok()) << put.status();
     return tensor.storage;
   }
-
-  uint64_t OpenLeases(const std::string& name, uint64_t version = 0) {
-    absl::StatusOr<TensorInfo> info = remote_->Stat(name, version);
-    EXPECT_TRUE(info.ok()) << info.status();
-    return info.ok() ? info->open_leases : ~uint64_t{0};
-  }
-
-  // Polls until `name` has `expected` open leases or `timeout` passes.
-  bool WaitForLeases(const std::string& name, uint64_t expected, absl::Duration timeout) {
-    absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (OpenLeases(name) == expected) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return OpenLeases(name) == expected;
-  }
-
-  std::unique_ptr<ServerProcess> server_;
-  std::string socket_dir_;
-  std::string socket_path_;
-  std::unique_ptr<Client> local_;
-  std::unique_ptr<Client> remote_;
 };
 
 TEST_F(LocalHandoffTest, LocalFetchIsTheServersMemfdAndMatchesRemote) {

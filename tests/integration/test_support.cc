@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -165,6 +167,19 @@ size_t CountMemfds(const std::string& proc_fd_dir) {
   }
   ::closedir(dir);
   return count;
+}
+
+std::string MapsLineOf(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto target = reinterpret_cast<uintptr_t>(address);
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin && target < end) {
+      return line;
+    }
+  }
+  return "";
 }
 
 }  // namespace tensord::testing

@@ -137,6 +137,10 @@ class SharedServerTest : public ::testing::TestWithParam<Transport> {
 size_t CountOpenFds(const std::string& proc_fd_dir);
 size_t CountMemfds(const std::string& proc_fd_dir);
 
+// The /proc/self/maps line of the mapping that contains `address` (empty
+// when none does).
+std::string MapsLineOf(const void* address);
+
 }  // namespace tensord::testing
 
 #endif  // TENSORD_TESTS_INTEGRATION_TEST_SUPPORT_H_

@@ -41,7 +41,7 @@ TEST(HostBufferTest, PiecewiseWritesLandInOrderAndUnwrittenBytesAreZero) {
   auto buffer = HostBuffer::Create(kSize, "pieces");
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   // Pieces of odd sizes, one empty, straddling page boundaries; more pieces
-  // than IOV_MAX so the write is split across calls.
+  // than one pwritev batch (or IOV_MAX) so the write is split across calls.
   std::vector<uint8_t> source(2 * 4096 + 77);
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + 1);
   std::vector<std::span<const uint8_t>> pieces;

@@ -32,7 +32,7 @@
 #include "server/preload.h"
 #include "service/common/byte_size.h"
 #include "service/common/log.h"
-#include "service/security/pem_source.h"
+#include "service/common/pem_source.h"
 #include "service/security/token_file.h"
 #include "service/transport/tensor_server.h"
 

@@ -9,7 +9,7 @@
 #include "service/common/mapped_file.h"
 #include "service/common/status_macros.h"
 #include "service/formats/safetensors.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 
 namespace tensord {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/unix_socket.h"
-#include "service/transport/status_conversion.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 

@@ -2,7 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/transport/layout_conversion.h"
+#include "service/dlpack/data_type.h"
+#include "service/wire/layout_conversion.h"
 
 namespace tensord {
 
@@ -43,6 +44,16 @@ dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info) {
                               .strides = info.strides,
                               .byte_offset = info.byte_offset,
                               .device = info.device};
+}
+
+absl::Status CheckDestinationMatches(const dlpack::TensorLayout& destination,
+                                     const TensorInfo& info) {
+  if (dlpack::operator==(info.dtype, destination.dtype) && info.shape == destination.shape) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("destination ", dlpack::DescribeLayout(destination),
+                                                 " does not match tensor '", info.name, "' ",
+                                                 dlpack::DescribeLayout(LayoutOfInfo(info))));
 }
 
 }  // namespace tensord

@@ -1,4 +1,4 @@
-// Wire TensorInfo -> the client's public TensorInfo.
+// Wire TensorInfo -> the client's public TensorInfo, and checks against it.
 #ifndef TENSORD_CLIENT_SRC_INFO_CONVERSION_H_
 #define TENSORD_CLIENT_SRC_INFO_CONVERSION_H_
 
@@ -14,6 +14,11 @@ namespace tensord {
 absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto);
 
 dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info);
+
+// FetchInto's rule: the caller's `destination` must have the stored dtype
+// and shape (any strides); INVALID_ARGUMENT describing both otherwise.
+absl::Status CheckDestinationMatches(const dlpack::TensorLayout& destination,
+                                     const TensorInfo& info);
 
 }  // namespace tensord
 

@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "service/dlpack/dlpack_compat.h"
+#include "tensord/dlpack.h"
 #include "tensord/tensor.h"
 
 namespace tensord::tensorctl {

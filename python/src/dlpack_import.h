@@ -6,7 +6,7 @@
 
 #include <nanobind/nanobind.h>
 
-#include "service/dlpack/dlpack_compat.h"
+#include "tensord/dlpack.h"
 
 namespace tensord::python {
 

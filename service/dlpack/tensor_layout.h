@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "service/dlpack/dlpack_compat.h"
+#include "tensord/dlpack.h"
 
 namespace tensord::dlpack {
 

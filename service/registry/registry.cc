@@ -11,7 +11,7 @@
 #include "service/common/crc32c.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 
 namespace tensord {
 namespace {

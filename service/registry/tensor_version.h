@@ -14,7 +14,7 @@
 #include "service/dlpack/tensor_layout.h"
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
-#include "service/registry/retention.h"
+#include "tensord/retention.h"
 
 namespace tensord {
 

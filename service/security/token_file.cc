@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "service/common/errno_status.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 
 namespace tensord {
 namespace {

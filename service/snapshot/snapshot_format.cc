@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 
 namespace tensord {
 namespace {

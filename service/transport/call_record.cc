@@ -4,7 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "service/common/log.h"
-#include "service/transport/request_id.h"
+#include "service/wire/request_id.h"
 
 namespace tensord {
 

@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/transport/byte_buffer_codec.h"
+#include "service/wire/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/request_validation.h"
-#include "service/transport/status_conversion.h"
+#include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
 
 namespace tensord {

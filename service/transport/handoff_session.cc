@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
-#include "service/transport/handoff_device_handle.h"
+#include "service/wire/handoff_device_handle.h"
 #include "service/transport/request_validation.h"
-#include "service/transport/status_conversion.h"
+#include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
 
 namespace tensord {

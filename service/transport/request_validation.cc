@@ -3,8 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
-#include "service/registry/tensor_name.h"
-#include "service/transport/layout_conversion.h"
+#include "service/common/tensor_name.h"
+#include "service/wire/layout_conversion.h"
 
 namespace tensord {
 

@@ -7,8 +7,8 @@
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
 #include "service/transport/call_record.h"
-#include "service/transport/layout_conversion.h"
-#include "service/transport/status_conversion.h"
+#include "service/wire/layout_conversion.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 namespace {

@@ -17,8 +17,8 @@
 #include "google/protobuf/stubs/logging.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/tensor_layout.h"
-#include "service/registry/tensor_name.h"
-#include "service/transport/layout_conversion.h"
+#include "service/common/tensor_name.h"
+#include "service/wire/layout_conversion.h"
 #include "service/transport/request_validation.h"
 #include "tensord/v1/tensor_service.pb.h"
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "google/protobuf/stubs/logging.h"
-#include "service/transport/stream_message.h"
+#include "service/wire/stream_message.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace {

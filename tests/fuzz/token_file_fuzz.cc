@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/strings/str_cat.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 #include "service/security/token_authenticator.h"
 #include "service/security/token_file.h"
 

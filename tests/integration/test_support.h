@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "service/dlpack/dlpack_compat.h"
+#include "tensord/dlpack.h"
 #include "tests/integration/server_process.h"
 
 namespace tensord::testing {

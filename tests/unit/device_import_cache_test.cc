@@ -15,7 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "service/common/unix_socket.h"
-#include "service/transport/handoff_device_handle.h"
+#include "service/wire/handoff_device_handle.h"
 
 namespace tensord {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "service/transport/request_id.h"
+#include "service/wire/request_id.h"
 
 namespace tensord {
 namespace {

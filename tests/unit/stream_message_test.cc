@@ -1,11 +1,11 @@
-#include "service/transport/stream_message.h"
+#include "service/wire/stream_message.h"
 
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "service/transport/layout_conversion.h"
+#include "service/wire/layout_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {

@@ -8,12 +8,12 @@
 #include <optional>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/dlpack/dlpack_compat.h"
+#include "tensord/dlpack.h"
 #include "tensord/tensor.h"
 
 namespace tensord {
@@ -231,8 +231,6 @@ class Client {
  private:
   struct Rep;
   explicit Client(std::unique_ptr<Rep> rep);
-  absl::StatusOr<TensorInfo> PutRemote(absl::string_view name, const DLTensor& tensor,
-                                       const PutOptions& options);
   std::unique_ptr<Rep> rep_;
 };
 

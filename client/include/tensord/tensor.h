@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "service/dlpack/dlpack_compat.h"
-#include "service/registry/retention.h"
+#include "tensord/dlpack.h"
+#include "tensord/retention.h"
 
 namespace tensord {
 

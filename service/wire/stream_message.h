@@ -3,8 +3,8 @@
 // received pieces, without copying chunk data. The encoding side writes the
 // chunk framing by hand so tensor bytes can follow as their own slice.
 // Parses untrusted input: every length is checked against what is there.
-#ifndef TENSORD_SERVICE_TRANSPORT_STREAM_MESSAGE_H_
-#define TENSORD_SERVICE_TRANSPORT_STREAM_MESSAGE_H_
+#ifndef TENSORD_SERVICE_WIRE_STREAM_MESSAGE_H_
+#define TENSORD_SERVICE_WIRE_STREAM_MESSAGE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -49,4 +49,4 @@ absl::Status DecodeStreamMessage(std::span<const std::span<const uint8_t>> piece
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_STREAM_MESSAGE_H_
+#endif  // TENSORD_SERVICE_WIRE_STREAM_MESSAGE_H_

@@ -1,4 +1,4 @@
-#include "service/transport/request_id.h"
+#include "service/wire/request_id.h"
 
 #include <grpcpp/server_context.h>
 

@@ -1,4 +1,4 @@
-#include "client/src/local_handoff.h"
+#include "client/src/local_transport.h"
 
 #include <sys/mman.h>
 
@@ -15,9 +15,9 @@
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
-#include "service/transport/handoff_device_handle.h"
-#include "service/transport/layout_conversion.h"
-#include "service/transport/status_conversion.h"
+#include "service/wire/handoff_device_handle.h"
+#include "service/wire/layout_conversion.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 namespace {
@@ -273,7 +273,7 @@ class DeviceTensorWriter final : public TensorWriter {
 
 }  // namespace
 
-absl::Status LocalHandoff::ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired,
+absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired,
                                         ScopedFd fd) {
   const TensorInfo& info = held.info();
   if (info.total_bytes == 0) return absl::OkStatus();  // no allocation to import
@@ -310,7 +310,7 @@ absl::Status LocalHandoff::ImportDevice(HeldVersion& held, const v1::AcquireResp
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_view name,
+absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_view name,
                                                                 uint64_t version,
                                                                 bool host_only) {
   v1::HandoffRequest request;
@@ -375,14 +375,14 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalHandoff::Hold(absl::string_vie
   return absl::UnavailableError(absl::StrCat("could not hold tensor '", name, "'"));
 }
 
-absl::StatusOr<Tensor> LocalHandoff::Fetch(absl::string_view name, uint64_t version,
-                                           bool read_only, bool host_only) {
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held, Hold(name, version, host_only));
+absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const FetchOptions& options) {
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
+                           Hold(name, options.version, options.device_to_host));
   TensorInfo info = held->info();
   if (held->on_device()) {
     return Tensor(std::move(info), std::make_shared<DeviceTensorMemory>(std::move(held)));
   }
-  if (read_only) {
+  if (options.read_only) {
     TENSORD_ASSIGN_OR_RETURN(void* data, held->SharedReadOnly());
     return Tensor(std::move(info), std::make_shared<SharedReadOnlyMemory>(std::move(held), data));
   }
@@ -394,25 +394,23 @@ absl::StatusOr<Tensor> LocalHandoff::Fetch(absl::string_view name, uint64_t vers
                 std::make_shared<PrivateMappingMemory>(std::move(held), std::move(mapping)));
 }
 
-absl::StatusOr<TensorInfo> LocalHandoff::FetchInto(absl::string_view name, uint64_t version,
-                                                   const DLTensor& destination) {
+absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,
+                                                     const DLTensor& destination,
+                                                     const FetchOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
-                           Hold(name, version, /*host_only=*/true));
+                           Hold(name, options.version, /*host_only=*/true));
   const TensorInfo& info = held->info();
-  if (!dlpack::operator==(info.dtype, target.dtype) || info.shape != target.shape) {
-    return absl::InvalidArgumentError(absl::StrCat("destination ", dlpack::DescribeLayout(target),
-                                                   " does not match tensor '", info.name, "' ",
-                                                   dlpack::DescribeLayout(LayoutOfInfo(info))));
-  }
+  TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, info));
   TENSORD_ASSIGN_OR_RETURN(void* source, held->SharedReadOnly());
   TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(source, LayoutOfInfo(info), destination.data, target));
   return info;
 }
 
-absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(
-    absl::string_view name, DLDataType dtype, std::span<const int64_t> shape, Retention retention,
-    std::optional<DLDevice> device) {
+absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(
+    absl::string_view name, DLDataType dtype, std::span<const int64_t> shape,
+    const CreateOptions& options) {
+  const std::optional<DLDevice>& device = options.device;
   dlpack::TensorLayout layout;
   layout.dtype = dtype;
   layout.shape.assign(shape.begin(), shape.end());
@@ -424,7 +422,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(
   LayoutToProto(layout, create->mutable_layout());
   create->mutable_layout()->clear_strides();
   create->set_total_bytes(size);
-  create->set_retention(static_cast<v1::Retention>(retention));
+  create->set_retention(static_cast<v1::Retention>(options.retention));
   TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(std::move(request)));
   const v1::CreateResponse& created = response.message.create();
   const uint64_t create_id = created.create_id();
@@ -447,7 +445,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::Create(
       new LocalTensorWriter(connection_, create_id, std::move(*mapping), size));
 }
 
-absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::CreateOnDevice(
+absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
     uint64_t create_id, uint64_t size, const v1::CreateResponse& created, ScopedFd fd,
     DLDevice device) {
   std::unique_ptr<ImportedMemory> memory;
@@ -478,16 +476,17 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalHandoff::CreateOnDevice(
       connection_, create_id, importer, std::move(memory), size, device));
 }
 
-absl::StatusOr<TensorInfo> LocalHandoff::Put(absl::string_view name, const DLTensor& tensor,
-                                             bool send_crc32c, Retention retention) {
+absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLTensor& tensor,
+                                               const PutOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout source, dlpack::LayoutOf(tensor));
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
-                           Create(name, source.dtype, source.shape, retention, std::nullopt));
+  TENSORD_ASSIGN_OR_RETURN(
+      std::unique_ptr<TensorWriter> writer,
+      Create(name, source.dtype, source.shape, CreateOptions{.retention = options.retention}));
   if (writer->size() > 0) {
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));
   }
-  return writer->Seal(send_crc32c);
+  return writer->Seal(options.send_crc32c);
 }
 
 }  // namespace tensord

@@ -1,5 +1,5 @@
 #include "absl/strings/string_view.h"
-#include "service/transport/stream_message.h"
+#include "service/wire/stream_message.h"
 
 #include <algorithm>
 

@@ -2,8 +2,8 @@
 // 1.x additions (bool and fp8/fp6/fp4 codes, the versioned managed tensor and
 // its flags) are declared here from the specification when the header lacks
 // them. Layouts match DLPack 1.1 exactly.
-#ifndef TENSORD_SERVICE_DLPACK_DLPACK_COMPAT_H_
-#define TENSORD_SERVICE_DLPACK_DLPACK_COMPAT_H_
+#ifndef TENSORD_CLIENT_DLPACK_H_
+#define TENSORD_CLIENT_DLPACK_H_
 
 #include <cstdint>
 
@@ -65,4 +65,4 @@ inline constexpr uint8_t kMaxDataTypeCode = kFloat4_e2m1fn;
 
 }  // namespace tensord::dlpack
 
-#endif  // TENSORD_SERVICE_DLPACK_DLPACK_COMPAT_H_
+#endif  // TENSORD_CLIENT_DLPACK_H_

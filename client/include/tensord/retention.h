@@ -1,6 +1,6 @@
 // A tensor's retention class, shared by the registry and the client API.
-#ifndef TENSORD_SERVICE_REGISTRY_RETENTION_H_
-#define TENSORD_SERVICE_REGISTRY_RETENTION_H_
+#ifndef TENSORD_CLIENT_RETENTION_H_
+#define TENSORD_CLIENT_RETENTION_H_
 
 #include <cstdint>
 
@@ -30,4 +30,4 @@ inline const char* RetentionName(Retention retention) {
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_REGISTRY_RETENTION_H_
+#endif  // TENSORD_CLIENT_RETENTION_H_

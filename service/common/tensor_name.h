@@ -1,6 +1,6 @@
 // The rules for tensor names, shared by every entry point.
-#ifndef TENSORD_SERVICE_REGISTRY_TENSOR_NAME_H_
-#define TENSORD_SERVICE_REGISTRY_TENSOR_NAME_H_
+#ifndef TENSORD_SERVICE_COMMON_TENSOR_NAME_H_
+#define TENSORD_SERVICE_COMMON_TENSOR_NAME_H_
 
 #include <cstddef>
 #include "absl/strings/string_view.h"
@@ -22,4 +22,4 @@ absl::Status ValidateNamePrefix(absl::string_view prefix);
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_REGISTRY_TENSOR_NAME_H_
+#endif  // TENSORD_SERVICE_COMMON_TENSOR_NAME_H_

@@ -1,8 +1,8 @@
 // ExportedHandle <-> tensord.v1.DeviceHandle: the device part of the local
 // handoff wire, shared by the server (handoff_session) and the client
 // (device_import_cache).
-#ifndef TENSORD_SERVICE_TRANSPORT_HANDOFF_DEVICE_HANDLE_H_
-#define TENSORD_SERVICE_TRANSPORT_HANDOFF_DEVICE_HANDLE_H_
+#ifndef TENSORD_SERVICE_WIRE_HANDOFF_DEVICE_HANDLE_H_
+#define TENSORD_SERVICE_WIRE_HANDOFF_DEVICE_HANDLE_H_
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,4 +29,4 @@ absl::StatusOr<ExportedHandle> DeviceHandleFromProto(const v1::DeviceHandle& pro
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_HANDOFF_DEVICE_HANDLE_H_
+#endif  // TENSORD_SERVICE_WIRE_HANDOFF_DEVICE_HANDLE_H_

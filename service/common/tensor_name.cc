@@ -1,5 +1,5 @@
 #include "absl/strings/string_view.h"
-#include "service/registry/tensor_name.h"
+#include "service/common/tensor_name.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"

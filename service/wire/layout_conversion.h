@@ -1,6 +1,6 @@
 // tensord.v1.TensorLayout <-> dlpack::TensorLayout.
-#ifndef TENSORD_SERVICE_TRANSPORT_LAYOUT_CONVERSION_H_
-#define TENSORD_SERVICE_TRANSPORT_LAYOUT_CONVERSION_H_
+#ifndef TENSORD_SERVICE_WIRE_LAYOUT_CONVERSION_H_
+#define TENSORD_SERVICE_WIRE_LAYOUT_CONVERSION_H_
 
 #include "absl/status/statusor.h"
 #include "service/dlpack/tensor_layout.h"
@@ -19,4 +19,4 @@ void LayoutToProto(const dlpack::TensorLayout& layout, v1::TensorLayout* proto);
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_LAYOUT_CONVERSION_H_
+#endif  // TENSORD_SERVICE_WIRE_LAYOUT_CONVERSION_H_

@@ -1,5 +1,5 @@
 #include "absl/strings/string_view.h"
-#include "service/transport/byte_buffer_codec.h"
+#include "service/wire/byte_buffer_codec.h"
 
 #include <string>
 

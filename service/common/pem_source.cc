@@ -1,4 +1,4 @@
-#include "service/security/pem_source.h"
+#include "service/common/pem_source.h"
 
 #include <cerrno>
 #include <fstream>

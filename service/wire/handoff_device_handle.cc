@@ -1,4 +1,4 @@
-#include "service/transport/handoff_device_handle.h"
+#include "service/wire/handoff_device_handle.h"
 
 #include <random>
 

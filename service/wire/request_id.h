@@ -1,7 +1,7 @@
 // Request ids tie a call's log lines to the client that made it: a client's
 // `x-request-id` metadata when it is sane, a generated one otherwise.
-#ifndef TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_
-#define TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_
+#ifndef TENSORD_SERVICE_WIRE_REQUEST_ID_H_
+#define TENSORD_SERVICE_WIRE_REQUEST_ID_H_
 
 #include <string>
 
@@ -30,4 +30,4 @@ std::string AssignRequestId(grpc::CallbackServerContext& context);
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_REQUEST_ID_H_
+#endif  // TENSORD_SERVICE_WIRE_REQUEST_ID_H_

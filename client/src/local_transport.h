@@ -2,8 +2,8 @@
 // handles (device versions) from the handoff socket, mapped or imported into
 // this process and cached per (name, version). Device imports are shared by
 // every connection of the process (DeviceImportCache).
-#ifndef TENSORD_CLIENT_SRC_LOCAL_HANDOFF_H_
-#define TENSORD_CLIENT_SRC_LOCAL_HANDOFF_H_
+#ifndef TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
+#define TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 
 #include <cstdint>
 #include <memory>
@@ -15,8 +15,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "service/common/mutex.h"
+#include "client/src/client_transport.h"
 #include "client/src/handoff_connection.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 #include "tensord/tensor.h"
 
@@ -27,36 +28,35 @@ namespace tensord {
 class HeldVersion;
 
 // Thread-safe.
-class LocalHandoff {
+class LocalTransport final : public ClientTransport {
  public:
-  explicit LocalHandoff(std::shared_ptr<HandoffConnection> connection)
+  explicit LocalTransport(std::shared_ptr<HandoffConnection> connection)
       : connection_(std::move(connection)) {}
+
+  // create + copy + seal: one copy, no gRPC. Host memory only (Client sends
+  // device puts over gRPC).
+  absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
+                                 const PutOptions& options) override;
 
   // A tensor mapping the server's bytes: a private copy-on-write mapping
   // (writable, changes stay in this process) or, with `read_only`, the
   // shared read-only mapping with DLPACK_FLAG_BITMASK_READ_ONLY. A device
   // version comes back as the import of the server's device memory
   // ({kDLCUDA, id}, always flagged READ_ONLY: there is no private copy), or,
-  // with `host_only`, is refused with use_remote so the caller copies it to
-  // the host over gRPC. A failed import is refused with use_remote too.
-  absl::StatusOr<Tensor> Fetch(absl::string_view name, uint64_t version, bool read_only,
-                               bool host_only);
+  // with `device_to_host`, is refused with use_remote so the caller copies
+  // it to the host over gRPC. A failed import is refused with use_remote too.
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options) override;
 
   // Copies the held bytes into `destination` (any strides). Device versions
   // are refused with use_remote (they go over gRPC).
-  absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, uint64_t version,
-                                       const DLTensor& destination);
+  absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
+                                       const FetchOptions& options) override;
 
-  // create + copy + seal: one copy, no gRPC.
-  absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor, bool send_crc32c,
-                                 Retention retention);
-
-  // A writer of host memory, or, with `device` set ({kDLCUDA, N}), of
-  // device memory on the server's device N imported into this process.
+  // A writer of host memory, or, with `options.device` set ({kDLCUDA, N}),
+  // of device memory on the server's device N imported into this process.
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       Retention retention,
-                                                       std::optional<DLDevice> device);
+                                                       const CreateOptions& options) override;
 
   const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
 
@@ -78,4 +78,4 @@ class LocalHandoff {
 
 }  // namespace tensord
 
-#endif  // TENSORD_CLIENT_SRC_LOCAL_HANDOFF_H_
+#endif  // TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_

@@ -1,4 +1,4 @@
-#include "service/transport/status_conversion.h"
+#include "service/wire/status_conversion.h"
 
 #include <string>
 

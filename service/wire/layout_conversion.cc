@@ -1,4 +1,4 @@
-#include "service/transport/layout_conversion.h"
+#include "service/wire/layout_conversion.h"
 
 #include <limits>
 

@@ -1,7 +1,7 @@
 // grpc::ByteBuffer <-> tensord stream messages and protobuf messages, with
 // tensor bytes sent and received as slices rather than copied into protobuf.
-#ifndef TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_
-#define TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_
+#ifndef TENSORD_SERVICE_WIRE_BYTE_BUFFER_CODEC_H_
+#define TENSORD_SERVICE_WIRE_BYTE_BUFFER_CODEC_H_
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "google/protobuf/message_lite.h"
-#include "service/transport/stream_message.h"
+#include "service/wire/stream_message.h"
 
 namespace tensord {
 
@@ -49,4 +49,4 @@ absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobu
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_BYTE_BUFFER_CODEC_H_
+#endif  // TENSORD_SERVICE_WIRE_BYTE_BUFFER_CODEC_H_

@@ -1,7 +1,7 @@
 // TLS material given either inline or as a file path, as ClientOptions and
 // the server flags accept it.
-#ifndef TENSORD_SERVICE_SECURITY_PEM_SOURCE_H_
-#define TENSORD_SERVICE_SECURITY_PEM_SOURCE_H_
+#ifndef TENSORD_SERVICE_COMMON_PEM_SOURCE_H_
+#define TENSORD_SERVICE_COMMON_PEM_SOURCE_H_
 
 #include <string>
 
@@ -16,4 +16,4 @@ absl::StatusOr<std::string> PemFromPathOrContents(absl::string_view value, absl:
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_SECURITY_PEM_SOURCE_H_
+#endif  // TENSORD_SERVICE_COMMON_PEM_SOURCE_H_

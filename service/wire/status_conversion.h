@@ -1,7 +1,7 @@
 // The one place where absl::Status and grpc::Status meet. Their codes are the
 // same canonical codes, so conversion keeps code and message.
-#ifndef TENSORD_SERVICE_TRANSPORT_STATUS_CONVERSION_H_
-#define TENSORD_SERVICE_TRANSPORT_STATUS_CONVERSION_H_
+#ifndef TENSORD_SERVICE_WIRE_STATUS_CONVERSION_H_
+#define TENSORD_SERVICE_WIRE_STATUS_CONVERSION_H_
 
 #include <grpcpp/support/status.h>
 
@@ -19,4 +19,4 @@ bool IsUseRemote(const absl::Status& status);
 
 }  // namespace tensord
 
-#endif  // TENSORD_SERVICE_TRANSPORT_STATUS_CONVERSION_H_
+#endif  // TENSORD_SERVICE_WIRE_STATUS_CONVERSION_H_

@@ -1,0 +1,53 @@
+// The client's one transport interface: how a call that both paths serve
+// moves tensor bytes. RemoteTransport streams them over gRPC; LocalTransport
+// hands them over the server's handoff socket (memfds, device handles).
+// TransportSelector picks one per call and owns the fallback rule, so a new
+// data call (batch, watch, cluster routing) is one method here and one in
+// each transport, not a branch in every public method of Client.
+#ifndef TENSORD_CLIENT_SRC_CLIENT_TRANSPORT_H_
+#define TENSORD_CLIENT_SRC_CLIENT_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tensord/client.h"
+#include "tensord/tensor.h"
+
+namespace tensord {
+
+// Implementations are thread-safe. Arguments have been validated by Client
+// (tensor name, host tensor layout) before a transport sees them.
+//
+// A transport that cannot serve a call on its path answers with a status
+// marked use_remote (MarkUseRemote) when gRPC can serve it instead, or
+// UNAVAILABLE when its path is broken; TransportSelector decides from that.
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+
+  // A new version of `name` from the caller's host tensor (options.device:
+  // where the server stores it).
+  virtual absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
+                                         const PutOptions& options) = 0;
+
+  // The whole tensor, in memory the returned Tensor owns or maps.
+  virtual absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options) = 0;
+
+  // The tensor copied into the caller's host memory (`destination`: any
+  // strides; dtype and shape must match).
+  virtual absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
+                                               const FetchOptions& options) = 0;
+
+  // A buffer in the server's memory for a new version, filled in place.
+  virtual absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name,
+                                                               DLDataType dtype,
+                                                               std::span<const int64_t> shape,
+                                                               const CreateOptions& options) = 0;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_CLIENT_TRANSPORT_H_

@@ -1,0 +1,82 @@
+#include "client/src/fetch_stream_receiver.h"
+
+#include <cstring>
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/info_conversion.h"
+#include "service/common/crc32c.h"
+#include "service/common/status_macros.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace tensord {
+
+absl::Status FetchStreamReceiver::Receive(const StreamMessage& message) {
+  return info_.has_value() ? ReceiveChunk(message) : ReceiveHeader(message);
+}
+
+absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
+  v1::FetchHeader header;
+  if (message.kind != StreamMessage::Kind::kHeader || !header.ParseFromString(message.header)) {
+    return absl::InternalError("fetch stream did not start with a valid header");
+  }
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(header.info()));
+  const uint64_t offset = header.range().offset();
+  const uint64_t length = header.range().length();
+  if (offset > info.total_bytes || length > info.total_bytes - offset) {
+    return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
+                                            ") of a ", info.total_bytes, "-byte tensor"));
+  }
+  if (header.has_inline_data() && header.inline_data().size() != length) {
+    return absl::InternalError(absl::StrCat("fetch header carried ", header.inline_data().size(),
+                                            " inline bytes of a ", length, "-byte range"));
+  }
+  TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
+  info_ = std::move(info);
+  range_offset_ = offset;
+  range_length_ = length;
+  if (header.has_inline_data()) {
+    std::memcpy(destination_, header.inline_data().data(), length);
+    if (options_.verify_crc32c) crc_ = Crc32cExtend(crc_, destination_, length);
+    Accepted(length);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FetchStreamReceiver::ReceiveChunk(const StreamMessage& message) {
+  if (message.kind != StreamMessage::Kind::kChunk ||
+      message.chunk_offset != range_offset_ + received_ ||
+      message.chunk_size > range_length_ - received_) {
+    return absl::InternalError(absl::StrCat("fetch stream sent an unexpected message at byte ",
+                                            received_, " of ", range_length_));
+  }
+  uint8_t* out = destination_ + received_;
+  for (std::span<const uint8_t> piece : message.chunk_pieces) {
+    std::memcpy(out, piece.data(), piece.size());
+    if (options_.verify_crc32c) crc_ = Crc32cExtend(crc_, out, piece.size());
+    out += piece.size();
+  }
+  Accepted(message.chunk_size);
+  return absl::OkStatus();
+}
+
+void FetchStreamReceiver::Accepted(uint64_t size) {
+  received_ += size;
+  if (options_.progress) options_.progress(received_, range_length_);
+}
+
+absl::StatusOr<TensorInfo> FetchStreamReceiver::Finish() {
+  if (!info_.has_value()) return absl::InternalError("fetch stream ended without a header");
+  if (received_ != range_length_) {
+    return absl::DataLossError(absl::StrCat("fetch of '", info_->name, "' ended after ", received_,
+                                            " of ", range_length_, " bytes"));
+  }
+  if (options_.verify_crc32c && range_offset_ == 0 && range_length_ == info_->total_bytes &&
+      crc_ != info_->crc32c) {
+    return absl::DataLossError(absl::StrCat("fetched bytes of '", info_->name, "' have crc32c ",
+                                            crc_, "; the server stored ", info_->crc32c));
+  }
+  return *std::move(info_);
+}
+
+}  // namespace tensord

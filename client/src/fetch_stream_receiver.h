@@ -1,0 +1,62 @@
+// The client side of a Fetch stream, without gRPC: takes the decoded
+// messages (a header, then chunks in order) and puts the bytes where the
+// caller wants them. The server is a peer, not trusted blindly: every range,
+// offset and size it sends is checked before a byte is written.
+#ifndef TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
+#define TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "service/wire/stream_message.h"
+#include "tensord/client.h"
+#include "tensord/tensor.h"
+
+namespace tensord {
+
+class FetchStreamReceiver {
+ public:
+  // Where the range's bytes go: called once, with the header's info and the
+  // range length, before any byte is written; must return that many
+  // writable bytes. Must outlive the receiver.
+  using DestinationFor =
+      absl::FunctionRef<absl::StatusOr<uint8_t*>(const TensorInfo& info, uint64_t range_length)>;
+
+  // `options`: verify_crc32c and progress are honoured; must outlive the
+  // receiver.
+  FetchStreamReceiver(const FetchOptions& options, DestinationFor destination_for)
+      : options_(options), destination_for_(destination_for) {}
+
+  // The next message of the stream. After an error the stream is unusable.
+  absl::Status Receive(const StreamMessage& message);
+
+  // True once the header and every byte of its range are in: the server
+  // sent its status with the last message, so no further Read is needed.
+  bool complete() const { return info_.has_value() && received_ == range_length_; }
+
+  // Once the stream ended well: the version's info, or DATA_LOSS when bytes
+  // are missing or (verify_crc32c, whole tensor) do not match its CRC-32C.
+  absl::StatusOr<TensorInfo> Finish();
+
+ private:
+  absl::Status ReceiveHeader(const StreamMessage& message);
+  absl::Status ReceiveChunk(const StreamMessage& message);
+  // Counts `size` more bytes written (and checksummed) and reports progress.
+  void Accepted(uint64_t size);
+
+  const FetchOptions& options_;
+  const DestinationFor destination_for_;
+  std::optional<TensorInfo> info_;
+  uint8_t* destination_ = nullptr;
+  uint64_t range_offset_ = 0;
+  uint64_t range_length_ = 0;
+  uint64_t received_ = 0;
+  uint32_t crc_ = 0;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_

@@ -14,8 +14,7 @@ namespace tensord {
 
 struct Client::Rep {
   explicit Rep(const ClientOptions& options, std::shared_ptr<RemoteTransport> remote)
-      : path(options.path), transports(options.path, options.handoff_socket, std::move(remote)) {}
-  const TransferPath path;
+      : transports(options.path, options.handoff_socket, std::move(remote)) {}
   TransportSelector transports;
 };
 
@@ -34,7 +33,7 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
   if (options.device.has_value()) {
     // Device puts from host memory go over gRPC (the server's staged upload);
     // a local producer writes device memory in place with Create instead.
-    if (rep_->path == TransferPath::kLocal) {
+    if (rep_->transports.path() == TransferPath::kLocal) {
       return absl::FailedPreconditionError(absl::StrCat(
           "put of '", name, "' into device memory (device type ", options.device->device_type,
           ", id ", options.device->device_id,
@@ -106,8 +105,12 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
                                                              std::span<const int64_t> shape,
                                                              const CreateOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  // Create/seal exists only on the handoff socket: a local failure (say, a
+  // device import this process cannot make) is the answer, and gRPC's
+  // Create only says that no socket was found.
   return rep_->transports.Run(
-      [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); });
+      [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); },
+      TransportSelector::Fallback::kNone);
 }
 
 absl::StatusOr<SnapshotResult> Client::Snapshot() { return rep_->transports.remote().Snapshot(); }

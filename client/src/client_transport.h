@@ -23,7 +23,8 @@ namespace tensord {
 //
 // A transport that cannot serve a call on its path answers with a status
 // marked use_remote (MarkUseRemote) when gRPC can serve it instead, or
-// UNAVAILABLE when its path is broken; TransportSelector decides from that.
+// UNAVAILABLE when its path is broken; TransportSelector decides from that
+// (except for Create, whose local answer always stands).
 class ClientTransport {
  public:
   virtual ~ClientTransport() = default;

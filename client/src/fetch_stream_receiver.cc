@@ -27,11 +27,13 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
     return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
                                             ") of a ", info.total_bytes, "-byte tensor"));
   }
+  // The destination is asked for first: a caller's own mismatch (FetchInto's
+  // dtype or shape) is reported before the server's inline-size fault.
+  TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
   if (header.has_inline_data() && header.inline_data().size() != length) {
     return absl::InternalError(absl::StrCat("fetch header carried ", header.inline_data().size(),
                                             " inline bytes of a ", length, "-byte range"));
   }
-  TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
   info_ = std::move(info);
   range_offset_ = offset;
   range_length_ = length;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,7 +28,8 @@ class FetchStreamReceiver {
 
   // `options`: verify_crc32c and progress are honoured; must outlive the
   // receiver.
-  FetchStreamReceiver(const FetchOptions& options, DestinationFor destination_for)
+  FetchStreamReceiver(const FetchOptions& options ABSL_ATTRIBUTE_LIFETIME_BOUND,
+                      DestinationFor destination_for ABSL_ATTRIBUTE_LIFETIME_BOUND)
       : options_(options), destination_for_(destination_for) {}
 
   // The next message of the stream. After an error the stream is unusable.

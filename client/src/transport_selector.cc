@@ -22,7 +22,7 @@ absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Local() {
   return local_;
 }
 
-bool TransportSelector::RetryRemotely(const std::shared_ptr<LocalTransport>& local,
+bool TransportSelector::FallBackFrom(const std::shared_ptr<LocalTransport>& local,
                                       const absl::Status& status) {
   if (path_ != TransferPath::kAuto) return false;
   if (IsUseRemote(status)) return true;  // the connection is fine

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed inputs of the transport fuzz targets (stream_message,
-request_validation, handoff_session) beside this script. The tensord.v1
+"""Writes the seed inputs of the fuzz targets of the wire and transport
+layers (stream_message, request_validation, handoff_session) beside this script. The tensord.v1
 messages are serialized by hand (no protobuf package needed); the field
 numbers follow proto/tensord/v1/*.proto. Rerun after changing a seed."""
 import os

@@ -97,7 +97,9 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
                                                              DLDataType dtype,
                                                              std::span<const int64_t> shape,
                                                              Retention retention) {
-  return Create(name, dtype, shape, CreateOptions{.retention = retention});
+  CreateOptions options;
+  options.retention = retention;
+  return Create(name, dtype, shape, options);
 }
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,

@@ -479,9 +479,10 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
 absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLTensor& tensor,
                                                const PutOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout source, dlpack::LayoutOf(tensor));
-  TENSORD_ASSIGN_OR_RETURN(
-      std::unique_ptr<TensorWriter> writer,
-      Create(name, source.dtype, source.shape, CreateOptions{.retention = options.retention}));
+  CreateOptions create;
+  create.retention = options.retention;
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
+                           Create(name, source.dtype, source.shape, create));
   if (writer->size() > 0) {
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));

@@ -17,6 +17,9 @@ ARG TENSORD_CUDA=OFF
 
 FROM debian:bookworm-slim AS build
 ARG TENSORD_CUDA
+# The image has no .git: the commit `tensord --version` reports comes from
+# here (scripts/container-smoke.sh passes it).
+ARG TENSORD_GIT_COMMIT=unknown
 COPY deploy/install-deps.sh /src/deploy/install-deps.sh
 RUN if [ "$TENSORD_CUDA" = "ON" ]; then \
       sed -i 's/^Components: main$/Components: main contrib non-free non-free-firmware/' /etc/apt/sources.list.d/debian.sources; \
@@ -28,7 +31,7 @@ WORKDIR /src
 # The ccache cache mount keeps rebuilds of the image fast on one host.
 RUN --mount=type=cache,target=/root/.cache/ccache \
     cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_BUILD_TESTS=OFF \
-      -DTENSORD_CUDA=${TENSORD_CUDA} \
+      -DTENSORD_CUDA=${TENSORD_CUDA} -DTENSORD_GIT_COMMIT=${TENSORD_GIT_COMMIT} \
  && cmake --build /build --target tensord tensorctl \
  && strip /build/server/tensord /build/client/tensorctl/tensorctl
 

@@ -26,6 +26,8 @@ fi
 read -r -d '' smoke <<'SH' || true
 set -euo pipefail
 cd /tmp
+tensord --version
+tensorctl --version
 tensord --ready-file=/tmp/ready 2>/tmp/tensord.log &
 server_pid=$!
 trap 'kill -TERM $server_pid; wait $server_pid || true' EXIT
@@ -53,4 +55,5 @@ cmp expected.bin <(tail -c 128 fetched.npy)
 echo "container smoke: put, fetched (gRPC and local handoff) float32[4, 8] byte-exact as uid $(id -u); health SERVING"
 SH
 
-"$container_build" --tag localhost/tensord:ci "$@" --entrypoint /bin/bash --run -- -c "$smoke"
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+"$container_build" --tag localhost/tensord:ci --build-arg TENSORD_GIT_COMMIT="$commit" "$@" --entrypoint /bin/bash --run -- -c "$smoke"

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,9 +29,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/command_line.h"
 #include "server/device_selection.h"
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
+#include "service/common/absl_view.h"
+#include "service/common/build_info.h"
 #include "service/common/byte_size.h"
 #include "service/common/log.h"
 #include "service/common/pem_source.h"
@@ -49,7 +54,17 @@ bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag, std::string* erro
   flag->bytes = *bytes;
   return true;
 }
-std::string AbslUnparseFlag(ByteSizeFlag flag) { return absl::StrCat(flag.bytes); }
+// Exact binary units ("8GiB") when the value is a whole number of them, so
+// --help shows defaults the way users write them.
+std::string AbslUnparseFlag(ByteSizeFlag flag) {
+  static constexpr std::pair<uint64_t, const char*> kUnits[] = {
+      {uint64_t{1} << 40, "TiB"}, {uint64_t{1} << 30, "GiB"}, {uint64_t{1} << 20, "MiB"},
+      {uint64_t{1} << 10, "KiB"}};
+  for (const auto& [unit, suffix] : kUnits) {
+    if (flag.bytes != 0 && flag.bytes % unit == 0) return absl::StrCat(flag.bytes / unit, suffix);
+  }
+  return absl::StrCat(flag.bytes);
+}
 
 ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
           "Address to serve gRPC on: host:port (port 0 picks one) or unix:PATH. Repeat the flag "
@@ -155,20 +170,13 @@ namespace {
 // Every flag may come from TENSORD_<FLAG_NAME>; the command line wins because
 // its arguments come after these.
 std::vector<std::string> ArgumentsFromEnvironment() {
-  static constexpr const char* kFlags[] = {
-      "listen",      "max_host_bytes", "max_tensor_bytes", "max_tensors", "chunk_bytes",
-      "max_message_bytes", "log_level", "shutdown_grace", "preload",     "preload_prefix",
-      "huge_pages", "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "create_timeout",
-      "max_leases_per_client", "ready_file", "metrics_listen", "tls_cert", "tls_key",
-      "tls_client_ca", "allow_insecure_remote", "tokens_file", "max_concurrent_streams",
-      "stream_idle_timeout", "snapshot_dir", "snapshot_ignore_corrupt",
-      "eviction_high_watermark", "eviction_low_watermark", "device_backend",
-      "simulated_devices", "simulated_legacy_ipc_only", "max_device_bytes"};
   std::vector<std::string> arguments;
-  for (const char* flag : kFlags) {
-    std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(flag));
-    if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
-      arguments.push_back(absl::StrCat("--", flag, "=", value));
+  for (const FlagGroup& group : ServerFlagGroups()) {
+    for (std::string_view flag : group.flags) {
+      std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(AsAbsl(flag)));
+      if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
+        arguments.push_back(absl::StrCat("--", AsAbsl(flag), "=", value));
+      }
     }
   }
   return arguments;
@@ -265,11 +273,27 @@ int Run(int argc, char** argv) {
   // absl spells flags with underscores; accept the dashed spelling too.
   for (size_t i = 1; i < arguments.size(); ++i) {
     std::string& argument = arguments[i];
-    if (absl::StartsWith(argument, "--")) {
-      size_t end = argument.find('=');
-      std::replace(argument.begin(), argument.begin() + std::min(end, argument.size()), '-', '_');
-      argument.replace(0, 2, "--");
-    }
+    if (argument == "--") break;
+    if (argument.size() < 2 || argument[0] != '-') continue;
+    const size_t prefix = argument[1] == '-' ? 2 : 1;
+    const size_t end = std::min(argument.find('='), argument.size());
+    std::replace(argument.begin() + prefix, argument.begin() + end, '-', '_');
+  }
+  CommandLineRequest request;
+  const absl::Status checked =
+      CheckServerArguments(std::span(arguments).subspan(1), request);
+  if (request == CommandLineRequest::kHelp) {
+    std::fputs(ServerHelpText().c_str(), stdout);
+    return 0;
+  }
+  if (request == CommandLineRequest::kVersion) {
+    std::printf("%s\n", VersionLine("tensord").c_str());
+    return 0;
+  }
+  if (!checked.ok()) {
+    std::fprintf(stderr, "tensord: %s\nRun 'tensord --help' for the flags.\n",
+                 std::string(checked.message()).c_str());
+    return 2;
   }
   std::vector<std::string> listen = TakeListenAddresses(arguments);
   std::vector<char*> raw_arguments;

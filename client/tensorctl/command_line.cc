@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -9,8 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/tensorctl/absl_view.h"
+#include "service/common/absl_view.h"
 #include "service/common/byte_size.h"
+#include "service/common/closest_name.h"
 
 namespace tensord::tensorctl {
 namespace {
@@ -43,6 +46,12 @@ bool Contains(std::span<const std::string_view> names, std::string_view name) {
 
 absl::Status UsageError(std::string_view message) {
   return absl::InvalidArgumentError(AsAbsl(message));
+}
+
+// "; did you mean 'get'?" when a known name is near `typed`, else "".
+std::string DidYouMean(std::string_view typed, std::span<const std::string_view> known) {
+  std::optional<std::string_view> near = ClosestName(typed, known);
+  return near ? absl::StrCat("; did you mean '", AsAbsl(*near), "'?") : std::string();
 }
 
 // "--version N" or "--output FILE", as a required option reads in usage.
@@ -97,7 +106,12 @@ absl::Status SplitTokens(std::span<const std::string> arguments,
       value = token.substr(2);
     }
     const OptionSpec* option = FindOption(options, name);
-    if (option == nullptr) return UsageError(absl::StrCat("unknown option '", AsAbsl(name), "'"));
+    if (option == nullptr) {
+      std::vector<std::string_view> names;
+      for (const OptionSpec& known : options) names.push_back(known.name);
+      return UsageError(absl::StrCat("unknown option '", AsAbsl(name), "'",
+                                     DidYouMean(name, names)));
+    }
     if (option->kind == OptionKind::kFlag) {
       if (value)
         return UsageError(absl::StrCat("option ", AsAbsl(option->name), " takes no value"));
@@ -198,7 +212,10 @@ absl::StatusOr<Invocation> ParseCommandLine(std::span<const std::string> argumen
   if (positionals.empty()) return UsageError("no command given");
   invocation.command = FindCommand(commands, positionals.front());
   if (invocation.command == nullptr) {
-    return UsageError(absl::StrCat("unknown command '", positionals.front(), "'"));
+    std::vector<std::string_view> names;
+    for (const CommandSpec& known : commands) names.push_back(known.name);
+    return UsageError(absl::StrCat("unknown command '", positionals.front(), "'",
+                                   DidYouMean(positionals.front(), names)));
   }
   const CommandSpec& command = *invocation.command;
   if (command.run == nullptr) {  // help
@@ -232,6 +249,7 @@ absl::StatusOr<Invocation> ParseCommandLine(std::span<const std::string> argumen
 std::string UsageText(std::span<const CommandSpec> commands, std::span<const OptionSpec> options) {
   std::string text =
       "Usage: tensorctl [--server ADDR] COMMAND [ARGUMENTS] [OPTIONS]\n"
+      "       tensorctl --version   (tensorctl's version, git commit, CUDA)\n"
       "\n"
       "Puts, fetches and inspects named tensors on a tensord server.\n"
       "\n"

@@ -1,7 +1,7 @@
 #include "client/tensorctl/commands.h"
 
 #include "absl/strings/str_cat.h"
-#include "client/tensorctl/absl_view.h"
+#include "service/common/absl_view.h"
 
 namespace tensord::tensorctl {
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/tensorctl/absl_view.h"
+#include "service/common/absl_view.h"
 #include "client/tensorctl/commands.h"
 #include "client/tensorctl/output_file.h"
 #include "client/tensorctl/progress_bar.h"

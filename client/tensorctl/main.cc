@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "client/tensorctl/command_line.h"
 #include "client/tensorctl/commands.h"
+#include "service/common/build_info.h"
 #include "tensord/client.h"
 
 namespace tensord::tensorctl {
@@ -28,6 +29,11 @@ std::string ServerAddress(const Invocation& invocation) {
 
 int Main(int argc, char** argv) {
   const std::vector<std::string> arguments(argv + 1, argv + argc);
+  // Alone, --version is the program's (with a command it names a tensor's).
+  if (arguments.size() == 1 && (arguments[0] == "--version" || arguments[0] == "version")) {
+    std::printf("%s\n", VersionLine("tensorctl").c_str());
+    return kExitOk;
+  }
   absl::StatusOr<Invocation> invocation =
       ParseCommandLine(arguments, Commands(), Options(), GlobalOptions());
   if (!invocation.ok()) {

@@ -7,7 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "client/tensorctl/absl_view.h"
+#include "service/common/absl_view.h"
 #include "service/common/errno_status.h"
 
 namespace tensord::tensorctl {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
+#include "service/common/build_info.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
 #include "service/transport/call_record.h"
@@ -130,7 +131,7 @@ grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerConte
   if (absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "GetServerInfo"); !grant.ok()) {
     return FinishUnary(context, grant.status(), call);
   }
-  response->set_server_version(TENSORD_VERSION);
+  response->set_server_version(std::string(ReleaseVersion()));
   response->set_boot_id(BootId());
   response->set_handoff_socket(options_.handoff.socket_path);
   response->set_host_bytes_used(registry_.host_bytes_used());

@@ -1,0 +1,184 @@
+#include "server/command_line.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "service/common/absl_view.h"
+#include "service/common/closest_name.h"
+
+namespace tensord {
+namespace {
+
+constexpr size_t kHelpWidth = 78;
+constexpr std::string_view kHelpIndent = "      ";
+
+bool IsServerFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "server/main.cc");
+}
+
+// `text` as indented lines of at most kHelpWidth columns.
+std::string Wrapped(std::string_view text) {
+  std::string out;
+  std::string line(kHelpIndent);
+  for (absl::string_view word : absl::StrSplit(AsAbsl(text), ' ', absl::SkipEmpty())) {
+    if (line.size() > kHelpIndent.size() && line.size() + 1 + word.size() > kHelpWidth) {
+      absl::StrAppend(&out, line, "\n");
+      line = std::string(kHelpIndent);
+    }
+    if (line.size() > kHelpIndent.size()) line += ' ';
+    absl::StrAppend(&line, word);
+  }
+  if (line.size() > kHelpIndent.size()) absl::StrAppend(&out, line, "\n");
+  return out;
+}
+
+void AppendFlag(const absl::CommandLineFlag& flag, std::string& text) {
+  absl::StrAppend(&text, "  --", DashedFlagName(AsStd(flag.Name())));
+  const std::string default_value = flag.DefaultValue();
+  if (!default_value.empty()) absl::StrAppend(&text, " (default ", default_value, ")");
+  absl::StrAppend(&text, "\n", Wrapped(flag.Help()));
+}
+
+std::vector<std::string_view> KnownNames() {
+  std::vector<std::string_view> names = {"help", "version"};
+  for (const FlagGroup& group : ServerFlagGroups()) {
+    names.insert(names.end(), group.flags.begin(), group.flags.end());
+  }
+  return names;
+}
+
+const absl::CommandLineFlag* FindServerFlag(std::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(AsAbsl(name));
+  return flag != nullptr && IsServerFlag(*flag) ? flag : nullptr;
+}
+
+}  // namespace
+
+std::span<const FlagGroup> ServerFlagGroups() {
+  static const auto* const kGroups = new std::vector<FlagGroup>{
+      {"Listening",
+       {"listen", "handoff_socket", "handoff_allow_uid", "handoff_allow_gid", "metrics_listen",
+        "ready_file"}},
+      {"Capacity",
+       {"max_host_bytes", "max_tensor_bytes", "max_tensors", "max_leases_per_client",
+        "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "chunk_bytes",
+        "max_message_bytes", "create_timeout"}},
+      {"Snapshots and preload",
+       {"snapshot_dir", "snapshot_ignore_corrupt", "preload", "preload_prefix"}},
+      {"Security",
+       {"tls_cert", "tls_key", "tls_client_ca", "allow_insecure_remote", "tokens_file",
+        "max_concurrent_streams", "stream_idle_timeout"}},
+      {"Devices",
+       {"device_backend", "max_device_bytes", "simulated_devices", "simulated_legacy_ipc_only"}},
+      {"Logging and shutdown", {"log_level", "shutdown_grace"}},
+  };
+  return *kGroups;
+}
+
+std::string DashedFlagName(std::string_view flag) {
+  return absl::StrReplaceAll(AsAbsl(flag), {{"_", "-"}});
+}
+
+std::string ServerHelpText() {
+  std::string text =
+      "tensord serves named tensors over gRPC and hands them zero-copy to clients on the\n"
+      "same host (memfds and device handles over a Unix socket).\n"
+      "\n"
+      "Usage: tensord [--listen=127.0.0.1:50051] [--max-host-bytes=8GiB] [FLAGS]\n"
+      "       tensord --help | --version\n"
+      "\n"
+      "Every flag may also come from the environment as TENSORD_<NAME>\n"
+      "(TENSORD_MAX_HOST_BYTES=8GiB); the command line wins. Byte sizes take\n"
+      "K/M/G/T suffixes (binary), durations s/m/h.\n";
+  absl::flat_hash_set<std::string> listed;
+  for (const FlagGroup& group : ServerFlagGroups()) {
+    absl::StrAppend(&text, "\n", AsAbsl(group.title), ":\n");
+    for (std::string_view name : group.flags) {
+      const absl::CommandLineFlag* flag = FindServerFlag(name);
+      if (flag == nullptr) continue;  // a name without a flag: the test catches it
+      AppendFlag(*flag, text);
+      listed.insert(std::string(name));
+    }
+  }
+  std::vector<const absl::CommandLineFlag*> others;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsServerFlag(*flag) && !listed.contains(std::string(name))) others.push_back(flag);
+  }
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end(),
+              [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+    absl::StrAppend(&text, "\nOther:\n");
+    for (const absl::CommandLineFlag* flag : others) AppendFlag(*flag, text);
+  }
+  absl::StrAppend(&text,
+                  "\nInformation:\n"
+                  "  --help, -h\n",
+                  Wrapped("Show this text and exit."),
+                  "  --version\n",
+                  Wrapped("Show the version, the git commit and whether the CUDA backend is "
+                          "built in, and exit."));
+  return text;
+}
+
+absl::Status CheckServerArguments(std::span<const std::string> arguments,
+                                  CommandLineRequest& request) {
+  request = CommandLineRequest::kServe;
+  absl::Status first_error;
+  const std::vector<std::string_view> known = KnownNames();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    absl::string_view argument = arguments[i];
+    if (argument == "--") {
+      if (first_error.ok() && i + 1 < arguments.size()) {
+        first_error = absl::InvalidArgumentError(
+            absl::StrCat("unexpected argument '", arguments[i + 1], "': tensord takes only flags"));
+      }
+      break;
+    }
+    if (!absl::ConsumePrefix(&argument, "--") && !absl::ConsumePrefix(&argument, "-")) {
+      if (first_error.ok()) {
+        first_error = absl::InvalidArgumentError(
+            absl::StrCat("unexpected argument '", argument, "': tensord takes only flags"));
+      }
+      continue;
+    }
+    const size_t equals = argument.find('=');
+    const std::string_view name = AsStd(argument.substr(0, equals));
+    const bool has_value = equals != absl::string_view::npos;
+    if (name == "help" || name == "h") {
+      request = CommandLineRequest::kHelp;
+      return absl::OkStatus();
+    }
+    if (name == "version") {
+      request = CommandLineRequest::kVersion;
+      continue;
+    }
+    const absl::CommandLineFlag* flag = FindServerFlag(name);
+    if (flag == nullptr && name.starts_with("no")) {
+      // Abseil's --noflag spelling of --flag=false.
+      const absl::CommandLineFlag* negated = FindServerFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>() && !has_value) continue;
+    }
+    if (flag == nullptr) {
+      if (!first_error.ok()) continue;
+      std::string message = absl::StrCat("unknown flag --", DashedFlagName(name));
+      if (std::optional<std::string_view> near = ClosestName(name, known)) {
+        absl::StrAppend(&message, "; did you mean --", DashedFlagName(*near), "?");
+      }
+      first_error = absl::InvalidArgumentError(message);
+      continue;
+    }
+    // "--flag value": a non-boolean flag without '=' takes the next argument.
+    if (!has_value && !flag->IsOfType<bool>()) ++i;
+  }
+  if (request == CommandLineRequest::kVersion) return absl::OkStatus();
+  return first_error;
+}
+
+}  // namespace tensord

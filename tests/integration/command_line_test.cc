@@ -1,0 +1,177 @@
+// The command lines of tensord and tensorctl as users type them: --help and
+// --version exit 0 and say what they should, unknown flags and commands are
+// refused with the nearest known one named.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace tensord {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+struct ProgramRun {
+  int exit_code = -1;  // -1: killed or did not exit in time
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// Runs `program` with `arguments` (no shell), stdout and stderr to files;
+// killed after 20 s so a hang fails the test instead of stalling it.
+ProgramRun RunProgram(const std::string& program, const std::vector<std::string>& arguments) {
+  const std::string base = absl::StrCat(::testing::TempDir(), "command_line_", getpid());
+  const std::string out_path = base + ".out", err_path = base + ".err";
+  std::vector<std::string> argv_storage = {program};
+  argv_storage.insert(argv_storage.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (std::string& argument : argv_storage) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
+    // No TENSORD_* settings from the test's environment.
+    for (const char* variable : {"TENSORD_LISTEN", "TENSORD_LOG_LEVEL", "TENSORD_SERVER"}) {
+      unsetenv(variable);
+    }
+    execv(program.c_str(), argv.data());
+    _exit(127);
+  }
+  ProgramRun run;
+  if (pid < 0) return run;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      status = -1;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (status != -1 && WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  run.out = ReadFile(out_path);
+  run.err = ReadFile(err_path);
+  unlink(out_path.c_str());
+  unlink(err_path.c_str());
+  return run;
+}
+
+const std::string kTensord = TENSORD_BINARY_PATH;
+const std::string kTensorctl = TENSORCTL_BINARY_PATH;
+
+TEST(TensordCommandLineTest, HelpExitsZeroWithDashedGroupedFlagsAndNoBuildPaths) {
+  for (const char* help : {"--help", "-h"}) {
+    SCOPED_TRACE(help);
+    const ProgramRun run = RunProgram(kTensord, {help});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    for (const char* group : {"\nListening:\n", "\nCapacity:\n", "\nSnapshots and preload:\n",
+                              "\nSecurity:\n", "\nDevices:\n", "\nLogging and shutdown:\n",
+                              "\nInformation:\n"}) {
+      EXPECT_THAT(run.out, HasSubstr(group));
+    }
+    EXPECT_THAT(run.out, HasSubstr("  --max-host-bytes (default 8GiB)\n"));
+    EXPECT_THAT(run.out, HasSubstr("  --listen (default 127.0.0.1:50051)\n"));
+    EXPECT_THAT(run.out, HasSubstr("  --handoff-allow-uid"));
+    // Every flag of server/main.cc sits in a group.
+    EXPECT_THAT(run.out, Not(HasSubstr("\nOther:\n")));
+    // No flag spelled with underscores, no source paths.
+    for (size_t at = run.out.find("--"); at != std::string::npos; at = run.out.find("--", at + 2)) {
+      const size_t end = run.out.find_first_not_of("abcdefghijklmnopqrstuvwxyz-_", at + 2);
+      EXPECT_EQ(run.out.substr(at, end - at).find('_'), std::string::npos)
+          << run.out.substr(at, end - at);
+    }
+    EXPECT_THAT(run.out, Not(HasSubstr(".cc")));
+    EXPECT_THAT(run.out, Not(HasSubstr("Flags from")));
+  }
+}
+
+TEST(TensordCommandLineTest, HelpWinsOverAMistakeOnTheSameLine) {
+  const ProgramRun run = RunProgram(kTensord, {"--no-such-flag", "--help"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Listening:"));
+}
+
+TEST(TensordCommandLineTest, VersionNamesReleaseCommitAndCuda) {
+  const ProgramRun run = RunProgram(kTensord, {"--version"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, MatchesRegex("tensord [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [0-9a-z-]+, "
+                                    "CUDA backend (not )?built in\\)\n"));
+}
+
+TEST(TensordCommandLineTest, UnknownFlagIsNamedWithTheNearestKnownOne) {
+  for (const char* typo : {"--max-host-byte=1GiB", "--max_host_byte=1GiB", "-max-host-byte=1GiB"}) {
+    SCOPED_TRACE(typo);
+    const ProgramRun run = RunProgram(kTensord, {typo});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_THAT(run.err,
+                HasSubstr("unknown flag --max-host-byte; did you mean --max-host-bytes?"));
+  }
+  const ProgramRun far = RunProgram(kTensord, {"--verbose"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.err, HasSubstr("unknown flag --verbose\n"));
+  // Abseil's own flags are not tensord's: --helpfull would print source paths.
+  EXPECT_EQ(RunProgram(kTensord, {"--helpfull"}).exit_code, 2);
+}
+
+TEST(TensordCommandLineTest, StrayArgumentIsRefusedButAFlagValueIsNot) {
+  const ProgramRun stray = RunProgram(kTensord, {"serve"});
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_THAT(stray.err, HasSubstr("unexpected argument 'serve'"));
+  // "--log-level chatty": the value is the flag's, so the error is about it.
+  const ProgramRun value = RunProgram(kTensord, {"--log-level", "chatty"});
+  EXPECT_NE(value.exit_code, 0);
+  EXPECT_THAT(value.err, Not(HasSubstr("unexpected argument")));
+  EXPECT_THAT(value.err, HasSubstr("chatty"));
+}
+
+TEST(TensorctlCommandLineTest, VersionMatchesTheServers) {
+  const ProgramRun tensorctl = RunProgram(kTensorctl, {"--version"});
+  EXPECT_EQ(tensorctl.exit_code, 0) << tensorctl.err;
+  const ProgramRun tensord = RunProgram(kTensord, {"--version"});
+  ASSERT_THAT(tensorctl.out, HasSubstr("tensorctl "));
+  EXPECT_EQ(tensorctl.out.substr(std::string("tensorctl").size()),
+            tensord.out.substr(std::string("tensord").size()));
+}
+
+TEST(TensorctlCommandLineTest, HelpExitsZeroAndTyposGetASuggestion) {
+  const ProgramRun help = RunProgram(kTensorctl, {"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("tensorctl --version"));
+
+  const ProgramRun command = RunProgram(kTensorctl, {"gte", "w"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_THAT(command.err, HasSubstr("unknown command 'gte'; did you mean 'get'?"));
+
+  const ProgramRun option = RunProgram(kTensorctl, {"get", "w", "--outptu", "w.npy"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_THAT(option.err, HasSubstr("unknown option '--outptu'; did you mean '--output'?"));
+}
+
+}  // namespace
+}  // namespace tensord

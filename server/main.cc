@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "server/command_line.h"
 #include "server/device_selection.h"
+#include "server/handoff_socket_path.h"
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
 #include "service/common/absl_view.h"
@@ -94,9 +95,11 @@ ABSL_FLAG(bool, huge_pages, false,
           "Back host tensors with 2 MiB huge pages (hugetlbfs memfds) when the host's pool "
           "(/proc/sys/vm/nr_hugepages) has room, normal pages otherwise. Fewer page faults for "
           "readers of large tensors. Env: TENSORD_HUGE_PAGES.");
-ABSL_FLAG(std::string, handoff_socket, "",
-          "Unix socket for zero-copy local handoff (memfd + SCM_RIGHTS), created mode 0660; "
-          "empty turns local handoff off. Env: TENSORD_HANDOFF_SOCKET.");
+ABSL_FLAG(std::string, handoff_socket, "auto",
+          "Unix socket for zero-copy local handoff (memfd + SCM_RIGHTS), created mode 0660. "
+          "auto: $XDG_RUNTIME_DIR/tensord/handoff-PID.sock, or /tmp/tensord-UID/ when there is "
+          "no runtime directory (private to this user; clients find it through GetServerInfo). "
+          "off (or empty) turns local handoff off. Env: TENSORD_HANDOFF_SOCKET.");
 ABSL_FLAG(std::vector<std::string>, handoff_allow_uid, {},
           "Peer uids allowed on the handoff socket (comma-separated); default: the server's own "
           "uid. Others need a token from IssueHandoffToken. Env: TENSORD_HANDOFF_ALLOW_UID.");
@@ -325,7 +328,26 @@ int Run(int argc, char** argv) {
   options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
   options.max_message_bytes = static_cast<uint32_t>(max_message_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
-  options.handoff.socket_path = absl::GetFlag(FLAGS_handoff_socket);
+  // Removes the directory made for an "auto" socket once the server (and
+  // with it the socket) is gone, however Run returns.
+  struct DirectoryRemover {
+    std::string path;
+    ~DirectoryRemover() {
+      if (!path.empty()) ::rmdir(path.c_str());
+    }
+  } handoff_directory;
+  if (std::string socket = absl::GetFlag(FLAGS_handoff_socket); socket == "auto") {
+    absl::StatusOr<HandoffSocketPath> chosen = DefaultHandoffSocketPath();
+    if (!chosen.ok()) {
+      std::fprintf(stderr, "tensord: --handoff-socket=auto: %s; give a path, or off\n",
+                   std::string(chosen.status().message()).c_str());
+      return 1;
+    }
+    options.handoff.socket_path = chosen->path;
+    handoff_directory.path = chosen->private_directory;
+  } else if (socket != "off") {
+    options.handoff.socket_path = std::move(socket);  // empty: off
+  }
   for (const std::string& text : absl::GetFlag(FLAGS_handoff_allow_uid)) {
     uint32_t id = 0;
     if (!absl::SimpleAtoi(text, &id)) {

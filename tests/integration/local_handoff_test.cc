@@ -290,7 +290,7 @@ TEST_F(LocalHandoffTest, NoFdLeaksOnEitherSide) {
 }
 
 TEST_F(LocalHandoffTest, AutoPathFallsBackToGrpcWhenHandoffIsOff) {
-  ServerProcessOptions options;  // no --handoff-socket
+  ServerProcessOptions options;  // the harness turns local handoff off
   absl::StatusOr<std::unique_ptr<ServerProcess>> plain = ServerProcess::Start(options);
   ASSERT_TRUE(plain.ok()) << plain.status();
   std::unique_ptr<Client> client = ConnectClient((*plain)->address());

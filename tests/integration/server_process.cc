@@ -80,7 +80,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
 
   std::vector<std::string> arguments = {TENSORD_BINARY_PATH, "--listen=" + listen,
                                         "--ready-file=" + ready_path,
-                                        "--log-level=" + options.log_level};
+                                        "--log-level=" + options.log_level,
+                                        // Tests choose local handoff explicitly (a later
+                                        // --handoff-socket in `flags` wins).
+                                        "--handoff-socket=off"};
   arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
   // Built before fork(): the child may only make async-signal-safe calls.
   std::vector<char*> argv;

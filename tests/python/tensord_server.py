@@ -32,8 +32,8 @@ class TensordServer:
         listen = f"unix:{self.temp_dir}/grpc.sock" if unix else "127.0.0.1:0"
         self.handoff_socket = os.path.join(self.temp_dir, "handoff.sock") if handoff else None
         arguments = [tensord_binary(), f"--listen={listen}", f"--ready-file={ready_path}", "--log-level=warning"]
-        if self.handoff_socket:
-            arguments.append(f"--handoff-socket={self.handoff_socket}")
+        # Local handoff only where a test asks for it (tensord's default is on).
+        arguments.append(f"--handoff-socket={self.handoff_socket or 'off'}")
         arguments.extend(extra_flags)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)

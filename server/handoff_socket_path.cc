@@ -1,0 +1,89 @@
+#include "server/handoff_socket_path.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "service/common/errno_status.h"
+
+namespace tensord {
+namespace {
+
+constexpr char kSocketPrefix[] = "handoff-";
+constexpr char kSocketSuffix[] = ".sock";
+
+// A directory of ours that nobody else can enter or write: not a symlink,
+// owned by this user, no group or other permissions.
+bool IsPrivateDirectory(const std::string& path) {
+  struct stat info;
+  return ::lstat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode) &&
+         info.st_uid == ::geteuid() && (info.st_mode & 077) == 0;
+}
+
+// Makes `path` 0700 unless it exists; true when it is then private to us.
+bool EnsurePrivateDirectory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  return IsPrivateDirectory(path);
+}
+
+// Removes handoff-<pid>.sock files whose server is gone.
+void RemoveStaleSockets(const std::string& directory) {
+  DIR* listing = ::opendir(directory.c_str());
+  if (listing == nullptr) return;
+  while (const dirent* entry = ::readdir(listing)) {
+    absl::string_view name = entry->d_name;
+    if (!absl::ConsumePrefix(&name, kSocketPrefix) || !absl::ConsumeSuffix(&name, kSocketSuffix)) {
+      continue;
+    }
+    int pid = 0;
+    if (!absl::SimpleAtoi(name, &pid) || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    const std::string path = absl::StrCat(directory, "/", entry->d_name);
+    struct stat info;
+    if (::lstat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) ::unlink(path.c_str());
+  }
+  ::closedir(listing);
+}
+
+std::string SocketIn(const std::string& directory) {
+  return absl::StrCat(directory, "/", kSocketPrefix, ::getpid(), kSocketSuffix);
+}
+
+}  // namespace
+
+absl::StatusOr<HandoffSocketPath> DefaultHandoffSocketPath() {
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+      runtime != nullptr && runtime[0] == '/') {
+    struct stat info;
+    if (::stat(runtime, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid()) {
+      const std::string directory = absl::StrCat(runtime, "/tensord");
+      if (EnsurePrivateDirectory(directory)) {
+        RemoveStaleSockets(directory);
+        return HandoffSocketPath{.path = SocketIn(directory), .private_directory = ""};
+      }
+    }
+  }
+  const std::string shared_tmp = absl::StrCat("/tmp/tensord-", ::geteuid());
+  if (EnsurePrivateDirectory(shared_tmp)) {
+    RemoveStaleSockets(shared_tmp);
+    return HandoffSocketPath{.path = SocketIn(shared_tmp), .private_directory = ""};
+  }
+  // Someone else holds /tmp/tensord-<uid> (or it is not private): a fresh
+  // directory of our own.
+  std::string unique = absl::StrCat(shared_tmp, "-XXXXXX");
+  if (::mkdtemp(unique.data()) == nullptr) {
+    return ErrnoStatus(errno, absl::StrCat("mkdtemp ", unique, " for the handoff socket"));
+  }
+  return HandoffSocketPath{.path = SocketIn(unique), .private_directory = unique};
+}
+
+}  // namespace tensord

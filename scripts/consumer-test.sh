@@ -2,7 +2,8 @@
 # Builds examples/cpp-consumer as an outside project would, three ways, and
 # runs each build against a real tensord installed from BUILD_DIR:
 #   1. `cmake --install` into a scratch prefix, then find_package(tensord)
-#      (the shared and the static library);
+#      (the shared and the static library; and the shared one alone where
+#      the static one's dependencies are missing);
 #   2. the installed pkg-config file, with a bare g++ command line;
 #   3. add_subdirectory() of this checkout.
 # The consumer sets no C++ standard of its own.
@@ -74,6 +75,16 @@ cmake -S examples/cpp-consumer -B "$work/installed" -G Ninja -DCMAKE_PREFIX_PATH
 cmake --build "$work/installed" >"$work/build.log"
 check "tensord::client (shared)" "$work/installed/sum_tensor"
 check "tensord::client_static" "$work/installed/sum_tensor_static"
+
+echo "==> find_package(tensord) where gRPC's CMake package is missing: the shared library only"
+cmake -S examples/cpp-consumer -B "$work/shared-only" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_gRPC=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$work/configure-shared.log"
+cmake --build "$work/shared-only" >"$work/build-shared.log"
+if [[ -e $work/shared-only/sum_tensor_static ]]; then
+  echo "consumer-test: tensord::client_static was defined without gRPC" >&2
+  exit 1
+fi
+check "tensord::client without gRPC's CMake package" "$work/shared-only/sum_tensor"
 
 echo "==> pkg-config tensord"
 # shellcheck disable=SC2046

@@ -5,16 +5,8 @@
 # Usage: scripts/container-smoke.sh [extra container-build args, e.g. --build-arg K=V]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The offline builder lives beside the checkout (../shared/tools); a CI clone
-# may sit elsewhere, so look in the usual places.
-container_build=${CONTAINER_BUILD:-}
+container_build=$(scripts/container-build-path.sh)
 if [[ -z $container_build ]]; then
-  for candidate in "$PWD/../shared/tools/container-build" /work/shared/tools/container-build \
-                   "$(command -v container-build || true)"; do
-    if [[ -n $candidate && -x $candidate ]]; then container_build=$candidate; break; fi
-  done
-fi
-if [[ -z $container_build || ! -x $container_build ]]; then
   echo "container-smoke: SKIPPED: no container-build tool (looked in ../shared/tools, /work/shared/tools, PATH; set CONTAINER_BUILD)" >&2
   [[ ${CONTAINER_SMOKE_REQUIRED:-0} == 1 ]] && exit 1
   exit 0

@@ -55,9 +55,14 @@ endforeach()
 set_target_properties(tensord_client_shared PROPERTIES EXPORT_NAME client)
 set_target_properties(tensord_client_static PROPERTIES EXPORT_NAME client_static)
 
-install(TARGETS tensord_client_shared tensord_client_static EXPORT tensordTargets
+# Two export sets: the static library's link dependencies (gRPC, protobuf,
+# CUDA's static runtime) need not be on a consumer's machine for the shared
+# one to work, so tensordConfig.cmake loads tensord::client_static only when
+# they are.
+install(TARGETS tensord_client_shared EXPORT tensordTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT client
-        NAMELINK_COMPONENT client_dev
+        NAMELINK_COMPONENT client_dev)
+install(TARGETS tensord_client_static EXPORT tensordStaticTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT client_dev)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/tensord
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT client_dev
@@ -65,6 +70,12 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/tensord
 set(_tensord_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/tensord)
 install(EXPORT tensordTargets NAMESPACE tensord:: DESTINATION ${_tensord_cmake_dir}
         COMPONENT client_dev)
+install(EXPORT tensordStaticTargets NAMESPACE tensord:: DESTINATION ${_tensord_cmake_dir}
+        COMPONENT client_dev)
+set(_tensord_cuda_note "")
+if(TENSORD_HAVE_CUDA)
+  set(_tensord_cuda_note " and the CUDA toolkit (cudart_static)")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/tensordConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/package/tensordConfig.cmake
                               INSTALL_DESTINATION ${_tensord_cmake_dir})

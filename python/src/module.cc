@@ -16,6 +16,7 @@
 #include "python/src/dlpack_export.h"
 #include "python/src/dlpack_import.h"
 #include "python/src/status_error.h"
+#include "service/common/build_info.h"
 #include "service/dlpack/data_type.h"
 #include "tensord/client.h"
 
@@ -238,6 +239,18 @@ NB_MODULE(_tensord, m) {
   BindTensorInfo(m);
   BindTensor(m);
   BindClient(m);
+  m.attr("__version__") = std::string(tensord::ReleaseVersion());
+  m.def(
+      "build_info",
+      [] {
+        nb::dict info;
+        info["version"] = std::string(tensord::ReleaseVersion());
+        info["commit"] = std::string(tensord::GitCommit());
+        info["cuda"] = tensord::CudaBuiltIn();
+        return info;
+      },
+      "{'version', 'commit', 'cuda'}: the client this module was built from (cuda: whether its "
+      "CUDA backend is compiled in).");
   m.def(
       "_export_counters",
       [] {

@@ -46,9 +46,17 @@ class Error(Exception):
         super().__init__(f"{name}: {message}")
 
 
-from tensord._tensord import Client, Tensor, TensorInfo, _export_counters, _set_error_class  # noqa: E402
+from tensord._tensord import (  # noqa: E402
+    Client,
+    Tensor,
+    TensorInfo,
+    __version__,
+    _export_counters,
+    _set_error_class,
+    build_info,
+)
 
 _set_error_class(Error)
 del _set_error_class
 
-__all__ = ["Client", "Error", "StatusCode", "Tensor", "TensorInfo"]
+__all__ = ["Client", "Error", "StatusCode", "Tensor", "TensorInfo", "__version__", "build_info"]

@@ -222,3 +222,18 @@ def test_put_and_fetch_from_threads(client, name):
         thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads)
     assert errors == []
+
+
+def test_version_matches_the_package_and_the_server_binary():
+    import pathlib
+    import re
+    import subprocess
+    from tensord_server import tensord_binary
+
+    pyproject = (pathlib.Path(__file__).parents[2] / "python" / "pyproject.toml").read_text()
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == tensord.__version__
+    info = tensord.build_info()
+    assert info["version"] == tensord.__version__
+    assert isinstance(info["cuda"], bool)
+    server = subprocess.run([tensord_binary(), "--version"], capture_output=True, text=True, check=True)
+    assert server.stdout.startswith(f"tensord {tensord.__version__} (commit ")

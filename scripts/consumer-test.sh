@@ -15,16 +15,10 @@ build_dir=$(realpath -m "${1:-build}")
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
+# shellcheck source=scripts/lib/tensord-process.sh
+source scripts/lib/tensord-process.sh
 work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid" || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'tensord_stop; rm -rf "$work"' EXIT
 
 prefix=$work/prefix
 echo "==> cmake --install $build_dir --prefix $prefix"
@@ -40,16 +34,7 @@ if grep -rq 'service/' "$prefix/include/tensord"; then
 fi
 
 echo "==> starting the installed tensord"
-"$prefix/bin/tensord" --listen=127.0.0.1:0 --handoff-socket="$work/tensord.sock" \
-  --ready-file="$work/ready" 2>"$work/tensord.log" &
-server_pid=$!
-for _ in $(seq 100); do
-  [[ -f $work/ready ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/tensord.log"; exit 1; }
-  sleep 0.1
-done
-[[ -f $work/ready ]] || { echo "tensord did not become ready" >&2; cat "$work/tensord.log"; exit 1; }
-server=$(head -n1 "$work/ready")
+tensord_start "$prefix/bin/tensord" "$work" --handoff-socket="$work/tensord.sock"
 
 # float32[4, 1024] holding i * 0.25: its sum is 0.25 * 4095 * 4096 / 2.
 /usr/bin/python3 - "$work/w.npy" <<'PY'

@@ -7,28 +7,14 @@ cd "$(dirname "$0")/.."
 deploy/install-deps.sh
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 
+# shellcheck source=scripts/lib/tensord-process.sh
+source scripts/lib/tensord-process.sh
 work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid" || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'tensord_stop; rm -rf "$work"' EXIT
 
 echo "==> starting tensord (gRPC on 127.0.0.1, port chosen by the kernel; local handoff socket; 1 GiB host capacity)"
-build/server/tensord --listen=127.0.0.1:0 --max-host-bytes=1GiB --handoff-socket="$work/tensord.sock" \
-  --ready-file="$work/ready" 2>"$work/tensord.log" &
-server_pid=$!
-for _ in $(seq 100); do
-  [[ -f $work/ready ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/tensord.log"; exit 1; }
-  sleep 0.1
-done
-[[ -f $work/ready ]] || { echo "tensord did not become ready"; cat "$work/tensord.log"; exit 1; }
-export TENSORD_SERVER=$(head -n1 "$work/ready")
+tensord_start build/server/tensord "$work" --max-host-bytes=1GiB --handoff-socket="$work/tensord.sock"
+export TENSORD_SERVER=$server
 echo "    serving on $TENSORD_SERVER (pid $server_pid)"
 
 echo "==> writing a demo tensor: float32[256, 1024] (1 MiB), values i * 0.5"

@@ -39,10 +39,11 @@ ImportedTensor::~ImportedTensor() {
   if (versioned_ != nullptr && versioned_->deleter != nullptr) versioned_->deleter(versioned_);
 }
 
-ImportedTensor ImportDlpack(nb::handle producer) {
+ImportedTensor ImportDlpack(nb::handle producer, const char* call) {
   if (!nb::hasattr(producer, "__dlpack__")) {
     throw nb::type_error(
-        absl::StrCat("put needs an object with __dlpack__ (a DLPack producer), got ", TypeName(producer)).c_str());
+        absl::StrCat(call, " needs an object with __dlpack__ (a DLPack producer), got ", TypeName(producer))
+            .c_str());
   }
   // Check the device before asking for a capsule, as the array API's
   // from_dlpack does, so a device tensor is never exported for nothing.
@@ -51,7 +52,7 @@ ImportedTensor ImportDlpack(nb::handle producer) {
     int32_t device_type = 0;
     if (nb::isinstance<nb::tuple>(device) && nb::len(device) == 2 &&
         nb::try_cast(device[0], device_type, true) && !IsHostDevice(device_type)) {
-      throw nb::buffer_error(absl::StrCat("put takes host tensors only; the ", TypeName(producer),
+      throw nb::buffer_error(absl::StrCat(call, " takes host tensors only; the ", TypeName(producer),
                                           " is on DLPack device ", nb::repr(device).c_str())
                                  .c_str());
     }

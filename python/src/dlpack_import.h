@@ -24,6 +24,11 @@ class ImportedTensor {
   ImportedTensor& operator=(ImportedTensor&&) = delete;
 
   const DLTensor& dl_tensor() const { return legacy_ ? legacy_->dl_tensor : versioned_->dl_tensor; }
+  // Only a versioned capsule can say so; a legacy producer refuses to export
+  // read-only memory instead (numpy raises BufferError).
+  bool read_only() const {
+    return versioned_ != nullptr && (versioned_->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  }
 
  private:
   DLManagedTensor* legacy_;
@@ -33,8 +38,9 @@ class ImportedTensor {
 // Asks `producer` for a capsule (versioned first, legacy when the producer
 // predates DLPack 1.x), and takes it. TypeError when `producer` has no
 // __dlpack__, BufferError when its tensor is not in host memory or its
-// DLPack major version is unknown.
-ImportedTensor ImportDlpack(nanobind::handle producer);
+// DLPack major version is unknown. `call` names the caller in errors
+// ("put", "fetch_into").
+ImportedTensor ImportDlpack(nanobind::handle producer, const char* call);
 
 }  // namespace tensord::python
 

@@ -52,7 +52,18 @@ TransferPath PathArgument(const std::string& path) {
 class FetchedTensor {
  public:
   explicit FetchedTensor(Tensor tensor) : held_(std::make_shared<const HeldTensor>(std::move(tensor))) {}
-  const std::shared_ptr<const HeldTensor>& held() const { return held_; }
+
+  // ValueError once closed.
+  const std::shared_ptr<const HeldTensor>& held() const {
+    if (held_ == nullptr) {
+      throw nb::value_error("this tensord.Tensor is closed (its bytes were released by close() or a with block)");
+    }
+    return held_;
+  }
+  // Drops this object's hold on the bytes and the server's lease; arrays
+  // already made from it with from_dlpack keep theirs until they are gone.
+  void Close() { held_.reset(); }
+  bool closed() const { return held_ == nullptr; }
 
  private:
   std::shared_ptr<const HeldTensor> held_;
@@ -95,7 +106,7 @@ class PythonClient {
   }
 
   TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c) {
-    ImportedTensor imported = ImportDlpack(producer);
+    ImportedTensor imported = ImportDlpack(producer, "put");
     PutOptions options;
     options.send_crc32c = send_crc32c;
     absl::StatusOr<TensorInfo> info;
@@ -103,6 +114,28 @@ class PythonClient {
       // The imported tensor keeps the producer's memory alive meanwhile.
       nb::gil_scoped_release released;
       info = client_->Put(name, imported.dl_tensor(), options);
+    }
+    return ValueOrThrow(std::move(info));
+  }
+
+    // Copies the tensor into `destination`, any writable host array with
+  // __dlpack__ (numpy, torch; any strides) of the stored dtype and shape.
+  TensorInfo FetchInto(const std::string& name, nb::handle destination, std::optional<int64_t> version,
+                       bool verify_crc32c) {
+    FetchOptions options;
+    options.version = VersionArgument(version);
+    options.verify_crc32c = verify_crc32c;
+    ImportedTensor imported = ImportDlpack(destination, "fetch_into");
+    if (imported.read_only()) {
+      throw nb::value_error(absl::StrCat("fetch_into needs a writable array; the ",
+                                         nb::type_name(destination.type()).c_str(), " is read-only")
+                                .c_str());
+    }
+    absl::StatusOr<TensorInfo> info;
+    {
+      // The imported tensor keeps the destination's memory alive meanwhile.
+      nb::gil_scoped_release released;
+      info = client_->FetchInto(name, imported.dl_tensor(), options);
     }
     return ValueOrThrow(std::move(info));
   }
@@ -200,7 +233,20 @@ void BindTensor(nb::module_& m) {
       .def_prop_ro("is_copy", [](const FetchedTensor& self) { return self.held()->is_copy(); },
                    "True when the bytes are this process's own copy (a remote fetch), False for a "
                    "mapping of the server's bytes (the local handoff).")
+      .def("close", &FetchedTensor::Close,
+           "Releases this object's hold on the bytes (and, once every array made from it is gone, "
+           "the server's lease). Idempotent; the Tensor is unusable afterwards.")
+      .def_prop_ro("closed", &FetchedTensor::closed)
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__exit__",
+          [](FetchedTensor& self, nb::handle, nb::handle, nb::handle) {
+            self.Close();
+            return false;
+          },
+          "exc_type"_a.none(), "exc_value"_a.none(), "traceback"_a.none())
       .def("__repr__", [](const FetchedTensor& self) {
+        if (self.closed()) return std::string("tensord.Tensor(closed)");
         const TensorInfo& info = self.held()->info();
         return absl::StrCat("tensord.Tensor(name='", info.name, "', version=", info.version, ", dtype='",
                             dlpack::DataTypeName(info.dtype), "', shape=", nb::repr(IntTuple(info.shape)).c_str(),
@@ -218,6 +264,11 @@ void BindClient(nb::module_& m) {
       .def("fetch", &PythonClient::Fetch, "name"_a, "version"_a = nb::none(), nb::kw_only(),
            "read_only"_a = false, "verify_crc32c"_a = false,
            "The tensor `name` (latest version, or `version`) as a tensord.Tensor.")
+      .def("fetch_into", &PythonClient::FetchInto, "name"_a, "array"_a, "version"_a = nb::none(),
+           nb::kw_only(), "verify_crc32c"_a = false,
+           "Copies the tensor into `array`: any writable host array with __dlpack__ (numpy, torch), "
+           "any strides, of the stored dtype and shape (tensord.Error INVALID_ARGUMENT otherwise). "
+           "Returns its TensorInfo.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version.")
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())

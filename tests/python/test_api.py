@@ -237,3 +237,53 @@ def test_version_matches_the_package_and_the_server_binary():
     assert isinstance(info["cuda"], bool)
     server = subprocess.run([tensord_binary(), "--version"], capture_output=True, text=True, check=True)
     assert server.stdout.startswith(f"tensord {tensord.__version__} (commit ")
+
+
+def test_fetch_into_fills_arrays_of_any_strides(client, name):
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)
+    put = client.put(name, data)
+    out = np.zeros((4, 6), dtype=np.float32)
+    info = client.fetch_into(name, out)
+    assert info.version == put.version
+    np.testing.assert_array_equal(out, data)
+    # A transposed view: strides (1, 4) in elements.
+    backing = np.zeros((6, 4), dtype=np.float32)
+    view = backing.T
+    client.fetch_into(name, view, version=put.version)
+    np.testing.assert_array_equal(view, data)
+
+
+def test_fetch_into_refuses_mismatches_and_read_only_arrays(client, name):
+    client.put(name, np.ones((2, 3), dtype=np.int32))
+    for wrong in (np.zeros((3, 2), dtype=np.int32), np.zeros((2, 3), dtype=np.float32)):
+        with pytest.raises(tensord.Error) as error:
+            client.fetch_into(name, wrong)
+        assert error.value.code == tensord.StatusCode.INVALID_ARGUMENT
+        assert "does not match" in error.value.message
+        assert not wrong.any()
+    frozen = np.zeros((2, 3), dtype=np.int32)
+    frozen.flags.writeable = False
+    # numpy 2 exports it flagged read-only (ValueError here); numpy 1.x refuses to export it.
+    with pytest.raises((ValueError, BufferError)):
+        client.fetch_into(name, frozen)
+    with pytest.raises(TypeError, match="fetch_into needs an object with __dlpack__"):
+        client.fetch_into(name, [0, 0, 0])
+
+
+def test_closing_a_tensor_releases_its_hold(client, name):
+    client.put(name, np.arange(8, dtype=np.int64))
+    with client.fetch(name) as tensor:
+        assert not tensor.closed
+        array = np.from_dlpack(tensor)
+    assert tensor.closed
+    assert repr(tensor) == "tensord.Tensor(closed)"
+    with pytest.raises(ValueError, match="closed"):
+        tensor.shape
+    with pytest.raises(ValueError, match="closed"):
+        np.from_dlpack(tensor)
+    tensor.close()  # idempotent
+    # The array made inside the block keeps its bytes (and lease) until it goes.
+    np.testing.assert_array_equal(array, np.arange(8, dtype=np.int64))
+    del array
+    gc.collect()
+    wait_for_no_leases(client, name)

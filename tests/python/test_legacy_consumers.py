@@ -130,3 +130,17 @@ def test_lease_follows_the_torch_tensor(local_server, name):
     del second
     ledger.assert_each_deleted_once(2)
     wait_for_no_leases(client, name)
+
+
+def test_torch_fetch_into_preallocated_and_transposed(client, name):
+    source = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    client.put(name, source)
+    out = torch.empty(3, 4)
+    client.fetch_into(name, out)
+    assert torch.equal(out, source)
+    transposed = torch.zeros(4, 3).t()  # strides (1, 3)
+    client.fetch_into(name, transposed)
+    assert torch.equal(transposed, source)
+    with pytest.raises(tensord.Error) as error:
+        client.fetch_into(name, torch.empty(4, 3))
+    assert error.value.code == tensord.StatusCode.INVALID_ARGUMENT

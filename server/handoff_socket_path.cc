@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
@@ -54,8 +56,20 @@ void RemoveStaleSockets(const std::string& directory) {
   ::closedir(listing);
 }
 
+// A Unix socket path must fit sockaddr_un::sun_path with its terminator.
+constexpr size_t kMaxSocketPathBytes = sizeof(sockaddr_un{}.sun_path) - 1;
+
 std::string SocketIn(const std::string& directory) {
   return absl::StrCat(directory, "/", kSocketPrefix, ::getpid(), kSocketSuffix);
+}
+
+// The socket in `directory` when its path fits a sockaddr_un and the
+// directory is (made) private to us; nullopt otherwise.
+std::optional<HandoffSocketPath> InPrivateDirectory(const std::string& directory) {
+  const std::string path = SocketIn(directory);
+  if (path.size() > kMaxSocketPathBytes || !EnsurePrivateDirectory(directory)) return std::nullopt;
+  RemoveStaleSockets(directory);
+  return HandoffSocketPath{.path = path, .private_directory = ""};
 }
 
 }  // namespace
@@ -65,18 +79,11 @@ absl::StatusOr<HandoffSocketPath> DefaultHandoffSocketPath() {
       runtime != nullptr && runtime[0] == '/') {
     struct stat info;
     if (::stat(runtime, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid()) {
-      const std::string directory = absl::StrCat(runtime, "/tensord");
-      if (EnsurePrivateDirectory(directory)) {
-        RemoveStaleSockets(directory);
-        return HandoffSocketPath{.path = SocketIn(directory), .private_directory = ""};
-      }
+      if (auto chosen = InPrivateDirectory(absl::StrCat(runtime, "/tensord"))) return *chosen;
     }
   }
   const std::string shared_tmp = absl::StrCat("/tmp/tensord-", ::geteuid());
-  if (EnsurePrivateDirectory(shared_tmp)) {
-    RemoveStaleSockets(shared_tmp);
-    return HandoffSocketPath{.path = SocketIn(shared_tmp), .private_directory = ""};
-  }
+  if (auto chosen = InPrivateDirectory(shared_tmp)) return *chosen;
   // Someone else holds /tmp/tensord-<uid> (or it is not private): a fresh
   // directory of our own.
   std::string unique = absl::StrCat(shared_tmp, "-XXXXXX");

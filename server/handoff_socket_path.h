@@ -18,7 +18,8 @@ struct HandoffSocketPath {
 };
 
 // $XDG_RUNTIME_DIR/tensord/handoff-<pid>.sock when XDG_RUNTIME_DIR names a
-// directory this user owns; otherwise /tmp/tensord-<uid>/handoff-<pid>.sock,
+// directory this user owns and that path fits a Unix socket address (107
+// bytes); otherwise /tmp/tensord-<uid>/handoff-<pid>.sock,
 // the directory made 0700 and used only when it is a real directory owned
 // by this user with no access for others; otherwise a fresh
 // /tmp/tensord-<uid>-XXXXXX. The pid keeps two servers of one user apart.

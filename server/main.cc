@@ -55,17 +55,8 @@ bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag, std::string* erro
   flag->bytes = *bytes;
   return true;
 }
-// Exact binary units ("8GiB") when the value is a whole number of them, so
-// --help shows defaults the way users write them.
-std::string AbslUnparseFlag(ByteSizeFlag flag) {
-  static constexpr std::pair<uint64_t, const char*> kUnits[] = {
-      {uint64_t{1} << 40, "TiB"}, {uint64_t{1} << 30, "GiB"}, {uint64_t{1} << 20, "MiB"},
-      {uint64_t{1} << 10, "KiB"}};
-  for (const auto& [unit, suffix] : kUnits) {
-    if (flag.bytes != 0 && flag.bytes % unit == 0) return absl::StrCat(flag.bytes / unit, suffix);
-  }
-  return absl::StrCat(flag.bytes);
-}
+// "8GiB" rather than 8589934592, so --help shows defaults as users write them.
+std::string AbslUnparseFlag(ByteSizeFlag flag) { return tensord::FormatExactByteSize(flag.bytes); }
 
 ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
           "Address to serve gRPC on: host:port (port 0 picks one) or unix:PATH. Repeat the flag "

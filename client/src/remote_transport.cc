@@ -103,7 +103,7 @@ struct RemoteTransport::Rep {
   Rep(const ClientOptions& opts, std::shared_ptr<grpc::Channel> ch)
       : options(opts),
         channel(std::move(ch)),
-        stub(v1::TensorService::NewStub(channel)),
+        tensor_service(v1::TensorService::NewStub(channel)),
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
 
@@ -120,9 +120,10 @@ struct RemoteTransport::Rep {
   }
 
   // One unary call on `on` with this client's metadata and deadline.
-  template <typename Stub, typename Request, typename Response>
-  absl::Status Unary(Stub& on,
-                     grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+  // `Service` is a generated gRPC client class (TensorService's, Health's).
+  template <typename Service, typename Request, typename Response>
+  absl::Status Unary(Service& on,
+                     grpc::Status (Service::*method)(grpc::ClientContext*, const Request&, Response*),
                      const Request& request, Response& response) const {
     grpc::ClientContext context;
     PrepareContext(context);
@@ -136,7 +137,8 @@ struct RemoteTransport::Rep {
 
   const ClientOptions options;
   const std::shared_ptr<grpc::Channel> channel;
-  const std::unique_ptr<v1::TensorService::Stub> stub;
+  // gRPC's generated client ("stub") of the TensorService unary calls.
+  const std::unique_ptr<v1::TensorService::Stub> tensor_service;
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
   const grpc::internal::RpcMethod fetch_method;
@@ -297,7 +299,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   request.set_name(std::string(name));
   request.set_version(version);
   v1::StatResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Stat, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Stat, request, response));
   return InfoFromProto(response.info());
 }
 
@@ -308,7 +310,7 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
   v1::ListResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::List, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::List, request, response));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
@@ -325,13 +327,13 @@ absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_
   request.set_version(version);
   v1::DeleteResponse response;
   TENSORD_RETURN_IF_ERROR(
-      rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Delete, request, response));
+      rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Delete, request, response));
   return response.version();
 }
 
 absl::StatusOr<SnapshotResult> RemoteTransport::Snapshot() {
   v1::SnapshotResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::Snapshot,
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Snapshot,
                                       v1::SnapshotRequest(), response));
   return SnapshotResult{.path = response.path(),
                         .tensor_count = response.tensor_count(),
@@ -339,25 +341,25 @@ absl::StatusOr<SnapshotResult> RemoteTransport::Snapshot() {
 }
 
 absl::StatusOr<std::string> RemoteTransport::Health(absl::string_view service) {
-  auto stub = grpc::health::v1::Health::NewStub(rep_->channel);
+  auto health = grpc::health::v1::Health::NewStub(rep_->channel);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
   grpc::health::v1::HealthCheckResponse response;
   TENSORD_RETURN_IF_ERROR(
-      rep_->Unary(*stub, &grpc::health::v1::Health::Stub::Check, request, response));
+      rep_->Unary(*health, &grpc::health::v1::Health::Stub::Check, request, response));
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }
 
 absl::StatusOr<ServerHandoffInfo> RemoteTransport::GetServerInfo() {
   v1::GetServerInfoResponse info;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::GetServerInfo,
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::GetServerInfo,
                                       v1::GetServerInfoRequest(), info));
   return ServerHandoffInfo{.handoff_socket = info.handoff_socket(), .boot_id = info.boot_id()};
 }
 
 absl::StatusOr<std::string> RemoteTransport::IssueHandoffToken() {
   v1::IssueHandoffTokenResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->stub, &v1::TensorService::Stub::IssueHandoffToken,
+  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::IssueHandoffToken,
                                       v1::IssueHandoffTokenRequest(), response));
   return response.token();
 }

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <utility>
+
 namespace tensord {
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
@@ -43,6 +45,16 @@ std::string FormatByteSize(uint64_t bytes) {
     ++unit;
   }
   return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string FormatExactByteSize(uint64_t bytes) {
+  static constexpr std::pair<int, const char*> kUnits[] = {
+      {40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& [shift, suffix] : kUnits) {
+    const uint64_t unit = uint64_t{1} << shift;
+    if (bytes != 0 && bytes % unit == 0) return absl::StrCat(bytes >> shift, suffix);
+  }
+  return absl::StrCat(bytes);
 }
 
 }  // namespace tensord

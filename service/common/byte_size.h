@@ -17,6 +17,10 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 // "512 B", "4.0 KiB", "1.5 GiB".
 std::string FormatByteSize(uint64_t bytes);
 
+// What ParseByteSize reads back exactly: "8GiB" for a whole number of the
+// largest binary unit that divides it, plain digits otherwise ("4097").
+std::string FormatExactByteSize(uint64_t bytes);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_COMMON_BYTE_SIZE_H_

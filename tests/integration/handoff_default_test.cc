@@ -146,6 +146,23 @@ TEST(HandoffDefaultTest, AutoWithoutARuntimeDirectoryUsesAPrivateTmpDirectory) {
   EXPECT_FALSE(fs::exists(fs::path(found) / name));
 }
 
+TEST(HandoffDefaultTest, RuntimeDirectoryTooLongForASocketAddressFallsBackToTmp) {
+  // $XDG_RUNTIME_DIR/tensord/handoff-PID.sock would pass sun_path's 107 bytes.
+  const fs::path runtime = fs::path(::testing::TempDir()) /
+                           absl::StrCat("xdg-", ::getpid(), "-", std::string(100, 'r'));
+  fs::create_directories(runtime);
+  fs::permissions(runtime, fs::perms::owner_all);
+  ScopedEnvironment xdg("XDG_RUNTIME_DIR", runtime.c_str());
+  ServerProcessOptions options;
+  options.flags = {"--handoff-socket=auto"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_FALSE(fs::exists(runtime / "tensord")) << "a directory it cannot use was made";
+  ExpectZeroCopyWithoutFlags(**server);
+  ASSERT_TRUE((*server)->Stop().ok());
+  fs::remove_all(runtime);
+}
+
 TEST(HandoffDefaultTest, OffAndEmptyTurnHandoffOff) {
   for (const char* flag : {"--handoff-socket=off", "--handoff-socket="}) {
     SCOPED_TRACE(flag);

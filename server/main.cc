@@ -37,9 +37,11 @@
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
 #include "service/common/byte_size.h"
+#include "service/common/fd_limits.h"
 #include "service/common/log.h"
 #include "service/common/pem_source.h"
 #include "service/security/token_file.h"
+#include "service/transport/connection_listener.h"
 #include "service/transport/tensor_server.h"
 
 // A byte-size flag value that accepts "8GiB", "512M", "4096".
@@ -125,6 +127,21 @@ ABSL_FLAG(int64_t, max_concurrent_streams, 256,
 ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
           "A Put whose client sends nothing, or a Fetch whose client reads nothing, for this long "
           "is cancelled, freeing its memory; 'inf' = never. Env: TENSORD_STREAM_IDLE_TIMEOUT.");
+ABSL_FLAG(uint64_t, max_connections, 0,
+          "Most gRPC connections open at once (all listeners); more are closed as soon as "
+          "accepted, counted in tensord_connections_refused_total, while established clients "
+          "keep being served. 0 = half of the open-file limit (RLIMIT_NOFILE, raised to its hard "
+          "limit at start), leaving 3/8 of it for tensors (one fd each), snapshots and gRPC. "
+          "Env: TENSORD_MAX_CONNECTIONS.");
+ABSL_FLAG(uint64_t, max_handoff_connections, 0,
+          "Most handoff-socket connections open at once; more are closed as soon as accepted. "
+          "0 = an eighth of the open-file limit. Env: TENSORD_MAX_HANDOFF_CONNECTIONS.");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
+          "A connection that has not finished its TLS handshake and HTTP/2 preface within this "
+          "is closed. Env: TENSORD_HANDSHAKE_TIMEOUT.");
+ABSL_FLAG(absl::Duration, connection_idle_timeout, absl::Minutes(10),
+          "A gRPC connection with no call for this long is closed (GOAWAY; clients reconnect on "
+          "their next call); 0 = never. Env: TENSORD_CONNECTION_IDLE_TIMEOUT.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
@@ -375,6 +392,20 @@ int Run(int argc, char** argv) {
                  std::strerror(errno));
     return 2;
   }
+  options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
+  options.handoff.max_connections = absl::GetFlag(FLAGS_max_handoff_connections);
+  options.connections.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  options.connections.idle_timeout = absl::GetFlag(FLAGS_connection_idle_timeout);
+  if (options.connections.handshake_timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "tensord: --handshake-timeout %s must be positive\n",
+                 absl::FormatDuration(options.connections.handshake_timeout).c_str());
+    return 2;
+  }
+  if (options.connections.idle_timeout < absl::ZeroDuration()) {
+    std::fprintf(stderr, "tensord: --connection-idle-timeout %s must not be negative\n",
+                 absl::FormatDuration(options.connections.idle_timeout).c_str());
+    return 2;
+  }
   options.handoff.limits.max_tensor_bytes = options.max_tensor_bytes;
   options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
   options.handoff.limits.max_leases_per_connection = absl::GetFlag(FLAGS_max_leases_per_client);
@@ -443,6 +474,8 @@ int Run(int argc, char** argv) {
       {{"addresses", absl::StrJoin((*server)->bound_addresses(), ",")},
        {"handoff_socket", options.handoff.socket_path},
        {"max_host_bytes", options.registry.max_host_bytes},
+       {"max_connections", (*server)->listener().max_connections()},
+       {"open_file_limit", OpenFileLimit()},
        {"device_backend", options.registry.device_backend == nullptr
                               ? std::string("none")
                               : absl::StrCat(options.registry.device_backend->name(), " x",

@@ -13,6 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "service/common/episode_log.h"
+#include "service/common/fd_limits.h"
+#include "service/transport/connection_listener.h"
 
 namespace tensord {
 namespace {
@@ -82,6 +85,7 @@ class MetricsCollectable final : public prometheus::Collectable {
     CollectRegistry(families);
     CollectCalls(families);
     CollectHandoff(families);
+    CollectConnections(families);
     return families;
   }
 
@@ -194,6 +198,60 @@ class MetricsCollectable final : public prometheus::Collectable {
     AddGauge(leases, {}, handoff == nullptr ? 0 : static_cast<double>(handoff->lease_count()));
     families.push_back(std::move(connections));
     families.push_back(std::move(leases));
+  }
+
+  void CollectConnections(std::vector<MetricFamily>& families) const {
+    const ServiceMetricsSnapshot snapshot = server_.metrics().Snapshot();
+    const HandoffServer* handoff = server_.handoff();
+    MetricFamily open = Family("tensord_connections",
+                               "Connections open now, by listener (grpc, handoff).",
+                               MetricType::Gauge);
+    AddGauge(open, {{"listener", "grpc"}},
+             static_cast<double>(server_.listener().open_connections()));
+    AddGauge(open, {{"listener", "handoff"}},
+             handoff == nullptr ? 0 : static_cast<double>(handoff->connection_count()));
+    MetricFamily limit = Family(
+        "tensord_connections_limit",
+        "Connection caps (--max-connections, --max-handoff-connections).", MetricType::Gauge);
+    AddGauge(limit, {{"listener", "grpc"}},
+             static_cast<double>(server_.listener().max_connections()));
+    AddGauge(limit, {{"listener", "handoff"}},
+             handoff == nullptr ? 0 : static_cast<double>(handoff->max_connections()));
+    MetricFamily accepted = Family("tensord_connections_accepted_total",
+                                   "Connections accepted and served, by listener.",
+                                   MetricType::Counter);
+    MetricFamily refused = Family(
+        "tensord_connections_refused_total",
+        "Connections closed as soon as accepted: at the connection cap (connection_cap) or "
+        "with no fd left for them (fd_limit).",
+        MetricType::Counter);
+    for (size_t listener = 0; listener < kListenerCount; ++listener) {
+      const std::string name(ListenerName(static_cast<Listener>(listener)));
+      AddCounter(accepted, {{"listener", name}},
+                 static_cast<double>(snapshot.connections_accepted[listener]));
+      for (size_t reason = 0; reason < kConnectionRefusalCount; ++reason) {
+        AddCounter(refused,
+                   {{"listener", name},
+                    {"reason",
+                     std::string(ConnectionRefusalName(static_cast<ConnectionRefusal>(reason)))}},
+                   static_cast<double>(snapshot.connections_refused[listener][reason]));
+      }
+    }
+    MetricFamily fds = Family("tensord_open_fds", "File descriptors the process holds.",
+                              MetricType::Gauge);
+    AddGauge(fds, {}, static_cast<double>(OpenFileCount()));
+    MetricFamily fd_limit = Family("tensord_open_fds_limit",
+                                   "RLIMIT_NOFILE: the most fds the process may hold.",
+                                   MetricType::Gauge);
+    AddGauge(fd_limit, {}, static_cast<double>(OpenFileLimit()));
+    MetricFamily exhausted = Family(
+        "tensord_fd_exhaustion_total",
+        "Operations that failed for want of an fd (EMFILE/ENFILE): accepts and calls.",
+        MetricType::Counter);
+    AddCounter(exhausted, {}, static_cast<double>(FdExhaustionLog().failures()));
+    for (MetricFamily* family : {&open, &limit, &accepted, &refused, &fds, &fd_limit, &exhausted}) {
+      families.push_back(std::move(*family));
+    }
   }
 
   const TensorServer& server_;

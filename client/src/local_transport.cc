@@ -31,7 +31,7 @@ class Mapping {
   static absl::StatusOr<Mapping> Map(int fd, uint64_t size, int protection, int flags) {
     if (size == 0) return Mapping(kEmptyBytes, 0);
     void* data = ::mmap(nullptr, size, protection, flags, fd, 0);
-    if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap of ", size, " bytes"));
+    if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap of ", size, " bytes"));
     return Mapping(data, size);
   }
   Mapping() = default;

@@ -27,7 +27,7 @@ absl::StatusOr<sockaddr_un> AddressOf(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode) {
+absl::StatusOr<ScopedFd> ListenUnix(const std::string& path, int type, mode_t mode, int backlog) {
   absl::StatusOr<sockaddr_un> address = AddressOf(path);
   if (!address.ok()) return address.status();
   struct stat existing{};
@@ -36,13 +36,13 @@ absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode) {
       return absl::AlreadyExistsError(absl::StrCat("'", path, "' exists and is not a socket"));
     }
     // A live server answers connect(); only a dead one's socket is replaced.
-    absl::StatusOr<ScopedFd> probe = ConnectSeqpacket(path);
+    absl::StatusOr<ScopedFd> probe = ConnectUnix(path, type);
     if (probe.ok()) {
       return absl::AlreadyExistsError(absl::StrCat("another server is listening on '", path, "'"));
     }
     ::unlink(path.c_str());
   }
-  ScopedFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  ScopedFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoStatus(errno, "socket(AF_UNIX)");
   // Bind under a restrictive umask so the socket is never briefly open to all.
   mode_t old_mask = ::umask(0777 & ~mode);
@@ -51,19 +51,29 @@ absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode) {
   ::umask(old_mask);
   if (bound != 0) return ErrnoStatus(bind_errno, absl::StrCat("bind(", path, ")"));
   if (::chmod(path.c_str(), mode) != 0) return ErrnoStatus(errno, absl::StrCat("chmod(", path, ")"));
-  if (::listen(fd.get(), 128) != 0) return ErrnoStatus(errno, absl::StrCat("listen(", path, ")"));
+  if (::listen(fd.get(), backlog) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("listen(", path, ")"));
+  }
   return fd;
 }
 
-absl::StatusOr<ScopedFd> ConnectSeqpacket(const std::string& path) {
+absl::StatusOr<ScopedFd> ConnectUnix(const std::string& path, int type) {
   absl::StatusOr<sockaddr_un> address = AddressOf(path);
   if (!address.ok()) return address.status();
-  ScopedFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  ScopedFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus(errno, "socket(AF_UNIX)");
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("connect(", path, ")"));
   }
   return fd;
+}
+
+absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode) {
+  return ListenUnix(path, SOCK_SEQPACKET, mode, SOMAXCONN);
+}
+
+absl::StatusOr<ScopedFd> ConnectSeqpacket(const std::string& path) {
+  return ConnectUnix(path, SOCK_SEQPACKET);
 }
 
 absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {

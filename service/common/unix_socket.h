@@ -17,8 +17,15 @@ namespace tensord {
 // Largest packet either side sends; a handoff message is far smaller.
 inline constexpr size_t kMaxPacketBytes = 64 * 1024;
 
-// Binds and listens on `path` with permissions `mode` (e.g. 0660). A stale
-// socket file left by a dead server is replaced; any other file is not.
+// Binds and listens on `path` (socket `type`: SOCK_STREAM, SOCK_SEQPACKET)
+// with permissions `mode` (e.g. 0660); the listener is non-blocking. A stale
+// socket file left by a dead server is replaced; any other file, or a live
+// server's socket, is not (ALREADY_EXISTS).
+absl::StatusOr<ScopedFd> ListenUnix(const std::string& path, int type, mode_t mode, int backlog);
+// Connects a socket of `type` to the listener at `path`.
+absl::StatusOr<ScopedFd> ConnectUnix(const std::string& path, int type);
+
+// The handoff socket's flavour of the two above.
 absl::StatusOr<ScopedFd> ListenSeqpacket(const std::string& path, mode_t mode);
 
 // Connects to the listener at `path`.

@@ -247,7 +247,7 @@ absl::StatusOr<uint8_t*> MapShared(int fd, uint64_t bytes, absl::string_view wha
   const int protection =
       access == ImportAccess::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
   void* data = ::mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap(", what, ", ", bytes, ")"));
+  if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap(", what, ", ", bytes, ")"));
   return static_cast<uint8_t*>(data);
 }
 

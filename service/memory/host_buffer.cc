@@ -48,7 +48,7 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
   void* data = ::mmap(nullptr, allocation.mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                       allocation.fd.get(), 0);
   if (data == MAP_FAILED) {
-    return ErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
+    return MappingErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
   }
   allocation.data = static_cast<uint8_t*>(data);
   return allocation;
@@ -201,7 +201,7 @@ absl::Status HostBuffer::Seal() {
   }
   if (size_ > 0) {
     void* data = ::mmap(nullptr, mapping_size_, PROT_READ, MAP_SHARED, fd_.get(), 0);
-    if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap read-only ", mapping_size_));
+    if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap read-only ", mapping_size_));
     data_ = static_cast<uint8_t*>(data);
   }
   sealed_ = true;

@@ -16,6 +16,14 @@ absl::string_view RpcName(Rpc rpc) {
   return "Unknown";
 }
 
+absl::string_view ListenerName(Listener listener) {
+  return listener == Listener::kGrpc ? "grpc" : "handoff";
+}
+
+absl::string_view ConnectionRefusalName(ConnectionRefusal reason) {
+  return reason == ConnectionRefusal::kAtCap ? "connection_cap" : "fd_limit";
+}
+
 void ServiceMetrics::RecordCall(Rpc rpc, absl::StatusCode code, absl::Duration latency) {
   const size_t rpc_index = static_cast<size_t>(rpc);
   if (rpc_index >= kRpcCount) return;
@@ -38,6 +46,14 @@ ServiceMetricsSnapshot ServiceMetrics::Snapshot() const {
   snapshot.remote_bytes_sent = remote_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_sent = handoff_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_received = handoff_bytes_received_.load(std::memory_order_relaxed);
+  for (size_t listener = 0; listener < kListenerCount; ++listener) {
+    snapshot.connections_accepted[listener] =
+        connections_accepted_[listener].load(std::memory_order_relaxed);
+    for (size_t reason = 0; reason < kConnectionRefusalCount; ++reason) {
+      snapshot.connections_refused[listener][reason] =
+          connections_refused_[listener][reason].load(std::memory_order_relaxed);
+    }
+  }
   return snapshot;
 }
 

@@ -35,6 +35,21 @@ inline constexpr size_t kStatusCodeCount = 17;
 // "Put", "Fetch", ...: the method name on the wire.
 absl::string_view RpcName(Rpc rpc);
 
+// The two kinds of listener whose connections are admitted and counted.
+enum class Listener : uint8_t { kGrpc, kHandoff };
+inline constexpr size_t kListenerCount = 2;
+// "grpc", "handoff".
+absl::string_view ListenerName(Listener listener);
+
+// Why a connection was closed as soon as it was accepted.
+enum class ConnectionRefusal : uint8_t {
+  kAtCap,       // --max-connections / --max-handoff-connections reached
+  kAtFdLimit,   // the process had no fd left for it (RLIMIT_NOFILE)
+};
+inline constexpr size_t kConnectionRefusalCount = 2;
+// "connection_cap", "fd_limit".
+absl::string_view ConnectionRefusalName(ConnectionRefusal reason);
+
 // A copy of every counter, for one scrape.
 struct ServiceMetricsSnapshot {
   // calls[rpc][code]: finished calls of each RPC by canonical status code.
@@ -44,6 +59,10 @@ struct ServiceMetricsSnapshot {
   uint64_t remote_bytes_sent = 0;      // fetch payload bytes
   uint64_t handoff_bytes_sent = 0;     // bytes of versions handed to local readers
   uint64_t handoff_bytes_received = 0; // bytes sealed by local producers
+  // [listener]: connections accepted and served.
+  std::array<uint64_t, kListenerCount> connections_accepted{};
+  // [listener][reason]: connections closed at once instead.
+  std::array<std::array<uint64_t, kConnectionRefusalCount>, kListenerCount> connections_refused{};
 };
 
 // Thread-safe; every Record/Add is a few relaxed atomic adds, no lock.
@@ -57,6 +76,12 @@ class ServiceMetrics {
   void AddRemoteBytesSent(uint64_t bytes) { Add(remote_bytes_sent_, bytes); }
   void AddHandoffBytesSent(uint64_t bytes) { Add(handoff_bytes_sent_, bytes); }
   void AddHandoffBytesReceived(uint64_t bytes) { Add(handoff_bytes_received_, bytes); }
+  void AddConnectionAccepted(Listener listener) {
+    Add(connections_accepted_[static_cast<size_t>(listener)], 1);
+  }
+  void AddConnectionRefused(Listener listener, ConnectionRefusal reason) {
+    Add(connections_refused_[static_cast<size_t>(listener)][static_cast<size_t>(reason)], 1);
+  }
 
   ServiceMetricsSnapshot Snapshot() const;
 
@@ -71,6 +96,9 @@ class ServiceMetrics {
   std::atomic<uint64_t> remote_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_received_{0};
+  std::array<std::atomic<uint64_t>, kListenerCount> connections_accepted_{};
+  std::array<std::array<std::atomic<uint64_t>, kConnectionRefusalCount>, kListenerCount>
+      connections_refused_{};
 };
 
 }  // namespace tensord

@@ -3,6 +3,8 @@
 #include <grpcpp/server_context.h>
 
 #include "absl/time/clock.h"
+#include "service/common/episode_log.h"
+#include "service/common/errno_status.h"
 #include "service/common/log.h"
 #include "service/wire/request_id.h"
 
@@ -18,8 +20,10 @@ CallRecord::CallRecord(Rpc rpc, grpc::CallbackServerContext& context, ServiceMet
 void CallRecord::End(const absl::Status& status) {
   if (ended_) return;
   ended_ = true;
-  const absl::Duration latency = absl::Now() - start_;
+  const absl::Time now = absl::Now();
+  const absl::Duration latency = now - start_;
   metrics_.RecordCall(rpc_, status.code(), latency);
+  if (IsFdExhaustion(status)) FdExhaustionLog().Note(RpcName(rpc_), status.message(), now);
   if (!LogEnabled(LogLevel::kDebug)) return;
   if (status.ok()) {
     Log(LogLevel::kDebug, "rpc",

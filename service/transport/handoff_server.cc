@@ -11,16 +11,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/common/errno_status.h"
+#include "service/common/fd_limits.h"
 #include "service/common/log.h"
 #include "service/common/unix_socket.h"
+#include "service/transport/connection_listener.h"
 
 namespace tensord {
-namespace {
 
-struct Connection {
+struct HandoffConnection {
   ScopedFd socket;
   std::unique_ptr<HandoffSession> session;
 };
+
+namespace {
+
+// After EMFILE with no spare fd, the listener rests this long instead of
+// spinning on a socket that stays readable.
+constexpr absl::Duration kRestAtFdLimit = absl::Milliseconds(100);
+constexpr int kAcceptsPerWake = 64;
 
 }  // namespace
 
@@ -32,6 +40,9 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(const Handof
   absl::StatusOr<ScopedFd> listener = ListenSeqpacket(options.socket_path, 0660);
   if (!listener.ok()) return listener.status();
   server->listener_ = std::move(*listener);
+  server->max_connections_ = options.max_connections != 0
+                                 ? options.max_connections
+                                 : DefaultMaxHandoffConnections(OpenFileLimit());
   server->wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!server->wake_.valid()) return ErrnoStatus(errno, "eventfd");
   server->thread_ = std::thread([raw = server.get()] { raw->Run(); });
@@ -58,16 +69,60 @@ bool HandoffServer::Authorized(const PeerCredentials& peer) const {
   return std::find(gids.begin(), gids.end(), peer.gid) != gids.end();
 }
 
+bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, absl::Time now) {
+  for (int i = 0; i < kAcceptsPerWake; ++i) {
+    GuardedAccept::Result result = accept_.Accept(listener_.get());
+    switch (result.outcome) {
+      case GuardedAccept::Outcome::kNoneWaiting:
+        return true;
+      case GuardedAccept::Outcome::kTransientError:
+        continue;
+      case GuardedAccept::Outcome::kDroppedAtFdLimit:
+        metrics_.AddConnectionRefused(Listener::kHandoff, ConnectionRefusal::kAtFdLimit);
+        FdExhaustionLog().Note("accept(handoff socket)",
+                               ErrnoStatus(result.error, "connection closed unserved").message(),
+                               now);
+        continue;
+      case GuardedAccept::Outcome::kRetryLater:
+        FdExhaustionLog().Note("accept(handoff socket)",
+                               ErrnoStatus(result.error, "no spare fd; listener rests").message(),
+                               now);
+        return false;
+      case GuardedAccept::Outcome::kAccepted:
+        break;
+    }
+    if (connections.size() >= max_connections_) {
+      metrics_.AddConnectionRefused(Listener::kHandoff, ConnectionRefusal::kAtCap);
+      cap_log_.Note(socket_path(),
+                    absl::StrCat("--max-handoff-connections=", max_connections_, " reached"), now);
+      continue;  // the connection closes here
+    }
+    absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(result.connection.get());
+    if (!peer.ok()) continue;
+    const bool authorized = Authorized(*peer);
+    Log(LogLevel::kDebug, "handoff_connect",
+        {{"peer_pid", peer->pid}, {"peer_uid", peer->uid}, {"authorized", authorized}});
+    metrics_.AddConnectionAccepted(Listener::kHandoff);
+    connections.push_back(HandoffConnection{
+        std::move(result.connection),
+        std::make_unique<HandoffSession>(registry_, tokens_, options_.limits, *peer, authorized,
+                                         metrics_)});
+  }
+  return true;
+}
+
 void HandoffServer::Run() {
-  std::vector<Connection> connections;
+  std::vector<HandoffConnection> connections;
   std::vector<pollfd> polled;
   constexpr int kReapIntervalMs = 1000;
   absl::Time last_reap = absl::Now();
+  absl::Time listener_resting_until = absl::InfinitePast();
   while (true) {
     polled.clear();
     polled.push_back({wake_.get(), POLLIN, 0});
-    polled.push_back({listener_.get(), POLLIN, 0});
-    for (const Connection& connection : connections) {
+    // A resting listener stays in the set (indices stay fixed) but unpolled.
+    polled.push_back({listener_resting_until > absl::Now() ? -1 : listener_.get(), POLLIN, 0});
+    for (const HandoffConnection& connection : connections) {
       polled.push_back({connection.socket.get(), POLLIN, 0});
     }
     int ready = ::poll(polled.data(), polled.size(), kReapIntervalMs);
@@ -83,7 +138,7 @@ void HandoffServer::Run() {
     for (size_t i = 0; i < connections.size(); ++i) {
       short events = polled[i + 2].revents;
       if (events == 0) continue;
-      Connection& connection = connections[i];
+      HandoffConnection& connection = connections[i];
       bool keep = (events & POLLIN) != 0;
       if (keep) {
         absl::StatusOr<ReceivedPacket> packet = ReceivePacket(connection.socket.get());
@@ -108,32 +163,23 @@ void HandoffServer::Run() {
         connection.socket.Reset();
       }
     }
-    std::erase_if(connections, [](const Connection& c) { return !c.socket.valid(); });
+    std::erase_if(connections, [](const HandoffConnection& c) { return !c.socket.valid(); });
 
     if (polled[1].revents & POLLIN) {
-      ScopedFd accepted(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (accepted.valid()) {
-        absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(accepted.get());
-        if (peer.ok()) {
-          bool authorized = Authorized(*peer);
-          Log(LogLevel::kDebug, "handoff_connect",
-              {{"peer_pid", peer->pid}, {"peer_uid", peer->uid}, {"authorized", authorized}});
-          connections.push_back(Connection{
-              std::move(accepted), std::make_unique<HandoffSession>(
-                                       registry_, tokens_, options_.limits, *peer, authorized,
-                                       metrics_)});
-        }
-      }
+      if (!AcceptWaiting(connections, now)) listener_resting_until = now + kRestAtFdLimit;
     }
 
     if (now - last_reap >= absl::Milliseconds(kReapIntervalMs)) {
       last_reap = now;
-      for (Connection& connection : connections) connection.session->ReapExpiredCreates(now);
+      for (HandoffConnection& connection : connections) connection.session->ReapExpiredCreates(now);
+      accept_.RestoreSpare();
+      cap_log_.Tick(now);
+      FdExhaustionLog().Tick(now);
     }
     // Already a pass over every connection per event (the poll set), so the
     // gauges stay current at no extra order of cost.
     size_t leases = 0;
-    for (const Connection& connection : connections) leases += connection.session->lease_count();
+    for (const HandoffConnection& connection : connections) leases += connection.session->lease_count();
     connections_.store(connections.size(), std::memory_order_relaxed);
     leases_.store(leases, std::memory_order_relaxed);
   }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "service/common/episode_log.h"
+#include "service/common/guarded_accept.h"
 #include "service/common/scoped_fd.h"
 #include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
@@ -28,7 +30,12 @@ struct HandoffOptions {
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
   HandoffLimits limits;
+  // Most connections open at once; more are closed as soon as accepted.
+  // 0 = derived from RLIMIT_NOFILE (DefaultMaxHandoffConnections).
+  uint64_t max_connections = 0;
 };
+
+struct HandoffConnection;
 
 class HandoffServer {
  public:
@@ -47,6 +54,7 @@ class HandoffServer {
   // For metrics and tests: refreshed after every event the loop handles.
   size_t connection_count() const { return connections_.load(std::memory_order_relaxed); }
   size_t lease_count() const { return leases_.load(std::memory_order_relaxed); }
+  uint64_t max_connections() const { return max_connections_; }
 
  private:
   HandoffServer(const HandoffOptions& options, Registry& registry, HandoffTokens& tokens,
@@ -54,6 +62,9 @@ class HandoffServer {
       : options_(options), registry_(registry), tokens_(tokens), metrics_(metrics) {}
   void Run();
   bool Authorized(const PeerCredentials& peer) const;
+  // Accepts what waits on the listener into `connections`; false when the
+  // process is out of fds and the listener should rest.
+  bool AcceptWaiting(std::vector<HandoffConnection>& connections, absl::Time now);
 
   const HandoffOptions options_;
   Registry& registry_;
@@ -61,6 +72,9 @@ class HandoffServer {
   ServiceMetrics& metrics_;
   ScopedFd listener_;
   ScopedFd wake_;  // eventfd that ends Run()
+  uint64_t max_connections_ = 0;
+  GuardedAccept accept_;
+  EpisodeLog cap_log_{"handoff_connection_cap_reached"};
   std::thread thread_;
   std::atomic<size_t> connections_{0};
   std::atomic<size_t> leases_{0};

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/log.h"
+#include "service/common/episode_log.h"
+#include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
 #include "service/wire/handoff_device_handle.h"
 #include "service/transport/request_validation.h"
@@ -28,6 +30,7 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
     status = Dispatch(request, now, response, reply.fd);
   }
   if (!status.ok()) {
+    if (IsFdExhaustion(status)) FdExhaustionLog().Note("handoff request", status.message(), now);
     response.clear_kind();
     reply.fd = -1;
     response.set_code(static_cast<int32_t>(status.code()));

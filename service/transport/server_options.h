@@ -11,6 +11,7 @@
 #include "service/security/active_streams.h"
 #include "service/security/token_file.h"
 #include "service/snapshot/snapshot_store.h"
+#include "service/transport/connection_listener.h"
 #include "service/transport/handoff_server.h"
 
 namespace tensord {
@@ -28,6 +29,8 @@ struct TlsServerOptions {
 struct ServerOptions {
   // "host:port" (port 0 picks a free one) or "unix:PATH".
   std::vector<std::string> listen_addresses = {"127.0.0.1:50051"};
+  // Connection admission and timeouts of the gRPC listeners.
+  ConnectionLimits connections;
   RegistryOptions registry;
   // Largest single tensor a put may store (--max-tensor-bytes).
   uint64_t max_tensor_bytes = uint64_t{4} << 30;

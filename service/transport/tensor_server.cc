@@ -11,30 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "service/common/fd_limits.h"
+#include "service/common/listen_address.h"
 #include "service/common/log.h"
 #include "service/security/listen_policy.h"
+#include "service/transport/connection_listener.h"
 #include "service/transport/tensor_service.h"
 
 namespace tensord {
 namespace {
-
-// "unix:PATH", "unix:///PATH", "host:port" or "[v6]:port".
-absl::Status ValidateListenAddress(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) {
-    if (address.size() == 5) {
-      return absl::InvalidArgumentError(absl::StrCat("listen address '", address, "' has no path"));
-    }
-    return absl::OkStatus();
-  }
-  size_t colon = address.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen address '", address, "' is not host:port (port 0..65535) or unix:PATH"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ValidateTls(const TlsServerOptions& tls) {
   if (tls.cert_chain_pem.empty() != tls.private_key_pem.empty()) {
@@ -59,6 +44,10 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const TlsServerOptions& 
   return grpc::SslServerCredentials(ssl);
 }
 
+int ClampedMilliseconds(absl::Duration duration) {
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(duration), 1, INT32_MAX));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOptions& options) {
@@ -78,6 +67,14 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
         !status.ok()) {
       return status;
     }
+  }
+
+  // Bound before anything starts, so a taken port fails fast and plainly.
+  std::vector<BoundListenAddress> bound_addresses;
+  for (const std::string& address : options.listen_addresses) {
+    absl::StatusOr<BoundListenAddress> bound = BindListenAddress(address);
+    if (!bound.ok()) return bound.status();
+    bound_addresses.push_back(std::move(*bound));
   }
 
   std::unique_ptr<TensorServer> server(new TensorServer());
@@ -106,15 +103,35 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   // Reflection lets grpcurl-style tools discover the services.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::vector<int> ports(options.listen_addresses.size(), 0);
   const std::shared_ptr<grpc::ServerCredentials> tcp_credentials = TcpCredentials(options.tls);
-  for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
-    const std::string& address = options.listen_addresses[i];
-    builder.AddListeningPort(address,
-                             absl::StartsWith(address, "unix:") ? grpc::InsecureServerCredentials()
-                                                                : tcp_credentials,
-                             &ports[i]);
+  // tensord binds every address and accepts itself (transport/
+  // connection_listener); gRPC gets each admitted connection through an
+  // acceptor with the address's credentials.
+  std::vector<ConnectionListener::Endpoint> endpoints;
+  for (const BoundListenAddress& bound : bound_addresses) {
+    ConnectionListener::Endpoint endpoint;
+    endpoint.tcp = !bound.is_unix;
+    endpoint.acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        bound.is_unix ? grpc::InsecureServerCredentials() : tcp_credentials);
+    server->bound_addresses_.push_back(bound.address);
+    endpoints.push_back(std::move(endpoint));
   }
+  for (size_t i = 0; i < endpoints.size(); ++i) endpoints[i].bound = std::move(bound_addresses[i]);
+  const ConnectionLimits& limits = options.connections;
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ClampedMilliseconds(limits.handshake_timeout));
+  if (limits.idle_timeout > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               ClampedMilliseconds(limits.idle_timeout));
+  }
+  // Pings find peers that vanished without closing (a host lost, a network
+  // split) while their calls hold fds; clients may ping every 10 s, even
+  // between calls (docs/operations.md has the client settings).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 120'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
@@ -127,23 +144,21 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
               "certificate's)"
             : ""));
   }
-  for (size_t i = 0; i < options.listen_addresses.size(); ++i) {
-    const std::string& address = options.listen_addresses[i];
-    if (ports[i] == 0) {
-      server->server_->Shutdown();
-      return absl::UnavailableError(absl::StrCat("could not bind listen address '", address, "'"));
-    }
-    if (absl::StartsWith(address, "unix:")) {
-      server->bound_addresses_.push_back(address);
-    } else {
-      server->bound_addresses_.push_back(
-          absl::StrCat(address.substr(0, address.rfind(':')), ":", ports[i]));
-    }
+  const uint64_t max_connections = limits.max_connections != 0
+                                       ? limits.max_connections
+                                       : DefaultMaxConnections(OpenFileLimit());
+  absl::StatusOr<std::unique_ptr<ConnectionListener>> listener =
+      ConnectionListener::Start(std::move(endpoints), max_connections, *server->metrics_);
+  if (!listener.ok()) {
+    server->server_->Shutdown();
+    return listener.status();
   }
+  server->listener_ = std::move(*listener);
   return server;
 }
 
 TensorServer::~TensorServer() {
+  if (listener_ != nullptr) listener_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
@@ -154,6 +169,7 @@ TensorServer::~TensorServer() {
 void TensorServer::Shutdown(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   const bool fetches_in_flight = service_->live_payloads() > 0;
+  listener_->Stop();  // new connections are refused from here
   server_->Shutdown(absl::ToChronoTime(deadline));
   if (!fetches_in_flight) return;
   // A call counts as done once its last message is queued; its bytes are in

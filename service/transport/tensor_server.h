@@ -21,6 +21,7 @@ class Server;
 namespace tensord {
 
 class TensorService;
+class ConnectionListener;
 
 class TensorServer {
  public:
@@ -39,6 +40,8 @@ class TensorServer {
   // Calls and bytes recorded by the gRPC service and the handoff socket.
   ServiceMetrics& metrics() { return *metrics_; }
   const ServiceMetrics& metrics() const { return *metrics_; }
+  // The gRPC listeners' accept loop: open connections and the cap.
+  const ConnectionListener& listener() const { return *listener_; }
   // Null when local handoff is off.
   const HandoffServer* handoff() const { return handoff_.get(); }
   // Null without --snapshot-dir.
@@ -61,6 +64,7 @@ class TensorServer {
   std::unique_ptr<TensorService> service_;
   std::unique_ptr<HandoffServer> handoff_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ConnectionListener> listener_;
   std::vector<std::string> bound_addresses_;
 };
 

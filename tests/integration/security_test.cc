@@ -18,91 +18,11 @@
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
+#include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
 namespace {
-
-// A fresh directory removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tensord-security-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  std::string path_;
-};
-
-void WriteFile(const std::string& path, std::string_view contents) {
-  std::ofstream out(path, std::ios::trunc);
-  out << contents;
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
-
-// Throwaway PKI made with the openssl CLI: a CA that signs the server's
-// certificate (for 127.0.0.1 and localhost) and a client certificate, and a
-// second, unrelated CA with a client certificate of its own.
-class TestPki {
- public:
-  static absl::StatusOr<std::unique_ptr<TestPki>> Create() {
-    auto pki = std::unique_ptr<TestPki>(new TestPki());
-    if (pki->dir_.path().empty()) return absl::InternalError("mkdtemp failed");
-    WriteFile(pki->dir_.File("server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    WriteFile(pki->dir_.File("client.ext"), "extendedKeyUsage=clientAuth\n");
-    for (const char* ca : {"ca", "other-ca"}) {
-      if (absl::Status status = pki->Run(absl::StrCat(
-              "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "
-              "'/CN=tensord test ",
-              ca, "' -keyout ", ca, ".key -out ", ca, ".pem"));
-          !status.ok()) {
-        return status;
-      }
-    }
-    for (auto [name, ca, ext] : {std::tuple{"server", "ca", "server.ext"},
-                                 std::tuple{"client", "ca", "client.ext"},
-                                 std::tuple{"rogue-client", "other-ca", "client.ext"}}) {
-      if (absl::Status status = pki->Run(absl::StrCat(
-              "req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=", name,
-              "' -keyout ", name, ".key -out ", name, ".csr"));
-          !status.ok()) {
-        return status;
-      }
-      if (absl::Status status = pki->Run(absl::StrCat(
-              "x509 -req -days 2 -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
-              ".key -CAcreateserial -extfile ", ext, " -out ", name, ".pem"));
-          !status.ok()) {
-        return status;
-      }
-    }
-    return pki;
-  }
-
-  std::string Path(absl::string_view file) const { return dir_.File(file); }
-  const TempDir& dir() const { return dir_; }
-
- private:
-  TestPki() = default;
-  absl::Status Run(const std::string& arguments) {
-    const std::string command =
-        absl::StrCat("cd '", dir_.path(), "' && openssl ", arguments, " >openssl.log 2>&1");
-    const int status = std::system(command.c_str());
-    if (status != 0) {
-      std::ifstream log(dir_.File("openssl.log"));
-      std::string output((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-      return absl::InternalError(absl::StrCat("openssl ", arguments, " failed: ", output));
-    }
-    return absl::OkStatus();
-  }
-  TempDir dir_;
-};
 
 std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> flags) {
   ServerProcessOptions options;

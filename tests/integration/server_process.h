@@ -29,6 +29,9 @@ struct ServerProcessOptions {
   // Flags added after --listen and --ready-file, e.g. "--max-host-bytes=1MiB".
   std::vector<std::string> flags;
   std::string log_level = "info";
+  // RLIMIT_NOFILE (soft and hard) for the server, as `prlimit --nofile=N:N`
+  // would set it; 0 inherits this process's.
+  uint64_t open_file_limit = 0;
   // How long Start() waits for the ready file.
   absl::Duration ready_timeout = absl::Seconds(20);
 };

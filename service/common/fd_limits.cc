@@ -1,0 +1,41 @@
+#include "service/common/fd_limits.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+#include <fstream>
+
+namespace tensord {
+namespace {
+
+uint64_t ReadProcNumber(const char* path) {
+  std::ifstream file(path);
+  uint64_t value = 0;
+  if (!(file >> value)) return 0;
+  return value;
+}
+
+}  // namespace
+
+uint64_t OpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  return limit.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(limit.rlim_cur);
+}
+
+uint64_t SystemOpenFileLimit() { return ReadProcNumber("/proc/sys/fs/file-max"); }
+
+uint64_t MappingLimit() { return ReadProcNumber("/proc/sys/vm/max_map_count"); }
+
+uint64_t OpenFileCount() {
+  DIR* directory = ::opendir("/proc/self/fd");
+  if (directory == nullptr) return 0;
+  uint64_t count = 0;
+  while (const dirent* entry = ::readdir(directory)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  ::closedir(directory);
+  return count > 0 ? count - 1 : 0;  // not the directory's own fd
+}
+
+}  // namespace tensord

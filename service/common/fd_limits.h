@@ -1,0 +1,26 @@
+// The kernel limits that cap how many fds and mappings tensord may hold, read
+// when an error needs to name them.
+#ifndef TENSORD_SERVICE_COMMON_FD_LIMITS_H_
+#define TENSORD_SERVICE_COMMON_FD_LIMITS_H_
+
+#include <cstdint>
+
+namespace tensord {
+
+// RLIMIT_NOFILE's soft limit: the most fds this process may hold (0 when
+// it cannot be read).
+uint64_t OpenFileLimit();
+
+// fs.file-max: the system-wide fd limit (0 when it cannot be read).
+uint64_t SystemOpenFileLimit();
+
+// vm.max_map_count: the most mappings one process may hold (0 when it
+// cannot be read).
+uint64_t MappingLimit();
+
+// Fds this process holds now (entries of /proc/self/fd; 0 when unreadable).
+uint64_t OpenFileCount();
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_COMMON_FD_LIMITS_H_

@@ -1,0 +1,46 @@
+// accept4() that never leaves a listener stuck when the process is out of
+// fds. A level-triggered listener whose accept fails with EMFILE stays
+// readable, so its loop either spins or (gRPC's own listener) gives up for
+// good. Here one spare fd is kept open: on EMFILE it is closed, the waiting
+// connection is accepted into the freed slot and closed at once (the client
+// sees a prompt reset, not a hang), and the spare is reopened. The backlog
+// drains, and the first connection after fds free up is accepted normally.
+#ifndef TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
+#define TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
+
+#include "service/common/scoped_fd.h"
+
+namespace tensord {
+
+// Not thread-safe: one per accept loop.
+class GuardedAccept {
+ public:
+  GuardedAccept();
+
+  enum class Outcome {
+    kAccepted,          // `connection` is the new connection
+    kNoneWaiting,       // EAGAIN: the backlog is empty
+    kDroppedAtFdLimit,  // out of fds: one waiting connection was closed
+    kRetryLater,        // out of fds and no spare: stop polling briefly
+    kTransientError,    // ECONNABORTED, EINTR, ...: try the next one
+  };
+  struct Result {
+    Outcome outcome;
+    ScopedFd connection;
+    int error = 0;  // errno of a failure
+  };
+
+  // One accept4(SOCK_CLOEXEC | SOCK_NONBLOCK) on a non-blocking listener.
+  Result Accept(int listener_fd);
+
+  // Reopens the spare fd if an earlier drop could not; call periodically.
+  void RestoreSpare();
+  bool has_spare() const { return spare_.valid(); }
+
+ private:
+  ScopedFd spare_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_

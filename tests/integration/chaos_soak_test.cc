@@ -56,14 +56,6 @@ absl::Duration SoakDuration() {
   return absl::Seconds(seconds);
 }
 
-uint64_t NextRandom(uint64_t& state) {
-  state += 0x9E3779B97F4A7C15ULL;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // 8 bytes of seed, then PatternBytes(seed): any version checks itself.
 std::vector<uint8_t> EncodeSeeded(uint64_t seed, size_t size) {
   std::vector<uint8_t> bytes = PatternBytes(size, seed);

@@ -31,14 +31,6 @@ constexpr int kNames = 24;
 constexpr int kMaxOpsPerClient = 20'000;
 constexpr absl::Duration kDuration = absl::Seconds(10);
 
-uint64_t NextRandom(uint64_t& state) {
-  state += 0x9E3779B97F4A7C15ULL;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // 8 bytes of seed, then PatternBytes(seed); the size derives from the seed
 // too, so a fetch can check any version without knowing who put it.
 size_t SizeForSeed(uint64_t seed) { return 8 + (seed % 64) * 4096 + seed % 4093; }

@@ -55,6 +55,14 @@ HostTensor CompactTensor(DLDataType dtype, std::vector<int64_t> shape, std::vect
   return tensor;
 }
 
+uint64_t NextRandom(uint64_t& state) {
+  state += 0x9E3779B97F4A7C15ULL;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 std::vector<uint8_t> PatternBytes(size_t size, uint64_t seed) {
   std::vector<uint8_t> bytes(size);
   uint64_t state = seed * 0xD1B54A32D192ED03ULL + 1;

@@ -44,6 +44,10 @@ struct HostTensor {
 // A compact tensor holding `bytes`.
 HostTensor CompactTensor(DLDataType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
 
+// The next number of a SplitMix64 sequence: cheap, deterministic randomness
+// for soak workers (one `state` per thread).
+uint64_t NextRandom(uint64_t& state);
+
 // `size` deterministic pseudo-random bytes; different seeds give different bytes.
 std::vector<uint8_t> PatternBytes(size_t size, uint64_t seed);
 

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -344,6 +345,14 @@ TEST_F(HandoffFloodTest, ListenerKeepsAcceptingAfterTheFdLimitIsReached) {
 TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   TempDir socket_dir;
   const std::string socket = socket_dir.File("handoff.sock");
+#if defined(__SANITIZE_ADDRESS__)
+  // CI's sanitizer build is ASan+UBSan: UBSan checks a vptr it has not seen
+  // before by writing the memory into a pipe, and with no fd left that pipe
+  // fails and it reports valid objects (gRPC's CallOpSet, our handoff
+  // messages) as "invalid vptr", which no suppression can match. This test
+  // runs the server out of fds on purpose, so it runs in the other builds.
+  GTEST_SKIP() << "UBSan's vptr check needs a free fd (pipe); this test exhausts them";
+#endif
   std::unique_ptr<ServerProcess> server = StartLimited(Transport::kTcp, {"--handoff-socket=" + socket});
   ASSERT_NE(server, nullptr);
   std::unique_ptr<Client> remote = ConnectClient(server->address(), RemoteClientOptions());
@@ -357,6 +366,7 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   // Connects the local client's handoff socket while fds remain.
   ASSERT_TRUE(remote->Put("many/first", tensor.dl()).ok());
   ExpectFetches(*local, "many/first", tensor);
+  const std::vector<int64_t> shape = {4096};
 
   // Every version is one memfd: distinct tensors use the fds up.
   absl::Status failed;
@@ -373,7 +383,6 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   EXPECT_TRUE(absl::StrContains(failed.message(), "RLIMIT_NOFILE = 128")) << failed;
   EXPECT_FALSE(absl::StrContains(failed.message(), "Too many open files")) << failed;
 
-  const std::vector<int64_t> shape = {4096};
   absl::StatusOr<std::unique_ptr<TensorWriter>> writer = local->Create("many/local", kU8, shape);
   ASSERT_FALSE(writer.ok());
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kResourceExhausted) << writer.status();

@@ -30,6 +30,9 @@
 namespace tensord {
 namespace {
 
+// gRPC names its generated client class "Stub".
+using TensorServiceClient = v1::TensorService::Stub;
+
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 
@@ -130,6 +133,14 @@ struct RemoteTransport::Rep {
     return FromGrpcStatus((on.*method)(&context, request, &response));
   }
 
+  // One TensorService unary call, e.g. Call(&TensorServiceClient::Stat, ...).
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (v1::TensorService::Stub::*method)(grpc::ClientContext*,
+                                                                   const Request&, Response*),
+                    const Request& request, Response& response) const {
+    return Unary(*tensor_service, method, request, response);
+  }
+
   // Streams `request`'s bytes to where `destination_for` says.
   absl::StatusOr<TensorInfo> StreamFetch(const v1::FetchRequest& request,
                                          const FetchOptions& fetch_options,
@@ -137,7 +148,7 @@ struct RemoteTransport::Rep {
 
   const ClientOptions options;
   const std::shared_ptr<grpc::Channel> channel;
-  // gRPC's generated client ("stub") of the TensorService unary calls.
+  // gRPC's generated client class for TensorService's unary calls.
   const std::unique_ptr<v1::TensorService::Stub> tensor_service;
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
@@ -299,7 +310,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   request.set_name(std::string(name));
   request.set_version(version);
   v1::StatResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Stat, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::Stat, request, response));
   return InfoFromProto(response.info());
 }
 
@@ -310,7 +321,7 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
   v1::ListResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::List, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::List, request, response));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
@@ -327,14 +338,14 @@ absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_
   request.set_version(version);
   v1::DeleteResponse response;
   TENSORD_RETURN_IF_ERROR(
-      rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Delete, request, response));
+      rep_->Call(&TensorServiceClient::Delete, request, response));
   return response.version();
 }
 
 absl::StatusOr<SnapshotResult> RemoteTransport::Snapshot() {
   v1::SnapshotResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::Snapshot,
-                                      v1::SnapshotRequest(), response));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->Call(&TensorServiceClient::Snapshot, v1::SnapshotRequest(), response));
   return SnapshotResult{.path = response.path(),
                         .tensor_count = response.tensor_count(),
                         .total_bytes = response.total_bytes()};
@@ -352,15 +363,15 @@ absl::StatusOr<std::string> RemoteTransport::Health(absl::string_view service) {
 
 absl::StatusOr<ServerHandoffInfo> RemoteTransport::GetServerInfo() {
   v1::GetServerInfoResponse info;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::GetServerInfo,
-                                      v1::GetServerInfoRequest(), info));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->Call(&TensorServiceClient::GetServerInfo, v1::GetServerInfoRequest(), info));
   return ServerHandoffInfo{.handoff_socket = info.handoff_socket(), .boot_id = info.boot_id()};
 }
 
 absl::StatusOr<std::string> RemoteTransport::IssueHandoffToken() {
   v1::IssueHandoffTokenResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Unary(*rep_->tensor_service, &v1::TensorService::Stub::IssueHandoffToken,
-                                      v1::IssueHandoffTokenRequest(), response));
+  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::IssueHandoffToken,
+                                     v1::IssueHandoffTokenRequest(), response));
   return response.token();
 }
 

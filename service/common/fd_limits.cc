@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace tensord {
@@ -16,6 +17,14 @@ uint64_t ReadProcNumber(const char* path) {
 }
 
 }  // namespace
+
+uint64_t DefaultMaxConnections(uint64_t open_file_limit) {
+  return std::max<uint64_t>(16, open_file_limit / 2);
+}
+
+uint64_t DefaultMaxHandoffConnections(uint64_t open_file_limit) {
+  return std::max<uint64_t>(8, open_file_limit / 8);
+}
 
 uint64_t OpenFileLimit() {
   rlimit limit{};

@@ -21,6 +21,13 @@ uint64_t MappingLimit();
 // Fds this process holds now (entries of /proc/self/fd; 0 when unreadable).
 uint64_t OpenFileCount();
 
+// The connection caps derived from RLIMIT_NOFILE: half of the limit for
+// gRPC connections, an eighth for handoff connections, leaving 3/8 for
+// tensor versions (one memfd each), snapshot files, the server's own
+// sockets and gRPC's internals.
+uint64_t DefaultMaxConnections(uint64_t open_file_limit);
+uint64_t DefaultMaxHandoffConnections(uint64_t open_file_limit);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_COMMON_FD_LIMITS_H_

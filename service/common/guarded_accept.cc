@@ -4,6 +4,12 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "service/common/episode_log.h"
+#include "service/common/errno_status.h"
 
 namespace tensord {
 namespace {
@@ -22,13 +28,20 @@ void GuardedAccept::RestoreSpare() {
   if (!spare_.valid()) spare_ = OpenSpare();
 }
 
-GuardedAccept::Result GuardedAccept::Accept(int listener_fd) {
+GuardedAccept::Result GuardedAccept::Accept(int listener_fd, absl::string_view where) {
   ScopedFd connection(AcceptOne(listener_fd));
   if (connection.valid()) return {Outcome::kAccepted, std::move(connection)};
   const int error = errno;
   if (error == EAGAIN || error == EWOULDBLOCK) return {Outcome::kNoneWaiting, {}, error};
   if (error != EMFILE && error != ENFILE) return {Outcome::kTransientError, {}, error};
-  if (!spare_.valid()) return {Outcome::kRetryLater, {}, error};
+  const std::string place = absl::StrCat("accept(", where, ")");
+  if (!spare_.valid()) {
+    FdExhaustionLog().Note(place, ErrnoStatus(error, "no spare fd; listener rests").message(),
+                           absl::Now());
+    return {Outcome::kRetryLater, {}, error};
+  }
+  FdExhaustionLog().Note(place, ErrnoStatus(error, "connection closed unserved").message(),
+                         absl::Now());
   spare_.Reset();
   ScopedFd dropped(AcceptOne(listener_fd));
   const int drop_error = dropped.valid() ? 0 : errno;

@@ -8,6 +8,7 @@
 #ifndef TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
 #define TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
 
+#include "absl/strings/string_view.h"
 #include "service/common/scoped_fd.h"
 
 namespace tensord {
@@ -31,7 +32,8 @@ class GuardedAccept {
   };
 
   // One accept4(SOCK_CLOEXEC | SOCK_NONBLOCK) on a non-blocking listener.
-  Result Accept(int listener_fd);
+  // Running out of fds is noted in FdExhaustionLog() as `accept(<where>)`.
+  Result Accept(int listener_fd, absl::string_view where = "listener");
 
   // Reopens the spare fd if an earlier drop could not; call periodically.
   void RestoreSpare();

@@ -33,14 +33,6 @@ constexpr int kAcceptsPerWake = 256;
 
 }  // namespace
 
-uint64_t DefaultMaxConnections(uint64_t open_file_limit) {
-  return std::max<uint64_t>(16, open_file_limit / 2);
-}
-
-uint64_t DefaultMaxHandoffConnections(uint64_t open_file_limit) {
-  return std::max<uint64_t>(8, open_file_limit / 8);
-}
-
 ConnectionListener::ConnectionListener(std::vector<Endpoint> endpoints, uint64_t max_connections,
                                        ServiceMetrics& metrics)
     : endpoints_(std::move(endpoints)), max_connections_(max_connections), metrics_(metrics) {
@@ -62,12 +54,15 @@ absl::StatusOr<std::unique_ptr<ConnectionListener>> ConnectionListener::Start(
 }
 
 void ConnectionListener::Stop() {
-  if (!thread_.joinable()) return;
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t written = ::write(wake_.get(), &one, sizeof(one));
-  thread_.join();
-  sockets_.clear();
-  endpoints_.clear();  // closes the listening sockets, removes socket files
+  // TensorServer::Shutdown may run on several threads at once.
+  std::call_once(stopped_, [this] {
+    if (!thread_.joinable()) return;  // Start() failed before the thread
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t written = ::write(wake_.get(), &one, sizeof(one));
+    thread_.join();
+    sockets_.clear();
+    endpoints_.clear();  // closes the listening sockets, removes socket files
+  });
 }
 
 void ConnectionListener::Run() {
@@ -117,7 +112,7 @@ bool ConnectionListener::AcceptWaiting(size_t index, absl::Time now) {
   const Socket socket = sockets_[index];
   Endpoint& endpoint = endpoints_[socket.endpoint];
   for (int i = 0; i < kAcceptsPerWake; ++i) {
-    GuardedAccept::Result result = accept_.Accept(socket.fd);
+    GuardedAccept::Result result = accept_.Accept(socket.fd, endpoint.bound.address);
     switch (result.outcome) {
       case GuardedAccept::Outcome::kAccepted:
         Admit(endpoint, socket.fd, std::move(result.connection), now);
@@ -126,14 +121,8 @@ bool ConnectionListener::AcceptWaiting(size_t index, absl::Time now) {
         return true;
       case GuardedAccept::Outcome::kDroppedAtFdLimit:
         metrics_.AddConnectionRefused(Listener::kGrpc, ConnectionRefusal::kAtFdLimit);
-        FdExhaustionLog().Note(
-            absl::StrCat("accept(", endpoint.bound.address, ")"),
-            ErrnoStatus(result.error, "connection closed unserved").message(), now);
         break;
       case GuardedAccept::Outcome::kRetryLater:
-        FdExhaustionLog().Note(absl::StrCat("accept(", endpoint.bound.address, ")"),
-                               ErrnoStatus(result.error, "no spare fd; listener rests").message(),
-                               now);
         return false;
       case GuardedAccept::Outcome::kTransientError:
         // ECONNABORTED and the like: that connection is gone, others wait.

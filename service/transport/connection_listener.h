@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -30,25 +31,6 @@
 #include "service/metrics/service_metrics.h"
 
 namespace tensord {
-
-// The fds left for everything but connections when the caps are derived
-// from RLIMIT_NOFILE: tensor versions (one memfd each), snapshot files, the
-// server's own sockets and gRPC's internals. Half of the limit goes to gRPC
-// connections and an eighth to handoff connections, leaving 3/8.
-uint64_t DefaultMaxConnections(uint64_t open_file_limit);
-uint64_t DefaultMaxHandoffConnections(uint64_t open_file_limit);
-
-struct ConnectionLimits {
-  // Most gRPC connections open at once (all listeners); 0 = derived from
-  // RLIMIT_NOFILE (DefaultMaxConnections).
-  uint64_t max_connections = 0;
-  // A connection must finish its TLS handshake and send the HTTP/2 preface
-  // and SETTINGS within this, or it is closed.
-  absl::Duration handshake_timeout = absl::Seconds(5);
-  // A connection with no call for this long is closed (GOAWAY; clients
-  // reconnect on their next call). Zero keeps idle connections.
-  absl::Duration idle_timeout = absl::Minutes(10);
-};
 
 class ConnectionListener {
  public:
@@ -102,6 +84,7 @@ class ConnectionListener {
   std::atomic<uint64_t> open_{0};
   ScopedFd wake_;
   std::thread thread_;
+  std::once_flag stopped_;
 };
 
 }  // namespace tensord

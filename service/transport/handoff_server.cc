@@ -14,7 +14,6 @@
 #include "service/common/fd_limits.h"
 #include "service/common/log.h"
 #include "service/common/unix_socket.h"
-#include "service/transport/connection_listener.h"
 
 namespace tensord {
 
@@ -71,7 +70,7 @@ bool HandoffServer::Authorized(const PeerCredentials& peer) const {
 
 bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, absl::Time now) {
   for (int i = 0; i < kAcceptsPerWake; ++i) {
-    GuardedAccept::Result result = accept_.Accept(listener_.get());
+    GuardedAccept::Result result = accept_.Accept(listener_.get(), "handoff socket");
     switch (result.outcome) {
       case GuardedAccept::Outcome::kNoneWaiting:
         return true;
@@ -79,14 +78,8 @@ bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, a
         continue;
       case GuardedAccept::Outcome::kDroppedAtFdLimit:
         metrics_.AddConnectionRefused(Listener::kHandoff, ConnectionRefusal::kAtFdLimit);
-        FdExhaustionLog().Note("accept(handoff socket)",
-                               ErrnoStatus(result.error, "connection closed unserved").message(),
-                               now);
         continue;
       case GuardedAccept::Outcome::kRetryLater:
-        FdExhaustionLog().Note("accept(handoff socket)",
-                               ErrnoStatus(result.error, "no spare fd; listener rests").message(),
-                               now);
         return false;
       case GuardedAccept::Outcome::kAccepted:
         break;

@@ -11,7 +11,6 @@
 #include "service/security/active_streams.h"
 #include "service/security/token_file.h"
 #include "service/snapshot/snapshot_store.h"
-#include "service/transport/connection_listener.h"
 #include "service/transport/handoff_server.h"
 
 namespace tensord {
@@ -24,6 +23,20 @@ struct TlsServerOptions {
   // When set, clients must present a certificate signed by this CA (mTLS).
   std::string client_ca_pem;
   bool enabled() const { return !cert_chain_pem.empty(); }
+};
+
+// Admission and timeouts of the gRPC listeners (transport/
+// connection_listener and gRPC's channel arguments).
+struct ConnectionLimits {
+  // Most gRPC connections open at once (all listeners); 0 = derived from
+  // RLIMIT_NOFILE (DefaultMaxConnections).
+  uint64_t max_connections = 0;
+  // A connection must finish its TLS handshake and send the HTTP/2 preface
+  // and SETTINGS within this, or it is closed.
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  // A connection with no call for this long is closed (GOAWAY; clients
+  // reconnect on their next call). Zero keeps idle connections.
+  absl::Duration idle_timeout = absl::Minutes(10);
 };
 
 struct ServerOptions {

@@ -5,6 +5,14 @@
 // connection is accepted into the freed slot and closed at once (the client
 // sees a prompt reset, not a hang), and the spare is reopened. The backlog
 // drains, and the first connection after fds free up is accepted normally.
+//
+// The spare alone loses races: gRPC's threads also want fds at the limit
+// and may take the slot before the spare is reopened. So a connection is
+// also refused while fewer than a reserve of fds (1/64 of RLIMIT_NOFILE, at
+// least 8) stay free: the kernel hands out the lowest free fd, so an
+// accepted fd numbered within the reserve of the limit means the table is
+// that full. Connections then never take the last fds, and EMFILE at
+// accept is left to fds taken by tensors and gRPC itself.
 #ifndef TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
 #define TENSORD_SERVICE_COMMON_GUARDED_ACCEPT_H_
 
@@ -21,7 +29,7 @@ class GuardedAccept {
   enum class Outcome {
     kAccepted,          // `connection` is the new connection
     kNoneWaiting,       // EAGAIN: the backlog is empty
-    kDroppedAtFdLimit,  // out of fds: one waiting connection was closed
+    kDroppedAtFdLimit,  // out of fds, or within the reserve: one connection was closed
     kRetryLater,        // out of fds and no spare: stop polling briefly
     kTransientError,    // ECONNABORTED, EINTR, ...: try the next one
   };
@@ -35,12 +43,15 @@ class GuardedAccept {
   // Running out of fds is noted in FdExhaustionLog() as `accept(<where>)`.
   Result Accept(int listener_fd, absl::string_view where = "listener");
 
-  // Reopens the spare fd if an earlier drop could not; call periodically.
+  // Reopens the spare fd if an earlier drop could not (Accept also tries,
+  // each time it meets EMFILE); call periodically.
   void RestoreSpare();
   bool has_spare() const { return spare_.valid(); }
 
  private:
   ScopedFd spare_;
+  // Accepted fds numbered at or above this are closed (see the reserve).
+  int reserve_floor_;
 };
 
 }  // namespace tensord

@@ -309,6 +309,18 @@ struct Usage {
   uint64_t private_kib() const { return rss_kib - std::min(rss_kib, shmem_kib); }
 };
 
+// How much the private part may grow after warm-up. A leak grows with the
+// operation count, well past this. Sanitized servers get more room: TSan's
+// and ASan's allocators keep freed memory in per-thread caches and
+// quarantine, and their shadow grows with each new thread gRPC starts, so
+// their RSS drifts by a tenth in a 30 s soak without a leak (LSan, in the
+// ASan run, checks leaks exactly there).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kPrivateGrowthPercent = 25;
+#else
+constexpr uint64_t kPrivateGrowthPercent = 10;
+#endif
+
 Usage UsageOf(ServerProcess& server) {
   Usage usage;
   std::ifstream status(absl::StrCat("/proc/", server.pid(), "/status"));
@@ -443,7 +455,8 @@ TEST(ChaosSoak, ChurnKillsAndRestartLoseNothing) {
   EXPECT_GT(latest.size(), 0u);
   EXPECT_GT(evictions, 0u);
   EXPECT_GT(warm.rss_kib, 0u);
-  EXPECT_LE(after.private_kib(), warm.private_kib() + warm.private_kib() / 10);
+  EXPECT_LE(after.private_kib(),
+            warm.private_kib() + warm.private_kib() * kPrivateGrowthPercent / 100);
   EXPECT_LE(after.fds, warm.fds + warm.fds / 10);
 }
 

@@ -71,7 +71,7 @@ std::span<const FlagGroup> ServerFlagGroups() {
         "connection_idle_timeout"}},
       {"Capacity",
        {"max_host_bytes", "max_tensor_bytes", "max_tensors", "max_leases_per_client",
-        "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "chunk_bytes",
+        "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "arena_max_tensor_bytes", "chunk_bytes",
         "max_message_bytes", "create_timeout"}},
       {"Snapshots and preload",
        {"snapshot_dir", "snapshot_ignore_corrupt", "preload", "preload_prefix"}},

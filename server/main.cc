@@ -88,6 +88,11 @@ ABSL_FLAG(bool, huge_pages, false,
           "Back host tensors with 2 MiB huge pages (hugetlbfs memfds) when the host's pool "
           "(/proc/sys/vm/nr_hugepages) has room, normal pages otherwise. Fewer page faults for "
           "readers of large tensors. Env: TENSORD_HUGE_PAGES.");
+ABSL_FLAG(ByteSizeFlag, arena_max_tensor_bytes, ByteSizeFlag{uint64_t{1} << 20},
+          "Host tensors up to this size share memfd arenas (16 MiB each, slots by size class) "
+          "instead of one memfd and mapping each, so live tensors are bounded by memory and "
+          "--max-tensors, not by fds; 0 gives every tensor its own memfd. "
+          "Env: TENSORD_ARENA_MAX_TENSOR_BYTES.");
 ABSL_FLAG(std::string, handoff_socket, "auto",
           "Unix socket for zero-copy local handoff (memfd + SCM_RIGHTS), created mode 0660. "
           "auto: $XDG_RUNTIME_DIR/tensord/handoff-PID.sock, or /tmp/tensord-UID/ when there is "
@@ -325,6 +330,13 @@ int Run(int argc, char** argv) {
   options.registry.max_tensors = absl::GetFlag(FLAGS_max_tensors);
   options.registry.page_policy =
       absl::GetFlag(FLAGS_huge_pages) ? PagePolicy::kHugeWhenAvailable : PagePolicy::kNormal;
+  options.registry.arenas.max_slot_bytes = absl::GetFlag(FLAGS_arena_max_tensor_bytes).bytes;
+  if (options.registry.arenas.max_slot_bytes > (uint64_t{64} << 20)) {
+    std::fprintf(stderr, "tensord: --arena-max-tensor-bytes (%lu) must be at most 64MiB: larger "
+                 "tensors gain nothing from sharing a memfd\n",
+                 options.registry.arenas.max_slot_bytes);
+    return 2;
+  }
   options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes).bytes;
   uint64_t chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes).bytes;
   uint64_t max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes).bytes;

@@ -132,8 +132,24 @@ class MetricsCollectable final : public prometheus::Collectable {
     MetricFamily evicted = Family("tensord_evicted_bytes_total",
                                   "Bytes of the cache versions evicted.", MetricType::Counter);
     AddCounter(evicted, {DeviceLabel()}, static_cast<double>(registry.evicted_bytes()));
-    for (MetricFamily* family :
-         {&tensors, &versions, &stored, &used, &limit, &leases, &evictions, &evicted}) {
+    MetricFamily arenas = Family(
+        "tensord_arenas",
+        "Shared memfds holding small host versions (one fd and two mappings each).",
+        MetricType::Gauge);
+    AddGauge(arenas, {}, static_cast<double>(stats.arenas.arenas));
+    MetricFamily arena_bytes = Family(
+        "tensord_arena_bytes",
+        "Bytes of arena slots by state: used holds a version, free is kept for the next one "
+        "(its pages stay allocated once touched).",
+        MetricType::Gauge);
+    AddGauge(arena_bytes, {{"state", "used"}}, static_cast<double>(stats.arenas.slot_bytes_used));
+    AddGauge(arena_bytes, {{"state", "free"}},
+             static_cast<double>(stats.arenas.arena_bytes - stats.arenas.slot_bytes_used));
+    MetricFamily arena_slots = Family("tensord_arena_slots_used",
+                                      "Arena slots holding a version.", MetricType::Gauge);
+    AddGauge(arena_slots, {}, static_cast<double>(stats.arenas.slots_used));
+    for (MetricFamily* family : {&tensors, &versions, &stored, &used, &limit, &leases, &evictions,
+                                 &evicted, &arenas, &arena_bytes, &arena_slots}) {
       families.push_back(std::move(*family));
     }
   }

@@ -1,6 +1,7 @@
 #include "client/src/local_transport.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,9 +29,10 @@ alignas(256) uint8_t kEmptyBytes[256];
 // An mmap of a memfd, unmapped on destruction.
 class Mapping {
  public:
-  static absl::StatusOr<Mapping> Map(int fd, uint64_t size, int protection, int flags) {
+  static absl::StatusOr<Mapping> Map(int fd, uint64_t size, int protection, int flags,
+                                     uint64_t offset = 0) {
     if (size == 0) return Mapping(kEmptyBytes, 0);
-    void* data = ::mmap(nullptr, size, protection, flags, fd, 0);
+    void* data = ::mmap(nullptr, size, protection, flags, fd, static_cast<off_t>(offset));
     if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap of ", size, " bytes"));
     return Mapping(data, size);
   }
@@ -76,19 +78,35 @@ class HeldVersion {
     memfd_ = std::move(memfd);
     mapping_bytes_ = mapping_bytes;
   }
+  // The version's bytes start `offset` bytes into a shared arena.
+  void SetArena(std::shared_ptr<const ArenaMapping> arena, uint64_t offset) {
+    arena_ = std::move(arena);
+    arena_offset_ = offset;
+  }
   void SetDeviceImport(std::shared_ptr<const DeviceMemory> device_import) {
     device_import_ = std::move(device_import);
   }
 
   const TensorInfo& info() const { return info_; }
   bool on_device() const { return info_.device.device_type == kDLCUDA; }
-  int memfd() const { return memfd_.get(); }
-  uint64_t mapping_bytes() const { return mapping_bytes_; }
+  // The consumer's own copy-on-write view: of the whole memfd, or of the
+  // version's pages of an arena (the slot starts on a page).
+  absl::StatusOr<Mapping> PrivateMapping() const {
+    if (arena_ == nullptr) {
+      return Mapping::Map(memfd_.get(), mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+    }
+    return Mapping::Map(arena_->fd(), info_.total_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE,
+                        arena_offset_);
+  }
   // Device versions: the imported stored bytes (null when there are none).
   void* device_data() const { return device_import_ ? device_import_->data() : nullptr; }
 
   // The one shared read-only mapping, made on first use.
   absl::StatusOr<void*> SharedReadOnly() {
+    if (arena_ != nullptr) {
+      if (info_.total_bytes == 0) return static_cast<void*>(kEmptyBytes);
+      return const_cast<uint8_t*>(arena_->data() + arena_offset_);
+    }
     MutexLock lock(&mutex_);
     if (shared_.data() == nullptr) {
       TENSORD_ASSIGN_OR_RETURN(shared_,
@@ -103,6 +121,8 @@ class HeldVersion {
   const TensorInfo info_;
   ScopedFd memfd_;
   uint64_t mapping_bytes_ = 0;
+  std::shared_ptr<const ArenaMapping> arena_;  // instead of memfd_ for a small version
+  uint64_t arena_offset_ = 0;
   std::shared_ptr<const DeviceMemory> device_import_;
   Mutex mutex_;
   Mapping shared_ ABSL_GUARDED_BY(mutex_);
@@ -310,6 +330,23 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireRe
   return absl::OkStatus();
 }
 
+absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired,
+                                          ScopedFd fd) {
+  const TensorInfo& info = held.info();
+  const uint64_t offset = acquired.mapping_offset();
+  const uint64_t size = acquired.mapping_bytes();
+  if (offset % static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) != 0 || offset > size ||
+      info.total_bytes > size - offset) {
+    return absl::InternalError(absl::StrCat(
+        "handoff of '", info.name, "' places its ", info.total_bytes, " bytes at offset ", offset,
+        " of an arena of ", size, " bytes"));
+  }
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaMapping> arena,
+                           arenas_.Get(acquired.arena_id(), std::move(fd), size));
+  held.SetArena(std::move(arena), offset);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_view name,
                                                                 uint64_t version,
                                                                 bool host_only) {
@@ -318,6 +355,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
   acquire->set_name(std::string(name));
   acquire->set_version(version);
   acquire->set_host_only(host_only);
+  acquire->set_accepts_arena_slots(true);
   // A refused hold may be the last reference: released (a socket round
   // trip) only after mutex_ is dropped.
   std::shared_ptr<HeldVersion> refused;
@@ -358,6 +396,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
     auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
     if (held->on_device()) {
       TENSORD_RETURN_IF_ERROR(ImportDevice(*held, acquired, std::move(response.fd)));
+    } else if (acquired.arena_id() != 0) {
+      TENSORD_RETURN_IF_ERROR(MapArenaSlot(*held, acquired, std::move(response.fd)));
     } else {
       if (!response.fd.valid()) {
         return absl::InternalError(
@@ -388,8 +428,7 @@ absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const Fetch
   }
   // Each consumer gets its own private mapping, so one consumer's writes are
   // never seen by another tensor of this process either.
-  TENSORD_ASSIGN_OR_RETURN(Mapping mapping, Mapping::Map(held->memfd(), held->mapping_bytes(),
-                                                         PROT_READ | PROT_WRITE, MAP_PRIVATE));
+  TENSORD_ASSIGN_OR_RETURN(Mapping mapping, held->PrivateMapping());
   return Tensor(std::move(info),
                 std::make_shared<PrivateMappingMemory>(std::move(held), std::move(mapping)));
 }

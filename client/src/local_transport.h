@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "client/src/arena_mappings.h"
 #include "client/src/client_transport.h"
 #include "client/src/handoff_connection.h"
 #include "service/common/mutex.h"
@@ -23,8 +24,9 @@
 
 namespace tensord {
 
-// One version this process holds a lease and memfd for; shared by every
-// Tensor mapped from it. The lease ends when the last of them is gone.
+// One version this process holds a lease and memfd (or arena slot) for;
+// shared by every Tensor mapped from it. The lease ends when the last of
+// them is gone.
 class HeldVersion;
 
 // Thread-safe.
@@ -63,6 +65,8 @@ class LocalTransport final : public ClientTransport {
  private:
   absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version,
                                                     bool host_only);
+  // Maps (or finds mapped) the arena a new lease's slot lies in.
+  absl::Status MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
   // Imports the device memory a new lease came with into `held`.
   absl::Status ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
   absl::StatusOr<std::unique_ptr<TensorWriter>> CreateOnDevice(uint64_t create_id, uint64_t size,
@@ -70,6 +74,7 @@ class LocalTransport final : public ClientTransport {
                                                                ScopedFd fd, DLDevice device);
 
   std::shared_ptr<HandoffConnection> connection_;
+  ArenaMappings arenas_;
   Mutex mutex_;
   // Held versions by (name, version); expired entries are pruned on insert.
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_

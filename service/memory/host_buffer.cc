@@ -110,11 +110,6 @@ absl::Status HostBuffer::AllocatePages() {
   return absl::OkStatus();
 }
 
-absl::Status HostBuffer::Write(uint64_t offset, const void* bytes, uint64_t size) {
-  const std::span<const uint8_t> piece(static_cast<const uint8_t*>(bytes), size);
-  return Write(offset, std::span<const std::span<const uint8_t>>(&piece, 1));
-}
-
 absl::Status HostBuffer::Write(uint64_t offset,
                                std::span<const std::span<const uint8_t>> pieces) {
   if (sealed_) return absl::FailedPreconditionError("write into a sealed buffer");

@@ -69,7 +69,8 @@ VersionInfo InfoOf(const TensorVersion& version) {
 Registry::Registry(const RegistryOptions& options)
     : options_(options),
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
-                                             "host memory (--max-host-bytes)")) {
+                                             "host memory (--max-host-bytes)")),
+      arenas_(options.arenas) {
   const int devices = options.device_backend ? options.device_backend->device_count() : 0;
   for (int device = 0; device < devices; ++device) {
     device_capacity_.push_back(CapacityAccount::Create(
@@ -122,31 +123,58 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
   return pending;
 }
 
-absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
-                                                 uint64_t total_bytes, Retention retention) {
-  if (IsDeviceLayout(layout)) {
-    return PrepareOnDevice(std::move(name), std::move(layout), total_bytes, retention);
-  }
-  PendingVersion pending;
-  absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(total_bytes);
+absl::StatusOr<ByteReservation> Registry::ReserveHost(uint64_t bytes) {
+  absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(bytes);
   // Cache versions make room before a put is refused. Bounded: another put
   // may take the freed bytes first, and then this one is refused.
   for (int attempt = 0; attempt < 3 && !reservation.ok() &&
                         reservation.status().code() == absl::StatusCode::kResourceExhausted &&
-                        total_bytes <= host_capacity_->limit_bytes();
+                        bytes <= host_capacity_->limit_bytes();
        ++attempt) {
-    EvictTo(host_capacity_->limit_bytes() - total_bytes);
-    reservation = host_capacity_->Reserve(total_bytes);
+    EvictTo(host_capacity_->limit_bytes() - bytes);
+    reservation = host_capacity_->Reserve(bytes);
   }
-  if (!reservation.ok()) return reservation.status();
-  pending.reservation = std::move(*reservation);
+  return reservation;
+}
+
+absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
+                                                 uint64_t total_bytes, Retention retention,
+                                                 HostPlacement placement) {
+  if (IsDeviceLayout(layout)) {
+    return PrepareOnDevice(std::move(name), std::move(layout), total_bytes, retention);
+  }
+  PendingVersion pending;
+  const uint64_t slot_bytes =
+      placement == HostPlacement::kAuto ? arenas_.SlotBytesFor(total_bytes) : 0;
+  // The tensor's bytes, wherever they live (a slot rounds them up by at
+  // most a quarter plus a page, as a memfd of its own rounds to a page).
+  TENSORD_ASSIGN_OR_RETURN(pending.reservation, ReserveHost(total_bytes));
   pending.retention = retention;
-  TENSORD_ASSIGN_OR_RETURN(pending.buffer,
-                           HostBuffer::Create(total_bytes, name, options_.page_policy));
+  if (slot_bytes != 0) {
+    TENSORD_ASSIGN_OR_RETURN(
+        pending.buffer,
+        arenas_.Allocate(total_bytes, options_.arena_domain ? options_.arena_domain(name) : ""));
+  } else {
+    TENSORD_ASSIGN_OR_RETURN(pending.buffer,
+                             HostBuffer::Create(total_bytes, name, options_.page_policy));
+  }
   pending.name = std::move(name);
   pending.layout = std::move(layout);
   pending.total_bytes = total_bytes;
   return pending;
+}
+
+void Registry::MoveIntoArena(PendingVersion& pending) {
+  if (arenas_.SlotBytesFor(pending.total_bytes) == 0 || pending.buffer->arena_id() != 0) return;
+  absl::StatusOr<std::unique_ptr<ArenaSlot>> slot = arenas_.Allocate(
+      pending.total_bytes,
+      options_.arena_domain ? options_.arena_domain(pending.name) : "");
+  if (!slot.ok() ||
+      !(*slot)->Write(0, pending.buffer->data(), pending.total_bytes).ok() ||
+      !(*slot)->Seal().ok()) {
+    return;
+  }
+  pending.buffer = *std::move(slot);  // the memfd and its fd go now
 }
 
 absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
@@ -184,6 +212,7 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     return absl::DataLossError(absl::StrCat("crc32c of the bytes of '", pending.name, "' is ", crc,
                                             " but the producer declared ", *expected_crc32c));
   }
+  if (!on_device) MoveIntoArena(pending);
 
   auto version = std::make_shared<TensorVersion>();
   version->name = std::move(pending.name);
@@ -462,6 +491,7 @@ RegistryStats Registry::Stats() const {
   for (const auto& [number, weak] : retired_) {
     if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
   }
+  stats.arenas = arenas_.Stats();
   return stats;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "service/common/mutex.h"
+#include "service/memory/arena_pool.h"
+#include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
 #include "service/registry/tensor_version.h"
 
@@ -39,6 +42,22 @@ struct RegistryOptions {
   std::shared_ptr<DeviceBackend> device_backend;
   // Bytes the live versions on each device may hold (--max-device-bytes).
   uint64_t max_device_bytes = uint64_t{8} << 30;
+  // Small host versions share arenas (--arena-max-tensor-bytes).
+  ArenaPoolOptions arenas;
+  // The access domain of a name: versions share an arena only when their
+  // names' domains are equal, since a reader handed one slot can map the
+  // whole arena. Null: one domain for every name.
+  std::function<std::string(absl::string_view name)> arena_domain;
+};
+
+// Where Prepare puts a host version's bytes.
+enum class HostPlacement {
+  // An arena slot when the version is small enough, else its own memfd.
+  kAuto,
+  // Its own memfd: what a local create hands to its producer to write, so
+  // no writable fd ever reaches bytes that another version shares. Publish
+  // moves a small one into an arena slot.
+  kOwnMemfd,
 };
 
 // A version's metadata, copied out so no lock or lease is held.
@@ -66,6 +85,7 @@ struct TensorCounts {
 // The fields count host versions; `devices[N]` counts those on cuda:N.
 struct RegistryStats : TensorCounts {
   std::vector<TensorCounts> devices;
+  ArenaStats arenas;
 };
 
 struct ListPage {
@@ -79,7 +99,7 @@ struct PendingVersion {
   dlpack::TensorLayout layout;
   uint64_t total_bytes = 0;
   // Host tensors: filled, not yet sealed. Device tensors: null.
-  std::unique_ptr<HostBuffer> buffer;
+  std::unique_ptr<HostBytes> buffer;
   // Device tensors with total_bytes > 0: filled by the writer's copies,
   // which must have completed before Publish.
   std::unique_ptr<DeviceAllocation> device_memory;
@@ -101,7 +121,9 @@ class Registry {
   explicit Registry(const RegistryOptions& options);
 
   // Reserves capacity for a new version of `total_bytes` and allocates its
-  // (writable, zeroed) buffer, before any byte arrives. RESOURCE_EXHAUSTED
+  // (writable, zeroed) buffer, before any byte arrives: an arena slot when
+  // the version is small and `placement` allows, else a memfd of its own.
+  // RESOURCE_EXHAUSTED
   // when it does not fit even after evicting unleased kCache versions. The
   // caller fills the buffer, then Publish()es.
   // A kDLCUDA layout reserves against that device's budget and allocates on
@@ -111,7 +133,8 @@ class Registry {
   // naming the device when it is full.
   absl::StatusOr<PendingVersion> Prepare(std::string name, dlpack::TensorLayout layout,
                                          uint64_t total_bytes,
-                                         Retention retention = Retention::kDefault);
+                                         Retention retention = Retention::kDefault,
+                                         HostPlacement placement = HostPlacement::kAuto);
 
   // Validates the layout against the bytes, computes the CRC-32C (checking it
   // against `expected_crc32c` when given: DATA_LOSS on mismatch), seals the
@@ -195,6 +218,12 @@ class Registry {
   // or nothing when that cannot be reached.
   void EvictTo(uint64_t target_used);
   uint64_t WatermarkBytes(double fraction) const;
+  // Reserves `bytes` of host capacity, evicting cache versions to make room.
+  absl::StatusOr<ByteReservation> ReserveHost(uint64_t bytes);
+  // Moves a small sealed version out of its own memfd into an arena slot,
+  // so local creates do not hold an fd each; keeps it where it is when
+  // there is no room.
+  void MoveIntoArena(PendingVersion& pending);
   // CRC-32C of a device version's bytes, copied to the host in pieces.
   absl::StatusOr<uint32_t> DeviceCrc32c(const PendingVersion& pending) const;
   // Prepare for a kDLCUDA layout.
@@ -203,6 +232,7 @@ class Registry {
 
   const RegistryOptions options_;
   const std::shared_ptr<CapacityAccount> host_capacity_;
+  ArenaPool arenas_;
   // One budget per device of the backend, indexed by device id.
   std::vector<std::shared_ptr<CapacityAccount>> device_capacity_;
   mutable std::atomic<uint64_t> access_tick_{0};

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "service/device/device_backend.h"
 #include "service/dlpack/tensor_layout.h"
-#include "service/memory/host_buffer.h"
+#include "service/memory/host_bytes.h"
 #include "service/registry/capacity.h"
 #include "tensord/retention.h"
 
@@ -39,7 +39,7 @@ struct TensorVersion {
   Retention retention = Retention::kDefault;
   // Exactly one holds the bytes: `buffer` for host tensors, `device_memory`
   // for device tensors (null when total_bytes is 0: CUDA cannot allocate 0).
-  std::unique_ptr<HostBuffer> buffer;  // sealed
+  std::unique_ptr<HostBytes> buffer;  // sealed
   std::unique_ptr<DeviceAllocation> device_memory;
   ByteReservation reservation;
   mutable std::atomic<uint64_t> open_leases{0};

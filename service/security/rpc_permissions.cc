@@ -13,9 +13,10 @@ constexpr RpcRule kRules[] = {
     {"Delete", kPermissionWrite},
     // Discovery of the handoff socket; carries no tensor data.
     {"GetServerInfo", 0},
-    // A handoff token admits its holder to the handoff socket, which
-    // serves acquire and create/seal on every name.
-    {"IssueHandoffToken", kPermissionRead | kPermissionWrite, /*needs_every_name=*/true},
+    // A handoff token admits its holder to the handoff socket with the
+    // caller's own permissions and prefix (HandoffScope); one with neither
+    // read nor write gets nothing to do there, and is refused by the call.
+    {"IssueHandoffToken", 0},
 };
 
 }  // namespace

@@ -72,16 +72,19 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
 
 absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request) {
   if (authorized_) return absl::OkStatus();
-  if (!tokens_.Redeem(request.token())) {
+  std::optional<HandoffScope> scope = tokens_.Redeem(request.token());
+  if (!scope.has_value()) {
     return absl::PermissionDeniedError(
         "handoff token is unknown, expired or already used; get a new one from IssueHandoffToken");
   }
   authorized_ = true;
+  scope_ = *std::move(scope);
   return absl::OkStatus();
 }
 
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
+  TENSORD_RETURN_IF_ERROR(scope_.Check(request.name(), /*write_access=*/false));
   TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
   const bool on_device = IsDeviceLayout(lease->layout);
   if (on_device && request.host_only()) {
@@ -90,6 +93,13 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
         DeviceLabel(lease->layout.device),
         " memory and the request asked for host bytes (host_only): the gRPC path copies it to "
         "the host, use TransferPath::kRemote or kAuto")));
+  }
+  const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
+  if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !request.accepts_arena_slots()) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", lease->name, "' version ", lease->version,
+        " is held in a shared arena and this client cannot map one "
+        "(AcquireRequest.accepts_arena_slots is unset): fetch it over gRPC")));
   }
   InfoToProto(InfoOf(*lease), response.mutable_info());
   const auto& held = request.held_versions();
@@ -111,8 +121,12 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
       fd = KeepUntilSent(std::move(held_lease.device_export.fd));
     }
   } else {
-    fd = lease->buffer->fd();
-    response.set_mapping_bytes(lease->buffer->mapping_size());
+    // A shared arena holds only versions of this name's access domain
+    // (RegistryOptions::arena_domain), all readable by this connection.
+    fd = host_bytes->fd();
+    response.set_mapping_bytes(host_bytes->mapping_size());
+    response.set_mapping_offset(host_bytes->mapping_offset());
+    response.set_arena_id(host_bytes->arena_id());
   }
   uint64_t id = next_id_++;
   response.set_lease_id(id);
@@ -150,12 +164,16 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_total_bytes(request.total_bytes());
   header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
+  TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
   // A device layout reserves against its device's budget and allocates on
   // the device backend (Registry::Prepare); the producer imports it.
   PendingCreate create;
-  TENSORD_ASSIGN_OR_RETURN(create.version, registry_.Prepare(std::move(put.name),
-                                                             std::move(put.layout), put.total_bytes,
-                                                             put.retention));
+  // Its own memfd: the producer gets a writable fd, which must reach no
+  // other version's bytes. Publish moves a small one into an arena.
+  TENSORD_ASSIGN_OR_RETURN(create.version,
+                           registry_.Prepare(std::move(put.name), std::move(put.layout),
+                                             put.total_bytes, put.retention,
+                                             HostPlacement::kOwnMemfd));
   if (create.version.buffer != nullptr) {
     // Charged to tensord's memory, not to the producer that writes them.
     TENSORD_RETURN_IF_ERROR(create.version.buffer->AllocatePages());

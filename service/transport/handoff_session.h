@@ -55,6 +55,7 @@ class HandoffSession {
   size_t lease_count() const { return leases_.size(); }
   size_t create_count() const { return creates_.size(); }
   const PeerCredentials& peer() const { return peer_; }
+  const HandoffScope& scope() const { return scope_; }
 
  private:
   // A lease this connection holds and, for a device version, the export
@@ -91,6 +92,8 @@ class HandoffSession {
   const HandoffLimits& limits_;
   const PeerCredentials peer_;
   bool authorized_;
+  // Every name for an allow-listed peer; a redeemed token's otherwise.
+  HandoffScope scope_;
   ServiceMetrics& metrics_;
   uint64_t next_id_ = 1;
   ScopedFd sent_export_fd_;

@@ -5,6 +5,8 @@
 #include <cerrno>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/common/errno_status.h"
 
@@ -20,7 +22,22 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
-absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue() {
+absl::Status HandoffScope::Check(absl::string_view name, bool write_access) const {
+  if (write_access ? !write : !read) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this handoff connection may not ", write_access ? "write" : "read", " tensor '", name,
+        "': the token it redeemed came from a gRPC token without ",
+        write_access ? "write" : "read", " permission"));
+  }
+  if (!absl::StartsWith(name, name_prefix)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this handoff connection may use only names starting with '", name_prefix,
+        "' (the prefix of the gRPC token its handoff token came from), not '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue(HandoffScope scope) {
   char random[32];
   size_t filled = 0;
   while (filled < sizeof(random)) {
@@ -32,7 +49,7 @@ absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue() {
     filled += static_cast<size_t>(n);
   }
   Issued issued{absl::BytesToHexString(absl::string_view(random, sizeof(random))),
-                absl::Now() + lifetime_};
+                absl::Now() + lifetime_, std::move(scope)};
   MutexLock lock(&mutex_);
   DropExpiredLocked(absl::Now());
   if (outstanding_.size() >= max_outstanding_) {
@@ -42,7 +59,7 @@ absl::StatusOr<HandoffTokens::Issued> HandoffTokens::Issue() {
   return issued;
 }
 
-bool HandoffTokens::Redeem(absl::string_view token) {
+std::optional<HandoffScope> HandoffTokens::Redeem(absl::string_view token) {
   MutexLock lock(&mutex_);
   DropExpiredLocked(absl::Now());
   bool found = false;
@@ -54,8 +71,10 @@ bool HandoffTokens::Redeem(absl::string_view token) {
       found_at = i;
     }
   }
-  if (found) outstanding_.erase(outstanding_.begin() + static_cast<ptrdiff_t>(found_at));
-  return found;
+  if (!found) return std::nullopt;
+  HandoffScope scope = std::move(outstanding_[found_at].scope);
+  outstanding_.erase(outstanding_.begin() + static_cast<ptrdiff_t>(found_at));
+  return scope;
 }
 
 void HandoffTokens::DropExpiredLocked(absl::Time now) {

@@ -3,6 +3,7 @@
 #ifndef TENSORD_SERVICE_TRANSPORT_HANDOFF_TOKENS_H_
 #define TENSORD_SERVICE_TRANSPORT_HANDOFF_TOKENS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,19 @@
 
 namespace tensord {
 
+// What one handoff connection may do with names. A peer on the allow-list
+// may read and write every name; a peer that redeemed a token, what the
+// gRPC caller that was issued it may (its token's permissions and prefix).
+struct HandoffScope {
+  bool read = true;
+  bool write = true;
+  std::string name_prefix;  // empty: every name
+
+  // PERMISSION_DENIED naming `name`, the access and the connection's
+  // prefix unless the scope allows it.
+  absl::Status Check(absl::string_view name, bool write_access) const;
+};
+
 // Thread-safe.
 class HandoffTokens {
  public:
@@ -23,13 +37,15 @@ class HandoffTokens {
   struct Issued {
     std::string token;  // 64 hex digits from getrandom(2)
     absl::Time expires;
+    HandoffScope scope;
   };
-  // RESOURCE_EXHAUSTED when max_outstanding unexpired tokens exist.
-  absl::StatusOr<Issued> Issue();
+  // A token that admits its redeemer with `scope`. RESOURCE_EXHAUSTED when
+  // max_outstanding unexpired tokens exist.
+  absl::StatusOr<Issued> Issue(HandoffScope scope = {});
 
-  // True (and the token is spent) when `token` was issued and has not
+  // The scope of `token` (which is spent) when it was issued and has not
   // expired or been redeemed. Compares in constant time.
-  bool Redeem(absl::string_view token);
+  std::optional<HandoffScope> Redeem(absl::string_view token);
 
  private:
   void DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

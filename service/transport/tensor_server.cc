@@ -15,6 +15,7 @@
 #include "service/common/listen_address.h"
 #include "service/common/log.h"
 #include "service/security/listen_policy.h"
+#include "service/security/reader_domains.h"
 #include "service/transport/connection_listener.h"
 #include "service/transport/tensor_service.h"
 
@@ -79,7 +80,11 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
 
   std::unique_ptr<TensorServer> server(new TensorServer());
   server->metrics_ = std::make_unique<ServiceMetrics>();
-  server->registry_ = std::make_unique<Registry>(options.registry);
+  RegistryOptions registry_options = options.registry;
+  if (!registry_options.arena_domain) {
+    registry_options.arena_domain = ReaderDomainsOf(options.token_grants);
+  }
+  server->registry_ = std::make_unique<Registry>(registry_options);
   if (!options.snapshot_dir.empty()) {
     absl::StatusOr<std::unique_ptr<SnapshotStore>> opened =
         SnapshotStore::Open(options.snapshot_dir);

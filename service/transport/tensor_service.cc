@@ -150,6 +150,18 @@ grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerConte
   return FinishUnary(context, absl::OkStatus(), call);
 }
 
+// The handoff connection a token's redeemer gets may do what the caller
+// may: the same permissions, within the same prefix. The arenas it is handed
+// hold only names of that prefix (security/reader_domains.h), so a prefix-bound
+// reader maps no byte of another namespace.
+HandoffScope TensorService::HandoffScopeOf(const TokenGrant* grant) {
+  if (grant == nullptr) return HandoffScope{};  // authentication is off
+  const bool admin = (grant->permissions & kPermissionAdmin) != 0;
+  return HandoffScope{.read = admin || (grant->permissions & kPermissionRead) != 0,
+                      .write = admin || (grant->permissions & kPermissionWrite) != 0,
+                      .name_prefix = grant->name_prefix};
+}
+
 grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     grpc::CallbackServerContext* context, const v1::IssueHandoffTokenRequest*,
     v1::IssueHandoffTokenResponse* response) {
@@ -160,7 +172,11 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
     status = grant.status();
   } else if (options_.handoff.socket_path.empty()) {
     status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
-  } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(); issued.ok()) {
+  } else if (const HandoffScope scope = HandoffScopeOf(*grant); !scope.read && !scope.write) {
+    status = absl::PermissionDeniedError(
+        "IssueHandoffToken needs a token with read or write permission");
+  } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(scope);
+             issued.ok()) {
     response->set_token(issued->token);
     response->set_expires_unix_nanos(absl::ToUnixNanos(issued->expires));
   } else {

@@ -68,6 +68,7 @@ class TensorService final : public TensorServiceBase {
   // Runs first in every RPC, before any byte moves: the caller's token grant
   // (nullptr when auth is off), UNAUTHENTICATED or PERMISSION_DENIED.
   // `name` (empty when not known yet) only goes into the error message.
+  static HandoffScope HandoffScopeOf(const TokenGrant* grant);
   absl::StatusOr<const TokenGrant*> AdmitCall(grpc::CallbackServerContext* context,
                                               absl::string_view rpc,
                                               absl::string_view name = "") const;

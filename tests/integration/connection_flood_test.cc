@@ -353,7 +353,10 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   // runs the server out of fds on purpose, so it runs in the other builds.
   GTEST_SKIP() << "UBSan's vptr check needs a free fd (pipe); this test exhausts them";
 #endif
-  std::unique_ptr<ServerProcess> server = StartLimited(Transport::kTcp, {"--handoff-socket=" + socket});
+  // Versions above the arena threshold hold a memfd each, so enough of
+  // them still reach the fd limit (small ones share arenas: arena_test.cc).
+  std::unique_ptr<ServerProcess> server = StartLimited(
+      Transport::kTcp, {"--handoff-socket=" + socket, "--arena-max-tensor-bytes=4KiB"});
   ASSERT_NE(server, nullptr);
   std::unique_ptr<Client> remote = ConnectClient(server->address(), RemoteClientOptions());
   ClientOptions local_options;
@@ -362,11 +365,11 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   std::unique_ptr<Client> local = ConnectClient(server->address(), local_options);
   ASSERT_NE(remote, nullptr);
   ASSERT_NE(local, nullptr);
-  HostTensor tensor = CompactTensor(kU8, {4096}, PatternBytes(4096, 10));
+  HostTensor tensor = CompactTensor(kU8, {8192}, PatternBytes(8192, 10));
   // Connects the local client's handoff socket while fds remain.
   ASSERT_TRUE(remote->Put("many/first", tensor.dl()).ok());
   ExpectFetches(*local, "many/first", tensor);
-  const std::vector<int64_t> shape = {4096};
+  const std::vector<int64_t> shape = {8192};
 
   // Every version is one memfd: distinct tensors use the fds up.
   absl::Status failed;

@@ -58,9 +58,10 @@ TEST_F(LocalHandoffTest, LocalFetchIsTheServersMemfdAndMatchesRemote) {
   ASSERT_TRUE(remote.ok()) << remote.status();
   EXPECT_TRUE(BytesEqual(local->dl_tensor().data, local->data_bytes(), bytes));
   EXPECT_TRUE(BytesEqual(remote->dl_tensor().data, remote->data_bytes(), bytes));
-  // The bytes are a mapping of the server's memfd, not a copy.
+  // The bytes are a mapping of the server's memfd, not a copy: a shared
+  // arena's, since 1 MiB is small (--arena-max-tensor-bytes).
   std::string line = MapsLineOf(local->dl_tensor().data);
-  EXPECT_TRUE(absl::StrContains(line, "memfd:tensord:weights/a")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "memfd:tensord:arena-1048576")) << line;
   EXPECT_EQ(reinterpret_cast<uintptr_t>(local->dl_tensor().data) % 256, 0u);
   DLManagedTensorVersioned* versioned = local->release_versioned();
   EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
@@ -188,6 +189,7 @@ TEST_F(LocalHandoffTest, CreateNeverSealedIsReclaimedAfterTheTimeout) {
     v1::HandoffRequest request;
     request.set_request_id(i + 1);
     request.mutable_acquire()->set_name(absl::StrCat("many/", i));
+    request.mutable_acquire()->set_accepts_arena_slots(true);
     if (!SendPacket(socket->get(), request.SerializeAsString()).ok()) ::_exit(3);
     absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket->get());
     v1::HandoffResponse response;
@@ -258,7 +260,7 @@ TEST_F(LocalHandoffTest, PeerNotOnTheAllowListIsRefusedUntilItPresentsAToken) {
   // The client library fetches a single-use token over gRPC and gets in.
   absl::StatusOr<Tensor> fetched = local_->Fetch("guarded");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
-  EXPECT_TRUE(absl::StrContains(MapsLineOf(fetched->dl_tensor().data), "memfd:tensord:guarded"));
+  EXPECT_TRUE(absl::StrContains(MapsLineOf(fetched->dl_tensor().data), "memfd:tensord:arena-"));
 }
 
 TEST_F(LocalHandoffTest, NoFdLeaksOnEitherSide) {

@@ -215,3 +215,94 @@ TEST(RegistryTest, NamesAreValidated) {
 
 }  // namespace
 }  // namespace tensord
+
+namespace tensord {
+namespace {
+
+TEST(RegistryArenaTest, SmallVersionsShareArenasLargeOnesOwnAMemfd) {
+  RegistryOptions options;
+  options.arenas.max_slot_bytes = 64 * 1024;
+  Registry registry(options);
+  for (const char* name : {"small/a", "small/b"}) {
+    auto pending = MakePending(registry, name, 1000, 2.0f);
+    ASSERT_TRUE(pending.ok()) << pending.status();
+    ASSERT_TRUE(registry.Publish(std::move(*pending)).ok());
+  }
+  auto large = MakePending(registry, "large", 16 * 1024 + 1, 3.0f);  // just over 64 KiB
+  ASSERT_TRUE(large.ok());
+  ASSERT_TRUE(registry.Publish(std::move(*large)).ok());
+  Lease a = *registry.Acquire("small/a", 0);
+  Lease b = *registry.Acquire("small/b", 0);
+  Lease big = *registry.Acquire("large", 0);
+  EXPECT_NE(a->buffer->arena_id(), 0u);
+  EXPECT_EQ(a->buffer->arena_id(), b->buffer->arena_id());
+  EXPECT_EQ(a->buffer->fd(), b->buffer->fd());
+  EXPECT_NE(a->buffer->mapping_offset(), b->buffer->mapping_offset());
+  EXPECT_EQ(big->buffer->arena_id(), 0u);
+  EXPECT_EQ(big->buffer->mapping_offset(), 0u);
+  // Capacity counts tensor bytes wherever they live.
+  EXPECT_EQ(registry.host_bytes_used(), 2 * 4000u + (16 * 1024 + 1) * 4u);
+  EXPECT_EQ(registry.Stats().arenas.slots_used, 2u);
+}
+
+TEST(RegistryArenaTest, ACreateWritesItsOwnMemfdAndPublishMovesItIntoAnArena) {
+  Registry registry(RegistryOptions{});
+  auto pending = registry.Prepare("created", FloatVector(256), 1024, Retention::kDefault,
+                                  HostPlacement::kOwnMemfd);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ(pending->buffer->arena_id(), 0u);  // what the producer gets to write
+  const std::vector<float> values(256, 4.0f);
+  ASSERT_TRUE(pending->buffer->Write(0, values.data(), 1024).ok());
+  ASSERT_TRUE(registry.Publish(std::move(*pending)).ok());
+  Lease lease = *registry.Acquire("created", 0);
+  EXPECT_NE(lease->buffer->arena_id(), 0u);
+  EXPECT_EQ(lease->crc32c, Crc32c(lease->buffer->data(), 1024));
+  EXPECT_EQ(std::memcmp(lease->buffer->data(), values.data(), 1024), 0);
+}
+
+TEST(RegistryArenaTest, ASlotIsReusedOnlyAfterTheLastLeaseEnds) {
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "kv/0", 1024, 7.0f)).ok());
+  Lease held = *registry.Acquire("kv/0", 0);
+  const uint64_t offset = held->buffer->mapping_offset();
+  ASSERT_TRUE(registry.Delete("kv/0", 0).ok());
+  for (int i = 1; i < 200; ++i) {
+    const std::string name = "kv/" + std::to_string(i);
+    ASSERT_TRUE(registry.Publish(*MakePending(registry, name, 1024, static_cast<float>(i))).ok());
+    Lease other = *registry.Acquire(name, 0);
+    EXPECT_NE(other->buffer->mapping_offset(), offset) << name;
+    if (i % 2 == 0) ASSERT_TRUE(registry.Delete(name, 0).ok());
+  }
+  float value = 0;
+  for (int i = 0; i < 1024; ++i) {
+    std::memcpy(&value, held->buffer->data() + i * 4, 4);
+    ASSERT_EQ(value, 7.0f) << i;
+  }
+  held.Reset();
+  // Now the slot is free and is handed out again.
+  bool reused = false;
+  for (int i = 0; i < 200 && !reused; ++i) {
+    const std::string name = "again/" + std::to_string(i);
+    ASSERT_TRUE(registry.Publish(*MakePending(registry, name, 1024, 1.0f)).ok());
+    reused = (*registry.Acquire(name, 0))->buffer->mapping_offset() == offset;
+  }
+  EXPECT_TRUE(reused);
+}
+
+TEST(RegistryArenaTest, ArenaDomainsKeepNamesApart) {
+  RegistryOptions options;
+  options.arena_domain = [](absl::string_view name) {
+    return std::string(name.substr(0, name.find('/')));
+  };
+  Registry registry(options);
+  for (const char* name : {"a/1", "a/2", "b/1"}) {
+    ASSERT_TRUE(registry.Publish(*MakePending(registry, name, 16, 1.0f)).ok());
+  }
+  EXPECT_EQ((*registry.Acquire("a/1", 0))->buffer->arena_id(),
+            (*registry.Acquire("a/2", 0))->buffer->arena_id());
+  EXPECT_NE((*registry.Acquire("a/1", 0))->buffer->arena_id(),
+            (*registry.Acquire("b/1", 0))->buffer->arena_id());
+}
+
+}  // namespace
+}  // namespace tensord

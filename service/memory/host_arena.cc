@@ -1,0 +1,79 @@
+#include "service/memory/host_arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/errno_status.h"
+
+namespace tensord {
+
+absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t slot_bytes,
+                                                             uint32_t slot_count,
+                                                             absl::string_view debug_name) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (slot_bytes == 0 || slot_bytes % page != 0 || slot_count == 0 ||
+      slot_bytes > (uint64_t{1} << 40) / slot_count) {
+    return absl::InvalidArgumentError(absl::StrCat("arena of ", slot_count, " slots of ",
+                                                   slot_bytes, " bytes (page size ", page, ")"));
+  }
+  const std::string name = absl::StrCat("tensord:", debug_name.substr(0, 200));
+  ScopedFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+  const uint64_t bytes = slot_bytes * slot_count;
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("ftruncate(", name, ", ", bytes, ")"));
+  }
+  void* writable = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (writable == MAP_FAILED) {
+    return MappingErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", bytes, ") writable"));
+  }
+  // After this only `writable` can change a byte (Linux >= 5.1): no
+  // write(2), no new writable shared mapping, no resize, no hole punching,
+  // no further seals, for every holder of the fd.
+  constexpr int kSeals = F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if (::fcntl(fd.get(), F_ADD_SEALS, kSeals) != 0) {
+    const int error = errno;
+    ::munmap(writable, bytes);
+    return ErrnoStatus(error, absl::StrCat("fcntl(", name, ", F_ADD_SEALS)"));
+  }
+  void* readable = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (readable == MAP_FAILED) {
+    const int error = errno;
+    ::munmap(writable, bytes);
+    return MappingErrnoStatus(error, absl::StrCat("mmap(", name, ", ", bytes, ") read-only"));
+  }
+  return std::unique_ptr<HostArena>(new HostArena(std::move(fd), static_cast<uint8_t*>(writable),
+                                                  static_cast<const uint8_t*>(readable),
+                                                  slot_bytes, slot_count));
+}
+
+HostArena::~HostArena() {
+  ::munmap(writable_, bytes());
+  ::munmap(const_cast<uint8_t*>(readable_), bytes());
+}
+
+absl::Status HostArena::AllocateSlot(uint32_t slot) {
+  if (slot >= slot_count_) {
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, " of an arena of ", slot_count_));
+  }
+  // F_SEAL_FUTURE_WRITE forbids punching holes, not allocating within the
+  // size.
+  if (::fallocate(fd_.get(), 0, static_cast<off_t>(slot * slot_bytes_),
+                  static_cast<off_t>(slot_bytes_)) != 0) {
+    if (errno == ENOSPC || errno == ENOMEM) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no memory for ", slot_bytes_, " bytes of tensor pages (fallocate: ",
+          std::strerror(errno), ")"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("fallocate(arena, ", slot_bytes_, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord

@@ -202,6 +202,15 @@ TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
   EXPECT_EQ(after["tensord_rpc_duration_seconds_count{rpc=\"Put\"}"], 2);
   EXPECT_EQ(after["tensord_rpc_duration_seconds_bucket{rpc=\"Put\",le=\"+Inf\"}"], 2);
   EXPECT_GT(after["tensord_rpc_duration_seconds_sum{rpc=\"Put\"}"], 0);
+  // Both are small: slots of 40 KiB and 4 KiB, in one arena per size class.
+  EXPECT_EQ(after["tensord_arena_slots_used"], 2);
+  EXPECT_EQ(after["tensord_arenas"], 2);
+  EXPECT_EQ(after["tensord_arena_bytes{state=\"used\"}"], 40960 + 4096);
+  // Each arena is 16 MiB rounded up to whole slots.
+  const double arena_bytes = after["tensord_arena_bytes{state=\"used\"}"] +
+                             after["tensord_arena_bytes{state=\"free\"}"];
+  EXPECT_GE(arena_bytes, 2 * (16 << 20));
+  EXPECT_LT(arena_bytes, 2 * (16 << 20) + 40960);
   // The fetch's lease lasts until gRPC released the last chunk it sent.
   EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
 
@@ -282,6 +291,28 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
   std::map<std::string, double> final_samples = Scrape();
   EXPECT_EQ(final_samples["tensord_tensors{device=\"cpu\"}"], 3);
   EXPECT_GE(final_samples["tensord_handoff_bytes_total{direction=\"sent\"}"], kBytes);
+}
+
+TEST_F(MetricsEndpointTest, EvictedSmallCacheTensorsFreeTheirArenaSlots) {
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  // 64 MiB capacity: 200 cache tensors of 512 KiB need 100 MiB, so the
+  // oldest are evicted, and their slots go back to the arenas.
+  constexpr int64_t kBytes = 512 << 10;
+  HostTensor tensor = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 4));
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(remote->Put(absl::StrCat("kv/", i), tensor.dl(), cache).ok()) << i;
+  }
+  EXPECT_TRUE(remote->Fetch("kv/199").ok());
+  EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
+  std::map<std::string, double> samples = Scrape();
+  const double held = samples["tensord_tensors{device=\"cpu\"}"];
+  EXPECT_GT(samples["tensord_evictions_total{device=\"cpu\"}"], 0);
+  EXPECT_LE(held * kBytes, 64 << 20);
+  EXPECT_EQ(samples["tensord_arena_slots_used"], held);
+  EXPECT_EQ(samples["tensord_arena_bytes{state=\"used\"}"], held * kBytes);
 }
 
 TEST_F(MetricsEndpointTest, EvictionsOfCacheTensorsAreCounted) {

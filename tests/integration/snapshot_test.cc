@@ -288,6 +288,36 @@ TEST_F(SnapshotTest, RestartWithTheSamePreloadFileDoesNotRepublishIt) {
   EXPECT_TRUE(HasBytes("second", want));
 }
 
+// Small tensors share arenas, so a server holds, snapshots and restores far
+// more of them than it has fds (one memfd each stopped near 20,000).
+TEST_F(SnapshotTest, AHundredThousandSmallTensorsSnapshotAndRestoreInAFewFds) {
+  constexpr int kTensors = 100'000;
+  constexpr size_t kBytes = 256;
+  std::vector<std::pair<std::string, std::string>> tensors;
+  tensors.reserve(kTensors);
+  for (int i = 0; i < kTensors; ++i) {
+    const std::vector<uint8_t> bytes = PatternBytes(kBytes, i);
+    tensors.emplace_back(absl::StrCat("kv/", i), std::string(bytes.begin(), bytes.end()));
+  }
+  const std::string path = snapshot_dir_ + "/many.safetensors";
+  WriteWholeFile(path, SafetensorsFile(tensors));
+  ASSERT_NO_FATAL_FAILURE(Start({"--preload=" + path}));
+  absl::StatusOr<SnapshotResult> snapshot = client_->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->tensor_count, static_cast<uint64_t>(kTensors));
+  EXPECT_EQ(snapshot->total_bytes, kTensors * kBytes);
+  ASSERT_TRUE(server_->Stop(SIGKILL).ok());
+
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), absl::StrCat("tensors=", kTensors, " ")))
+      << server_->StderrTail();
+  EXPECT_LT(CountOpenFds(absl::StrCat("/proc/", server_->pid(), "/fd")), 200u);
+  for (int i = 0; i < kTensors; i += 997) {
+    EXPECT_TRUE(HasBytes(absl::StrCat("kv/", i), PatternBytes(kBytes, i))) << i;
+  }
+  EXPECT_TRUE(HasBytes(absl::StrCat("kv/", kTensors - 1), PatternBytes(kBytes, kTensors - 1)));
+}
+
 TEST_F(SnapshotTest, SnapshotBeyondLoweredLimitsStopsTheStartUnlessIgnored) {
   ASSERT_NO_FATAL_FAILURE(Start());
   PutBytes("a", PatternBytes(600 * 1024, 1), Retention::kDefault);

@@ -30,7 +30,9 @@ std::vector<uint64_t> SizeClasses(uint64_t max_slot_bytes) {
   std::vector<uint64_t> classes;
   if (max_slot_bytes == 0) return classes;
   const uint64_t page = PageBytes();
-  const uint64_t largest = RoundUp(max_slot_bytes, page);
+  // Rounded down: a tensor above the flag's value never gets a slot.
+  const uint64_t largest = max_slot_bytes / page * page;
+  if (largest == 0) return classes;
   for (uint64_t base = page;; base *= 2) {
     for (uint64_t step = 0; step < 4; ++step) {
       const uint64_t size = RoundUp(base + base * step / 4, page);
@@ -106,6 +108,12 @@ class ArenaPoolCore {
 ArenaSlot::~ArenaSlot() {
   PooledArena& arena = *arena_;
   ArenaPoolCore& core = *arena.core;
+  // Zeroed now, not at reuse: a deleted version (or a refused put's bytes)
+  // must not stay readable to holders of the arena's fd until the slot
+  // happens to be reused.
+  if (arena.pages_allocated[index_] != 0) {
+    std::memset(arena.memory->writable(index_), 0, arena.memory->slot_bytes());
+  }
   // An arena left empty is dropped after unlocking: unmapping is slow.
   std::shared_ptr<PooledArena> released;
   MutexLock lock(&core.mutex);
@@ -168,6 +176,11 @@ ArenaPool::~ArenaPool() {
     }
   }
   domains.swap(core_->domains);
+}
+
+bool ArenaPool::Supported() {
+  static const bool supported = HostArena::Create(PageBytes(), 1, "arena-probe").ok();
+  return supported;
 }
 
 uint64_t ArenaPool::SlotBytesFor(uint64_t size) const {
@@ -233,9 +246,8 @@ absl::StatusOr<std::unique_ptr<ArenaSlot>> ArenaPool::Allocate(uint64_t size,
   // From here the slot returns itself on every error path.
   PooledArena& arena = *slot->arena_;
   uint8_t& pages_allocated = arena.pages_allocated[slot->index_];
-  if (pages_allocated != 0) {
-    std::memset(arena.memory->writable(slot->index_), 0, slot_bytes);  // an earlier version's
-  } else {
+  // A used slot was zeroed when it was freed.
+  if (pages_allocated == 0) {
     absl::Status allocated = arena.memory->AllocateSlot(slot->index_);
     if (!allocated.ok()) return allocated;
     pages_allocated = 1;

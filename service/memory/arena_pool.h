@@ -86,8 +86,13 @@ class ArenaPool {
 
   // The slot a version of `size` bytes gets: a multiple of the page size
   // at most a quarter above `size` (plus page rounding); 0 when it gets a
-  // memfd of its own (above max_slot_bytes, or arenas off).
+  // memfd of its own (above max_slot_bytes rounded down to a page, or
+  // arenas off).
   uint64_t SlotBytesFor(uint64_t size) const;
+
+  // True when this kernel has F_SEAL_FUTURE_WRITE (Linux >= 5.1), which
+  // arenas need; without it every version gets a memfd of its own.
+  static bool Supported();
 
   // A writable, zeroed slot for `size` bytes (SlotBytesFor(size) must be
   // nonzero) in an arena of `domain`. RESOURCE_EXHAUSTED when a new arena

@@ -41,6 +41,18 @@ void LogEvicted(const std::vector<std::shared_ptr<const TensorVersion>>& evicted
       {{"versions", evicted.size()}, {"bytes", bytes}, {"oldest", evicted.front()->name}});
 }
 
+// Arenas need F_SEAL_FUTURE_WRITE (Linux >= 5.1); without it small
+// versions keep a memfd each, as before arenas, rather than failing.
+ArenaPoolOptions ArenasForThisKernel(ArenaPoolOptions options) {
+  if (options.max_slot_bytes != 0 && !ArenaPool::Supported()) {
+    Log(LogLevel::kWarning, "arenas_off",
+        {{"reason", "the kernel lacks F_SEAL_FUTURE_WRITE (Linux >= 5.1)"},
+         {"hint", "every tensor gets a memfd of its own: live tensors are bounded by fds"}});
+    options.max_slot_bytes = 0;
+  }
+  return options;
+}
+
 }  // namespace
 
 std::string DeviceLabel(const DLDevice& device) {
@@ -70,7 +82,7 @@ Registry::Registry(const RegistryOptions& options)
     : options_(options),
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
                                              "host memory (--max-host-bytes)")),
-      arenas_(options.arenas) {
+      arenas_(ArenasForThisKernel(options.arenas)) {
   const int devices = options.device_backend ? options.device_backend->device_count() : 0;
   for (int device = 0; device < devices; ++device) {
     device_capacity_.push_back(CapacityAccount::Create(

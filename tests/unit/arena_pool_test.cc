@@ -63,6 +63,12 @@ TEST(ArenaPoolTest, SizeClassesWasteAtMostAQuarterPlusAPage) {
     EXPECT_LE(slot, size + size / 4 + kPage) << size;
   }
   EXPECT_EQ(pool.SlotBytesFor((uint64_t{1} << 20) + 1), 0u);
+  // The flag is a bound: rounded down to a page, never up.
+  EXPECT_EQ(ArenaPool(ArenaPoolOptions{.max_slot_bytes = kPage - 1}).SlotBytesFor(1), 0u);
+  ArenaPool odd(ArenaPoolOptions{.max_slot_bytes = (uint64_t{1} << 20) + 1});
+  EXPECT_EQ(odd.size_classes().back(), uint64_t{1} << 20);
+  EXPECT_EQ(odd.SlotBytesFor((uint64_t{1} << 20) + 1), 0u);
+  EXPECT_TRUE(ArenaPool::Supported());  // Linux >= 5.1 here
   ArenaPool off(ArenaPoolOptions{.max_slot_bytes = 0});
   EXPECT_EQ(off.SlotBytesFor(1), 0u);
   EXPECT_EQ(off.Allocate(1, "").status().code(), absl::StatusCode::kInvalidArgument);
@@ -96,7 +102,10 @@ TEST(ArenaPoolTest, AFreedSlotIsReusedZeroedAndNeverWhileHeld) {
   ASSERT_NE(freed, nullptr);
   const uint64_t freed_offset = freed->mapping_offset();
   EXPECT_NE(held->mapping_offset(), freed_offset);
+  const uint8_t* freed_bytes = freed->data();  // the arena stays mapped: `held` is in it
   freed.reset();
+  // Zeroed as it is freed: a deleted version is not left for fd holders.
+  EXPECT_TRUE(std::all_of(freed_bytes, freed_bytes + kPage, [](uint8_t b) { return b == 0; }));
   std::unique_ptr<ArenaSlot> again = *pool.Allocate(kPage, "");
   EXPECT_EQ(again->mapping_offset(), freed_offset);
   EXPECT_TRUE(std::all_of(again->data(), again->data() + kPage, [](uint8_t b) { return b == 0; }));

@@ -136,12 +136,8 @@ ArenaSlot::~ArenaSlot() {
 }
 
 absl::Status ArenaSlot::Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) {
-  if (sealed_) return absl::FailedPreconditionError("write into a sealed buffer");
-  uint64_t total = 0;
-  for (std::span<const uint8_t> piece : pieces) total += piece.size();
-  if (offset > size_ || total > size_ - offset) {
-    return absl::OutOfRangeError(absl::StrCat("write of ", total, " bytes at offset ", offset,
-                                              " leaves a buffer of ", size_, " bytes"));
+  if (absl::StatusOr<uint64_t> fits = CheckWrite(sealed_, size_, offset, pieces); !fits.ok()) {
+    return fits.status();
   }
   uint8_t* target = arena_->memory->writable(index_) + offset;
   for (std::span<const uint8_t> piece : pieces) {

@@ -112,13 +112,9 @@ absl::Status HostBuffer::AllocatePages() {
 
 absl::Status HostBuffer::Write(uint64_t offset,
                                std::span<const std::span<const uint8_t>> pieces) {
-  if (sealed_) return absl::FailedPreconditionError("write into a sealed buffer");
-  uint64_t total = 0;
-  for (std::span<const uint8_t> piece : pieces) total += piece.size();
-  if (offset > size_ || total > size_ - offset) {
-    return absl::OutOfRangeError(absl::StrCat("write of ", total, " bytes at offset ", offset,
-                                              " leaves a buffer of ", size_, " bytes"));
-  }
+  absl::StatusOr<uint64_t> fits = CheckWrite(sealed_, size_, offset, pieces);
+  if (!fits.ok()) return fits.status();
+  const uint64_t total = *fits;
   if (writable_ != nullptr) {
     for (std::span<const uint8_t> piece : pieces) {
       if (piece.empty()) continue;

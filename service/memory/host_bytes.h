@@ -8,6 +8,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tensord {
 
@@ -49,6 +50,12 @@ class HostBytes {
   virtual uint64_t mapping_offset() const { return 0; }
   // Nonzero, and unique within this process, for a slot of a shared arena.
   virtual uint64_t arena_id() const { return 0; }
+
+ protected:
+  // The bytes `pieces` hold, once checked to fit at `offset` of an
+  // unsealed buffer of `size` bytes (Write's errors otherwise).
+  static absl::StatusOr<uint64_t> CheckWrite(bool sealed, uint64_t size, uint64_t offset,
+                                             std::span<const std::span<const uint8_t>> pieces);
 };
 
 }  // namespace tensord

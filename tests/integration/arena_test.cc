@@ -99,6 +99,16 @@ class ArenaTest : public HandoffServerTest<::testing::Test> {
   std::vector<ScopedFd> raw_sockets_;
 };
 
+// Mappings a server may add while taking 3,000 small puts besides its arena:
+// heap and thread stacks; a sanitizer runtime also maps shadow and allocator
+// regions as memory is touched (TSan added 36 here). Either is far below
+// the one mapping per tensor that the bound rules out.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kServerMapsSlack = 150;
+#else
+constexpr size_t kServerMapsSlack = 16;
+#endif
+
 TEST(ArenaFdLimitTest, LiveSmallTensorsAreNotBoundByFdsOrMappings) {
   TempDir dir;
   const std::string socket = dir.File("handoff.sock");
@@ -131,7 +141,7 @@ TEST(ArenaFdLimitTest, LiveSmallTensorsAreNotBoundByFdsOrMappings) {
   // two mappings; the rest of the slack is heap and thread stacks). One
   // memfd per tensor would be 3,000 of each.
   EXPECT_LE(CountOpenFds(proc + "/fd"), fds_before + 1);
-  EXPECT_LE(CountLines(proc + "/maps"), maps_before + 16);
+  EXPECT_LE(CountLines(proc + "/maps"), maps_before + kServerMapsSlack);
 
   // The local client holds every one of them at once through one mapping.
   const size_t client_arenas_before = CountLines("/proc/self/maps", "memfd:tensord:arena-");

@@ -197,7 +197,20 @@ class MetricsCollectable final : public prometheus::Collectable {
     AddCounter(handoff, {{"direction", "received"}},
                static_cast<double>(snapshot.handoff_bytes_received));
     AddCounter(handoff, {{"direction", "sent"}}, static_cast<double>(snapshot.handoff_bytes_sent));
-    for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff}) {
+    MetricFamily batch_items = Family(
+        "tensord_batch_items_total",
+        "Items of BatchPut and BatchFetch calls by outcome: each item counts as the single "
+        "call it stands for.",
+        MetricType::Counter);
+    for (Rpc rpc : {Rpc::kBatchPut, Rpc::kBatchFetch}) {
+      const std::string name(RpcName(rpc));
+      const auto& items = snapshot.batch_items[static_cast<size_t>(rpc)];
+      AddCounter(batch_items, {{"rpc", name}, {"result", "ok"}}, static_cast<double>(items[0]));
+      AddCounter(batch_items, {{"rpc", name}, {"result", "failed"}},
+                 static_cast<double>(items[1]));
+    }
+    for (MetricFamily* family :
+         {&requests, &errors, &duration, &remote, &handoff, &batch_items}) {
       families.push_back(std::move(*family));
     }
   }

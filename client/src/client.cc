@@ -2,7 +2,10 @@
 // TransportSelector picks (data calls) or to gRPC (calls only it serves).
 #include "tensord/client.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/host_tensor_source.h"
@@ -113,6 +116,106 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
   return rep_->transports.Run(
       [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); },
       TransportSelector::Fallback::kNone);
+}
+
+absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> items,
+                                                const BatchPutOptions& options) {
+  if (options.atomic && items.size() > kMaxBatchItems) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "atomic batch of ", items.size(), " items; one atomic batch holds at most ",
+        kMaxBatchItems));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::Status valid = ValidateTensorName(items[i].name);
+    if (valid.ok()) valid = ValidateHostTensor(items[i].tensor, "tensor");
+    if (!valid.ok()) {
+      return absl::Status(valid.code(), absl::StrCat("batch item ", i, " ('", items[i].name,
+                                                     "'): ", valid.message()));
+    }
+  }
+  BatchPutResult result;
+  result.items.reserve(items.size());
+  for (size_t start = 0; start < items.size() || (start == 0 && items.empty());
+       start += kMaxBatchItems) {
+    const std::span<const BatchPutItem> part =
+        items.subspan(start, std::min(kMaxBatchItems, items.size() - start));
+    BatchPutOptions part_options = options;
+    if (options.progress) {
+      part_options.progress = [&options, start, total = items.size()](uint64_t done, uint64_t) {
+        options.progress(start + done, total);
+      };
+    }
+    TENSORD_ASSIGN_OR_RETURN(BatchPutResult sent,
+                             rep_->transports.remote().BatchPut(part, part_options));
+    result.group_version = sent.group_version;
+    for (auto& item : sent.items) result.items.push_back(std::move(item));
+    if (items.empty()) break;
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
+    std::span<const TensorRef> items, const FetchOptions& options) {
+  std::vector<absl::StatusOr<Tensor>> result;
+  result.reserve(items.size());
+  // Bad names fail only themselves, as missing ones do.
+  std::vector<TensorRef> valid;
+  std::vector<size_t> valid_index;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status name = ValidateTensorName(items[i].name); !name.ok()) {
+      result.emplace_back(std::move(name));
+      continue;
+    }
+    result.emplace_back(absl::InternalError("not fetched"));
+    valid.push_back(items[i]);
+    valid_index.push_back(i);
+  }
+  for (size_t start = 0; start < valid.size(); start += kMaxBatchItems) {
+    BatchFetchSelection selection;
+    selection.items =
+        std::span<const TensorRef>(valid).subspan(start, std::min(kMaxBatchItems, valid.size() - start));
+    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
+                             rep_->transports.remote().BatchFetch(selection, options));
+    for (size_t i = 0; i < fetched.size(); ++i) {
+      result[valid_index[start + i]] = std::move(fetched[i]);
+    }
+  }
+  return result;
+}
+
+namespace {
+
+// A prefix or group answer: every item or the first failure.
+absl::StatusOr<std::vector<Tensor>> AllOrFirstFailure(
+    absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched) {
+  TENSORD_RETURN_IF_ERROR(fetched.status());
+  std::vector<Tensor> tensors;
+  tensors.reserve(fetched->size());
+  for (absl::StatusOr<Tensor>& tensor : *fetched) {
+    TENSORD_RETURN_IF_ERROR(tensor.status());
+    tensors.push_back(*std::move(tensor));
+  }
+  return tensors;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Tensor>> Client::BatchFetchPrefix(absl::string_view prefix,
+                                                             const FetchOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  BatchFetchSelection selection;
+  selection.prefix = std::string(prefix);
+  return AllOrFirstFailure(rep_->transports.remote().BatchFetch(selection, options));
+}
+
+absl::StatusOr<std::vector<Tensor>> Client::BatchFetchGroup(uint64_t group_version,
+                                                            const FetchOptions& options) {
+  if (group_version == 0) {
+    return absl::InvalidArgumentError("group version 0 names no group");
+  }
+  BatchFetchSelection selection;
+  selection.group_version = group_version;
+  return AllOrFirstFailure(rep_->transports.remote().BatchFetch(selection, options));
 }
 
 absl::StatusOr<SnapshotResult> Client::Snapshot() { return rep_->transports.remote().Snapshot(); }

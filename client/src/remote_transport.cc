@@ -5,8 +5,6 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -15,6 +13,8 @@
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/info_conversion.h"
+#include "client/src/remote_batch.h"
+#include "client/src/slice_latch.h"
 #include "service/common/crc32c.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
@@ -35,30 +35,8 @@ using TensorServiceClient = v1::TensorService::Stub;
 
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
-
-// Counts chunk slices gRPC still holds; Put returns only once it holds none,
-// because they point into the caller's memory.
-class SliceLatch {
- public:
-  void Add() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++outstanding_;
-  }
-  static void Release(void* latch) { static_cast<SliceLatch*>(latch)->Done(); }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    released_.wait(lock, [this] { return outstanding_ == 0; });
-  }
-
- private:
-  void Done() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--outstanding_ == 0) released_.notify_all();
-  }
-  std::mutex mutex_;
-  std::condition_variable released_;
-  int outstanding_ = 0;
-};
+constexpr char kBatchPutMethod[] = "/tensord.v1.TensorService/BatchPut";
+constexpr char kBatchFetchMethod[] = "/tensord.v1.TensorService/BatchFetch";
 
 // TLS credentials when any TLS option is set, plaintext otherwise.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
@@ -108,7 +86,10 @@ struct RemoteTransport::Rep {
         channel(std::move(ch)),
         tensor_service(v1::TensorService::NewStub(channel)),
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
-        fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
+        fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
+        batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
+        batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
+                           channel) {}
 
   void PrepareContext(grpc::ClientContext& context) const {
     if (!options.bearer_token.empty()) {
@@ -153,6 +134,8 @@ struct RemoteTransport::Rep {
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
   const grpc::internal::RpcMethod fetch_method;
+  const grpc::internal::RpcMethod batch_put_method;
+  const grpc::internal::RpcMethod batch_fetch_method;
 };
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::StreamFetch(
@@ -243,6 +226,30 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   latch.Wait();
   if (!status.ok()) return FromGrpcStatus(status);
   return InfoFromProto(response.info());
+}
+
+absl::StatusOr<BatchPutResult> RemoteTransport::BatchPut(std::span<const BatchPutItem> items,
+                                                         const BatchPutOptions& options) {
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  return StreamBatchPut(rep_->channel.get(), rep_->batch_put_method, context, items, options,
+                        rep_->options.chunk_bytes);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
+    const BatchFetchSelection& selection, const FetchOptions& options) {
+  v1::BatchFetchRequest request;
+  for (const TensorRef& item : selection.items) {
+    v1::NameVersion* wanted = request.add_items();
+    wanted->set_name(item.name);
+    wanted->set_version(item.version);
+  }
+  if (selection.prefix.has_value()) request.set_prefix(*selection.prefix);
+  request.set_group_version(selection.group_version);
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  return StreamBatchFetch(rep_->channel.get(), rep_->batch_fetch_method, context, request,
+                          options);
 }
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {

@@ -12,6 +12,8 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kGetServerInfo: return "GetServerInfo";
     case Rpc::kIssueHandoffToken: return "IssueHandoffToken";
     case Rpc::kSnapshot: return "Snapshot";
+    case Rpc::kBatchPut: return "BatchPut";
+    case Rpc::kBatchFetch: return "BatchFetch";
   }
   return "Unknown";
 }
@@ -41,6 +43,9 @@ ServiceMetricsSnapshot ServiceMetrics::Snapshot() const {
       snapshot.calls[rpc][code] = calls_[rpc][code].load(std::memory_order_relaxed);
     }
     snapshot.latency[rpc] = latency_[rpc].Snapshot();
+    for (size_t outcome = 0; outcome < 2; ++outcome) {
+      snapshot.batch_items[rpc][outcome] = batch_items_[rpc][outcome].load(std::memory_order_relaxed);
+    }
   }
   snapshot.remote_bytes_received = remote_bytes_received_.load(std::memory_order_relaxed);
   snapshot.remote_bytes_sent = remote_bytes_sent_.load(std::memory_order_relaxed);

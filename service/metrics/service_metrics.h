@@ -27,8 +27,10 @@ enum class Rpc : uint8_t {
   kGetServerInfo,
   kIssueHandoffToken,
   kSnapshot,
+  kBatchPut,
+  kBatchFetch,
 };
-inline constexpr size_t kRpcCount = 8;
+inline constexpr size_t kRpcCount = 10;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 
@@ -59,6 +61,8 @@ struct ServiceMetricsSnapshot {
   uint64_t remote_bytes_sent = 0;      // fetch payload bytes
   uint64_t handoff_bytes_sent = 0;     // bytes of versions handed to local readers
   uint64_t handoff_bytes_received = 0; // bytes sealed by local producers
+  // [rpc][0]: items of batch calls that succeeded, [rpc][1]: that failed.
+  std::array<std::array<uint64_t, 2>, kRpcCount> batch_items{};
   // [listener]: connections accepted and served.
   std::array<uint64_t, kListenerCount> connections_accepted{};
   // [listener][reason]: connections closed at once instead.
@@ -76,6 +80,11 @@ class ServiceMetrics {
   void AddRemoteBytesSent(uint64_t bytes) { Add(remote_bytes_sent_, bytes); }
   void AddHandoffBytesSent(uint64_t bytes) { Add(handoff_bytes_sent_, bytes); }
   void AddHandoffBytesReceived(uint64_t bytes) { Add(handoff_bytes_received_, bytes); }
+  // The items of one batch call: each counts as a call of its own would.
+  void AddBatchItems(Rpc rpc, uint64_t succeeded, uint64_t failed) {
+    Add(batch_items_[static_cast<size_t>(rpc)][0], succeeded);
+    Add(batch_items_[static_cast<size_t>(rpc)][1], failed);
+  }
   void AddConnectionAccepted(Listener listener) {
     Add(connections_accepted_[static_cast<size_t>(listener)], 1);
   }
@@ -96,6 +105,7 @@ class ServiceMetrics {
   std::atomic<uint64_t> remote_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_received_{0};
+  std::array<std::array<std::atomic<uint64_t>, 2>, kRpcCount> batch_items_{};
   std::array<std::atomic<uint64_t>, kListenerCount> connections_accepted_{};
   std::array<std::array<std::atomic<uint64_t>, kConnectionRefusalCount>, kListenerCount>
       connections_refused_{};

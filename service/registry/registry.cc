@@ -189,8 +189,8 @@ void Registry::MoveIntoArena(PendingVersion& pending) {
   pending.buffer = *std::move(slot);  // the memfd and its fd go now
 }
 
-absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
-                                              std::optional<uint32_t> expected_crc32c) {
+absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::Seal(
+    PendingVersion& pending, std::optional<uint32_t> expected_crc32c) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(pending.name));
   const bool on_device = IsDeviceLayout(pending.layout);
   const bool has_bytes =
@@ -238,7 +238,50 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   version->reservation = std::move(pending.reservation);
   version->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
+  return version;
+}
 
+std::shared_ptr<const TensorVersion> Registry::InstallLocked(
+    std::shared_ptr<TensorVersion> version) {
+  if (version->retention == Retention::kCache) ++cache_versions_;
+  auto it = latest_.find(version->name);
+  if (it == latest_.end()) {
+    const std::string& name = version->name;
+    latest_.emplace(name, std::move(version));
+    return nullptr;
+  }
+  if (it->second->retention == Retention::kCache) --cache_versions_;
+  std::shared_ptr<const TensorVersion> displaced = std::exchange(it->second, std::move(version));
+  RetireLocked(displaced);
+  return displaced;
+}
+
+std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictAfterPublishLocked(
+    absl::string_view keep, std::span<const std::shared_ptr<const TensorVersion>> displaced) {
+  // A displaced host version is freed after unlocking; without a reader
+  // (none can appear: leases are made under this lock) its bytes are as
+  // good as free and must not make cache versions go.
+  uint64_t freeing_bytes = 0;
+  for (const auto& old : displaced) {
+    if (old != nullptr && old.use_count() == 1 && old->device_memory == nullptr) {
+      freeing_bytes += old->reservation.bytes();
+    }
+  }
+  const uint64_t used = host_capacity_->used_bytes();
+  if (cache_versions_ == 0 ||
+      used - std::min(used, freeing_bytes) <= WatermarkBytes(options_.eviction_high_watermark)) {
+    return {};
+  }
+  // Down to the low watermark if evicting can at least get below the high
+  // one; never the version just published (its put is answered OK).
+  return EvictLocked(WatermarkBytes(options_.eviction_low_watermark),
+                     WatermarkBytes(options_.eviction_high_watermark), keep, freeing_bytes);
+}
+
+absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
+                                              std::optional<uint32_t> expected_crc32c) {
+  const uint64_t restored_version = pending.restored_version;
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version, Seal(pending, expected_crc32c));
   VersionInfo info;
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   // Freed after the lock is dropped: unmapping and truncating a large memfd
@@ -246,52 +289,116 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   std::shared_ptr<const TensorVersion> displaced;
   {
     MutexLock lock(&mutex_);
-    auto it = latest_.find(version->name);
-    if (it == latest_.end() && latest_.size() >= options_.max_tensors) {
+    if (!latest_.contains(version->name) && latest_.size() >= options_.max_tensors) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "cannot add tensor '", version->name, "': the registry holds ", latest_.size(),
           " tensors, the limit (--max-tensors) is ", options_.max_tensors));
     }
-    if (pending.restored_version != 0) {
-      if (pending.restored_version <= last_version_) {
+    if (restored_version != 0) {
+      // A restored group's items share a version and arrive one after another.
+      const bool joins_group = restored_version == last_version_ && !last_restored_name_.empty();
+      if (restored_version < last_version_ || (restored_version == last_version_ && !joins_group)) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "cannot restore version ", pending.restored_version, " of '", version->name,
+            "cannot restore version ", restored_version, " of '", version->name,
             "': version ", last_version_, " was already published"));
       }
-      last_version_ = pending.restored_version;
+      if (joins_group) {
+        std::vector<std::string>& names = groups_[restored_version];
+        if (names.empty()) names.push_back(last_restored_name_);
+        names.push_back(version->name);
+      }
+      last_version_ = restored_version;
+      last_restored_name_ = version->name;
     } else {
       ++last_version_;
+      last_restored_name_.clear();
     }
     version->version = last_version_;
     info = InfoOf(*version);
-    if (version->retention == Retention::kCache) ++cache_versions_;
-    if (it == latest_.end()) {
-      latest_.emplace(version->name, std::move(version));
-    } else {
-      if (it->second->retention == Retention::kCache) --cache_versions_;
-      displaced = std::exchange(it->second, std::move(version));
-      RetireLocked(displaced);
-    }
-    // The displaced host version is freed after unlocking; without a reader
-    // (none can appear: leases are made under this lock) its bytes are as
-    // good as free and must not make cache versions go.
-    const uint64_t freeing_bytes =
-        displaced != nullptr && displaced.use_count() == 1 && displaced->device_memory == nullptr
-            ? displaced->reservation.bytes()
-            : 0;
-    const uint64_t used = host_capacity_->used_bytes();
-    if (cache_versions_ > 0 && used - std::min(used, freeing_bytes) >
-                                   WatermarkBytes(options_.eviction_high_watermark)) {
-      // Down to the low watermark if evicting can at least get below the
-      // high one; never the version just published (its put is answered OK).
-      evicted = EvictLocked(WatermarkBytes(options_.eviction_low_watermark),
-                            WatermarkBytes(options_.eviction_high_watermark), info.name,
-                            freeing_bytes);
-    }
+    displaced = InstallLocked(std::move(version));
+    evicted = EvictAfterPublishLocked(info.name, std::span(&displaced, 1));
   }
   LogEvicted(evicted);
   // `evicted` and `displaced` free their bytes here, outside the lock.
   return info;
+}
+
+absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
+    std::vector<PendingVersion> group) {
+  if (group.empty()) return absl::InvalidArgumentError("an atomic group needs at least one item");
+  const uint64_t restored_version = group.front().restored_version;
+  std::vector<std::string> names;
+  names.reserve(group.size());
+  for (const PendingVersion& pending : group) {
+    if (pending.restored_version != restored_version) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restored group items have versions ", restored_version, " and ",
+          pending.restored_version, "; a group has one version"));
+    }
+    names.push_back(pending.name);
+  }
+  std::sort(names.begin(), names.end());
+  if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", *twice, "' appears twice in one atomic group"));
+  }
+  std::vector<std::shared_ptr<TensorVersion>> versions;
+  versions.reserve(group.size());
+  for (PendingVersion& pending : group) {
+    const std::string name = pending.name;
+    absl::StatusOr<std::shared_ptr<TensorVersion>> sealed = Seal(pending, std::nullopt);
+    if (!sealed.ok()) {
+      return absl::Status(sealed.status().code(),
+                          absl::StrCat("atomic group not published: item '", name, "': ",
+                                       sealed.status().message()));
+    }
+    versions.push_back(*std::move(sealed));
+  }
+  std::vector<VersionInfo> infos;
+  infos.reserve(versions.size());
+  std::vector<std::shared_ptr<const TensorVersion>> evicted;
+  std::vector<std::shared_ptr<const TensorVersion>> displaced;
+  displaced.reserve(versions.size());
+  {
+    MutexLock lock(&mutex_);
+    size_t new_names = 0;
+    for (const auto& version : versions) new_names += latest_.contains(version->name) ? 0 : 1;
+    if (latest_.size() + new_names > options_.max_tensors) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot publish an atomic group adding ", new_names, " tensors: the registry holds ",
+          latest_.size(), ", the limit (--max-tensors) is ", options_.max_tensors));
+    }
+    if (restored_version != 0 && restored_version <= last_version_) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot restore group version ",
+                                                        restored_version, ": version ",
+                                                        last_version_, " was already published"));
+    }
+    last_version_ = restored_version != 0 ? restored_version : last_version_ + 1;
+    last_restored_name_.clear();
+    for (const auto& version : versions) {
+      version->version = last_version_;
+      infos.push_back(InfoOf(*version));
+      displaced.push_back(InstallLocked(version));
+    }
+    PruneGroupsLocked();
+    groups_.emplace(last_version_, std::move(names));
+    // `versions` still references every item, so eviction (which takes only
+    // versions nobody else references) cannot take one just published.
+    evicted = EvictAfterPublishLocked({}, displaced);
+  }
+  LogEvicted(evicted);
+  return infos;
+}
+
+void Registry::PruneGroupsLocked() {
+  if (groups_.size() < 64 || groups_.size() < 2 * groups_after_prune_) return;
+  absl::erase_if(groups_, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const std::string& name : entry.second) {
+      if (FindLocked(name, entry.first) != nullptr) return false;
+    }
+    return true;
+  });
+  groups_after_prune_ = groups_.size();
 }
 
 absl::StatusOr<uint32_t> Registry::DeviceCrc32c(const PendingVersion& pending) const {
@@ -389,7 +496,7 @@ void Registry::AdvanceNextVersion(uint64_t next_version) {
 void Registry::RetireLocked(const std::shared_ptr<const TensorVersion>& version) {
   // Only readers can keep a retired version alive (beyond the caller's
   // reference); when none does, it goes when the caller drops it.
-  if (version.use_count() > 1) retired_.emplace(version->version, version);
+  if (version.use_count() > 1) retired_.emplace(std::pair(version->version, version->name), version);
   // Prune entries whose readers are gone, amortised over retirements.
   if (retired_.size() > 64) {
     absl::erase_if(retired_, [](const auto& entry) { return entry.second.expired(); });
@@ -401,11 +508,9 @@ std::shared_ptr<const TensorVersion> Registry::FindLocked(absl::string_view name
   auto it = latest_.find(name);
   if (it != latest_.end() && (version == 0 || it->second->version == version)) return it->second;
   if (version == 0) return nullptr;
-  auto retired = retired_.find(version);
+  auto retired = retired_.find(std::pair(version, std::string(name)));
   if (retired == retired_.end()) return nullptr;
-  std::shared_ptr<const TensorVersion> found = retired->second.lock();
-  if (found == nullptr || found->name != name) return nullptr;
-  return found;
+  return retired->second.lock();
 }
 
 absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version) const {
@@ -416,6 +521,70 @@ absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version
   found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
   return Lease(std::move(found));
+}
+
+std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(
+    std::span<const NameVersion> items) const {
+  std::vector<absl::StatusOr<Lease>> leases;
+  leases.reserve(items.size());
+  ReaderMutexLock lock(&mutex_);
+  for (const NameVersion& item : items) {
+    if (absl::Status valid = ValidateTensorName(item.name); !valid.ok()) {
+      leases.emplace_back(std::move(valid));
+      continue;
+    }
+    std::shared_ptr<const TensorVersion> found = FindLocked(item.name, item.version);
+    if (found == nullptr) {
+      leases.emplace_back(NotFoundLocked(item.name, item.version));
+      continue;
+    }
+    found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+    leases.emplace_back(Lease(std::move(found)));
+  }
+  return leases;
+}
+
+absl::StatusOr<std::vector<Lease>> Registry::AcquirePrefix(absl::string_view prefix,
+                                                           size_t max_items) const {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  std::vector<Lease> leases;
+  ReaderMutexLock lock(&mutex_);
+  for (auto it = latest_.lower_bound(prefix);
+       it != latest_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    if (leases.size() == max_items) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "more than ", max_items, " tensors start with '", prefix,
+          "', the most one batch holds; fetch them by name in batches (List pages them)"));
+    }
+    it->second->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                                std::memory_order_relaxed);
+    leases.emplace_back(it->second);
+  }
+  return leases;
+}
+
+absl::StatusOr<std::vector<Lease>> Registry::AcquireGroup(uint64_t group_version) const {
+  ReaderMutexLock lock(&mutex_);
+  auto group = groups_.find(group_version);
+  if (group == groups_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no atomic group was published as version ", group_version));
+  }
+  std::vector<Lease> leases;
+  leases.reserve(group->second.size());
+  for (const std::string& name : group->second) {
+    std::shared_ptr<const TensorVersion> found = FindLocked(name, group_version);
+    if (found == nullptr) {
+      return absl::NotFoundError(absl::StrCat(
+          "atomic group version ", group_version, " is no longer whole: its tensor '", name,
+          "' was replaced, deleted or evicted and no reader holds it"));
+    }
+    found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+    leases.emplace_back(std::move(found));
+  }
+  return leases;
 }
 
 absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t version) const {
@@ -500,7 +669,7 @@ RegistryStats Registry::Stats() const {
     ++counts_of(*version).tensors;
     count(*version);
   }
-  for (const auto& [number, weak] : retired_) {
+  for (const auto& [key, weak] : retired_) {
     if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
   }
   stats.arenas = arenas_.Stats();

@@ -8,14 +8,16 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "service/common/mutex.h"
 #include "service/memory/arena_pool.h"
 #include "service/memory/host_buffer.h"
@@ -88,6 +90,12 @@ struct RegistryStats : TensorCounts {
   ArenaStats arenas;
 };
 
+// One item of a batch read: `version` 0 means the latest.
+struct NameVersion {
+  std::string name;
+  uint64_t version = 0;
+};
+
 struct ListPage {
   std::vector<VersionInfo> tensors;
   std::string next_page_token;  // empty on the last page
@@ -145,10 +153,34 @@ class Registry {
   absl::StatusOr<VersionInfo> Publish(PendingVersion pending,
                                       std::optional<uint32_t> expected_crc32c = std::nullopt);
 
+  // Publishes every pending version under one new version number (the
+  // group version) in one step, or none of them: readers see all of the
+  // group or none of it. The first item that fails Publish's checks fails
+  // the group with its status; so does a name given twice
+  // (INVALID_ARGUMENT) and a group that would take max_tensors past its
+  // limit (RESOURCE_EXHAUSTED). A restored group (every item's
+  // restored_version equal) keeps its number.
+  absl::StatusOr<std::vector<VersionInfo>> PublishGroup(std::vector<PendingVersion> group);
+
   // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
   // missing; an older version is found while someone still holds it.
   // Counts as a use for least-recently-used eviction.
   absl::StatusOr<Lease> Acquire(absl::string_view name, uint64_t version) const;
+
+  // A lease on each item, all taken under one lock: a consistent cut, in
+  // which an atomic group is whole or absent. Each item fails on its own.
+  std::vector<absl::StatusOr<Lease>> AcquireMany(std::span<const NameVersion> items) const;
+
+  // Leases on the latest version of every name starting with `prefix`, in
+  // name order, under one lock. OUT_OF_RANGE naming `max_items` when more
+  // names match.
+  absl::StatusOr<std::vector<Lease>> AcquirePrefix(absl::string_view prefix,
+                                                   size_t max_items) const;
+
+  // Leases on every item of the atomic group published as `group_version`,
+  // in name order. NOT_FOUND when no such group was published, or when any
+  // of its items is gone (replaced, deleted or evicted, and unleased).
+  absl::StatusOr<std::vector<Lease>> AcquireGroup(uint64_t group_version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
 
@@ -220,6 +252,19 @@ class Registry {
   uint64_t WatermarkBytes(double fraction) const;
   // Reserves `bytes` of host capacity, evicting cache versions to make room.
   absl::StatusOr<ByteReservation> ReserveHost(uint64_t bytes);
+  // Publish's work before the lock: checks, seal, checksum, arena move.
+  absl::StatusOr<std::shared_ptr<TensorVersion>> Seal(PendingVersion& pending,
+                                                      std::optional<uint32_t> expected_crc32c);
+  // Makes `version` the latest of its name; returns the version it displaced.
+  std::shared_ptr<const TensorVersion> InstallLocked(std::shared_ptr<TensorVersion> version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Evicts cache versions when use passed the high watermark after a publish
+  // (never `keep`); `displaced` are about to be freed by the caller.
+  std::vector<std::shared_ptr<const TensorVersion>> EvictAfterPublishLocked(
+      absl::string_view keep, std::span<const std::shared_ptr<const TensorVersion>> displaced)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Drops group records none of whose items is alive, amortised.
+  void PruneGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Moves a small sealed version out of its own memfd into an arena slot,
   // so local creates do not hold an fd each; keeps it where it is when
   // there is no room.
@@ -244,9 +289,16 @@ class Registry {
   // Ordered, for prefix listing and stable page tokens.
   std::map<std::string, std::shared_ptr<const TensorVersion>, std::less<>> latest_
       ABSL_GUARDED_BY(mutex_);
-  // Superseded or deleted versions that readers may still hold.
-  absl::flat_hash_map<uint64_t, std::weak_ptr<const TensorVersion>> retired_
-      ABSL_GUARDED_BY(mutex_);
+  // Superseded or deleted versions that readers may still hold, by
+  // (version, name): an atomic group's items share a version.
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, std::weak_ptr<const TensorVersion>>
+      retired_ ABSL_GUARDED_BY(mutex_);
+  // The names of each atomic group, by group version.
+  absl::flat_hash_map<uint64_t, std::vector<std::string>> groups_ ABSL_GUARDED_BY(mutex_);
+  size_t groups_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The name of the last restored version, so a restored group's second
+  // item (same version) joins the first one's group.
+  std::string last_restored_name_ ABSL_GUARDED_BY(mutex_);
   // kCache versions among latest_: eviction scans only when there are some.
   uint64_t cache_versions_ ABSL_GUARDED_BY(mutex_) = 0;
 };

@@ -9,7 +9,9 @@ constexpr RpcRule kRules[] = {
     {"Fetch", kPermissionRead},
     {"Stat", kPermissionRead},
     {"List", kPermissionRead},
+    {"BatchFetch", kPermissionRead},
     {"Put", kPermissionWrite},
+    {"BatchPut", kPermissionWrite},
     {"Delete", kPermissionWrite},
     // Discovery of the handoff socket; carries no tensor data.
     {"GetServerInfo", 0},

@@ -253,7 +253,6 @@ absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
   std::vector<SnapshotEntry>& entries = contents.entries;
   entries.reserve(entry_count);
   absl::flat_hash_set<std::string> names;
-  absl::flat_hash_set<uint64_t> versions;
   Reader reader(manifest);
   uint64_t data_end = kSnapshotHeaderBytes + manifest_bytes;
   for (uint32_t i = 0; i < entry_count; ++i) {
@@ -262,9 +261,7 @@ absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
     if (!names.insert(entry.name).second) {
       return ManifestError(i, start, absl::StrCat("tensor '", entry.name, "' appears twice"));
     }
-    if (!versions.insert(entry.version).second) {
-      return ManifestError(i, start, absl::StrCat("version ", entry.version, " appears twice"));
-    }
+    // Versions may repeat: the items of an atomic group share one.
     if (entry.version >= next_version) {
       return ManifestError(i, start,
                            absl::StrCat("tensor '", entry.name, "' has version ", entry.version,

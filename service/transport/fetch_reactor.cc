@@ -16,6 +16,7 @@
 #include "service/wire/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
+#include "service/transport/payload_hold.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -25,28 +26,6 @@ namespace {
 
 // Ranges up to this size travel inside the fetch header.
 constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
-
-// Keeps the fetched version alive for the stream and for every chunk slice
-// still inside gRPC. One allocation per fetch, none per chunk.
-class PayloadHold {
- public:
-  PayloadHold(Lease lease, std::atomic<int64_t>& live_payloads)
-      : lease_(std::move(lease)), live_payloads_(live_payloads) {
-    live_payloads_.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~PayloadHold() { live_payloads_.fetch_sub(1, std::memory_order_release); }
-  const TensorVersion& version() const { return *lease_; }
-  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Unref() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-  static void UnrefCallback(void* hold) { static_cast<PayloadHold*>(hold)->Unref(); }
-
- private:
-  Lease lease_;
-  std::atomic<int64_t>& live_payloads_;
-  std::atomic<int> refs_{1};
-};
 
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:

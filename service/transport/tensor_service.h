@@ -1,6 +1,6 @@
 // The gRPC face of the registry: tensord.v1.TensorService on the callback
-// API. Put and Fetch use raw ByteBuffers so tensor bytes are never copied
-// into or out of protobuf `bytes` fields.
+// API. Put, Fetch and the batch calls use raw ByteBuffers so large tensor
+// bytes are never copied into or out of protobuf `bytes` fields.
 #ifndef TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
 #define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVICE_H_
 
@@ -25,7 +25,9 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
             v1::TensorService::WithCallbackMethod_GetServerInfo<
                 v1::TensorService::WithCallbackMethod_IssueHandoffToken<
                     v1::TensorService::WithCallbackMethod_Snapshot<
-                        v1::TensorService::Service>>>>>>>>;
+                        v1::TensorService::WithRawCallbackMethod_BatchPut<
+                            v1::TensorService::WithRawCallbackMethod_BatchFetch<
+                                v1::TensorService::Service>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -59,6 +61,12 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* context,
                                      const v1::SnapshotRequest* request,
                                      v1::SnapshotResponse* response) override;
+
+  // batch_put_reactor.cc and batch_fetch_reactor.cc.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* BatchPut(grpc::CallbackServerContext* context,
+                                                      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* BatchFetch(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request) override;
 
   // Fetch payloads whose bytes gRPC has not finished sending (slices not
   // yet released). Shutdown waits for 0 so a finished call's tail is on the

@@ -1,5 +1,6 @@
 #include "service/registry/registry.h"
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -287,6 +288,159 @@ TEST(RegistryArenaTest, ASlotIsReusedOnlyAfterTheLastLeaseEnds) {
     reused = (*registry.Acquire(name, 0))->buffer->mapping_offset() == offset;
   }
   EXPECT_TRUE(reused);
+}
+
+float FirstValue(const Lease& lease) {
+  float value = 0;
+  std::memcpy(&value, lease->buffer->data(), sizeof(value));
+  return value;
+}
+
+std::vector<PendingVersion> MakeGroup(Registry& registry, const std::vector<std::string>& names,
+                                      float fill) {
+  std::vector<PendingVersion> group;
+  for (const std::string& name : names) {
+    absl::StatusOr<PendingVersion> pending = MakePending(registry, name, 8, fill);
+    EXPECT_TRUE(pending.ok()) << pending.status();
+    if (pending.ok()) group.push_back(*std::move(pending));
+  }
+  return group;
+}
+
+TEST(RegistryGroupTest, AGroupPublishesUnderOneVersionAndIsFetchedWhole) {
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "other", 8, 0.0f)).ok());
+  absl::StatusOr<std::vector<VersionInfo>> published =
+      registry.PublishGroup(MakeGroup(registry, {"model/b", "model/a", "model/c"}, 1.0f));
+  ASSERT_TRUE(published.ok()) << published.status();
+  ASSERT_EQ(published->size(), 3u);
+  const uint64_t group = (*published)[0].version;
+  for (const VersionInfo& info : *published) EXPECT_EQ(info.version, group);
+  EXPECT_EQ((*published)[0].name, "model/b");  // in the order given
+
+  absl::StatusOr<std::vector<Lease>> whole = registry.AcquireGroup(group);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 3u);
+  EXPECT_EQ((*whole)[0]->name, "model/a");  // in name order
+  EXPECT_EQ((*whole)[2]->name, "model/c");
+
+  // A new group replaces every item; the old group stays whole while held.
+  ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, {"model/a", "model/b", "model/c"}, 2.0f))
+                  .ok());
+  absl::StatusOr<std::vector<Lease>> old = registry.AcquireGroup(group);
+  ASSERT_TRUE(old.ok()) << old.status();
+  for (const Lease& lease : *old) EXPECT_EQ(FirstValue(lease), 1.0f);
+  whole->clear();
+  old->clear();
+  absl::Status gone = registry.AcquireGroup(group).status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(gone.message().find("no longer whole"), std::string::npos) << gone;
+  EXPECT_EQ(registry.AcquireGroup(group + 100).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.AcquireGroup((*registry.Acquire("other", 0))->version).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryGroupTest, AGroupWithABadItemPublishesNothing) {
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, {"w/a", "w/b"}, 1.0f)).ok());
+  std::vector<PendingVersion> group = MakeGroup(registry, {"w/a", "w/b"}, 2.0f);
+  group[1].layout.shape = {999};  // does not fit its bytes
+  absl::Status failed = registry.PublishGroup(std::move(group)).status();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(failed.message().find("'w/b'"), std::string::npos) << failed;
+  EXPECT_EQ(FirstValue(*registry.Acquire("w/a", 0)), 1.0f);
+  EXPECT_EQ(FirstValue(*registry.Acquire("w/b", 0)), 1.0f);
+
+  absl::Status twice = registry.PublishGroup(MakeGroup(registry, {"w/a", "w/a"}, 3.0f)).status();
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.message().find("appears twice"), std::string::npos) << twice;
+  EXPECT_EQ(registry.PublishGroup({}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  RegistryOptions small;
+  small.max_tensors = 3;
+  Registry limited(small);
+  ASSERT_TRUE(limited.Publish(*MakePending(limited, "x", 8, 0.0f)).ok());
+  absl::Status full =
+      limited.PublishGroup(MakeGroup(limited, {"g/1", "g/2", "g/3"}, 1.0f)).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("--max-tensors"), std::string::npos) << full;
+  EXPECT_EQ(limited.tensor_count(), 1u);
+  EXPECT_EQ(limited.host_bytes_used(), 32u);  // the refused group's bytes are back
+}
+
+TEST(RegistryGroupTest, ReadersNeverSeeHalfAGroup) {
+  Registry registry(RegistryOptions{});
+  const std::vector<std::string> names = {"m/0", "m/1", "m/2", "m/3"};
+  ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, names, 0.0f)).ok());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int round = 1; round <= 300; ++round) {
+      ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, names, static_cast<float>(round)))
+                      .ok());
+    }
+    done = true;
+  });
+  std::vector<NameVersion> items;
+  for (const std::string& name : names) items.push_back({name, 0});
+  int mixed = 0;
+  int reads = 0;
+  while (!done || reads == 0) {
+    std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(items);
+    ASSERT_EQ(leases.size(), names.size());
+    absl::StatusOr<std::vector<Lease>> by_prefix = registry.AcquirePrefix("m/", 10);
+    ASSERT_TRUE(by_prefix.ok()) << by_prefix.status();
+    for (size_t i = 1; i < names.size(); ++i) {
+      ASSERT_TRUE(leases[i].ok()) << leases[i].status();
+      if ((*leases[i])->version != (*leases[0])->version ||
+          FirstValue(*leases[i]) != FirstValue(*leases[0]) ||
+          (*by_prefix)[i]->version != (*by_prefix)[0]->version) {
+        ++mixed;
+      }
+    }
+    ++reads;
+  }
+  writer.join();
+  EXPECT_EQ(mixed, 0) << "of " << reads << " reads";
+}
+
+TEST(RegistryGroupTest, AcquireManyFailsOnlyTheBadItems) {
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 8, 1.0f)).ok());
+  const std::vector<NameVersion> items = {{"a", 0}, {"missing", 0}, {"../bad", 0}, {"a", 99}};
+  std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(items);
+  ASSERT_EQ(leases.size(), 4u);
+  EXPECT_TRUE(leases[0].ok());
+  EXPECT_EQ(leases[1].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(leases[2].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(leases[3].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(leases[3].status().message().find("version 99"), std::string::npos);
+
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(registry.Publish(*MakePending(registry, "p/" + std::to_string(i), 8, 1.0f)).ok());
+  }
+  EXPECT_EQ(registry.AcquirePrefix("p/", 5)->size(), 5u);
+  absl::Status over = registry.AcquirePrefix("p/", 4).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(over.message().find("more than 4"), std::string::npos) << over;
+  EXPECT_EQ(registry.AcquirePrefix("bad prefix", 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RegistryGroupTest, RestoredItemsWithOneVersionFormAGroupAgain) {
+  Registry registry(RegistryOptions{});
+  for (const char* name : {"r/a", "r/b"}) {
+    PendingVersion pending = *MakePending(registry, name, 8, 1.0f);
+    pending.restored_version = 40;
+    ASSERT_TRUE(registry.Publish(std::move(pending)).ok()) << name;
+  }
+  absl::StatusOr<std::vector<Lease>> group = registry.AcquireGroup(40);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(group->size(), 2u);
+  // A version below the last one is still refused.
+  PendingVersion late = *MakePending(registry, "r/c", 8, 1.0f);
+  late.restored_version = 39;
+  EXPECT_EQ(registry.Publish(std::move(late)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RegistryArenaTest, ArenaDomainsKeepNamesApart) {

@@ -82,7 +82,8 @@ TEST(ServiceMetricsTest, BytesAccumulate) {
 TEST(ServiceMetricsTest, RpcNamesAreTheWireMethodNames) {
   EXPECT_EQ(RpcName(Rpc::kPut), "Put");
   EXPECT_EQ(RpcName(Rpc::kIssueHandoffToken), "IssueHandoffToken");
-  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "Snapshot");
+  EXPECT_EQ(RpcName(Rpc::kBatchPut), "BatchPut");
+  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "BatchFetch");
 }
 
 // Runs under TSan in CI (the name matches 'Concurren'): recording threads

@@ -2,6 +2,7 @@
 #ifndef TENSORD_CLIENT_CLIENT_H_
 #define TENSORD_CLIENT_CLIENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +129,44 @@ struct ListResult {
   uint64_t total_bytes = 0;     // bytes the server holds
 };
 
+// Most items one batch call carries; BatchPut and BatchFetch split longer
+// lists into several calls (an atomic BatchPut cannot be split).
+inline constexpr size_t kMaxBatchItems = 65536;
+
+// One tensor of a BatchPut.
+struct BatchPutItem {
+  std::string name;
+  // Host memory, any strides; read, never written, and not retained.
+  DLTensor tensor{};
+  Retention retention = Retention::kDefault;
+};
+
+struct BatchPutOptions {
+  // Publish every item under one version number at once, or none of them:
+  // readers never see some items new and others old (a model's state
+  // dict). At most kMaxBatchItems items, with distinct names.
+  bool atomic = false;
+  // Send each item's CRC-32C so the server verifies it (DATA_LOSS fails
+  // that item).
+  bool send_crc32c = false;
+  // Called as items are sent: (items sent, items in total).
+  ProgressCallback progress;
+};
+
+struct BatchPutResult {
+  // One per item, in order: what was published, or why that item was not.
+  std::vector<absl::StatusOr<TensorInfo>> items;
+  // An atomic batch that published: the version every item has (fetch the
+  // group with BatchFetchGroup). 0 otherwise.
+  uint64_t group_version = 0;
+};
+
+// A tensor to fetch: 0 means its latest version.
+struct TensorRef {
+  std::string name;
+  uint64_t version = 0;
+};
+
 // A buffer in the server's memory being filled by this process (local
 // create/seal). Write the bytes through data(), then Seal() publishes them as
 // a new version; destroying an unsealed writer aborts the create.
@@ -216,6 +255,27 @@ class Client {
                                                        std::span<const int64_t> shape,
                                                        const CreateOptions& options);
 
+  // Many tensors in few calls (gRPC): small ones travel many to a message.
+  // Each item succeeds or fails on its own (its entry in the result), as
+  // Put would; an atomic batch publishes all or none. The call itself fails
+  // only when the batch cannot be sent (bad options, a broken stream).
+  absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
+                                          const BatchPutOptions& options = {});
+  // Many tensors, each leased at the same moment on the server (one
+  // consistent cut per call of up to kMaxBatchItems items): one entry per
+  // item in order, a missing one failing only itself. Host copies (gRPC);
+  // `options.version` is ignored (each TensorRef has its own),
+  // `options.verify_crc32c` checks each item.
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
+      std::span<const TensorRef> items, const FetchOptions& options = {});
+  // The latest version of every name starting with `prefix`, in name order,
+  // all from one cut; OUT_OF_RANGE when more than kMaxBatchItems match.
+  absl::StatusOr<std::vector<Tensor>> BatchFetchPrefix(absl::string_view prefix,
+                                                       const FetchOptions& options = {});
+  // Every item of the atomic group published as `group_version`, in name
+  // order; NOT_FOUND when any of them is gone.
+  absl::StatusOr<std::vector<Tensor>> BatchFetchGroup(uint64_t group_version,
+                                                      const FetchOptions& options = {});
   // Admin: makes the server write its durable tensors to its --snapshot-dir
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
   // on disk (fsynced); a server killed afterwards restores it at restart.

@@ -1,0 +1,301 @@
+#include "client/src/remote_batch.h"
+
+#include <grpcpp/support/sync_stream.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/heap_tensor_memory.h"
+#include "client/src/host_tensor_source.h"
+#include "client/src/info_conversion.h"
+#include "client/src/slice_latch.h"
+#include "service/common/crc32c.h"
+#include "service/common/status_macros.h"
+#include "service/wire/batch_limits.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "service/wire/layout_conversion.h"
+#include "service/wire/status_conversion.h"
+
+namespace tensord {
+namespace {
+
+static_assert(kMaxBatchItems == kBatchItemLimit, "client.h and service/wire/batch_limits.h agree");
+
+v1::PutHeader HeaderFor(const BatchPutItem& item, const CompactSource& source, bool send_crc32c) {
+  v1::PutHeader header;
+  header.set_name(item.name);
+  LayoutToProto(source.layout, header.mutable_layout());
+  header.mutable_layout()->clear_strides();  // compact
+  header.set_total_bytes(source.size);
+  if (send_crc32c) header.set_crc32c(Crc32c(source.data, source.size));
+  header.set_retention(static_cast<v1::Retention>(item.retention));
+  return header;
+}
+
+absl::Status StatusOf(const v1::ItemStatus& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.code()), status.message());
+}
+
+// Writes a batch's messages: small items gathered into one message until
+// it holds about `chunk_bytes`, large ones as header and chunks.
+class BatchPutWriter {
+ public:
+  BatchPutWriter(grpc::ClientWriter<grpc::ByteBuffer>& writer, uint32_t chunk_bytes)
+      : writer_(writer), chunk_bytes_(chunk_bytes) {}
+  ~BatchPutWriter() { latch_.Wait(); }  // gRPC may hold chunk slices of the caller's memory
+
+  bool open() const { return open_; }
+
+  void Send(const google::protobuf::MessageLite& message) {
+    if (open_) open_ = writer_.Write(SerializeToByteBuffer(message));
+  }
+
+  void Add(const v1::PutHeader& header, const CompactSource& source) {
+    if (source.size <= kMaxInlineBatchItemBytes) {
+      v1::BatchPutItem* item = pending_.mutable_items()->add_items();
+      *item->mutable_header() = header;
+      item->set_data(reinterpret_cast<const char*>(source.data), source.size);
+      pending_bytes_ += source.size + 64;
+      if (pending_bytes_ >= chunk_bytes_) Flush();
+      return;
+    }
+    Flush();
+    v1::BatchPutRequest header_message;
+    *header_message.mutable_header() = header;
+    Send(header_message);
+    for (uint64_t offset = 0; open_ && offset < source.size;) {
+      const uint64_t size = std::min<uint64_t>(chunk_bytes_, source.size - offset);
+      latch_.Add();
+      open_ = writer_.Write(
+          MakeChunkBuffer(offset, source.data + offset, size, &SliceLatch::Release, &latch_));
+      offset += size;
+    }
+  }
+
+  void Flush() {
+    if (pending_.items().items_size() == 0) return;
+    Send(pending_);
+    pending_.Clear();
+    pending_bytes_ = 0;
+  }
+
+ private:
+  grpc::ClientWriter<grpc::ByteBuffer>& writer_;
+  const uint32_t chunk_bytes_;
+  SliceLatch latch_;
+  v1::BatchPutRequest pending_;
+  uint64_t pending_bytes_ = 0;
+  bool open_ = true;
+};
+
+// Assembles one fetched item whose bytes come in chunks.
+struct OpenItem {
+  uint32_t index = 0;
+  TensorInfo info;
+  std::shared_ptr<HeapTensorMemory> memory;
+  uint64_t received = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
+                                              const grpc::internal::RpcMethod& method,
+                                              grpc::ClientContext& context,
+                                              std::span<const BatchPutItem> items,
+                                              const BatchPutOptions& options,
+                                              uint32_t chunk_bytes) {
+  // What each item was sent as: the result is built from it and the answer.
+  std::vector<v1::PutHeader> headers;
+  headers.reserve(items.size());
+  grpc::ByteBuffer response_bytes;
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel, method, &context,
+                                                                    &response_bytes));
+  absl::Status local_failure;
+  {
+    BatchPutWriter batch(*writer, chunk_bytes);
+    if (options.atomic) {
+      v1::BatchPutRequest first;
+      first.mutable_options()->set_atomic(true);
+      batch.Send(first);
+    }
+    for (size_t i = 0; i < items.size() && batch.open(); ++i) {
+      absl::StatusOr<CompactSource> source = CompactSourceOf(items[i].tensor);
+      if (!source.ok()) {
+        local_failure = absl::Status(source.status().code(),
+                                     absl::StrCat("item ", i, " ('", items[i].name, "'): ",
+                                                  source.status().message()));
+        break;
+      }
+      headers.push_back(HeaderFor(items[i], *source, options.send_crc32c));
+      batch.Add(headers.back(), *source);
+      if (options.progress) options.progress(i + 1, items.size());
+    }
+    batch.Flush();
+    if (!local_failure.ok()) context.TryCancel();
+    if (batch.open() && local_failure.ok()) writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    writer.reset();
+    TENSORD_RETURN_IF_ERROR(local_failure);
+    TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  }
+  v1::BatchPutResponse response;
+  TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(response_bytes, response, "batch put response"));
+  if (static_cast<size_t>(response.items_size()) != items.size()) {
+    return absl::InternalError(absl::StrCat("server answered ", response.items_size(),
+                                            " batch put results for ", items.size(), " items"));
+  }
+  BatchPutResult result;
+  result.group_version = response.group_version();
+  result.items.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const v1::BatchPutItemResult& item = response.items(static_cast<int>(i));
+    if (item.status().code() != 0) {
+      result.items.emplace_back(StatusOf(item.status()));
+      continue;
+    }
+    v1::TensorInfo info;
+    info.set_name(headers[i].name());
+    *info.mutable_layout() = headers[i].layout();
+    info.set_total_bytes(headers[i].total_bytes());
+    info.set_version(item.version());
+    info.set_crc32c(item.crc32c());
+    info.set_created_unix_nanos(item.created_unix_nanos());
+    info.set_retention(headers[i].retention());
+    result.items.emplace_back(InfoFromProto(info));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
+    grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
+    grpc::ClientContext& context, const v1::BatchFetchRequest& request,
+    const FetchOptions& options) {
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel, method, &context, SerializeToByteBuffer(request)));
+  std::vector<absl::StatusOr<Tensor>> results;
+  if (request.items_size() > 0) {
+    results.reserve(request.items_size());
+    for (int i = 0; i < request.items_size(); ++i) {
+      results.emplace_back(absl::InternalError("the server sent no answer for it"));
+    }
+  }
+  auto place = [&results, &request](uint32_t index) -> absl::StatusOr<absl::StatusOr<Tensor>*> {
+    if (request.items_size() == 0) {
+      if (index != results.size()) {
+        return absl::InternalError(absl::StrCat("batch fetch item ", index, " arrived out of order"));
+      }
+      results.emplace_back(absl::InternalError("incomplete"));
+    } else if (index >= results.size()) {
+      return absl::InternalError(absl::StrCat("batch fetch answered item ", index, " of ",
+                                              results.size()));
+    }
+    return &results[index];
+  };
+  auto finish = [&options](OpenItem item) -> absl::StatusOr<Tensor> {
+    if (options.verify_crc32c) {
+      const uint32_t crc = Crc32c(item.memory->data(), item.info.total_bytes);
+      if (crc != item.info.crc32c) {
+        return absl::DataLossError(absl::StrCat("fetched bytes of '", item.info.name,
+                                                "' have crc32c ", crc, "; the server stored ",
+                                                item.info.crc32c));
+      }
+    }
+    return Tensor(std::move(item.info), std::move(item.memory));
+  };
+
+  std::optional<OpenItem> open;
+  grpc::ByteBuffer message;
+  ByteBufferDecoder decoder;
+  absl::Status failure;
+  v1::BatchFetchResponse response;
+  while (failure.ok() && reader->Read(&message)) {
+    failure = decoder.Decode(message);
+    if (!failure.ok()) break;
+    const StreamMessage& decoded = decoder.message();
+    if (decoded.kind == StreamMessage::Kind::kChunk) {
+      if (!open.has_value() || decoded.chunk_offset != open->received ||
+          decoded.chunk_size > open->info.total_bytes - open->received) {
+        failure = absl::InternalError("batch fetch sent a chunk out of order");
+        break;
+      }
+      auto* out = static_cast<uint8_t*>(open->memory->data()) + open->received;
+      for (std::span<const uint8_t> piece : decoded.chunk_pieces) {
+        std::memcpy(out, piece.data(), piece.size());
+        out += piece.size();
+      }
+      open->received += decoded.chunk_size;
+      if (open->received == open->info.total_bytes) {
+        absl::StatusOr<absl::StatusOr<Tensor>*> slot = place(open->index);
+        if (!slot.ok()) failure = slot.status();
+        else **slot = finish(*std::move(open));
+        open.reset();
+      }
+      continue;
+    }
+    if (open.has_value()) {
+      failure = absl::InternalError(absl::StrCat("batch fetch item '", open->info.name,
+                                                 "' ended before its bytes did"));
+      break;
+    }
+    failure = ParseFromByteBuffer(message, response, "batch fetch response");
+    if (!failure.ok()) break;
+    for (const v1::BatchFetchItem& item : response.items().items()) {
+      if (open.has_value()) {
+        failure = absl::InternalError("batch fetch sent an item before the chunks it owed");
+        break;
+      }
+      absl::StatusOr<absl::StatusOr<Tensor>*> slot = place(item.index());
+      if (!slot.ok()) {
+        failure = slot.status();
+        break;
+      }
+      if (item.status().code() != 0) {
+        **slot = StatusOf(item.status());
+        continue;
+      }
+      absl::StatusOr<TensorInfo> info = InfoFromProto(item.info());
+      if (!info.ok()) {
+        **slot = info.status();
+        continue;
+      }
+      absl::StatusOr<std::shared_ptr<HeapTensorMemory>> memory =
+          HeapTensorMemory::Allocate(info->total_bytes);
+      if (!memory.ok()) {
+        failure = memory.status();
+        break;
+      }
+      OpenItem assembled{item.index(), *std::move(info), *std::move(memory), 0};
+      if (item.has_inline_data() || assembled.info.total_bytes == 0) {
+        if (item.inline_data().size() != assembled.info.total_bytes) {
+          failure = absl::InternalError(absl::StrCat(
+              "batch fetch item '", assembled.info.name, "' carries ", item.inline_data().size(),
+              " of ", assembled.info.total_bytes, " bytes"));
+          break;
+        }
+        std::memcpy(assembled.memory->data(), item.inline_data().data(), item.inline_data().size());
+        **slot = finish(std::move(assembled));
+        continue;
+      }
+      if (request.items_size() == 0) results.pop_back();  // placed again when complete
+      open = std::move(assembled);
+    }
+  }
+  if (failure.ok() && open.has_value()) {
+    failure = absl::InternalError(absl::StrCat("batch fetch ended inside item '",
+                                               open->info.name, "'"));
+  }
+  if (!failure.ok()) context.TryCancel();
+  grpc::Status status = reader->Finish();
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  TENSORD_RETURN_IF_ERROR(failure);
+  return results;
+}
+
+}  // namespace tensord

@@ -1,0 +1,39 @@
+// The client's side of the BatchPut and BatchFetch streams: items packed
+// many to a message (small) or as a header and zero-copy chunks (large),
+// and the answer turned into per-item results. Included only by
+// remote_transport.cc, which owns the channel and the call's context.
+#ifndef TENSORD_CLIENT_SRC_REMOTE_BATCH_H_
+#define TENSORD_CLIENT_SRC_REMOTE_BATCH_H_
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_method.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tensord/client.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace tensord {
+
+// One BatchPut call of at most kMaxBatchItems items, whose names and
+// tensors Client has validated. `context` is prepared (deadline, token).
+absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
+                                              const grpc::internal::RpcMethod& method,
+                                              grpc::ClientContext& context,
+                                              std::span<const BatchPutItem> items,
+                                              const BatchPutOptions& options,
+                                              uint32_t chunk_bytes);
+
+// One BatchFetch call: the items in the server's order (request order, or
+// name order for a prefix or group), each a host copy or its failure.
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
+    grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
+    grpc::ClientContext& context, const v1::BatchFetchRequest& request,
+    const FetchOptions& options);
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_REMOTE_BATCH_H_

@@ -1,0 +1,273 @@
+// BatchFetch: every chosen version is leased under one registry lock (one
+// consistent cut), then streamed: small items whole inside item messages,
+// many per message; a larger one as an item message followed by chunks whose
+// slices point into its sealed memory, as Fetch sends them.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/transport/call_record.h"
+#include "service/transport/payload_hold.h"
+#include "service/transport/tensor_service.h"
+#include "service/wire/batch_limits.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "service/wire/status_conversion.h"
+
+namespace tensord {
+namespace {
+
+// What one item of the answer is, once chosen and leased.
+struct BatchEntry {
+  uint32_t index = 0;
+  absl::StatusOr<Lease> lease;
+};
+
+class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  BatchFetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                    Registry& registry, const ServerOptions& options,
+                    std::atomic<int64_t>& live_payloads, ServiceMetrics& metrics,
+                    TensorService& service)
+      : context_(context),
+        live_payloads_(live_payloads),
+        metrics_(metrics),
+        device_backend_(registry.device_backend()),
+        message_budget_(options.chunk_bytes),
+        call_(Rpc::kBatchFetch, *context, metrics) {
+    if (absl::Status status = Start(*request, registry, service); !status.ok()) {
+      outcome_ = status;
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (stream_slot_ != nullptr) stream_slot_->Touch();
+    if (finished_) return;
+    if (!ok) {
+      finished_ = true;
+      outcome_ = absl::CancelledError("batch fetch stream broken");
+      Finish(ToGrpcStatus(outcome_));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override {
+    metrics_.AddRemoteBytesSent(bytes_sent_);
+    metrics_.AddBatchItems(Rpc::kBatchFetch, items_ok_, items_failed_);
+    call_.End(outcome_);
+    if (large_ != nullptr) large_->Unref();
+    delete this;
+  }
+
+ private:
+  absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
+                     TensorService& service) {
+    v1::BatchFetchRequest request;
+    const absl::Status parsed = ParseFromByteBuffer(request_bytes, request, "batch fetch request");
+    TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant, service.AdmitCall(context_, "BatchFetch"));
+    TENSORD_RETURN_IF_ERROR(parsed);
+    const int selectors = (request.items_size() > 0 ? 1 : 0) + (request.has_prefix() ? 1 : 0) +
+                          (request.group_version() != 0 ? 1 : 0);
+    if (selectors != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch fetch names ", request.items_size(), " items",
+          request.has_prefix() ? absl::StrCat(", prefix '", request.prefix(), "'") : "",
+          request.group_version() != 0 ? absl::StrCat(", group ", request.group_version()) : "",
+          ": give exactly one of items, prefix and group_version"));
+    }
+    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("BatchFetch", [this] {
+      context_->TryCancel();
+    }));
+    if (request.items_size() > 0) return ChooseItems(request, grant, registry);
+    std::vector<Lease> leases;
+    if (request.has_prefix()) {
+      // A token limited to a namespace reads only inside it.
+      TENSORD_ASSIGN_OR_RETURN(std::string prefix,
+                               grant == nullptr
+                                   ? absl::StatusOr<std::string>(request.prefix())
+                                   : TokenAuthenticator::ListPrefix(*grant, request.prefix()));
+      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquirePrefix(prefix, kBatchItemLimit));
+    } else {
+      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquireGroup(request.group_version()));
+      // All of a group or nothing: a token that may not read one item gets none.
+      for (const Lease& lease : leases) {
+        TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "BatchFetch", lease->name));
+      }
+    }
+    entries_.reserve(leases.size());
+    for (Lease& lease : leases) {
+      entries_.push_back({static_cast<uint32_t>(entries_.size()), std::move(lease)});
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ChooseItems(const v1::BatchFetchRequest& request, const TokenGrant* grant,
+                           Registry& registry) {
+    if (static_cast<size_t>(request.items_size()) > kBatchItemLimit) {
+      return absl::InvalidArgumentError(absl::StrCat("batch fetch of ", request.items_size(),
+                                                     " items; at most ", kBatchItemLimit,
+                                                     " per batch"));
+    }
+    entries_.resize(request.items_size());
+    std::vector<NameVersion> wanted;
+    std::vector<uint32_t> wanted_index;
+    wanted.reserve(request.items_size());
+    for (int i = 0; i < request.items_size(); ++i) {
+      const v1::NameVersion& item = request.items(i);
+      entries_[i].index = static_cast<uint32_t>(i);
+      if (absl::Status allowed = TensorService::CheckName(grant, "BatchFetch", item.name());
+          !allowed.ok()) {
+        entries_[i].lease = allowed;
+        continue;
+      }
+      wanted.push_back({item.name(), item.version()});
+      wanted_index.push_back(static_cast<uint32_t>(i));
+    }
+    std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      entries_[wanted_index[i]].lease = std::move(leases[i]);
+    }
+    return absl::OkStatus();
+  }
+
+  // The bytes of a small version, copied out (device versions included).
+  absl::StatusOr<std::string> CopyOut(const TensorVersion& version) const {
+    if (version.total_bytes == 0) return std::string();
+    if (version.device_memory == nullptr) {
+      return std::string(reinterpret_cast<const char*>(version.buffer->data()),
+                         version.total_bytes);
+    }
+    std::string bytes(version.total_bytes, '\0');
+    TENSORD_RETURN_IF_ERROR(device_backend_->CopyDeviceToHost(
+        bytes.data(), *version.device_memory, 0, version.total_bytes, nullptr));
+    return bytes;
+  }
+
+  void WriteNext() {
+    if (large_ != nullptr) {
+      WriteLargeChunk();
+      return;
+    }
+    v1::BatchFetchResponse response;
+    v1::BatchFetchItems* items = response.mutable_items();
+    uint64_t packed_bytes = 0;
+    while (next_entry_ < entries_.size()) {
+      BatchEntry& entry = entries_[next_entry_];
+      const uint64_t size = entry.lease.ok() ? (*entry.lease)->total_bytes : 0;
+      const bool inline_bytes = size <= kMaxInlineBatchItemBytes;
+      // Always at least one item per message; otherwise stay in budget.
+      if (items->items_size() > 0 && inline_bytes && packed_bytes + size > message_budget_) break;
+      ++next_entry_;
+      v1::BatchFetchItem* item = items->add_items();
+      item->set_index(entry.index);
+      if (!entry.lease.ok()) {
+        item->mutable_status()->set_code(static_cast<int32_t>(entry.lease.status().code()));
+        item->mutable_status()->set_message(std::string(entry.lease.status().message()));
+        ++items_failed_;
+        continue;
+      }
+      const TensorVersion& version = **entry.lease;
+      if (!inline_bytes && version.device_memory != nullptr) {
+        item->mutable_status()->set_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+        item->mutable_status()->set_message(absl::StrCat(
+            "tensor '", version.name, "' is ", size, " bytes in ", DeviceLabel(version.layout.device),
+            " memory; batch fetch copies device tensors of up to ", kMaxInlineBatchItemBytes,
+            " bytes, fetch it with Fetch"));
+        ++items_failed_;
+        continue;
+      }
+      InfoToProto(InfoOf(version), item->mutable_info());
+      ++items_ok_;
+      bytes_sent_ += size;
+      if (!inline_bytes) {
+        // Its chunks follow this message; packing stops here.
+        large_ = new PayloadHold(*std::move(entry.lease), live_payloads_);
+        large_offset_ = 0;
+        break;
+      }
+      absl::StatusOr<std::string> bytes = CopyOut(version);
+      if (!bytes.ok()) {
+        FailStream(bytes.status());
+        return;
+      }
+      item->set_inline_data(*std::move(bytes));
+      packed_bytes += size;
+      entry.lease = absl::CancelledError("sent");  // the lease ends once the bytes are copied
+    }
+    if (items->items_size() == 0) {
+      finished_ = true;  // nothing matched: an empty stream
+      Finish(grpc::Status::OK);
+      return;
+    }
+    message_ = SerializeToByteBuffer(response);
+    Write();
+  }
+
+  void WriteLargeChunk() {
+    const TensorVersion& version = large_->version();
+    const uint64_t size = std::min<uint64_t>(message_budget_, version.total_bytes - large_offset_);
+    large_->Ref();  // dropped by gRPC through UnrefCallback
+    message_ = MakeChunkBuffer(large_offset_, version.buffer->data() + large_offset_, size,
+                               &PayloadHold::UnrefCallback, large_);
+    large_offset_ += size;
+    if (large_offset_ == version.total_bytes) {
+      large_->Unref();
+      large_ = nullptr;
+    }
+    Write();
+  }
+
+  void FailStream(const absl::Status& status) {
+    finished_ = true;
+    outcome_ = status;
+    Finish(ToGrpcStatus(status));
+  }
+
+  // The last message carries the final status too.
+  void Write() {
+    if (large_ == nullptr && next_entry_ == entries_.size()) {
+      finished_ = true;
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&message_);
+    }
+  }
+
+  grpc::CallbackServerContext* const context_;
+  std::atomic<int64_t>& live_payloads_;
+  ServiceMetrics& metrics_;
+  DeviceBackend* const device_backend_;
+  const uint64_t message_budget_;
+  CallRecord call_;
+  absl::Status outcome_;
+  std::vector<BatchEntry> entries_;
+  size_t next_entry_ = 0;
+  // The large item whose chunks are being sent, and the next chunk's offset.
+  PayloadHold* large_ = nullptr;
+  uint64_t large_offset_ = 0;
+  grpc::ByteBuffer message_;
+  bool finished_ = false;
+  uint64_t bytes_sent_ = 0;
+  uint64_t items_ok_ = 0;
+  uint64_t items_failed_ = 0;
+  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::BatchFetch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new BatchFetchReactor(context, request, registry_, options_, live_payloads_, metrics_,
+                               *this);
+}
+
+}  // namespace tensord

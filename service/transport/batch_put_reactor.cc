@@ -1,0 +1,388 @@
+// BatchPut: many items in one client stream. Small items arrive whole in
+// BatchPutItems messages; others as a header and chunks, copied into their
+// version's buffer as PutReactor does. Each item is checked, reserved and
+// published (or, in an atomic batch, held for one group publish) exactly as
+// a single Put; a bad item fails only itself, its bytes skipped.
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/crc32c.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/transport/call_record.h"
+#include "service/transport/request_validation.h"
+#include "service/transport/tensor_service.h"
+#include "service/wire/batch_limits.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "service/wire/status_conversion.h"
+
+namespace tensord {
+namespace {
+
+constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
+
+void SetItemStatus(const absl::Status& status, v1::ItemStatus* proto) {
+  proto->set_code(static_cast<int32_t>(status.code()));
+  proto->set_message(std::string(status.message()));
+}
+
+class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  BatchPutReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
+                  Registry& registry, const ServerOptions& options, ServiceMetrics& metrics,
+                  TensorService& service)
+      : context_(context),
+        response_(response),
+        registry_(registry),
+        options_(options),
+        metrics_(metrics),
+        call_(Rpc::kBatchPut, *context, metrics) {
+    if (absl::Status status = Admit(service); !status.ok()) {
+      FinishWith(status);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (stream_slot_ != nullptr) stream_slot_->Touch();
+    if (!ok) {
+      FinishWith(EndOfStream());
+      return;
+    }
+    if (absl::Status status = HandleMessage(); !status.ok()) {
+      FinishWith(status);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override {
+    const bool large = received_total_ >= kTrimAfterBytes;
+    metrics_.AddRemoteBytesReceived(received_total_);
+    metrics_.AddBatchItems(Rpc::kBatchPut, published_, failed_);
+    call_.End(outcome_);
+    delete this;
+    if (large) ::malloc_trim(0);
+  }
+
+ private:
+  // The item whose chunks are arriving.
+  struct OpenItem {
+    size_t index = 0;
+    std::string name;
+    uint64_t total_bytes = 0;
+    uint64_t received = 0;
+    uint32_t crc32c = 0;
+    std::optional<uint32_t> expected_crc32c;
+    // Unset when the item already failed: its chunks are only counted.
+    std::optional<PendingVersion> pending;
+  };
+
+  absl::Status Admit(TensorService& service) {
+    TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, "BatchPut"));
+    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("BatchPut", [this] {
+      idle_cancelled_.store(true, std::memory_order_relaxed);
+      context_->TryCancel();
+    }));
+    return absl::OkStatus();
+  }
+
+  absl::Status HandleMessage() {
+    TENSORD_RETURN_IF_ERROR(decoder_.Decode(request_));
+    const StreamMessage& message = decoder_.message();
+    switch (message.kind) {
+      case StreamMessage::Kind::kHeader: return StartChunkedItem(message.header);
+      case StreamMessage::Kind::kChunk: return CopyChunk(message);
+      case StreamMessage::Kind::kEmpty: break;
+    }
+    // Options and whole small items are not in the decoder's fields.
+    v1::BatchPutRequest request;
+    TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_, request, "batch put message"));
+    switch (request.kind_case()) {
+      case v1::BatchPutRequest::kOptions:
+        if (messages_ > 0) {
+          return absl::InvalidArgumentError("batch put options must be the stream's first message");
+        }
+        atomic_ = request.options().atomic();
+        ++messages_;
+        return absl::OkStatus();
+      case v1::BatchPutRequest::kItems:
+        for (v1::BatchPutItem& item : *request.mutable_items()->mutable_items()) {
+          TENSORD_RETURN_IF_ERROR(TakeWholeItem(item));
+        }
+        ++messages_;
+        return absl::OkStatus();
+      default: break;
+    }
+    return absl::InvalidArgumentError(
+        "batch put message carries no options, items, header or chunk");
+  }
+
+  // A new item: its result slot, and the checks and reservation of a Put.
+  absl::StatusOr<size_t> BeginItem() {
+    ++messages_;
+    if (open_.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put item ", open_->index, " ('", open_->name, "') got ", open_->received, " of ",
+          open_->total_bytes, " bytes before the next item began"));
+    }
+    if (response_proto_.items_size() >= static_cast<int>(kBatchItemLimit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put has more than ", kBatchItemLimit, " items, the most one batch takes; "
+          "split it"));
+    }
+    response_proto_.add_items();
+    return static_cast<size_t>(response_proto_.items_size() - 1);
+  }
+
+  absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header) {
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
+    TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchPut", put.name));
+    if (IsDeviceLayout(put.layout)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch put carries host tensors only; put device tensor '", put.name, "' (",
+          DeviceLabel(put.layout.device), ") with Put"));
+    }
+    return registry_.Prepare(std::move(put.name), std::move(put.layout), put.total_bytes,
+                             put.retention);
+  }
+
+  absl::Status TakeWholeItem(const v1::BatchPutItem& item) {
+    TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
+    received_total_ += item.data().size();
+    if (item.data().size() != item.header().total_bytes()) {
+      FailItem(index, absl::InvalidArgumentError(absl::StrCat(
+                          "batch put item ", index, " ('", item.header().name(), "') declares ",
+                          item.header().total_bytes(), " bytes but carries ", item.data().size())));
+      return absl::OkStatus();
+    }
+    absl::StatusOr<PendingVersion> pending = PrepareItem(item.header());
+    if (!pending.ok()) {
+      FailItem(index, pending.status());
+      return absl::OkStatus();
+    }
+    const auto* bytes = reinterpret_cast<const uint8_t*>(item.data().data());
+    if (absl::Status written = pending->buffer->Write(0, bytes, item.data().size());
+        !written.ok()) {
+      FailItem(index, written);
+      return absl::OkStatus();
+    }
+    pending->crc32c = Crc32c(bytes, item.data().size());
+    std::optional<uint32_t> expected;
+    if (item.header().has_crc32c()) expected = item.header().crc32c();
+    CompleteItem(index, *std::move(pending), expected);
+    return absl::OkStatus();
+  }
+
+  absl::Status StartChunkedItem(const std::string& header_bytes) {
+    TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
+    v1::PutHeader header;
+    if (!header.ParseFromString(header_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put item ", index, ": header is not a valid tensord.v1.PutHeader"));
+    }
+    OpenItem item;
+    item.index = index;
+    item.name = header.name();
+    item.total_bytes = header.total_bytes();
+    if (header.has_crc32c()) item.expected_crc32c = header.crc32c();
+    absl::StatusOr<PendingVersion> pending = PrepareItem(header);
+    if (pending.ok()) {
+      item.pending = *std::move(pending);
+    } else {
+      FailItem(index, pending.status());  // its chunks are still read, and dropped
+    }
+    open_ = std::move(item);
+    if (open_->total_bytes == 0) CloseOpenItem();
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyChunk(const StreamMessage& chunk) {
+    ++messages_;
+    if (!open_.has_value()) {
+      return absl::InvalidArgumentError(
+          "batch put sent a chunk that belongs to no item (chunks follow a PutHeader)");
+    }
+    OpenItem& item = *open_;
+    if (chunk.chunk_offset != item.received) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put item ", item.index, " ('", item.name, "') sent a chunk at offset ",
+          chunk.chunk_offset, " but ", item.received,
+          " bytes have arrived; chunks must be contiguous and in order"));
+    }
+    if (chunk.chunk_size > item.total_bytes - item.received) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put item ", item.index, " ('", item.name, "') sent a chunk [", chunk.chunk_offset,
+          ", +", chunk.chunk_size, ") beyond total_bytes ", item.total_bytes));
+    }
+    if (item.pending.has_value()) {
+      for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
+        item.crc32c = Crc32cExtend(item.crc32c, piece.data(), piece.size());
+      }
+      if (absl::Status written = item.pending->buffer->Write(item.received, chunk.chunk_pieces);
+          !written.ok()) {
+        FailItem(item.index, written);
+        item.pending.reset();
+      }
+    }
+    item.received += chunk.chunk_size;
+    received_total_ += chunk.chunk_size;
+    if (item.received == item.total_bytes) CloseOpenItem();
+    return absl::OkStatus();
+  }
+
+  void CloseOpenItem() {
+    OpenItem item = *std::move(open_);
+    open_.reset();
+    if (!item.pending.has_value()) return;
+    item.pending->crc32c = item.crc32c;
+    CompleteItem(item.index, *std::move(item.pending), item.expected_crc32c);
+  }
+
+  // Every byte of an item is in: publish it, or keep it for the group.
+  void CompleteItem(size_t index, PendingVersion pending, std::optional<uint32_t> expected) {
+    if (atomic_) {
+      // The registry checks the rest at the group publish.
+      if (expected.has_value() && *expected != *pending.crc32c) {
+        FailItem(index, absl::DataLossError(absl::StrCat(
+                            "crc32c of the bytes of '", pending.name, "' is ", *pending.crc32c,
+                            " but the producer declared ", *expected)));
+        return;
+      }
+      group_.push_back(std::move(pending));
+      group_indexes_.push_back(index);
+      return;
+    }
+    absl::StatusOr<VersionInfo> info = registry_.Publish(std::move(pending), expected);
+    if (!info.ok()) {
+      FailItem(index, info.status());
+      return;
+    }
+    SetPublished(index, *info);
+  }
+
+  void SetPublished(size_t index, const VersionInfo& info) {
+    v1::BatchPutItemResult* result = response_proto_.mutable_items(static_cast<int>(index));
+    result->set_version(info.version);
+    result->set_crc32c(info.crc32c);
+    result->set_created_unix_nanos(absl::ToUnixNanos(info.created));
+    ++published_;
+    published_bytes_ += info.total_bytes;
+  }
+
+  void FailItem(size_t index, const absl::Status& status) {
+    SetItemStatus(status, response_proto_.mutable_items(static_cast<int>(index))->mutable_status());
+    ++failed_;
+    if (first_failure_.empty()) {
+      first_failure_ = absl::StrCat("item ", index, ": ", status.message());
+    }
+  }
+
+  // All or nothing: a failed item, or a failed group publish, leaves every
+  // item unpublished and says why on each.
+  void PublishGroup() {
+    if (group_.empty() && failed_ == 0) return;
+    absl::Status refused;
+    std::vector<VersionInfo> infos;
+    if (failed_ > 0) {
+      refused = absl::AbortedError(absl::StrCat(
+          "not published: the atomic batch publishes all items or none, and ", first_failure_));
+    } else {
+      absl::StatusOr<std::vector<VersionInfo>> published = registry_.PublishGroup(std::move(group_));
+      if (published.ok()) {
+        infos = *std::move(published);
+      } else {
+        refused = published.status();
+      }
+    }
+    group_.clear();  // unpublished bytes and reservations go now
+    if (!refused.ok()) {
+      for (size_t index : group_indexes_) FailItem(index, refused);
+      return;
+    }
+    for (size_t i = 0; i < infos.size(); ++i) SetPublished(group_indexes_[i], infos[i]);
+    response_proto_.set_group_version(infos.front().version);
+  }
+
+  absl::Status EndOfStream() {
+    if (idle_cancelled_.load(std::memory_order_relaxed)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "batch put sent nothing for longer than the stream idle timeout; cancelled after ",
+          published_, " published items"));
+    }
+    if (context_->IsCancelled()) {
+      return absl::CancelledError(absl::StrCat("batch put cancelled by the client after ",
+                                               published_, " published items"));
+    }
+    if (open_.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch put item ", open_->index, " ('", open_->name, "') ended after ", open_->received,
+          " of ", open_->total_bytes, " bytes; ", published_, " earlier items were published"));
+    }
+    if (atomic_) PublishGroup();
+    Log(LogLevel::kInfo, "batch_put",
+        {{"items", response_proto_.items_size()}, {"published", published_},
+         {"failed", failed_}, {"bytes", published_bytes_},
+         {"group_version", response_proto_.group_version()}, {"peer", context_->peer()},
+         {"request_id", call_.request_id()}});
+    *response_ = SerializeToByteBuffer(response_proto_);
+    return absl::OkStatus();
+  }
+
+  void FinishWith(const absl::Status& status) {
+    outcome_ = status;
+    if (!status.ok()) {
+      Log(LogLevel::kInfo, "batch_put_failed",
+          {{"published", published_}, {"peer", context_->peer()},
+           {"request_id", call_.request_id()},
+           {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
+      open_.reset();
+      group_.clear();
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_;
+  Registry& registry_;
+  const ServerOptions& options_;
+  ServiceMetrics& metrics_;
+  CallRecord call_;
+  absl::Status outcome_;
+  grpc::ByteBuffer request_;
+  ByteBufferDecoder decoder_;
+  bool atomic_ = false;
+  uint64_t messages_ = 0;
+  std::optional<OpenItem> open_;
+  // Atomic batches: the complete items, and their positions in the batch.
+  std::vector<PendingVersion> group_;
+  std::vector<size_t> group_indexes_;
+  v1::BatchPutResponse response_proto_;
+  std::string first_failure_;
+  uint64_t published_ = 0;
+  uint64_t failed_ = 0;
+  uint64_t published_bytes_ = 0;
+  uint64_t received_total_ = 0;
+  const TokenGrant* grant_ = nullptr;
+  std::atomic<bool> idle_cancelled_{false};
+  // Last: its destructor waits out a watchdog cancel that may still touch
+  // the members above.
+  std::unique_ptr<ActiveStreams::Slot> stream_slot_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::BatchPut(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new BatchPutReactor(context, response, registry_, options_, metrics_, *this);
+}
+
+}  // namespace tensord

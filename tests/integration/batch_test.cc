@@ -1,0 +1,332 @@
+// BatchPut and BatchFetch against real servers: items that fail only
+// themselves, atomic groups that publish whole or not at all and are read
+// whole, the per-batch item limit, and tokens checked per item.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_pki.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr DLDataType kU8{kDLUInt, 8, 1};
+
+// Host tensors and the batch items that point at them.
+struct Batch {
+  std::vector<HostTensor> tensors;
+  std::vector<BatchPutItem> items;
+
+  void Add(const std::string& name, size_t size, uint64_t seed,
+           Retention retention = Retention::kDefault) {
+    tensors.push_back(CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed)));
+    names.push_back(name);
+    retentions.push_back(retention);
+  }
+  // Call once every tensor is added (their DLTensors must not move after).
+  std::span<const BatchPutItem> Items() {
+    items.clear();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      items.push_back(BatchPutItem{names[i], tensors[i].dl(), retentions[i]});
+    }
+    return items;
+  }
+
+  std::vector<std::string> names;
+  std::vector<Retention> retentions;
+};
+
+class BatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start({"--max-tensor-bytes=1MiB"}); }
+
+  void Start(std::vector<std::string> flags) {
+    ServerProcessOptions options;
+    options.flags = std::move(flags);
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = ConnectClient(server_->address(), RemoteClientOptions());
+    ASSERT_NE(client_, nullptr);
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(BatchTest, EachItemPublishesOrFailsOnItsOwn) {
+  Batch batch;
+  batch.Add("b/small", 4096, 1);
+  batch.Add("b/too-big", (1 << 20) + 1, 2);  // over --max-tensor-bytes
+  batch.Add("b/large", 300 * 1024, 3);       // header and chunks
+  batch.Add("b/empty", 0, 4);
+  batch.Add("b/cache", 100, 5, Retention::kCache);
+  absl::StatusOr<BatchPutResult> put = client_->BatchPut(batch.Items());
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->items.size(), 5u);
+  EXPECT_EQ(put->group_version, 0u);
+  EXPECT_EQ(put->items[1].status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(MessageMentions(put->items[1].status(), "b/too-big")) << put->items[1].status();
+  for (size_t i : {0, 2, 3, 4}) {
+    ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
+    EXPECT_EQ(put->items[i]->name, batch.names[i]);
+    EXPECT_EQ(put->items[i]->total_bytes, batch.tensors[i].storage.size());
+  }
+  // Each item of a plain batch is its own version, as a Put would be.
+  EXPECT_LT(put->items[0]->version, put->items[2]->version);
+  EXPECT_EQ(put->items[4]->retention, Retention::kCache);
+  EXPECT_EQ(client_->Stat("b/too-big").status().code(), absl::StatusCode::kNotFound);
+
+  const std::vector<TensorRef> wanted = {
+      {"b/large", 0}, {"b/missing", 0}, {"b/small", put->items[0]->version}, {"bad name", 0},
+      {"b/empty", 0}, {"b/small", 999999}};
+  FetchOptions verify;
+  verify.verify_crc32c = true;
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = client_->BatchFetch(wanted, verify);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), wanted.size());
+  ASSERT_TRUE((*fetched)[0].ok()) << (*fetched)[0].status();
+  EXPECT_EQ(TensorBytes(*(*fetched)[0]), batch.tensors[2].storage);
+  EXPECT_EQ((*fetched)[1].status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*fetched)[2].ok()) << (*fetched)[2].status();
+  EXPECT_EQ(TensorBytes(*(*fetched)[2]), batch.tensors[0].storage);
+  EXPECT_EQ((*fetched)[3].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*fetched)[4].ok()) << (*fetched)[4].status();
+  EXPECT_EQ((*fetched)[4]->info().total_bytes, 0u);
+  EXPECT_EQ((*fetched)[5].status().code(), absl::StatusCode::kNotFound);
+
+  // The whole prefix, in name order, from one cut.
+  absl::StatusOr<std::vector<Tensor>> all = client_->BatchFetchPrefix("b/");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].info().name, "b/cache");
+  EXPECT_EQ((*all)[3].info().name, "b/small");
+  EXPECT_EQ(TensorBytes((*all)[3]), batch.tensors[0].storage);
+  absl::StatusOr<std::vector<Tensor>> none = client_->BatchFetchPrefix("nothing/");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(BatchTest, AnAtomicBatchPublishesWholeOrNotAtAll) {
+  Batch bad;
+  bad.Add("model/w0", 1000, 1);
+  bad.Add("model/w1", (1 << 20) + 1, 2);
+  bad.Add("model/w2", 200 * 1024, 3);
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> refused = client_->BatchPut(bad.Items(), atomic);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->group_version, 0u);
+  EXPECT_EQ(refused->items[1].status().code(), absl::StatusCode::kResourceExhausted);
+  for (size_t i : {0, 2}) {
+    EXPECT_EQ(refused->items[i].status().code(), absl::StatusCode::kAborted) << i;
+    EXPECT_TRUE(MessageMentions(refused->items[i].status(), "model/w1"))
+        << refused->items[i].status();
+  }
+  absl::StatusOr<ListResult> listed = client_->List("model/");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->tensors.empty());
+
+  Batch good;
+  good.Add("model/w0", 1000, 11);
+  good.Add("model/w1", 4096, 12);
+  good.Add("model/w2", 200 * 1024, 13);
+  absl::StatusOr<BatchPutResult> first = client_->BatchPut(good.Items(), atomic);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_NE(first->group_version, 0u);
+  for (const auto& item : first->items) {
+    ASSERT_TRUE(item.ok()) << item.status();
+    EXPECT_EQ(item->version, first->group_version);
+  }
+  absl::StatusOr<std::vector<Tensor>> group = client_->BatchFetchGroup(first->group_version);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(TensorBytes((*group)[i]), good.tensors[i].storage);
+
+  // Republished: the old group is gone once nobody holds it; the new one is whole.
+  Batch next;
+  next.Add("model/w0", 1000, 21);
+  next.Add("model/w1", 4096, 22);
+  next.Add("model/w2", 200 * 1024, 23);
+  absl::StatusOr<BatchPutResult> second = client_->BatchPut(next.Items(), atomic);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->group_version, first->group_version);
+  absl::Status old = client_->BatchFetchGroup(first->group_version).status();
+  EXPECT_EQ(old.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(MessageMentions(old, "no longer whole")) << old;
+  absl::StatusOr<std::vector<Tensor>> latest = client_->BatchFetchPrefix("model/");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*latest)[i].info().version, second->group_version);
+    EXPECT_EQ(TensorBytes((*latest)[i]), next.tensors[i].storage);
+  }
+  EXPECT_EQ(client_->BatchFetchGroup(second->group_version + 1000).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // One name twice cannot be one group.
+  Batch twice;
+  twice.Add("model/w0", 10, 1);
+  twice.Add("model/w0", 10, 2);
+  absl::StatusOr<BatchPutResult> duplicate = client_->BatchPut(twice.Items(), atomic);
+  ASSERT_TRUE(duplicate.ok()) << duplicate.status();
+  EXPECT_EQ(duplicate->items[0].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageMentions(duplicate->items[0].status(), "appears twice"));
+}
+
+// A reader fetching the group's prefix while a writer republishes it never
+// sees items from two versions.
+TEST_F(BatchTest, ReadersNeverSeeHalfOfAGroup) {
+  constexpr int kItems = 6;
+  constexpr int kRounds = 60;
+  auto publish = [&](int round) {
+    Batch batch;
+    for (int i = 0; i < kItems; ++i) {
+      batch.Add(absl::StrCat("weights/", i), i == 0 ? 100 * 1024 : 2048, round);
+    }
+    BatchPutOptions atomic;
+    atomic.atomic = true;
+    absl::StatusOr<BatchPutResult> put = client_->BatchPut(batch.Items(), atomic);
+    ASSERT_TRUE(put.ok()) << put.status();
+    ASSERT_NE(put->group_version, 0u) << put->items[0].status();
+  };
+  publish(0);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int round = 1; round <= kRounds; ++round) publish(round);
+    done = true;
+  });
+  std::unique_ptr<Client> reader = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(reader, nullptr);
+  int reads = 0;
+  int torn = 0;
+  while ((!done || reads == 0) && reads < 5000) {
+    absl::StatusOr<std::vector<Tensor>> items = reader->BatchFetchPrefix("weights/");
+    ASSERT_TRUE(items.ok()) << items.status();
+    ASSERT_EQ(items->size(), static_cast<size_t>(kItems));
+    // Every item's bytes follow the same round's pattern.
+    int rounds_matched = 0;
+    for (int round = 0; round <= kRounds; ++round) {
+      if (TensorBytes((*items)[1]) != PatternBytes(2048, round)) continue;
+      ++rounds_matched;
+      for (int i = 0; i < kItems; ++i) {
+        if ((*items)[i].info().version != (*items)[0].info().version ||
+            TensorBytes((*items)[i]) != PatternBytes(i == 0 ? 100 * 1024 : 2048, round)) {
+          ++torn;
+        }
+      }
+    }
+    ASSERT_EQ(rounds_matched, 1) << "read " << reads;
+    ++reads;
+  }
+  writer.join();
+  EXPECT_EQ(torn, 0) << "in " << reads << " reads";
+}
+
+// More items than one batch takes: BatchPut splits them into calls, and a
+// prefix that matches more than one batch holds is refused, naming the limit.
+TEST_F(BatchTest, TheItemLimitSplitsPutsAndRefusesOverlongPrefixes) {
+  const size_t count = kMaxBatchItems + 10;
+  std::vector<uint8_t> byte = {7};
+  HostTensor one = CompactTensor(kU8, {1}, byte);
+  std::vector<std::string> names;
+  names.reserve(count);
+  std::vector<BatchPutItem> items;
+  items.reserve(count);
+  for (size_t i = 0; i < count; ++i) names.push_back(absl::StrCat("many/", i));
+  for (size_t i = 0; i < count; ++i) items.push_back(BatchPutItem{names[i], one.dl()});
+  uint64_t last_progress = 0;
+  BatchPutOptions options;
+  options.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, count);
+    last_progress = done;
+  };
+  absl::StatusOr<BatchPutResult> put = client_->BatchPut(items, options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->items.size(), count);
+  EXPECT_EQ(last_progress, count);
+  for (size_t i = 0; i < count; i += 4099) EXPECT_TRUE(put->items[i].ok()) << i;
+  EXPECT_TRUE(put->items.back().ok()) << put->items.back().status();
+
+  absl::Status over = client_->BatchFetchPrefix("many/").status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(MessageMentions(over, absl::StrCat("more than ", kMaxBatchItems))) << over;
+
+  std::vector<TensorRef> wanted;
+  for (size_t i = 0; i < count; ++i) wanted.push_back({names[i], 0});
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = client_->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), count);
+  for (size_t i = 0; i < count; i += 997) {
+    ASSERT_TRUE((*fetched)[i].ok()) << i << ": " << (*fetched)[i].status();
+    EXPECT_EQ(TensorBytes(*(*fetched)[i]), byte);
+  }
+
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::Status too_many = client_->BatchPut(items, atomic).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageMentions(too_many, absl::StrCat(kMaxBatchItems))) << too_many;
+}
+
+TEST(BatchAuthTest, TokensAreCheckedPerItem) {
+  constexpr char kAdmin[] = "admin-token-0123456789abcdef";
+  constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
+  TempDir dir;
+  WriteFile(dir.File("tokens"),
+            absl::StrCat(kAdmin, " admin\n", kTeamA, " read,write team-a/\n"));
+  ServerProcessOptions options;
+  options.flags = {"--tokens-file=" + dir.File("tokens")};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto connect = [&](const char* token) {
+    ClientOptions client_options = RemoteClientOptions();
+    client_options.bearer_token = token;
+    return ConnectClient((*server)->address(), client_options);
+  };
+  std::unique_ptr<Client> admin = connect(kAdmin);
+  std::unique_ptr<Client> team_a = connect(kTeamA);
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(team_a, nullptr);
+
+  Batch batch;
+  batch.Add("team-a/x", 64, 1);
+  batch.Add("team-b/y", 64, 2);
+  absl::StatusOr<BatchPutResult> put = team_a->BatchPut(batch.Items());
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_TRUE(put->items[0].ok()) << put->items[0].status();
+  EXPECT_EQ(put->items[1].status().code(), absl::StatusCode::kPermissionDenied);
+
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> group = admin->BatchPut(batch.Items(), atomic);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_NE(group->group_version, 0u) << group->items[0].status();
+  // A group with a name the token may not read is refused whole.
+  EXPECT_EQ(team_a->BatchFetchGroup(group->group_version).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(admin->BatchFetchGroup(group->group_version).ok());
+  const std::vector<TensorRef> wanted = {{"team-a/x", 0}, {"team-b/y", 0}};
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = team_a->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_TRUE((*fetched)[0].ok());
+  EXPECT_EQ((*fetched)[1].status().code(), absl::StatusCode::kPermissionDenied);
+  // A prefix outside the token's namespace is refused; an empty one means its own.
+  EXPECT_EQ(team_a->BatchFetchPrefix("team-b/").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<std::vector<Tensor>> own = team_a->BatchFetchPrefix("");
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_EQ(own->size(), 1u);
+  EXPECT_EQ((*own)[0].info().name, "team-a/x");
+}
+
+}  // namespace
+}  // namespace tensord::testing

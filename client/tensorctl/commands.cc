@@ -29,6 +29,8 @@ std::span<const OptionSpec> Options() {
       {kPinOption, "", OptionKind::kFlag, "", "retention pinned: never evicted, kept in snapshots"},
       {kDeviceOption, "", OptionKind::kText, "DEV",
        "where the server stores the tensor: cpu (default) or cuda:N (device N of its backend)"},
+      {kAtomicOption, "", OptionKind::kFlag, "",
+       "publish every tensor under one version at once, or none of them"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -104,6 +106,23 @@ std::span<const CommandSpec> Commands() {
        .max_arguments = 1,
        .options = {kPrefixOption},
        .run = RunLoad},
+      {.name = "put-many",
+       .arguments = "DIR|FILE.safetensors",
+       .summary = "publish every .npy file under DIR (named by its path, less .npy) or every "
+                  "tensor of a .safetensors file, many per call",
+       .min_arguments = 1,
+       .max_arguments = 1,
+       .options = {kPrefixOption, kAtomicOption, kCacheOption, kPinOption},
+       .run = RunPutMany},
+      {.name = "get-many",
+       .arguments = "PREFIX",
+       .summary = "fetch every tensor whose name starts with PREFIX (with --version: of that "
+                  "atomic group) into DIR/NAME.npy, NAME less PREFIX",
+       .min_arguments = 1,
+       .max_arguments = 1,
+       .options = {kOutputOption, kVersionOption},
+       .required_options = {kOutputOption},
+       .run = RunGetMany},
       // run is null: main() prints the usage text itself.
       {.name = "help", .summary = "show this text"},
   };

@@ -28,6 +28,7 @@ inline constexpr std::string_view kPrefixOption = "--prefix";
 inline constexpr std::string_view kCacheOption = "--cache";
 inline constexpr std::string_view kPinOption = "--pin";
 inline constexpr std::string_view kDeviceOption = "--device";
+inline constexpr std::string_view kAtomicOption = "--atomic";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";
@@ -50,6 +51,9 @@ absl::Status RunRemove(Client& client, const Invocation& invocation);
 // load FILE.safetensors (load_command.cc)
 absl::Status RunLoad(Client& client, const Invocation& invocation);
 
+// put-many DIR|FILE.safetensors, get-many PREFIX -o DIR (batch_commands.cc)
+absl::Status RunPutMany(Client& client, const Invocation& invocation);
+absl::Status RunGetMany(Client& client, const Invocation& invocation);
 // health, snapshot (catalog_commands.cc)
 absl::Status RunHealth(Client& client, const Invocation& invocation);
 absl::Status RunSnapshot(Client& client, const Invocation& invocation);

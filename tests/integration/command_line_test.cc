@@ -1,7 +1,9 @@
 // The command lines of tensord and tensorctl as users type them: --help and
 // --version exit 0 and say what they should, unknown flags and commands are
-// refused with the nearest known one named.
+// refused with the nearest known one named; put-many and get-many against a
+// real server.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/server_process.h"
+#include "tests/integration/test_pki.h"
+#include "tests/integration/test_support.h"
 
 namespace tensord {
 namespace {
@@ -171,6 +178,75 @@ TEST(TensorctlCommandLineTest, HelpExitsZeroAndTyposGetASuggestion) {
   const ProgramRun option = RunProgram(kTensorctl, {"get", "w", "--outptu", "w.npy"});
   EXPECT_EQ(option.exit_code, 2);
   EXPECT_THAT(option.err, HasSubstr("unknown option '--outptu'; did you mean '--output'?"));
+}
+
+// A .npy file of `bytes` as uint8 of shape (N,), as numpy writes it.
+std::string NpyOfBytes(const std::vector<uint8_t>& bytes) {
+  std::string header = absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (",
+                                    bytes.size(), ",), }");
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string file = "\x93NUMPY\x01";
+  file += '\0';  // format version 1.0
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  file += header;
+  file.append(bytes.begin(), bytes.end());
+  return file;
+}
+
+TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("in").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(dir.File("in/layer1").c_str(), 0700), 0);
+  const std::vector<std::string> names = {"embed", "layer1/bias", "layer1/weight"};
+  std::vector<std::vector<uint8_t>> contents;
+  for (size_t i = 0; i < names.size(); ++i) {
+    contents.push_back(testing::PatternBytes(i == 2 ? 200 * 1024 : 1000 + i, i));
+    testing::WriteFile(dir.File("in/" + names[i] + ".npy"), NpyOfBytes(contents.back()));
+  }
+  testing::WriteFile(dir.File("in/notes.txt"), "not a tensor");
+  const std::string server_flag = "--server=" + (*server)->address();
+
+  const ProgramRun put =
+      RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "m/", "--atomic", server_flag});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_THAT(put.out, HasSubstr("3 of 3 tensors"));
+  EXPECT_THAT(put.out, HasSubstr("group version"));
+  std::unique_ptr<Client> client =
+      testing::ConnectClient((*server)->address(), testing::RemoteClientOptions());
+  ASSERT_NE(client, nullptr);
+  absl::StatusOr<std::vector<Tensor>> stored = client->BatchFetchPrefix("m/");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 3u);
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ((*stored)[i].info().name, "m/" + names[i]);
+    EXPECT_EQ((*stored)[i].info().version, (*stored)[0].info().version);  // one group
+    EXPECT_EQ(testing::TensorBytes((*stored)[i]), contents[i]);
+  }
+
+  const ProgramRun get = RunProgram(kTensorctl, {"get-many", "m/layer1/", "-o", dir.File("out"), server_flag});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_THAT(get.out, HasSubstr("2 tensors"));
+  for (size_t i : {1, 2}) {
+    const std::string file = ReadFile(dir.File("out/" + names[i].substr(7) + ".npy"));
+    ASSERT_GE(file.size(), contents[i].size()) << names[i];
+    EXPECT_EQ(file.substr(file.size() - contents[i].size()),
+              std::string(contents[i].begin(), contents[i].end()))
+        << names[i];
+  }
+
+  // A bad file stops the command before anything is sent.
+  testing::WriteFile(dir.File("in/broken.npy"), "not npy");
+  const ProgramRun broken = RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "x/", server_flag});
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_THAT(broken.err, HasSubstr("broken.npy"));
+  absl::StatusOr<ListResult> none = client->List("x/");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tensors.empty());
 }
 
 }  // namespace

@@ -53,4 +53,13 @@ size_t ArenaMappings::mapped() const {
   return count;
 }
 
+std::vector<std::pair<uint64_t, std::shared_ptr<const ArenaMapping>>> ArenaMappings::Pin() const {
+  std::vector<std::pair<uint64_t, std::shared_ptr<const ArenaMapping>>> pinned;
+  MutexLock lock(&mutex_);
+  for (const auto& [id, weak] : arenas_) {
+    if (std::shared_ptr<const ArenaMapping> held = weak.lock()) pinned.emplace_back(id, std::move(held));
+  }
+  return pinned;
+}
+
 }  // namespace tensord

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -50,6 +52,9 @@ class ArenaMappings {
 
   // Arenas mapped now (for tests and diagnostics).
   size_t mapped() const;
+  // The arenas mapped now, kept mapped while the result lives: what a batch
+  // acquire tells the server it need not send again.
+  std::vector<std::pair<uint64_t, std::shared_ptr<const ArenaMapping>>> Pin() const;
 
  private:
   mutable Mutex mutex_;

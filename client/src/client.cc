@@ -12,6 +12,7 @@
 #include "client/src/transport_selector.h"
 #include "service/common/status_macros.h"
 #include "service/common/tensor_name.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 
@@ -19,6 +20,20 @@ struct Client::Rep {
   explicit Rep(const ClientOptions& options, std::shared_ptr<RemoteTransport> remote)
       : transports(options.path, options.handoff_socket, std::move(remote)) {}
   TransportSelector transports;
+
+  // One batch fetch on the transport the rule picks. An item only gRPC can
+  // serve (use_remote) makes kAuto fetch the whole batch over gRPC, so the
+  // items stay one consistent cut.
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
+                                                                 const FetchOptions& options) {
+    absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = transports.Run(
+        [&](ClientTransport& transport) { return transport.BatchFetch(selection, options); });
+    if (!fetched.ok() || transports.path() == TransferPath::kLocal) return fetched;
+    for (const absl::StatusOr<Tensor>& item : *fetched) {
+      if (IsUseRemote(item.status())) return transports.remote().BatchFetch(selection, options);
+    }
+    return fetched;
+  }
 };
 
 Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
@@ -171,11 +186,11 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     valid_index.push_back(i);
   }
   for (size_t start = 0; start < valid.size(); start += kMaxBatchItems) {
-    BatchFetchSelection selection;
+    BatchSelection selection;
     selection.items =
         std::span<const TensorRef>(valid).subspan(start, std::min(kMaxBatchItems, valid.size() - start));
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
-                             rep_->transports.remote().BatchFetch(selection, options));
+                             rep_->BatchFetch(selection, options));
     for (size_t i = 0; i < fetched.size(); ++i) {
       result[valid_index[start + i]] = std::move(fetched[i]);
     }
@@ -203,9 +218,9 @@ absl::StatusOr<std::vector<Tensor>> AllOrFirstFailure(
 absl::StatusOr<std::vector<Tensor>> Client::BatchFetchPrefix(absl::string_view prefix,
                                                              const FetchOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
-  BatchFetchSelection selection;
+  BatchSelection selection;
   selection.prefix = std::string(prefix);
-  return AllOrFirstFailure(rep_->transports.remote().BatchFetch(selection, options));
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
 }
 
 absl::StatusOr<std::vector<Tensor>> Client::BatchFetchGroup(uint64_t group_version,
@@ -213,9 +228,19 @@ absl::StatusOr<std::vector<Tensor>> Client::BatchFetchGroup(uint64_t group_versi
   if (group_version == 0) {
     return absl::InvalidArgumentError("group version 0 names no group");
   }
-  BatchFetchSelection selection;
+  BatchSelection selection;
   selection.group_version = group_version;
-  return AllOrFirstFailure(rep_->transports.remote().BatchFetch(selection, options));
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
+}
+
+absl::StatusOr<std::vector<TensorInfo>> Client::SealGroup(
+    std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c) {
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalTransport> local, rep_->transports.Local());
+  if (local == nullptr) {
+    return absl::UnavailableError(
+        "SealGroup seals local creates, and this client has no local handoff connection");
+  }
+  return local->SealGroup(writers, send_crc32c);
 }
 
 absl::StatusOr<SnapshotResult> Client::Snapshot() { return rep_->transports.remote().Snapshot(); }

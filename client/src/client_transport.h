@@ -9,7 +9,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -17,6 +20,13 @@
 #include "tensord/tensor.h"
 
 namespace tensord {
+
+// What one batch fetch chooses: exactly one of the three.
+struct BatchSelection {
+  std::span<const TensorRef> items;  // at most kMaxBatchItems
+  std::optional<std::string> prefix;
+  uint64_t group_version = 0;
+};
 
 // Implementations are thread-safe. Arguments have been validated by Client
 // (tensor name, host tensor layout) before a transport sees them.
@@ -42,6 +52,11 @@ class ClientTransport {
   virtual absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
                                                const FetchOptions& options) = 0;
 
+  // Many tensors leased at one moment: one result per item (in request
+  // order, or name order for a prefix or group), each failing on its own;
+  // an item only gRPC can serve fails with use_remote.
+  virtual absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
+      const BatchSelection& selection, const FetchOptions& options) = 0;
   // A buffer in the server's memory for a new version, filled in place.
   virtual absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name,
                                                                DLDataType dtype,

@@ -1,6 +1,7 @@
 #include "client/src/handoff_connection.h"
 
 #include "absl/strings/str_cat.h"
+#include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
 #include "service/wire/status_conversion.h"
 
@@ -25,13 +26,19 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
   }
-  absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket_.get());
+  // A batch answer's packets are larger and carry many fds.
+  const bool batch = request.kind_case() == v1::HandoffRequest::kAcquireMany ||
+                     request.kind_case() == v1::HandoffRequest::kAcquireMore;
+  absl::StatusOr<ReceivedPacket> packet =
+      batch ? ReceivePacket(socket_.get(), kMaxBatchPacketBytes, kMaxFdsPerPacket)
+            : ReceivePacket(socket_.get());
   if (!packet.ok()) {
     socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
   }
   Response response;
   response.fd = std::move(packet->fd);
+  response.more_fds = std::move(packet->more_fds);
   if (!response.message.ParseFromString(packet->bytes) ||
       response.message.request_id() != request.request_id()) {
     socket_.Reset();
@@ -47,6 +54,11 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffRequest request) {
   MutexLock lock(&mutex_);
+  return CallAuthenticatingLocked(request);
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatingLocked(
+    v1::HandoffRequest& request) {
   absl::StatusOr<Response> response = CallLocked(request);
   if (response.status().code() != absl::StatusCode::kPermissionDenied || authenticated_ ||
       !token_source_) {
@@ -60,6 +72,22 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffR
   if (!authenticated.ok()) return authenticated.status();
   authenticated_ = true;
   return CallLocked(request);
+}
+
+absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::CallBatch(
+    v1::HandoffRequest request) {
+  std::vector<Response> packets;
+  // All under the lock: another request of this process would end the answer.
+  MutexLock lock(&mutex_);
+  TENSORD_ASSIGN_OR_RETURN(Response first, CallAuthenticatingLocked(request));
+  packets.push_back(std::move(first));
+  while (packets.back().message.acquire_many().more()) {
+    v1::HandoffRequest more;
+    more.mutable_acquire_more();
+    TENSORD_ASSIGN_OR_RETURN(Response next, CallLocked(more));
+    packets.push_back(std::move(next));
+  }
+  return packets;
 }
 
 void HandoffConnection::ReleaseLease(uint64_t lease_id) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -28,12 +29,16 @@ class HandoffConnection {
   struct Response {
     v1::HandoffResponse message;
     ScopedFd fd;
+    std::vector<ScopedFd> more_fds;  // a batch answer's fds after the first
   };
   // Sends `request` and returns the server's answer; a non-OK code in the
   // answer comes back as that status. Authenticates once with a token and
   // retries when the server refuses our credentials.
   absl::StatusOr<Response> Call(v1::HandoffRequest request);
 
+  // A batch acquire: every packet of the answer (AcquireMore while one
+  // says more), in order, each with its fds.
+  absl::StatusOr<std::vector<Response>> CallBatch(v1::HandoffRequest request);
   // Ends a lease; errors are ignored (a broken connection ended it anyway).
   void ReleaseLease(uint64_t lease_id);
 
@@ -51,6 +56,9 @@ class HandoffConnection {
         socket_(std::move(socket)),
         token_source_(std::move(token_source)) {}
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // CallLocked, authenticating with a token and retrying once when refused.
+  absl::StatusOr<Response> CallAuthenticatingLocked(v1::HandoffRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string path_;

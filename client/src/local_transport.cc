@@ -188,87 +188,105 @@ void AbortCreate(HandoffConnection& connection, uint64_t create_id) {
   (void)connection.Call(std::move(request));
 }
 
-class LocalTensorWriter final : public TensorWriter {
- public:
-  LocalTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
-                    Mapping mapping, uint64_t size)
-      : connection_(std::move(connection)),
-        create_id_(create_id),
-        mapping_(std::move(mapping)),
-        size_(size) {}
-  ~LocalTensorWriter() override {
-    if (open_) {
-      mapping_.Unmap();
-      AbortCreate(*connection_, create_id_);
-    }
-  }
-  void* data() override { return mapping_.data(); }
-  uint64_t size() const override { return size_; }
+}  // namespace
 
-  absl::StatusOr<TensorInfo> Seal(bool send_crc32c) override {
-    if (!open_) return absl::FailedPreconditionError("tensor writer was already sealed");
+// A writer of a create pending on the server: sealed alone (Seal) or with
+// others as one atomic group (LocalTransport::SealGroup).
+class PendingCreateWriter : public TensorWriter {
+ public:
+  PendingCreateWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id)
+      : connection_(std::move(connection)), create_id_(create_id) {}
+
+  absl::StatusOr<TensorInfo> Seal(bool send_crc32c) final {
+    TENSORD_ASSIGN_OR_RETURN(v1::SealRequest seal, PrepareSeal(send_crc32c));
     v1::HandoffRequest request;
-    request.mutable_seal()->set_create_id(create_id_);
-    if (send_crc32c) request.mutable_seal()->set_crc32c(Crc32c(mapping_.data(), size_));
-    // The server refuses to seal while a writable mapping exists.
-    mapping_.Unmap();
-    open_ = false;
+    *request.mutable_seal() = std::move(seal);
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
                              connection_->Call(std::move(request)));
     return InfoFromProto(response.message.seal().info());
   }
 
+  // The seal of this create: its checksum when asked, then this process's
+  // view of the bytes closed (the server refuses to seal while a writable
+  // mapping exists). The writer is closed from then on; on error it is
+  // still open (and its destructor aborts the create).
+  absl::StatusOr<v1::SealRequest> PrepareSeal(bool send_crc32c) {
+    if (!open_) return absl::FailedPreconditionError("tensor writer was already sealed");
+    v1::SealRequest seal;
+    seal.set_create_id(create_id_);
+    if (send_crc32c) {
+      TENSORD_ASSIGN_OR_RETURN(uint32_t crc, Checksum());
+      seal.set_crc32c(crc);
+    }
+    CloseView();
+    open_ = false;
+    return seal;
+  }
+
+  const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
+  // Gives up a create whose seal was prepared but will not be sent.
+  void AbortPrepared() { AbortCreate(*connection_, create_id_); }
+
+ protected:
+  // Aborts the create when the writer goes unsealed.
+  void AbortIfOpen() {
+    if (!open_) return;
+    CloseView();
+    AbortCreate(*connection_, create_id_);
+    open_ = false;
+  }
+
  private:
+  virtual absl::StatusOr<uint32_t> Checksum() = 0;
+  virtual void CloseView() = 0;
+
   std::shared_ptr<HandoffConnection> connection_;
   const uint64_t create_id_;
+  bool open_ = true;
+};
+
+namespace {
+
+class LocalTensorWriter final : public PendingCreateWriter {
+ public:
+  LocalTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
+                    Mapping mapping, uint64_t size)
+      : PendingCreateWriter(std::move(connection), create_id),
+        mapping_(std::move(mapping)),
+        size_(size) {}
+  ~LocalTensorWriter() override { AbortIfOpen(); }
+  void* data() override { return mapping_.data(); }
+  uint64_t size() const override { return size_; }
+
+ private:
+  absl::StatusOr<uint32_t> Checksum() override { return Crc32c(mapping_.data(), size_); }
+  void CloseView() override { mapping_.Unmap(); }
+
   Mapping mapping_;
   const uint64_t size_;
-  bool open_ = true;
 };
 
 // A producer's import of a pending device create. Not cached: it is the only
 // import of that allocation until the seal publishes it, and it is closed
 // before the seal is sent.
-class DeviceTensorWriter final : public TensorWriter {
+class DeviceTensorWriter final : public PendingCreateWriter {
  public:
   DeviceTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
                      DeviceBackend* importer, std::unique_ptr<ImportedMemory> memory,
                      uint64_t size, DLDevice device)
-      : connection_(std::move(connection)),
-        create_id_(create_id),
+      : PendingCreateWriter(std::move(connection), create_id),
         importer_(importer),
         memory_(std::move(memory)),
         size_(size),
         device_(device) {}
-  ~DeviceTensorWriter() override {
-    if (open_) {
-      memory_.reset();
-      AbortCreate(*connection_, create_id_);
-    }
-  }
+  ~DeviceTensorWriter() override { AbortIfOpen(); }
   void* data() override { return memory_ ? memory_->data() : kEmptyBytes; }
   uint64_t size() const override { return size_; }
   DLDevice device() const override { return device_; }
 
-  absl::StatusOr<TensorInfo> Seal(bool send_crc32c) override {
-    if (!open_) return absl::FailedPreconditionError("tensor writer was already sealed");
-    v1::HandoffRequest request;
-    request.mutable_seal()->set_create_id(create_id_);
-    if (send_crc32c) {
-      absl::StatusOr<uint32_t> crc = DeviceCrc32c();
-      if (!crc.ok()) return crc.status();  // still open: the destructor aborts
-      request.mutable_seal()->set_crc32c(*crc);
-    }
-    memory_.reset();  // closed before the server publishes the bytes
-    open_ = false;
-    TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
-                             connection_->Call(std::move(request)));
-    return InfoFromProto(response.message.seal().info());
-  }
-
  private:
   // The producer's bytes, copied to the host in bounded pieces.
-  absl::StatusOr<uint32_t> DeviceCrc32c() {
+  absl::StatusOr<uint32_t> Checksum() override {
     if (memory_ == nullptr) return Crc32c(nullptr, 0);
     constexpr uint64_t kStagingBytes = uint64_t{4} << 20;
     std::vector<uint8_t> staging(std::min(kStagingBytes, size_));
@@ -281,14 +299,13 @@ class DeviceTensorWriter final : public TensorWriter {
     }
     return crc;
   }
+  // Closed before the server publishes the bytes.
+  void CloseView() override { memory_.reset(); }
 
-  std::shared_ptr<HandoffConnection> connection_;
-  const uint64_t create_id_;
   DeviceBackend* const importer_;  // the process cache's, never destroyed
   std::unique_ptr<ImportedMemory> memory_;
   const uint64_t size_;
   const DLDevice device_;
-  bool open_ = true;
 };
 
 }  // namespace
@@ -392,32 +409,42 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
       acquire->clear_held_versions();
       continue;
     }
-    // From here on the lease ends with `held`, also on the error paths.
-    auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
-    if (held->on_device()) {
-      TENSORD_RETURN_IF_ERROR(ImportDevice(*held, acquired, std::move(response.fd)));
-    } else if (acquired.arena_id() != 0) {
-      TENSORD_RETURN_IF_ERROR(MapArenaSlot(*held, acquired, std::move(response.fd)));
-    } else {
-      if (!response.fd.valid()) {
-        return absl::InternalError(
-            absl::StrCat("handoff of '", held->info().name, "' came without an fd"));
-      }
-      // Older servers leave mapping_bytes unset: the bytes themselves.
-      held->SetMemfd(std::move(response.fd),
-                     std::max(acquired.mapping_bytes(), held->info().total_bytes));
-    }
-    MutexLock lock(&mutex_);
-    absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
-    held_[key] = held;
-    return held;
+    return Adopt(acquired, std::move(info), std::move(response.fd));
   }
   return absl::UnavailableError(absl::StrCat("could not hold tensor '", name, "'"));
+}
+
+absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
+    const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd) {
+  auto key = std::make_pair(info.name, info.version);
+  // From here on the lease ends with `held`, also on the error paths.
+  auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
+  if (held->on_device()) {
+    TENSORD_RETURN_IF_ERROR(ImportDevice(*held, acquired, std::move(fd)));
+  } else if (acquired.arena_id() != 0) {
+    TENSORD_RETURN_IF_ERROR(MapArenaSlot(*held, acquired, std::move(fd)));
+  } else {
+    if (!fd.valid()) {
+      return absl::InternalError(
+          absl::StrCat("handoff of '", held->info().name, "' came without an fd"));
+    }
+    // Older servers leave mapping_bytes unset: the bytes themselves.
+    held->SetMemfd(std::move(fd), std::max(acquired.mapping_bytes(), held->info().total_bytes));
+  }
+  MutexLock lock(&mutex_);
+  absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
+  held_[std::move(key)] = held;
+  return held;
 }
 
 absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const FetchOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
                            Hold(name, options.version, options.device_to_host));
+  return TensorOf(std::move(held), options);
+}
+
+absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> held,
+                                                const FetchOptions& options) {
   TensorInfo info = held->info();
   if (held->on_device()) {
     return Tensor(std::move(info), std::make_shared<DeviceTensorMemory>(std::move(held)));
@@ -431,6 +458,77 @@ absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const Fetch
   TENSORD_ASSIGN_OR_RETURN(Mapping mapping, held->PrivateMapping());
   return Tensor(std::move(info),
                 std::make_shared<PrivateMappingMemory>(std::move(held), std::move(mapping)));
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
+    const BatchSelection& selection, const FetchOptions& options) {
+  v1::HandoffRequest request;
+  v1::AcquireManyRequest* acquire = request.mutable_acquire_many();
+  for (const TensorRef& item : selection.items) {
+    v1::NameVersion* wanted = acquire->add_items();
+    wanted->set_name(item.name);
+    wanted->set_version(item.version);
+  }
+  if (selection.prefix.has_value()) acquire->set_prefix(*selection.prefix);
+  acquire->set_group_version(selection.group_version);
+  acquire->set_host_only(options.device_to_host);
+  acquire->set_accepts_arena_slots(true);
+  // Mapped until the answer is in, so the server need not send their fds.
+  const auto pinned = arenas_.Pin();
+  for (const auto& [id, arena] : pinned) acquire->add_mapped_arena_ids(id);
+  TENSORD_ASSIGN_OR_RETURN(std::vector<HandoffConnection::Response> packets,
+                           connection_->CallBatch(std::move(request)));
+
+  std::vector<absl::StatusOr<Tensor>> results;
+  if (!selection.items.empty()) {
+    results.reserve(selection.items.size());
+    for (size_t i = 0; i < selection.items.size(); ++i) {
+      results.emplace_back(absl::InternalError("the server sent no answer for it"));
+    }
+  }
+  // Every lease of the answer is adopted (so each ends when its holder goes,
+  // also after an error below).
+  absl::Status malformed;
+  for (HandoffConnection::Response& packet : packets) {
+    std::vector<ScopedFd> fds;
+    if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
+    for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
+    size_t next_fd = 0;
+    for (const v1::AcquiredItem& item : packet.message.acquire_many().items()) {
+      absl::StatusOr<Tensor> tensor = [&]() -> absl::StatusOr<Tensor> {
+        if (item.status().code() != 0) {
+          absl::Status refusal(static_cast<absl::StatusCode>(item.status().code()),
+                               item.status().message());
+          return item.use_remote() ? MarkUseRemote(std::move(refusal)) : refusal;
+        }
+        ScopedFd fd;
+        if (item.fd_attached()) {
+          if (next_fd == fds.size()) return absl::InternalError("batch answer lacks an item's fd");
+          fd = std::move(fds[next_fd++]);
+        }
+        absl::StatusOr<TensorInfo> info = InfoFromProto(item.acquire().info());
+        if (!info.ok()) {
+          connection_->ReleaseLease(item.acquire().lease_id());
+          return info.status();
+        }
+        TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
+                                 Adopt(item.acquire(), *std::move(info), std::move(fd)));
+        return TensorOf(std::move(held), options);
+      }();
+      if (!selection.items.empty()) {
+        if (item.index() >= results.size()) {
+          malformed = absl::InternalError(absl::StrCat("batch answer names item ", item.index(),
+                                                       " of ", results.size()));
+          continue;
+        }
+        results[item.index()] = std::move(tensor);
+      } else {
+        results.push_back(std::move(tensor));
+      }
+    }
+  }
+  TENSORD_RETURN_IF_ERROR(malformed);
+  return results;
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,
@@ -513,6 +611,39 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
   }
   return std::unique_ptr<TensorWriter>(new DeviceTensorWriter(
       connection_, create_id, importer, std::move(memory), size, device));
+}
+
+absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
+    std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c) {
+  if (writers.empty()) return absl::InvalidArgumentError("a group needs at least one writer");
+  std::vector<PendingCreateWriter*> creates;
+  for (size_t i = 0; i < writers.size(); ++i) {
+    auto* create = dynamic_cast<PendingCreateWriter*>(writers[i].get());
+    if (create == nullptr || create->connection() != connection_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "writer ", i, " was not made by this client's local Create; a group is sealed on the "
+          "connection that created all of its tensors"));
+    }
+    creates.push_back(create);
+  }
+  v1::HandoffRequest request;
+  for (size_t i = 0; i < creates.size(); ++i) {
+    absl::StatusOr<v1::SealRequest> seal = creates[i]->PrepareSeal(send_crc32c);
+    if (!seal.ok()) {
+      // Nothing is sent: the creates already closed are given up here, the
+      // rest when their writers go.
+      for (size_t done = 0; done < i; ++done) creates[done]->AbortPrepared();
+      return seal.status();
+    }
+    *request.mutable_seal_group()->add_seals() = *std::move(seal);
+  }
+  TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
+                           connection_->Call(std::move(request)));
+  std::vector<TensorInfo> infos;
+  for (const v1::TensorInfo& info : response.message.seal_group().infos()) {
+    TENSORD_ASSIGN_OR_RETURN(infos.emplace_back(), InfoFromProto(info));
+  }
+  return infos;
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLTensor& tensor,

@@ -60,11 +60,23 @@ class LocalTransport final : public ClientTransport {
                                                        std::span<const int64_t> shape,
                                                        const CreateOptions& options) override;
 
+  // Seals creates of this transport's connection as one atomic group
+  // (SealGroupRequest). Every writer is closed by the call, sealed or not.
+  absl::StatusOr<std::vector<TensorInfo>> SealGroup(
+      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c);
+  // Many leases in one request (AcquireMany): mapped as Fetch maps one.
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
+      const BatchSelection& selection, const FetchOptions& options) override;
   const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
 
  private:
   absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version,
                                                     bool host_only);
+  // A new lease's HeldVersion: its memfd, arena slot or device import.
+  absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const v1::AcquireResponse& acquired,
+                                                     TensorInfo info, ScopedFd fd);
+  // The Tensor a fetch returns from a held version (see Fetch).
+  absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options);
   // Maps (or finds mapped) the arena a new lease's slot lies in.
   absl::Status MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
   // Imports the device memory a new lease came with into `held`.

@@ -237,7 +237,7 @@ absl::StatusOr<BatchPutResult> RemoteTransport::BatchPut(std::span<const BatchPu
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
-    const BatchFetchSelection& selection, const FetchOptions& options) {
+    const BatchSelection& selection, const FetchOptions& options) {
   v1::BatchFetchRequest request;
   for (const TensorRef& item : selection.items) {
     v1::NameVersion* wanted = request.add_items();

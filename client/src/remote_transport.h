@@ -25,13 +25,6 @@ struct ServerHandoffInfo {
   std::string boot_id;         // of the server's host
 };
 
-// What one BatchFetch call chooses: exactly one of the three.
-struct BatchFetchSelection {
-  std::span<const TensorRef> items;  // at most kMaxBatchItems
-  std::optional<std::string> prefix;
-  uint64_t group_version = 0;
-};
-
 // Thread-safe.
 class RemoteTransport final : public ClientTransport {
  public:
@@ -57,11 +50,11 @@ class RemoteTransport final : public ClientTransport {
   absl::StatusOr<ListResult> List(absl::string_view prefix, uint32_t page_size,
                                   absl::string_view page_token);
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version);
-  // One call each (at most kMaxBatchItems items); remote_batch.cc.
+  // One call (at most kMaxBatchItems items); remote_batch.cc.
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
                                           const BatchPutOptions& options);
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
-      const BatchFetchSelection& selection, const FetchOptions& options);
+      const BatchSelection& selection, const FetchOptions& options) override;
   absl::StatusOr<SnapshotResult> Snapshot();
   absl::StatusOr<std::string> Health(absl::string_view service);
   absl::StatusOr<ServerHandoffInfo> GetServerInfo();

@@ -86,19 +86,28 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {
 }
 
 absl::Status SendPacket(int socket_fd, absl::string_view bytes, int fd_to_pass) {
+  if (fd_to_pass < 0) return SendPacket(socket_fd, bytes, std::span<const int>());
+  return SendPacket(socket_fd, bytes, std::span<const int>(&fd_to_pass, 1));
+}
+
+absl::Status SendPacket(int socket_fd, absl::string_view bytes, std::span<const int> fds) {
+  if (fds.size() > kMaxFdsPerPacket) {
+    return absl::InvalidArgumentError(absl::StrCat("packet of ", fds.size(),
+                                                   " fds; the limit is ", kMaxFdsPerPacket));
+  }
   iovec io{const_cast<char*>(bytes.data()), bytes.size()};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd_to_pass >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerPacket)] = {};
+  if (!fds.empty()) {
     message.msg_control = control;
-    message.msg_controllen = sizeof(control);
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
     cmsghdr* header = CMSG_FIRSTHDR(&message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd_to_pass, sizeof(int));
+    header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
   }
   while (true) {
     ssize_t sent = ::sendmsg(socket_fd, &message, MSG_NOSIGNAL);
@@ -107,16 +116,16 @@ absl::Status SendPacket(int socket_fd, absl::string_view bytes, int fd_to_pass) 
   }
 }
 
-absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd) {
+absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd, size_t max_bytes, size_t max_fds) {
   ReceivedPacket packet;
-  packet.bytes.resize(kMaxPacketBytes);
+  packet.bytes.resize(max_bytes);
   iovec io{packet.bytes.data(), packet.bytes.size()};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  // Room for a few fds so that extra ones are received (and closed) rather
-  // than left to the kernel's truncation.
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+  // Room for more fds than allowed so that extra ones are received (and
+  // closed) rather than left to the kernel's truncation.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (kMaxFdsPerPacket + 8))] = {};
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
   ssize_t received;
@@ -124,7 +133,7 @@ absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd) {
     received = ::recvmsg(socket_fd, &message, MSG_CMSG_CLOEXEC);
   } while (received < 0 && errno == EINTR);
   if (received < 0) return ErrnoStatus(errno, "recvmsg");
-  int fd_count = 0;
+  size_t fd_count = 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
        header = CMSG_NXTHDR(&message, header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
@@ -132,18 +141,21 @@ absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd) {
     for (size_t i = 0; i < count; ++i) {
       int fd = -1;
       std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      if (fd_count++ == 0) {
+      if (fd_count == 0) {
         packet.fd.Reset(fd);
+      } else if (fd_count < max_fds) {
+        packet.more_fds.emplace_back(fd);
       } else {
         ::close(fd);
       }
+      ++fd_count;
     }
   }
   if (received == 0 && fd_count == 0) return absl::UnavailableError("handoff socket closed by the peer");
-  if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fd_count > 1) {
+  if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fd_count > max_fds) {
     return absl::InvalidArgumentError(absl::StrCat("handoff packet truncated or carrying ", fd_count,
-                                                   " fds; the limit is ", kMaxPacketBytes,
-                                                   " bytes and one fd"));
+                                                   " fds; the limit is ", max_bytes,
+                                                   " bytes and ", max_fds, " fd(s)"));
   }
   packet.bytes.resize(static_cast<size_t>(received));
   return packet;

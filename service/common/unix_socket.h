@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,17 +41,29 @@ struct PeerCredentials {
 // SO_PEERCRED of a connected socket.
 absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd);
 
+// Most fds one packet carries (SCM_RIGHTS takes up to 253 per message).
+inline constexpr size_t kMaxFdsPerPacket = 64;
+// Largest packet of a batch answer: within the socket's default send
+// buffer (net.core.wmem_default, 208 KiB), so one sendmsg always fits an
+// empty socket.
+inline constexpr size_t kMaxBatchPacketBytes = 160 * 1024;
+
 // Sends one packet, with `fd_to_pass` as SCM_RIGHTS when >= 0.
 absl::Status SendPacket(int socket_fd, absl::string_view bytes, int fd_to_pass = -1);
+// Sends one packet with up to kMaxFdsPerPacket fds as SCM_RIGHTS.
+absl::Status SendPacket(int socket_fd, absl::string_view bytes, std::span<const int> fds);
 
 struct ReceivedPacket {
   std::string bytes;
   ScopedFd fd;  // invalid when none came
+  std::vector<ScopedFd> more_fds;  // the fds after the first, in order
 };
-// Receives one packet (blocking unless the socket is non-blocking).
-// UNAVAILABLE with "closed" when the peer has gone; INVALID_ARGUMENT for a
-// truncated packet or more than one passed fd (extra fds are closed).
-absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd);
+// Receives one packet of up to `max_bytes` bytes and `max_fds` fds
+// (blocking unless the socket is non-blocking). UNAVAILABLE with "closed"
+// when the peer has gone; INVALID_ARGUMENT for a truncated packet or more
+// fds than allowed (extra fds are closed).
+absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd, size_t max_bytes = kMaxPacketBytes,
+                                             size_t max_fds = 1);
 
 }  // namespace tensord
 

@@ -324,8 +324,12 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
 }
 
 absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
-    std::vector<PendingVersion> group) {
+    std::vector<PendingVersion> group, std::span<const std::optional<uint32_t>> expected_crc32c) {
   if (group.empty()) return absl::InvalidArgumentError("an atomic group needs at least one item");
+  if (!expected_crc32c.empty() && expected_crc32c.size() != group.size()) {
+    return absl::InternalError(absl::StrCat("atomic group of ", group.size(), " items with ",
+                                            expected_crc32c.size(), " expected checksums"));
+  }
   const uint64_t restored_version = group.front().restored_version;
   std::vector<std::string> names;
   names.reserve(group.size());
@@ -344,9 +348,11 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
   }
   std::vector<std::shared_ptr<TensorVersion>> versions;
   versions.reserve(group.size());
-  for (PendingVersion& pending : group) {
+  for (size_t i = 0; i < group.size(); ++i) {
+    PendingVersion& pending = group[i];
     const std::string name = pending.name;
-    absl::StatusOr<std::shared_ptr<TensorVersion>> sealed = Seal(pending, std::nullopt);
+    absl::StatusOr<std::shared_ptr<TensorVersion>> sealed =
+        Seal(pending, expected_crc32c.empty() ? std::nullopt : expected_crc32c[i]);
     if (!sealed.ok()) {
       return absl::Status(sealed.status().code(),
                           absl::StrCat("atomic group not published: item '", name, "': ",

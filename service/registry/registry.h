@@ -160,7 +160,10 @@ class Registry {
   // (INVALID_ARGUMENT) and a group that would take max_tensors past its
   // limit (RESOURCE_EXHAUSTED). A restored group (every item's
   // restored_version equal) keeps its number.
-  absl::StatusOr<std::vector<VersionInfo>> PublishGroup(std::vector<PendingVersion> group);
+  // `expected_crc32c`, when not empty, has one entry per item (as Publish's).
+  absl::StatusOr<std::vector<VersionInfo>> PublishGroup(
+      std::vector<PendingVersion> group,
+      std::span<const std::optional<uint32_t>> expected_crc32c = {});
 
   // A lease on `version` of `name` (0 = latest). NOT_FOUND names what is
   // missing; an older version is found while someone still holds it.

@@ -140,7 +140,7 @@ void HandoffServer::Run() {
         } else {
           // Requests never carry fds; one that does is closed by `packet`.
           HandoffSession::Reply reply = connection.session->Handle(packet->bytes, now);
-          absl::Status sent = SendPacket(connection.socket.get(), reply.bytes, reply.fd);
+          absl::Status sent = SendPacket(connection.socket.get(), reply.bytes, reply.fds);
           if (!sent.ok()) {
             Log(LogLevel::kWarning, "handoff_send_failed",
                 {{"peer_pid", connection.session->peer().pid}, {"error", sent.ToString()}});

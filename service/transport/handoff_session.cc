@@ -15,9 +15,9 @@
 namespace tensord {
 
 HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Time now) {
-  // The previous reply has been sent: its exported fd is no longer needed
+  // The previous reply has been sent: its exported fds are no longer needed
   // (the keepalive, kept with the lease or create, holds the memory).
-  sent_export_fd_.Reset();
+  sent_export_fds_.clear();
   v1::HandoffRequest request;
   v1::HandoffResponse response;
   Reply reply;
@@ -27,12 +27,12 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
         absl::StrCat("handoff packet of ", packet.size(), " bytes is not a HandoffRequest"));
   } else {
     response.set_request_id(request.request_id());
-    status = Dispatch(request, now, response, reply.fd);
+    status = Dispatch(request, now, response, reply.fds);
   }
   if (!status.ok()) {
     if (IsFdExhaustion(status)) FdExhaustionLog().Note("handoff request", status.message(), now);
     response.clear_kind();
-    reply.fd = -1;
+    reply.fds.clear();
     response.set_code(static_cast<int32_t>(status.code()));
     response.set_message(std::string(status.message()));
     response.set_use_remote(IsUseRemote(status));
@@ -42,12 +42,12 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
 }
 
 int HandoffSession::KeepUntilSent(ScopedFd fd) {
-  sent_export_fd_ = std::move(fd);
-  return sent_export_fd_.get();
+  sent_export_fds_.push_back(std::move(fd));
+  return sent_export_fds_.back().get();
 }
 
 absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::Time now,
-                                      v1::HandoffResponse& response, int& fd) {
+                                      v1::HandoffResponse& response, std::vector<int>& fds) {
   if (request.kind_case() == v1::HandoffRequest::kAuthenticate) {
     return Authenticate(request.authenticate());
   }
@@ -57,13 +57,36 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
         ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
         "authenticate with a token from IssueHandoffToken"));
   }
+  // Any other request ends an unfinished batch answer (its leases stay).
+  if (request.kind_case() != v1::HandoffRequest::kAcquireMore) pending_packets_.clear();
+  int fd = -1;
+  absl::Status status;
   switch (request.kind_case()) {
-    case v1::HandoffRequest::kAcquire: return Acquire(request.acquire(), *response.mutable_acquire(), fd);
-    case v1::HandoffRequest::kRelease: return Release(request.release());
+    case v1::HandoffRequest::kAcquire:
+      status = Acquire(request.acquire(), *response.mutable_acquire(), fd);
+      break;
     case v1::HandoffRequest::kCreate:
-      return Create(request.create(), now, *response.mutable_create(), fd);
+      status = Create(request.create(), now, *response.mutable_create(), fd);
+      break;
+    case v1::HandoffRequest::kAcquireMany:
+      return AcquireMany(request.acquire_many(), *response.mutable_acquire_many(), fds);
+    case v1::HandoffRequest::kAcquireMore:
+      return AcquireMore(*response.mutable_acquire_many(), fds);
+    default:
+      return DispatchWithoutFd(request, response);
+  }
+  if (fd >= 0) fds.push_back(fd);
+  return status;
+}
+
+absl::Status HandoffSession::DispatchWithoutFd(const v1::HandoffRequest& request,
+                                               v1::HandoffResponse& response) {
+  switch (request.kind_case()) {
+    case v1::HandoffRequest::kRelease: return Release(request.release());
     case v1::HandoffRequest::kSeal: return Seal(request.seal(), *response.mutable_seal());
     case v1::HandoffRequest::kAbort: return Abort(request.abort());
+    case v1::HandoffRequest::kSealGroup:
+      return SealGroup(request.seal_group(), *response.mutable_seal_group());
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("handoff request kind ", static_cast<int>(request.kind_case()), " is unknown"));
@@ -209,6 +232,48 @@ absl::Status HandoffSession::Seal(const v1::SealRequest& request, v1::SealRespon
       {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
        {"peer_pid", peer_.pid}});
   InfoToProto(info, response.mutable_info());
+  return absl::OkStatus();
+}
+
+absl::Status HandoffSession::SealGroup(const v1::SealGroupRequest& request,
+                                       v1::SealGroupResponse& response) {
+  if (request.seals_size() == 0) {
+    return absl::InvalidArgumentError("seal group names no create");
+  }
+  // Every create must be pending before any is consumed.
+  for (int i = 0; i < request.seals_size(); ++i) {
+    const uint64_t id = request.seals(i).create_id();
+    if (!creates_.contains(id)) {
+      return absl::NotFoundError(absl::StrCat(
+          "create ", id, " of the group is not pending on this connection (sealed, aborted or "
+          "reclaimed after the create timeout); nothing was sealed"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (request.seals(j).create_id() == id) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("create ", id, " appears twice in one seal group; nothing was sealed"));
+      }
+    }
+  }
+  std::vector<PendingVersion> group;
+  std::vector<std::optional<uint32_t>> expected;
+  for (const v1::SealRequest& seal : request.seals()) {
+    auto it = creates_.find(seal.create_id());
+    group.push_back(std::move(it->second.version));
+    creates_.erase(it);
+    expected.push_back(seal.has_crc32c() ? std::optional<uint32_t>(seal.crc32c()) : std::nullopt);
+  }
+  TENSORD_ASSIGN_OR_RETURN(std::vector<VersionInfo> infos,
+                           registry_.PublishGroup(std::move(group), expected));
+  uint64_t bytes = 0;
+  for (const VersionInfo& info : infos) {
+    bytes += info.total_bytes;
+    InfoToProto(info, response.add_infos());
+  }
+  metrics_.AddHandoffBytesReceived(bytes);
+  Log(LogLevel::kInfo, "seal_group",
+      {{"tensors", infos.size()}, {"version", infos.front().version}, {"bytes", bytes},
+       {"peer_pid", peer_.pid}});
   return absl::OkStatus();
 }
 

@@ -5,6 +5,9 @@
 #define TENSORD_SERVICE_TRANSPORT_HANDOFF_SESSION_H_
 
 #include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,10 +43,12 @@ class HandoffSession {
 
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
-    // To pass along (a memfd, or a device allocation's fd), owned by the
+    // To pass along (memfds, or device allocations' fds), owned by the
     // session: a memfd by its lease or create, an exported device fd until
-    // the next Handle call (send the reply before that).
-    int fd = -1;
+    // the next Handle call (send the reply before that). At most one,
+    // except in a batch acquire's packets (kMaxFdsPerPacket).
+    std::vector<int> fds;
+    int fd() const { return fds.empty() ? -1 : fds.front(); }
   };
   // Answers one packet. Never fails: every error becomes a response with a
   // canonical code and a message naming the bad value.
@@ -75,13 +80,27 @@ class HandoffSession {
   // Holds an exported fd until the reply carrying it has been sent.
   int KeepUntilSent(ScopedFd fd);
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
-                        v1::HandoffResponse& response, int& fd);
+                        v1::HandoffResponse& response, std::vector<int>& fds);
+  // The requests whose answers carry no fd.
+  absl::Status DispatchWithoutFd(const v1::HandoffRequest& request,
+                                 v1::HandoffResponse& response);
+  // Batch acquire (handoff_batch_acquire.cc): every lease at once, the
+  // answer split into packets of at most kMaxBatchPacketBytes and
+  // kMaxFdsPerPacket fds; the first goes out now, the rest on AcquireMore.
+  absl::Status AcquireMany(const v1::AcquireManyRequest& request,
+                           v1::AcquireManyResponse& response, std::vector<int>& fds);
+  absl::Status AcquireMore(v1::AcquireManyResponse& response, std::vector<int>& fds);
+  // The leases a batch acquire chose, under one registry lock, with each
+  // item's position; a refused item carries its status instead.
+  absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> ChooseBatch(
+      const v1::AcquireManyRequest& request);
   absl::Status Acquire(const v1::AcquireRequest& request, v1::AcquireResponse& response, int& fd);
   absl::Status Release(const v1::ReleaseRequest& request);
   absl::Status Create(const v1::CreateRequest& request, absl::Time now,
                       v1::CreateResponse& response, int& fd);
   absl::Status Seal(const v1::SealRequest& request, v1::SealResponse& response);
   absl::Status Abort(const v1::AbortRequest& request);
+  absl::Status SealGroup(const v1::SealGroupRequest& request, v1::SealGroupResponse& response);
   absl::Status Authenticate(const v1::AuthenticateRequest& request);
   // Exports `allocation` for the client and describes it in `proto`.
   absl::StatusOr<ExportedHandle> ExportDevice(const DeviceAllocation& allocation,
@@ -96,7 +115,16 @@ class HandoffSession {
   HandoffScope scope_;
   ServiceMetrics& metrics_;
   uint64_t next_id_ = 1;
-  ScopedFd sent_export_fd_;
+  // Exported device fds of the reply last sent, closed at the next request.
+  std::vector<ScopedFd> sent_export_fds_;
+  // A batch acquire's packets not yet asked for, with the device fds they
+  // carry.
+  struct PendingPacket {
+    v1::AcquireManyResponse items;
+    std::vector<int> fds;
+    std::vector<ScopedFd> exported_fds;
+  };
+  std::deque<PendingPacket> pending_packets_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
 };

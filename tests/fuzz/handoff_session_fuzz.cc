@@ -70,7 +70,7 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
   if (response.code() != 0) {
     Check(!response.message().empty());
     Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET);
-    Check(reply.fd == -1);
+    Check(reply.fd() == -1);
     return;
   }
   Check(request != nullptr);
@@ -82,12 +82,12 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
       Check(info.name() == request->acquire().name());
       if (request->acquire().version() != 0) Check(info.version() == request->acquire().version());
       if (response.acquire().lease_id() == 0) {
-        Check(reply.fd == -1);  // the client already holds this version
+        Check(reply.fd() == -1);  // the client already holds this version
       } else {
         // Normal pages (the registry's default): the mapping is the tensor.
         Check(response.acquire().mapping_bytes() == info.total_bytes());
-        Check(reply.fd >= 0 && FdSize(reply.fd) == response.acquire().mapping_bytes());
-        const int seals = ::fcntl(reply.fd, F_GET_SEALS);
+        Check(reply.fd() >= 0 && FdSize(reply.fd()) == response.acquire().mapping_bytes());
+        const int seals = ::fcntl(reply.fd(), F_GET_SEALS);
         Check(seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)) ==
                                 (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW));
       }
@@ -96,17 +96,48 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
     case v1::HandoffRequest::kCreate:
       Check(response.has_create() && response.create().create_id() != 0);
       Check(response.create().mapping_bytes() == request->create().total_bytes());
-      Check(reply.fd >= 0 && FdSize(reply.fd) == response.create().mapping_bytes());
+      Check(reply.fd() >= 0 && FdSize(reply.fd()) == response.create().mapping_bytes());
       Check(request->create().total_bytes() <= registry.host_bytes_used());
       break;
     case v1::HandoffRequest::kSeal:
-      Check(response.has_seal() && reply.fd == -1);
+      Check(response.has_seal() && reply.fd() == -1);
       Check(response.seal().info().version() != 0);
+      break;
+    case v1::HandoffRequest::kAcquireMany:
+    case v1::HandoffRequest::kAcquireMore: {
+      // One packet of a batch answer: within the packet limits, one fd per
+      // item that says it has one, each a sealed memfd.
+      Check(response.has_acquire_many());
+      Check(reply.bytes.size() <= kMaxBatchPacketBytes);
+      Check(reply.fds.size() <= kMaxFdsPerPacket);
+      size_t attached = 0;
+      for (const v1::AcquiredItem& item : response.acquire_many().items()) {
+        if (item.status().code() != 0) {
+          Check(!item.fd_attached() && !item.has_acquire());
+          continue;
+        }
+        Check(item.acquire().lease_id() != 0);
+        if (item.fd_attached()) {
+          Check(attached < reply.fds.size());
+          const int fd = reply.fds[attached++];
+          Check(FdSize(fd) >= item.acquire().mapping_bytes());
+          Check((::fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+        }
+      }
+      Check(attached == reply.fds.size());
+      break;
+    }
+    case v1::HandoffRequest::kSealGroup:
+      Check(response.has_seal_group() && reply.fd() == -1);
+      Check(response.seal_group().infos_size() == request->seal_group().seals_size());
+      for (const v1::TensorInfo& info : response.seal_group().infos()) {
+        Check(info.version() == response.seal_group().infos(0).version());
+      }
       break;
     case v1::HandoffRequest::kRelease:
     case v1::HandoffRequest::kAbort:
     case v1::HandoffRequest::kAuthenticate:
-      Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET && reply.fd == -1);
+      Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET && reply.fd() == -1);
       break;
     default:
       Check(false);  // an unknown kind is never OK

@@ -35,15 +35,6 @@ namespace {
 constexpr DLDataType kU8{kDLUInt, 8, 1};
 constexpr size_t kSmall = 4096;
 
-size_t CountLines(const std::string& path, const std::string& needle = "") {
-  std::ifstream file(path);
-  size_t count = 0;
-  for (std::string line; std::getline(file, line);) {
-    if (needle.empty() || line.find(needle) != std::string::npos) ++count;
-  }
-  return count;
-}
-
 // The bytes of the whole mapping (in this process) that contains `address`.
 std::string_view MappingAround(const void* address) {
   const std::string line = MapsLineOf(address);

@@ -349,6 +349,33 @@ TEST_F(MetricsEndpointTest, DeviceTensorsAreCountedUnderTheirDevice) {
   EXPECT_EQ(samples["tensord_capacity_used_bytes{device=\"cpu\"}"], 0);
 }
 
+TEST_F(MetricsEndpointTest, BatchItemsAreCountedOneByOne) {
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  HostTensor a = CompactTensor(kU8, {100}, PatternBytes(100, 1));
+  HostTensor b = CompactTensor(kU8, {200}, PatternBytes(200, 2));
+  const std::vector<BatchPutItem> items = {{"batch/a", a.dl()}, {"batch/b", b.dl()}};
+  ASSERT_TRUE(remote->BatchPut(items).ok());
+  // One name twice cannot be one atomic group: both items fail.
+  const std::vector<BatchPutItem> twice = {{"batch/a", a.dl()}, {"batch/a", b.dl()}};
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> refused = remote->BatchPut(twice, atomic);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  const std::vector<TensorRef> wanted = {{"batch/a", 0}, {"batch/missing", 0}, {"batch/b", 0}};
+  ASSERT_TRUE(remote->BatchFetch(wanted).ok());
+
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"BatchFetch\",code=\"OK\"}", 1));
+  EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"BatchPut\",code=\"OK\"}", 2));
+  std::map<std::string, double> after = Scrape();
+  EXPECT_EQ(after["tensord_batch_items_total{rpc=\"BatchPut\",result=\"ok\"}"], 2);
+  EXPECT_EQ(after["tensord_batch_items_total{rpc=\"BatchPut\",result=\"failed\"}"], 2);
+  EXPECT_EQ(after["tensord_batch_items_total{rpc=\"BatchFetch\",result=\"ok\"}"], 2);
+  EXPECT_EQ(after["tensord_batch_items_total{rpc=\"BatchFetch\",result=\"failed\"}"], 1);
+  EXPECT_EQ(after["tensord_remote_bytes_total{direction=\"sent\"}"], 300);
+  EXPECT_EQ(after["tensord_tensors{device=\"cpu\"}"], 2);
+}
+
 TEST_F(MetricsEndpointTest, UnknownPathIsNotFoundAndMetricsStillServe) {
   absl::StatusOr<std::string> missing = HttpGet(metrics_address_, "/nothing-here");
   EXPECT_FALSE(missing.ok());

@@ -159,6 +159,37 @@ TEST_F(SnapshotTest, SigtermWritesASnapshotThatTheNextStartRestores) {
   EXPECT_TRUE(HasBytes("on/shutdown", bytes));
 }
 
+TEST_F(SnapshotTest, AnAtomicGroupIsRestoredAsOneGroup) {
+  Start();
+  std::vector<HostTensor> tensors;
+  std::vector<std::string> names = {"model/a", "model/b", "model/c"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    tensors.push_back(CompactTensor(kU8, {static_cast<int64_t>(1000 * (i + 1))},
+                                    PatternBytes(1000 * (i + 1), i)));
+  }
+  std::vector<BatchPutItem> items;
+  for (size_t i = 0; i < names.size(); ++i) items.push_back({names[i], tensors[i].dl()});
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> put = client_->BatchPut(items, atomic);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_NE(put->group_version, 0u) << put->items[0].status();
+  PutBytes("after", PatternBytes(10, 9), Retention::kDefault);  // a later, single version
+  ASSERT_TRUE(client_->Snapshot().ok());
+  ASSERT_TRUE(server_->Stop(SIGKILL).ok());
+
+  Start();
+  absl::StatusOr<std::vector<Tensor>> group = client_->BatchFetchGroup(put->group_version);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ((*group)[i].info().name, names[i]);
+    EXPECT_EQ((*group)[i].info().version, put->group_version);
+    EXPECT_EQ(TensorBytes((*group)[i]), tensors[i].storage);
+  }
+  EXPECT_TRUE(HasBytes("after", PatternBytes(10, 9)));
+}
+
 TEST_F(SnapshotTest, DamagedSnapshotStopsTheStartUnlessIgnoredThenLoadsOnlyValidTensors) {
   Start();
   std::vector<uint8_t> good = PatternBytes(5000, 1);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tensord::testing {
 namespace {
@@ -188,6 +189,24 @@ std::string MapsLineOf(const void* address) {
     }
   }
   return "";
+}
+
+size_t CountLines(const std::string& path, const std::string& needle) {
+  std::ifstream file(path);
+  size_t count = 0;
+  for (std::string line; std::getline(file, line);) {
+    if (needle.empty() || line.find(needle) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
 }
 
 }  // namespace tensord::testing

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tensord/dlpack.h"
 #include "tests/integration/server_process.h"
@@ -144,6 +146,13 @@ size_t CountMemfds(const std::string& proc_fd_dir);
 // The /proc/self/maps line of the mapping that contains `address` (empty
 // when none does).
 std::string MapsLineOf(const void* address);
+
+// Lines of the file at `path` (e.g. /proc/PID/maps) that contain `needle`;
+// every line when it is empty.
+size_t CountLines(const std::string& path, const std::string& needle = "");
+
+// Polls `condition` every 10 ms until it holds (true) or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
 
 }  // namespace tensord::testing
 

@@ -263,9 +263,13 @@ class Client {
                                           const BatchPutOptions& options = {});
   // Many tensors, each leased at the same moment on the server (one
   // consistent cut per call of up to kMaxBatchItems items): one entry per
-  // item in order, a missing one failing only itself. Host copies (gRPC);
-  // `options.version` is ignored (each TensorRef has its own),
-  // `options.verify_crc32c` checks each item.
+  // item in order, a missing one failing only itself. Over the local
+  // handoff one request leases them all (AcquireMany) and each comes back
+  // mapped as Fetch maps it (read_only, device imports; arenas mapped once);
+  // over gRPC as host copies. Under kAuto an item only gRPC can serve
+  // (device_to_host of a device tensor) sends the whole batch over gRPC.
+  // `options.version` is ignored (each TensorRef has its own);
+  // `options.verify_crc32c` checks each gRPC copy.
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
       std::span<const TensorRef> items, const FetchOptions& options = {});
   // The latest version of every name starting with `prefix`, in name order,
@@ -276,6 +280,12 @@ class Client {
   // order; NOT_FOUND when any of them is gone.
   absl::StatusOr<std::vector<Tensor>> BatchFetchGroup(uint64_t group_version,
                                                       const FetchOptions& options = {});
+  // Seals writers from this client's local Create as one atomic group:
+  // every version is published under one version number at once, or none
+  // is. Each writer is consumed (closed) either way; the infos come in the
+  // writers' order. Needs local handoff (UNAVAILABLE otherwise).
+  absl::StatusOr<std::vector<TensorInfo>> SealGroup(
+      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c = false);
   // Admin: makes the server write its durable tensors to its --snapshot-dir
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
   // on disk (fsynced); a server killed afterwards restores it at restart.

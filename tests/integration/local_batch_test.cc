@@ -1,0 +1,240 @@
+// Batch acquire on the handoff socket against real servers: a thousand
+// small versions leased and described in one packet with one arena fd,
+// answers split over packets when they need more fds, BatchFetch through the
+// local path, and a killed client's batch leases all ending with it.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/common/scoped_fd.h"
+#include "service/common/unix_socket.h"
+#include "tensord/client.h"
+#include "tensord/v1/handoff.pb.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/handoff_server_test.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr DLDataType kU8{kDLUInt, 8, 1};
+
+class LocalBatchTest : public HandoffServerTest<::testing::Test> {
+ protected:
+  void SetUp() override { StartServerWith({}); }
+
+  // Puts `count` tensors "PREFIX/i" of `size` bytes in one batch.
+  void PutMany(const std::string& prefix, int count, size_t size) {
+    std::vector<HostTensor> tensors;
+    std::vector<std::string> names;
+    for (int i = 0; i < count; ++i) {
+      tensors.push_back(CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, i)));
+      names.push_back(absl::StrCat(prefix, "/", i));
+    }
+    std::vector<BatchPutItem> items;
+    for (int i = 0; i < count; ++i) items.push_back(BatchPutItem{names[i], tensors[i].dl()});
+    absl::StatusOr<BatchPutResult> put = remote_->BatchPut(items);
+    ASSERT_TRUE(put.ok()) << put.status();
+    for (const auto& item : put->items) ASSERT_TRUE(item.ok()) << item.status();
+  }
+
+  uint64_t OpenLeases(const std::string& name) {
+    absl::StatusOr<TensorInfo> info = remote_->Stat(name);
+    return info.ok() ? info->open_leases : ~uint64_t{0};
+  }
+};
+
+v1::HandoffRequest AcquirePrefix(const std::string& prefix) {
+  v1::HandoffRequest request;
+  request.set_request_id(1);
+  request.mutable_acquire_many()->set_prefix(prefix);
+  request.mutable_acquire_many()->set_accepts_arena_slots(true);
+  return request;
+}
+
+TEST_F(LocalBatchTest, AThousandSmallVersionsComeInOnePacketWithOneArenaFd) {
+  PutMany("kv", 1024, 4096);
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  ASSERT_TRUE(SendPacket(socket->get(), AcquirePrefix("kv/").SerializeAsString()).ok());
+  absl::StatusOr<ReceivedPacket> packet =
+      ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
+  ASSERT_TRUE(packet.ok()) << packet.status();
+  v1::HandoffResponse response;
+  ASSERT_TRUE(response.ParseFromString(packet->bytes));
+  ASSERT_EQ(response.code(), 0) << response.message();
+  const v1::AcquireManyResponse& answer = response.acquire_many();
+  EXPECT_FALSE(answer.more());
+  ASSERT_EQ(answer.items_size(), 1024);
+  EXPECT_TRUE(packet->fd.valid());
+  EXPECT_TRUE(packet->more_fds.empty());  // every slot lies in one arena
+  int attached = 0;
+  for (const v1::AcquiredItem& item : answer.items()) {
+    ASSERT_EQ(item.status().code(), 0) << item.status().message();
+    EXPECT_NE(item.acquire().arena_id(), 0u);
+    attached += item.fd_attached() ? 1 : 0;
+  }
+  EXPECT_EQ(attached, 1);
+  EXPECT_EQ(OpenLeases("kv/0"), 1u);
+  EXPECT_EQ(OpenLeases("kv/1023"), 1u);
+
+  // The same client, saying it has the arena mapped, gets no fd at all.
+  v1::HandoffRequest again = AcquirePrefix("kv/");
+  again.mutable_acquire_many()->add_mapped_arena_ids(answer.items(0).acquire().arena_id());
+  ASSERT_TRUE(SendPacket(socket->get(), again.SerializeAsString()).ok());
+  packet = ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
+  ASSERT_TRUE(packet.ok()) << packet.status();
+  EXPECT_FALSE(packet->fd.valid());
+  EXPECT_EQ(OpenLeases("kv/0"), 2u);
+}
+
+TEST_F(LocalBatchTest, BatchFetchMapsItemsAndFailsOnlyTheMissingOnes) {
+  StartServerWith({"--arena-max-tensor-bytes=4KiB"});
+  PutMany("small", 300, 1000);  // arena slots
+  PutMany("own", 150, 8192);    // a memfd each: more fds than one packet takes
+  std::vector<TensorRef> wanted;
+  for (int i = 0; i < 150; ++i) {
+    wanted.push_back({absl::StrCat("own/", i), 0});
+    wanted.push_back({absl::StrCat("small/", i * 2), 0});
+  }
+  wanted.push_back({"own/missing", 0});
+  const size_t client_arenas_before = CountLines("/proc/self/maps", "memfd:tensord:arena-");
+  FetchOptions read_only;
+  read_only.read_only = true;
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = local_->BatchFetch(wanted, read_only);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), wanted.size());
+  for (int i = 0; i < 150; ++i) {
+    const absl::StatusOr<Tensor>& own = (*fetched)[2 * i];
+    const absl::StatusOr<Tensor>& small = (*fetched)[2 * i + 1];
+    ASSERT_TRUE(own.ok()) << i << ": " << own.status();
+    ASSERT_TRUE(small.ok()) << i << ": " << small.status();
+    EXPECT_FALSE(own->dl_tensor().device.device_type != kDLCPU);
+    ASSERT_EQ(TensorBytes(*own), PatternBytes(8192, i)) << i;
+    ASSERT_EQ(TensorBytes(*small), PatternBytes(1000, 2 * i)) << i;
+  }
+  EXPECT_EQ(fetched->back().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(CountLines("/proc/self/maps", "memfd:tensord:arena-"), client_arenas_before + 1);
+  EXPECT_EQ(OpenLeases("own/149"), 1u);
+  fetched->clear();
+  EXPECT_TRUE(WaitUntil([&] { return OpenLeases("own/149") == 0; }, absl::Seconds(2)));
+
+  // A private copy-on-write view by default: a write stays in this process.
+  absl::StatusOr<std::vector<Tensor>> mine = local_->BatchFetchPrefix("small/");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 300u);
+  static_cast<uint8_t*>((*mine)[0].dl_tensor().data)[0] ^= 0xff;
+  absl::StatusOr<Tensor> stored = remote_->Fetch((*mine)[0].info().name);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_NE(TensorBytes(*stored), TensorBytes((*mine)[0]));
+}
+
+TEST_F(LocalBatchTest, AKilledClientsBatchLeasesAllEnd) {
+  constexpr int kLeases = 1000;
+  PutMany("held", kLeases, 256);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+    if (!socket.ok()) ::_exit(2);
+    if (!SendPacket(socket->get(), AcquirePrefix("held/").SerializeAsString()).ok()) ::_exit(3);
+    absl::StatusOr<ReceivedPacket> packet =
+        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
+    v1::HandoffResponse response;
+    if (!packet.ok() || !response.ParseFromString(packet->bytes) || response.code() != 0 ||
+        response.acquire_many().items_size() != kLeases) {
+      ::_exit(4);
+    }
+    char ok = 'k';
+    if (::write(pipe_fds[1], &ok, 1) != 1) ::_exit(5);
+    while (true) ::pause();
+  }
+  ::close(pipe_fds[1]);
+  char ready = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &ready, 1), 1) << "lease-holding child failed";
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(OpenLeases("held/0"), 1u);
+  EXPECT_EQ(OpenLeases("held/999"), 1u);
+
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WaitUntil([&] { return OpenLeases("held/999") == 0; }, absl::Seconds(1)));
+  for (int i = 0; i < kLeases; i += 97) EXPECT_EQ(OpenLeases(absl::StrCat("held/", i)), 0u) << i;
+}
+
+TEST_F(LocalBatchTest, LeasesBeyondTheConnectionLimitAreRefusedNamingIt) {
+  StartServerWith({"--max-leases-per-client=100"});
+  PutMany("cap", 150, 64);
+  absl::StatusOr<std::vector<Tensor>> refused = local_->BatchFetchPrefix("cap/");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(MessageMentions(refused.status(), "--max-leases-per-client")) << refused.status();
+  EXPECT_EQ(OpenLeases("cap/0"), 0u);
+  std::vector<TensorRef> few;
+  for (int i = 0; i < 100; ++i) few.push_back({absl::StrCat("cap/", i), 0});
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> allowed = local_->BatchFetch(few);
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  for (const auto& tensor : *allowed) EXPECT_TRUE(tensor.ok()) << tensor.status();
+}
+
+TEST_F(LocalBatchTest, LocalCreatesSealAsOneGroupOrNotAtAll) {
+  const std::vector<int64_t> shape = {256};
+  auto create_group = [&](uint8_t fill) {
+    std::vector<std::unique_ptr<TensorWriter>> writers;
+    for (const char* name : {"state/a", "state/b", "state/c"}) {
+      absl::StatusOr<std::unique_ptr<TensorWriter>> writer = local_->Create(name, kU8, shape);
+      EXPECT_TRUE(writer.ok()) << writer.status();
+      if (!writer.ok()) return writers;
+      std::memset((*writer)->data(), fill, (*writer)->size());
+      writers.push_back(*std::move(writer));
+    }
+    return writers;
+  };
+  std::vector<std::unique_ptr<TensorWriter>> first = create_group(1);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(remote_->Stat("state/a").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<std::vector<TensorInfo>> sealed = local_->SealGroup(first, /*send_crc32c=*/true);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  ASSERT_EQ(sealed->size(), 3u);
+  EXPECT_EQ((*sealed)[0].name, "state/a");
+  for (const TensorInfo& info : *sealed) EXPECT_EQ(info.version, (*sealed)[0].version);
+  absl::StatusOr<std::vector<Tensor>> group = remote_->BatchFetchGroup((*sealed)[0].version);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->size(), 3u);
+  EXPECT_EQ(TensorBytes((*group)[2]), std::vector<uint8_t>(256, 1));
+  // Sealed writers are spent.
+  EXPECT_EQ(first[0]->Seal().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  // One create already gone (sealed alone): the group is refused whole and
+  // the others stay unpublished.
+  std::vector<std::unique_ptr<TensorWriter>> second = create_group(2);
+  ASSERT_EQ(second.size(), 3u);
+  ASSERT_TRUE(second[1]->Seal().ok());
+  absl::Status refused = local_->SealGroup(second).status();
+  EXPECT_FALSE(refused.ok());
+  absl::StatusOr<Tensor> a = remote_->Fetch("state/a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->info().version, (*sealed)[0].version);
+  EXPECT_EQ(TensorBytes(*a), std::vector<uint8_t>(256, 1));
+
+  // Writers of another client are not this client's to seal.
+  std::unique_ptr<Client> other = Connect(TransferPath::kLocal);
+  ASSERT_NE(other, nullptr);
+  std::vector<std::unique_ptr<TensorWriter>> third = create_group(3);
+  EXPECT_EQ(other->SealGroup(third).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tensord::testing

@@ -28,6 +28,7 @@ inline constexpr char kRemoteSection[] = "Remote fetch / put over gRPC (Transfer
 inline constexpr char kSmallOpSection[] =
     "Small ops (each thread its own Client and TCP connection)";
 inline constexpr char kLocalSection[] = "Local handoff (TransferPath::kLocal)";
+inline constexpr char kBatchSection[] = "Batch calls (BatchPut / BatchFetch), one client each";
 inline constexpr char kMemorySection[] = "Server resident memory during a remote fetch";
 inline constexpr char kDeviceSection[] =
     "Device tensors over gRPC (staged through pinned host memory on the server)";
@@ -44,10 +45,14 @@ struct BenchConfig {
   int load_slices = 1;          // taken in turn with the other kinds
   std::vector<uint64_t> local_sizes;
   std::vector<uint64_t> device_sizes;
+  std::vector<uint64_t> batch_tensor_sizes;  // bytes of each tensor of a batch
+  std::vector<int> batch_counts;             // tensors per batch call
   // Repeats for a transfer of `bytes`: many for small sizes, few for large.
   RepeatPolicy (*transfer_policy)(uint64_t bytes) = nullptr;
   RepeatPolicy latency_policy;      // sub-millisecond local fetches
   RepeatPolicy first_touch_policy;  // page-touch and memcpy of local sizes
+  // Repeats for the cases of one batch of `count` tensors.
+  RepeatPolicy (*batch_policy)(int count) = nullptr;
 
   // The largest buffer any section needs.
   uint64_t LargestBytes() const;
@@ -106,6 +111,7 @@ absl::Status RunMemorySection(const BenchEnv& env);
 absl::Status RunRemoteSection(const BenchEnv& env);
 absl::Status RunSmallOpSection(const BenchEnv& env);
 absl::Status RunLocalSection(const BenchEnv& env);
+absl::Status RunBatchSection(const BenchEnv& env);
 absl::Status RunDeviceSection(const BenchEnv& env);
 
 }  // namespace tensord::bench

@@ -25,6 +25,18 @@ RepeatPolicy SmokeTransferPolicy(uint64_t bytes) {
   return {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 0.1};
 }
 
+// A round of 1024 runs 1024 single calls of each kind (~0.5 s on 2 cores):
+// a few rounds are enough; a batch of 1 is a few hundred microseconds.
+RepeatPolicy FullBatchPolicy(int count) {
+  if (count <= 1) return {.warmup = 20, .min_runs = 50, .max_runs = 2000, .budget_s = 0.05};
+  if (count <= 64) return {.warmup = 2, .min_runs = 10, .max_runs = 200, .budget_s = 0.1};
+  return {.warmup = 1, .min_runs = 5, .max_runs = 21, .budget_s = 0.25};
+}
+
+RepeatPolicy SmokeBatchPolicy(int) {
+  return {.warmup = 1, .min_runs = 3, .max_runs = 50, .budget_s = 0.01};
+}
+
 }  // namespace
 
 uint64_t BenchConfig::LargestBytes() const {
@@ -32,6 +44,10 @@ uint64_t BenchConfig::LargestBytes() const {
   for (uint64_t bytes : transfer_sizes) largest = std::max(largest, bytes);
   for (uint64_t bytes : local_sizes) largest = std::max(largest, bytes);
   for (uint64_t bytes : device_sizes) largest = std::max(largest, bytes);
+  // The raw TCP baseline of a whole batch.
+  for (uint64_t bytes : batch_tensor_sizes) {
+    for (int count : batch_counts) largest = std::max(largest, bytes * static_cast<uint64_t>(count));
+  }
   return largest;
 }
 
@@ -48,9 +64,12 @@ BenchConfig FullConfig() {
   config.load_slices = 3;
   config.local_sizes = {4 * kKiB, kMiB, 256 * kMiB, kGiB};
   config.device_sizes = {64 * kMiB, 256 * kMiB};
+  config.batch_tensor_sizes = {4 * kKiB, 64 * kKiB};
+  config.batch_counts = {1, 64, 1024};
   config.transfer_policy = &FullTransferPolicy;
   config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 9, .budget_s = 0.4};
+  config.batch_policy = &FullBatchPolicy;
   return config;
 }
 
@@ -66,9 +85,12 @@ BenchConfig SmokeConfig() {
   config.load_duration_s = 0.3;
   config.local_sizes = {4 * kKiB, kMiB, 16 * kMiB};
   config.device_sizes = {kMiB};
+  config.batch_tensor_sizes = {4 * kKiB, 64 * kKiB};
+  config.batch_counts = {1, 64};
   config.transfer_policy = &SmokeTransferPolicy;
   config.latency_policy = {.warmup = 3, .min_runs = 20, .max_runs = 500, .budget_s = 0.02};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 3, .budget_s = 0.05};
+  config.batch_policy = &SmokeBatchPolicy;
   return config;
 }
 

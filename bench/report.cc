@@ -22,7 +22,7 @@ std::string FormatValue(double value) {
 
 std::string FormatBound(const Row& row) {
   const Target& target = *row.target;
-  if (target.kind == Target::Kind::kValueAtMost) {
+  if (target.kind == Target::Kind::kValueAtMost || target.kind == Target::Kind::kValueAtLeast) {
     return absl::StrCat(FormatValue(target.bound), " ", row.unit);
   }
   return absl::StrFormat("%.2fx", target.bound);
@@ -49,6 +49,7 @@ std::string DescribeTarget(const Row& row) {
     case Target::Kind::kRatioAtLeast: return ">= " + FormatBound(row);
     case Target::Kind::kRatioAtMost: return "<= " + FormatBound(row);
     case Target::Kind::kValueAtMost: return "<= " + FormatBound(row);
+    case Target::Kind::kValueAtLeast: return ">= " + FormatBound(row);
   }
   return "";
 }
@@ -69,6 +70,9 @@ std::string TargetVerdict(const Row& row) {
     case Target::Kind::kValueAtMost:
       met = row.value <= target.bound;
       break;
+    case Target::Kind::kValueAtLeast:
+      met = row.value >= target.bound;
+      break;
   }
   return met ? "met" : "MISSED";
 }
@@ -85,7 +89,7 @@ Row& Report::Add(Row row) {
 
 std::string Report::Format() const {
   std::string out;
-  const std::string header = absl::StrFormat("  %-40s %8s %10s %-6s %7s  %-26s %-9s %s\n", "case",
+  const std::string header = absl::StrFormat("  %-40s %8s %10s %-9s %7s  %-26s %-19s %s\n", "case",
                                              "size", "value", "unit", "ratio", "vs (baseline)",
                                              "target", "");
   for (const SectionInfo& section : sections_) {
@@ -100,7 +104,7 @@ std::string Report::Format() const {
       const std::string ratio = row.ratio.has_value() ? absl::StrFormat("%.3f", *row.ratio) : "";
       const std::string target = DescribeTarget(row);
       const std::string verdict = TargetVerdict(row);
-      absl::StrAppend(&out, absl::StrFormat("  %-40s %8s %10s %-6s %7s  %-26s %-9s %s", row.name,
+      absl::StrAppend(&out, absl::StrFormat("  %-40s %8s %10s %-9s %7s  %-26s %-19s %s", row.name,
                                             FormatBytes(row.bytes), FormatValue(row.value),
                                             row.unit, ratio, row.baseline, target, verdict));
       if (!row.note.empty()) absl::StrAppend(&out, "  # ", row.note);

@@ -15,15 +15,17 @@
 namespace tensord::bench {
 
 // What a row is checked against: ratio >= bound, ratio <= bound, or the value
-// itself <= bound (for absolute targets such as "cached fetch <= 10 us").
+// itself <= or >= bound (for absolute targets such as "cached fetch <= 10 us"
+// or ">= 100000 tensors/s").
 struct Target {
-  enum class Kind { kRatioAtLeast, kRatioAtMost, kValueAtMost };
+  enum class Kind { kRatioAtLeast, kRatioAtMost, kValueAtMost, kValueAtLeast };
   Kind kind = Kind::kRatioAtLeast;
   double bound = 0;
 
   static Target RatioAtLeast(double bound) { return {Kind::kRatioAtLeast, bound}; }
   static Target RatioAtMost(double bound) { return {Kind::kRatioAtMost, bound}; }
   static Target ValueAtMost(double bound) { return {Kind::kValueAtMost, bound}; }
+  static Target ValueAtLeast(double bound) { return {Kind::kValueAtLeast, bound}; }
 };
 
 struct Row {

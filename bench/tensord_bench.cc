@@ -38,8 +38,8 @@ constexpr char kUsage[] =
     "                     [--device-backend auto|cuda|simulated]\n"
     "  --smoke          a short run (small sizes, few repeats) that checks the benchmark works\n"
     "  --json PATH      also write every row as JSON to PATH\n"
-    "  --sections LIST  run only these, comma-separated: memory,remote,small,local,device\n"
-    "                   (default all)\n"
+    "  --sections LIST  run only these, comma-separated: memory,remote,small,local,batch,\n"
+    "                   device (default all)\n"
     "  --device-backend tensord's device backend for the device section (default auto: CUDA\n"
     "                   when a GPU is present, else the section is skipped; simulated anywhere)\n"
     "  --tensord PATH   the tensord binary to start (default: the one built with this)\n";
@@ -48,7 +48,7 @@ struct CommandLine {
   bool smoke = false;
   std::string json_path;
   std::string tensord = TENSORD_BINARY_PATH;
-  std::string sections = "memory,remote,small,local,device";
+  std::string sections = "memory,remote,small,local,batch,device";
   std::string device_backend = "auto";
   // Hidden: run as the empty-call server.
   std::string serve_empty;
@@ -91,9 +91,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   }
   for (absl::string_view name : absl::StrSplit(line.sections, ',', absl::SkipEmpty())) {
     if (name != "memory" && name != "remote" && name != "small" && name != "local" &&
-        name != "device") {
-      return absl::InvalidArgumentError(absl::StrCat("--sections: unknown section '", name,
-                                                     "' (memory, remote, small, local, device)"));
+        name != "batch" && name != "device") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sections: unknown section '", name, "' (memory, remote, small, local, batch, device)"));
     }
   }
   if (line.device_backend != "auto" && line.device_backend != "cuda" &&
@@ -145,6 +145,10 @@ absl::Status Run(const CommandLine& line) {
   report.Section(kLocalSection,
                  "per-fetch latency (median); first touch is the consumer's cost, reported "
                  "apart from the fetch");
+  report.Section(kBatchSection,
+                 "one call of N tensors; tensors/s vs N single calls of the same tensors (the "
+                 "batch speedup), GB/s vs raw TCP of the same N x size bytes, single calls vs N "
+                 "empty calls; all in the same rounds");
   report.Section(kDeviceSection,
                  "GB/s; ratio vs raw TCP of the same bytes in the same rounds; the device "
                  "copies are this process's own, through the same backend kind");
@@ -169,7 +173,7 @@ absl::Status Run(const CommandLine& line) {
   // Memory first, while the server holds nothing else.
   for (const Step& step : {Step{"memory", &RunMemorySection}, Step{"remote", &RunRemoteSection},
                            Step{"small", &RunSmallOpSection}, Step{"local", &RunLocalSection},
-                           Step{"device", &RunDeviceSection}}) {
+                           Step{"batch", &RunBatchSection}, Step{"device", &RunDeviceSection}}) {
     if (std::find(wanted.begin(), wanted.end(), step.name) == wanted.end()) continue;
     const Clock::time_point start = Clock::now();
     absl::Status status = step.run(env);

@@ -1,4 +1,5 @@
-// The _tensord extension: tensord.Client, tensord.Tensor, tensord.TensorInfo.
+// The _tensord extension: tensord.Client, tensord.Tensor, tensord.TensorInfo,
+// tensord.BatchPutResult.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "python/src/arguments.h"
+#include "python/src/batch_items.h"
 #include "python/src/dlpack_export.h"
 #include "python/src/dlpack_import.h"
 #include "python/src/status_error.h"
@@ -30,22 +33,6 @@ nb::tuple IntTuple(const std::vector<int64_t>& values) {
   nb::list list;
   for (int64_t value : values) list.append(value);
   return nb::tuple(list);
-}
-
-// Python's "None or a positive int" version argument, as the C++ API's 0-or-version.
-uint64_t VersionArgument(std::optional<int64_t> version) {
-  if (!version.has_value()) return 0;
-  if (*version < 1) {
-    throw nb::value_error(absl::StrCat("version must be None or a positive int, got ", *version).c_str());
-  }
-  return static_cast<uint64_t>(*version);
-}
-
-TransferPath PathArgument(const std::string& path) {
-  if (path == "auto") return TransferPath::kAuto;
-  if (path == "remote") return TransferPath::kRemote;
-  if (path == "local") return TransferPath::kLocal;
-  throw nb::value_error(absl::StrCat("path must be 'auto', 'remote' or 'local', got '", path, "'").c_str());
 }
 
 // A fetched tensor as Python sees it; exports share its bytes.
@@ -159,6 +146,60 @@ class PythonClient {
     return ValueOrThrow(client_->Delete(name, wanted));
   }
 
+  PythonBatchPutResult BatchPut(nb::handle items, bool atomic, const std::string& retention,
+                                bool send_crc32c) {
+    ImportedBatch batch = ImportBatchPutItems(items, RetentionArgument(retention));
+    BatchPutOptions options;
+    options.atomic = atomic;
+    options.send_crc32c = send_crc32c;
+    absl::StatusOr<BatchPutResult> result;
+    {
+      // The imported tensors keep the producers' memory alive meanwhile.
+      nb::gil_scoped_release released;
+      result = client_->BatchPut(batch.items, options);
+    }
+    return PythonBatchPutResult(ValueOrThrow(std::move(result)), batch.items);
+  }
+
+  // One entry per ref, in order: a Tensor, or the tensord.Error of that item.
+  nb::list BatchFetch(nb::handle refs, bool verify_crc32c) {
+    const std::vector<TensorRef> wanted = TensorRefsArgument(refs);
+    absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched;
+    {
+      nb::gil_scoped_release released;
+      fetched = client_->BatchFetch(wanted, BatchFetchOptions(verify_crc32c));
+    }
+    nb::list tensors;
+    for (absl::StatusOr<Tensor>& tensor : ValueOrThrow(std::move(fetched))) {
+      tensors.append(tensor.ok() ? nb::cast(FetchedTensor(*std::move(tensor)))
+                                 : StatusErrorObject(tensor.status()));
+    }
+    return tensors;
+  }
+
+  std::vector<FetchedTensor> BatchFetchPrefix(const std::string& prefix, bool verify_crc32c) {
+    absl::StatusOr<std::vector<Tensor>> fetched;
+    {
+      nb::gil_scoped_release released;
+      fetched = client_->BatchFetchPrefix(prefix, BatchFetchOptions(verify_crc32c));
+    }
+    return WrapAll(ValueOrThrow(std::move(fetched)));
+  }
+
+  std::vector<FetchedTensor> BatchFetchGroup(int64_t group_version, bool verify_crc32c) {
+    if (group_version < 1) {
+      throw nb::value_error(
+          absl::StrCat("group_version must be a positive int, got ", group_version).c_str());
+    }
+    absl::StatusOr<std::vector<Tensor>> fetched;
+    {
+      nb::gil_scoped_release released;
+      fetched = client_->BatchFetchGroup(static_cast<uint64_t>(group_version),
+                                         BatchFetchOptions(verify_crc32c));
+    }
+    return WrapAll(ValueOrThrow(std::move(fetched)));
+  }
+
   std::string Health(const std::string& service) {
     nb::gil_scoped_release released;
     return ValueOrThrow(client_->Health(service));
@@ -167,6 +208,21 @@ class PythonClient {
   bool local() const { return client_->local(); }
 
  private:
+  static FetchOptions BatchFetchOptions(bool verify_crc32c) {
+    FetchOptions options;
+    options.verify_crc32c = verify_crc32c;
+    // Python tensors are host memory, as in Fetch.
+    options.device_to_host = true;
+    return options;
+  }
+
+  static std::vector<FetchedTensor> WrapAll(std::vector<Tensor> tensors) {
+    std::vector<FetchedTensor> wrapped;
+    wrapped.reserve(tensors.size());
+    for (Tensor& tensor : tensors) wrapped.emplace_back(std::move(tensor));
+    return wrapped;
+  }
+
   std::unique_ptr<Client> client_;
 };
 
@@ -204,6 +260,8 @@ void BindTensorInfo(nb::module_& m) {
                    "Publication time, seconds since the Unix epoch.")
       .def_prop_ro("open_leases", [](const TensorInfo& i) { return i.open_leases; },
                    "Open leases (in-flight fetches and local handoffs) on this version.")
+      .def_prop_ro("retention", [](const TensorInfo& i) { return std::string(RetentionName(i.retention)); },
+                   "'default', 'pinned' or 'cache' (evictable).")
       .def("__repr__", &InfoRepr);
 }
 
@@ -275,6 +333,27 @@ void BindClient(nb::module_& m) {
       .def("list", &PythonClient::List, "prefix"_a = "", "TensorInfo of every name starting with prefix.")
       .def("delete", &PythonClient::Delete, "name"_a, "version"_a = nb::none(),
            "Removes `name` (only while at `version`, when given); returns the removed version.")
+      .def("batch_put", &PythonClient::BatchPut, "items"_a, nb::kw_only(), "atomic"_a = false,
+           "retention"_a = "default", "send_crc32c"_a = false,
+           "Publishes many tensors in few calls. items: a mapping of name to tensor, or (name, "
+           "tensor) pairs; tensors as put takes them. Each item publishes or fails on its own "
+           "(BatchPutResult.items); atomic=True publishes every item under one version "
+           "(BatchPutResult.group_version) or none of them. retention: 'default', 'pinned' or "
+           "'cache' (evictable), for every item. Raises tensord.Error only when the batch as a "
+           "whole is refused (a bad name, an atomic batch over MAX_BATCH_ITEMS, the server "
+           "unreachable).")
+      .def("batch_fetch", &PythonClient::BatchFetch, "items"_a, nb::kw_only(), "verify_crc32c"_a = false,
+           "Many tensors, leased at one moment on the server. items: names (latest version) or "
+           "(name, version) pairs. Returns one entry per item, in order: a tensord.Tensor, or the "
+           "tensord.Error of that item (not raised).")
+      .def("batch_fetch_prefix", &PythonClient::BatchFetchPrefix, "prefix"_a, nb::kw_only(),
+           "verify_crc32c"_a = false,
+           "The latest version of every name starting with prefix, in name order, from one moment; "
+           "tensord.Error OUT_OF_RANGE when more than MAX_BATCH_ITEMS match.")
+      .def("batch_fetch_group", &PythonClient::BatchFetchGroup, "group_version"_a, nb::kw_only(),
+           "verify_crc32c"_a = false,
+           "Every item of the atomic batch published as group_version, in name order; tensord.Error "
+           "NOT_FOUND when any of them is gone.")
       .def("health", &PythonClient::Health, "service"_a = "",
            "The server's grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ...")
       .def_prop_ro("local", &PythonClient::local, "True when calls take the local handoff path.");
@@ -289,7 +368,9 @@ NB_MODULE(_tensord, m) {
   RegisterStatusErrorTranslator(m);
   BindTensorInfo(m);
   BindTensor(m);
+  BindBatchPutResult(m);
   BindClient(m);
+  m.attr("MAX_BATCH_ITEMS") = tensord::kMaxBatchItems;
   m.attr("__version__") = std::string(tensord::ReleaseVersion());
   m.def(
       "build_info",

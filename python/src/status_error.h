@@ -30,6 +30,10 @@ T ValueOrThrow(absl::StatusOr<T> result) {
   return *std::move(result);
 }
 
+// A tensord.Error instance for `status`, not raised: the per-item failures
+// that batch calls return alongside the items that succeeded.
+nanobind::object StatusErrorObject(const absl::Status& status);
+
 // Makes StatusError raise `error_class(code, message)` (tensord.Error, which
 // tensord/__init__.py defines and passes in once at import).
 void RegisterStatusErrorTranslator(nanobind::module_& module);

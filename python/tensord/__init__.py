@@ -4,6 +4,7 @@
     client = tensord.Client("127.0.0.1:50051")
     client.put("weights/emb", torch.arange(6.0).reshape(2, 3))
     emb = torch.from_dlpack(client.fetch("weights/emb"))   # zero-copy
+    client.batch_put({"w/a": torch.ones(3), "w/b": torch.zeros(2)}, atomic=True)  # one version
 
 See docs/python.md in the repository.
 """
@@ -47,6 +48,8 @@ class Error(Exception):
 
 
 from tensord._tensord import (  # noqa: E402
+    MAX_BATCH_ITEMS,
+    BatchPutResult,
     Client,
     Tensor,
     TensorInfo,
@@ -59,4 +62,14 @@ from tensord._tensord import (  # noqa: E402
 _set_error_class(Error)
 del _set_error_class
 
-__all__ = ["Client", "Error", "StatusCode", "Tensor", "TensorInfo", "__version__", "build_info"]
+__all__ = [
+    "MAX_BATCH_ITEMS",
+    "BatchPutResult",
+    "Client",
+    "Error",
+    "StatusCode",
+    "Tensor",
+    "TensorInfo",
+    "__version__",
+    "build_info",
+]

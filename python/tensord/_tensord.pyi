@@ -1,8 +1,11 @@
 """Type stubs of tensord's native module (import tensord instead)."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from tensord import Error
 
 __version__: str
+MAX_BATCH_ITEMS: int
 
 class TensorInfo:
     """What the server knows about one version of a tensor."""
@@ -35,6 +38,9 @@ class TensorInfo:
         """Publication time, seconds since the Unix epoch."""
     @property
     def open_leases(self) -> int: ...
+    @property
+    def retention(self) -> str:
+        """'default', 'pinned' or 'cache' (evictable)."""
 
 class Tensor:
     """A fetched tensor; hand it to any DLPack consumer (torch.from_dlpack,
@@ -70,6 +76,24 @@ class Tensor:
     def __enter__(self) -> "Tensor": ...
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
 
+class BatchPutResult:
+    """What a batch_put did: per item, in order, its TensorInfo or the
+    tensord.Error that says why it was not published."""
+
+    @property
+    def items(self) -> List[Union[TensorInfo, Error]]:
+        """One entry per item, in order: a TensorInfo, or a tensord.Error (not raised)."""
+    @property
+    def group_version(self) -> Optional[int]:
+        """The version every item of a published atomic batch has; None for a
+        plain batch or a refused atomic one."""
+    @property
+    def ok(self) -> bool:
+        """True when every item was published."""
+    @property
+    def errors(self) -> List[Tuple[str, Error]]:
+        """(name, tensord.Error) of the items not published, in order."""
+
 class Client:
     """A connection to a tensord server. Thread-safe."""
 
@@ -96,6 +120,19 @@ class Client:
     def stat(self, name: str, version: Optional[int] = None) -> TensorInfo: ...
     def list(self, prefix: str = "") -> List[TensorInfo]: ...
     def delete(self, name: str, version: Optional[int] = None) -> int: ...
+    def batch_put(
+        self,
+        items: Union[Mapping[str, Any], Iterable[Tuple[str, Any]]],
+        *,
+        atomic: bool = False,
+        retention: str = "default",
+        send_crc32c: bool = False,
+    ) -> BatchPutResult: ...
+    def batch_fetch(
+        self, items: Iterable[Union[str, Tuple[str, Optional[int]]]], *, verify_crc32c: bool = False
+    ) -> List[Union[Tensor, Error]]: ...
+    def batch_fetch_prefix(self, prefix: str, *, verify_crc32c: bool = False) -> List[Tensor]: ...
+    def batch_fetch_group(self, group_version: int, *, verify_crc32c: bool = False) -> List[Tensor]: ...
     def health(self, service: str = "") -> str: ...
     @property
     def local(self) -> bool: ...

@@ -144,3 +144,19 @@ def test_torch_fetch_into_preallocated_and_transposed(client, name):
     with pytest.raises(tensord.Error) as error:
         client.fetch_into(name, torch.empty(4, 3))
     assert error.value.code == tensord.StatusCode.INVALID_ARGUMENT
+
+
+def test_torch_state_dict_batch(client, name):
+    # A model's state dict as one atomic group, read back whole.
+    state = {f"{name}/{key}": (torch.arange(12) - 5).to(dtype).reshape(3, 4)
+             for key, dtype in [("bias", torch.float32), ("emb", torch.bfloat16), ("index", torch.int64)]}
+    state[f"{name}/view"] = torch.arange(24, dtype=torch.float16).reshape(4, 6).t()
+    result = client.batch_put(state, atomic=True)
+    assert result.ok, result.errors
+    ledger = DeleterLedger()
+    fetched = {tensor.name: torch.from_dlpack(tensor) for tensor in client.batch_fetch_group(result.group_version)}
+    assert list(fetched) == sorted(state)
+    for key, tensor in fetched.items():
+        assert tensor.dtype == state[key].dtype and torch.equal(tensor, state[key])
+    del fetched, tensor
+    ledger.assert_each_deleted_once(4)

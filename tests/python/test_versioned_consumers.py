@@ -119,3 +119,18 @@ def test_put_from_tensord_tensor(client, name):
     client.put(name + "/a", np.arange(6, dtype=np.uint8))
     client.put(name + "/b", client.fetch(name + "/a"))
     np.testing.assert_array_equal(np.from_dlpack(client.fetch(name + "/b")), np.arange(6, dtype=np.uint8))
+
+
+def test_jax_batch_round_trip(client, name):
+    sources = {f"{name}/{dtype}": jnp.asarray((np.arange(10) % 3).reshape(2, 5)).astype(dtype)
+               for dtype in ["bfloat16", "bool", "float32", "int64"]}
+    result = client.batch_put(sources)
+    assert result.ok, result.errors
+    ledger = DeleterLedger()
+    fetched = client.batch_fetch(list(sources) + [f"{name}/missing"])
+    assert isinstance(fetched[-1], tensord.Error)
+    arrays = [jax.dlpack.from_dlpack(tensor) for tensor in fetched[:-1]]
+    for array, source in zip(arrays, sources.values()):
+        assert array.dtype == source.dtype and bool((array == source).all())
+    del fetched, arrays, array
+    ledger.assert_each_deleted_once(4)

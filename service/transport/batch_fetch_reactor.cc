@@ -14,6 +14,7 @@
 #include "service/common/status_macros.h"
 #include "service/transport/call_record.h"
 #include "service/transport/payload_hold.h"
+#include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
@@ -75,15 +76,10 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     const absl::Status parsed = ParseFromByteBuffer(request_bytes, request, "batch fetch request");
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant, service.AdmitCall(context_, "BatchFetch"));
     TENSORD_RETURN_IF_ERROR(parsed);
-    const int selectors = (request.items_size() > 0 ? 1 : 0) + (request.has_prefix() ? 1 : 0) +
-                          (request.group_version() != 0 ? 1 : 0);
-    if (selectors != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch fetch names ", request.items_size(), " items",
-          request.has_prefix() ? absl::StrCat(", prefix '", request.prefix(), "'") : "",
-          request.group_version() != 0 ? absl::StrCat(", group ", request.group_version()) : "",
-          ": give exactly one of items, prefix and group_version"));
-    }
+    TENSORD_RETURN_IF_ERROR(ValidateBatchSelection(
+        "batch fetch", request.items_size(), kBatchItemLimit,
+        request.has_prefix() ? std::optional<std::string>(request.prefix()) : std::nullopt,
+        request.group_version()));
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("BatchFetch", [this] {
       context_->TryCancel();
     }));
@@ -112,11 +108,6 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
 
   absl::Status ChooseItems(const v1::BatchFetchRequest& request, const TokenGrant* grant,
                            Registry& registry) {
-    if (static_cast<size_t>(request.items_size()) > kBatchItemLimit) {
-      return absl::InvalidArgumentError(absl::StrCat("batch fetch of ", request.items_size(),
-                                                     " items; at most ", kBatchItemLimit,
-                                                     " per batch"));
-    }
     entries_.resize(request.items_size());
     std::vector<NameVersion> wanted;
     std::vector<uint32_t> wanted_index;

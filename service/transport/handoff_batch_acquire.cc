@@ -12,6 +12,7 @@
 #include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
 #include "service/transport/handoff_session.h"
+#include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/status_conversion.h"
@@ -40,25 +41,15 @@ absl::StatusOr<std::string> ScopedPrefix(const HandoffScope& scope, const std::s
 
 absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffSession::ChooseBatch(
     const v1::AcquireManyRequest& request) {
-  const int selectors = (request.items_size() > 0 ? 1 : 0) + (request.has_prefix() ? 1 : 0) +
-                        (request.group_version() != 0 ? 1 : 0);
-  if (selectors != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch acquire names ", request.items_size(), " items",
-        request.has_prefix() ? absl::StrCat(", prefix '", request.prefix(), "'") : "",
-        request.group_version() != 0 ? absl::StrCat(", group ", request.group_version()) : "",
-        ": give exactly one of items, prefix and group_version"));
-  }
+  TENSORD_RETURN_IF_ERROR(ValidateBatchSelection(
+      "batch acquire", request.items_size(), kBatchItemLimit,
+      request.has_prefix() ? std::optional<std::string>(request.prefix()) : std::nullopt,
+      request.group_version()));
   if (!scope_.read) {
     return absl::PermissionDeniedError("this connection's token does not grant read");
   }
   std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>> chosen;
   if (request.items_size() > 0) {
-    if (static_cast<size_t>(request.items_size()) > kBatchItemLimit) {
-      return absl::InvalidArgumentError(absl::StrCat("batch acquire of ", request.items_size(),
-                                                     " items; at most ", kBatchItemLimit,
-                                                     " per request"));
-    }
     std::vector<NameVersion> wanted;
     std::vector<uint32_t> wanted_index;
     chosen.reserve(request.items_size());

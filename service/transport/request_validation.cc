@@ -1,5 +1,6 @@
 #include "service/transport/request_validation.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
@@ -69,6 +70,25 @@ absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint
                                               " bytes of tensor '", request.name(), "'"));
   }
   return ByteSpan{offset, length};
+}
+
+absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
+                                    const std::optional<std::string>& prefix,
+                                    uint64_t group_version) {
+  const int selectors = (items > 0 ? 1 : 0) + (prefix.has_value() ? 1 : 0) +
+                        (group_version != 0 ? 1 : 0);
+  if (selectors != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " names ", items, " items",
+        prefix.has_value() ? absl::StrCat(", prefix '", absl::CHexEscape(*prefix), "'") : "",
+        group_version != 0 ? absl::StrCat(", group ", group_version) : "",
+        ": give exactly one of items, prefix and group_version"));
+  }
+  if (static_cast<size_t>(items) > max_items) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of ", items, " items; at most ", max_items, " per request"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tensord

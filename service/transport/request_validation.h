@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "service/dlpack/tensor_layout.h"
 #include "service/registry/tensor_version.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -31,6 +32,14 @@ absl::StatusOr<Retention> RetentionFromProto(int retention);
 
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
+
+// A batch read chooses its tensors by exactly one of a name list (1..
+// `max_items` names), a prefix, or an atomic group's version;
+// INVALID_ARGUMENT naming what was given otherwise. `what` names the
+// request ("batch fetch", "batch acquire").
+absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
+                                    const std::optional<std::string>& prefix,
+                                    uint64_t group_version);
 
 // The absolute byte range [offset, offset + length) a fetch covers, checked
 // against the tensor's size. OUT_OF_RANGE names the range and the size.

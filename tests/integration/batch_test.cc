@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
+#include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
@@ -275,6 +276,98 @@ TEST_F(BatchTest, TheItemLimitSplitsPutsAndRefusesOverlongPrefixes) {
   absl::Status too_many = client_->BatchPut(items, atomic).status();
   EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageMentions(too_many, absl::StrCat(kMaxBatchItems))) << too_many;
+}
+
+// What the C++ client never sends, through the generated stub.
+v1::BatchPutRequest RawItemHeader(const std::string& name, uint64_t bytes) {
+  v1::BatchPutRequest message;
+  *message.mutable_header() = HeaderMessage(name, RawDataType(kDLUInt, 8), {static_cast<int64_t>(bytes)},
+                                            bytes)
+                                  .header();
+  return message;
+}
+
+v1::BatchPutRequest RawChunk(uint64_t offset, const std::string& data) {
+  v1::BatchPutRequest message;
+  message.mutable_chunk()->set_offset(offset);
+  message.mutable_chunk()->set_data(data);
+  return message;
+}
+
+grpc::Status RawBatchPut(RawStub& stub, const std::vector<v1::BatchPutRequest>& messages,
+                         v1::BatchPutResponse* response) {
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  std::unique_ptr<grpc::ClientWriter<v1::BatchPutRequest>> writer =
+      stub.BatchPut(context.get(), response);
+  for (const v1::BatchPutRequest& message : messages) {
+    if (!writer->Write(message)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
+  std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
+  v1::BatchPutResponse response;
+  grpc::Status status = RawBatchPut(*stub, {RawChunk(0, "x")}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("belongs to no item"), std::string::npos)
+      << status.error_message();
+
+  v1::BatchPutRequest options;
+  options.mutable_options()->set_atomic(true);
+  status = RawBatchPut(*stub, {RawItemHeader("raw/x", 0), options}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("first message"), std::string::npos)
+      << status.error_message();
+
+  // A complete item, then one cut short: the call fails, the first stays.
+  status = RawBatchPut(*stub,
+                       {RawItemHeader("raw/whole", 4), RawChunk(0, "abcd"),
+                        RawItemHeader("raw/cut", 8), RawChunk(0, "abc")},
+                       &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("'raw/cut') ended after 3 of 8"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(client_->Stat("raw/whole").ok());
+  EXPECT_EQ(client_->Stat("raw/cut").status().code(), absl::StatusCode::kNotFound);
+
+  // Bad items inside a well-formed stream fail alone.
+  v1::BatchPutRequest items;
+  v1::BatchPutItem* short_item = items.mutable_items()->add_items();
+  *short_item->mutable_header() = RawItemHeader("raw/short", 10).header();
+  short_item->set_data("12345");
+  v1::BatchPutItem* bad_crc = items.mutable_items()->add_items();
+  *bad_crc->mutable_header() = RawItemHeader("raw/crc", 3).header();
+  bad_crc->mutable_header()->set_crc32c(12345);
+  bad_crc->set_data("abc");
+  v1::BatchPutItem* good = items.mutable_items()->add_items();
+  *good->mutable_header() = RawItemHeader("raw/good", 3).header();
+  good->set_data("xyz");
+  status = RawBatchPut(*stub, {items}, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.items_size(), 3);
+  EXPECT_EQ(response.items(0).status().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(response.items(0).status().message().find("carries 5"), std::string::npos);
+  EXPECT_EQ(response.items(1).status().code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_EQ(response.items(2).status().code(), 0);
+  EXPECT_NE(response.items(2).version(), 0u);
+
+  // A batch fetch chooses by exactly one of items, prefix and group.
+  v1::BatchFetchRequest two_ways;
+  two_ways.add_items()->set_name("raw/good");
+  two_ways.set_prefix("raw/");
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  std::unique_ptr<grpc::ClientReader<v1::BatchFetchResponse>> reader =
+      stub->BatchFetch(context.get(), two_ways);
+  v1::BatchFetchResponse ignored;
+  while (reader->Read(&ignored)) {
+  }
+  status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("exactly one of items, prefix and group_version"),
+            std::string::npos)
+      << status.error_message();
 }
 
 TEST(BatchAuthTest, TokensAreCheckedPerItem) {

@@ -30,6 +30,18 @@ absl::Status FdExhaustion(int error_number, absl::string_view what) {
 
 }  // namespace
 
+absl::Status CheckTensorFd(int fd, absl::string_view what) {
+  const uint64_t ceiling = TensorFdCeiling();
+  if (ceiling == 0 || fd < 0 || static_cast<uint64_t>(fd) < ceiling) return absl::OkStatus();
+  absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
+      what, ": tensor memory has used the fds it may (RLIMIT_NOFILE = ", OpenFileLimit(),
+      " fds, of which the ", OpenFileLimit() - ceiling,
+      " above ", ceiling, " are kept for connections: --max-connections plus "
+      "--max-handoff-connections); delete tensors, or raise the limit (ulimit -n, LimitNOFILE=)"));
+  status.SetPayload(kFdExhaustionPayload, absl::Cord("EMFILE"));
+  return status;
+}
+
 absl::Status ErrnoStatus(int error_number, absl::string_view what) {
   if (error_number == EMFILE || error_number == ENFILE) return FdExhaustion(error_number, what);
   std::string message = absl::StrCat(what, ": ", std::strerror(error_number));

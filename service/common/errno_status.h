@@ -17,6 +17,11 @@ absl::Status ErrnoStatus(int error_number, absl::string_view what);
 // For mmap(): ENOMEM also names vm.max_map_count, the other limit it means.
 absl::Status MappingErrnoStatus(int error_number, absl::string_view what);
 
+// OK when `fd`, just made for tensor memory, lies below TensorFdCeiling().
+// Otherwise RESOURCE_EXHAUSTED, marked as fd exhaustion, naming the limit
+// and the fds kept for connections; the caller closes `fd`.
+absl::Status CheckTensorFd(int fd, absl::string_view what);
+
 // True for the status of a call that failed because the process (EMFILE) or
 // the system (ENFILE) ran out of file descriptors.
 bool IsFdExhaustion(const absl::Status& status);

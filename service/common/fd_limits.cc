@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 
 namespace tensord {
@@ -45,6 +46,24 @@ uint64_t OpenFileCount() {
   }
   ::closedir(directory);
   return count > 0 ? count - 1 : 0;  // not the directory's own fd
+}
+
+namespace {
+std::atomic<uint64_t> tensor_fd_ceiling{0};
+}  // namespace
+
+void SetTensorFdCeiling(uint64_t ceiling) {
+  tensor_fd_ceiling.store(ceiling, std::memory_order_relaxed);
+}
+
+uint64_t TensorFdCeiling() { return tensor_fd_ceiling.load(std::memory_order_relaxed); }
+
+uint64_t TensorFdCeilingFor(uint64_t open_file_limit, uint64_t max_connections,
+                            uint64_t max_handoff_connections) {
+  if (open_file_limit == 0 || open_file_limit == UINT64_MAX) return 0;
+  const uint64_t kept = std::min(max_connections + max_handoff_connections,
+                                 open_file_limit / 8 * 5);
+  return open_file_limit - kept;
 }
 
 }  // namespace tensord

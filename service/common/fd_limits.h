@@ -28,6 +28,18 @@ uint64_t OpenFileCount();
 uint64_t DefaultMaxConnections(uint64_t open_file_limit);
 uint64_t DefaultMaxHandoffConnections(uint64_t open_file_limit);
 
+// Tensor memory (the memfds of versions and arenas) may use only fds
+// numbered below this ceiling; the fds above it are kept for connections,
+// so tensors cannot starve them. 0 (the default) sets no ceiling.
+// Process-wide, like the fd table it guards.
+void SetTensorFdCeiling(uint64_t ceiling);
+uint64_t TensorFdCeiling();
+// The ceiling that keeps the connection caps' fds, but never more than 5/8
+// of the limit (the caps' default share), so that caps set above the fd
+// limit do not leave tensors nothing.
+uint64_t TensorFdCeilingFor(uint64_t open_file_limit, uint64_t max_connections,
+                            uint64_t max_handoff_connections);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_COMMON_FD_LIMITS_H_

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -117,8 +118,17 @@ absl::Status SendPacket(int socket_fd, absl::string_view bytes, std::span<const 
 }
 
 absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd, size_t max_bytes, size_t max_fds) {
+  // The next packet's length first (MSG_TRUNC reports it whole), so the
+  // buffer is what the packet needs, not max_bytes zero-filled per call.
+  ssize_t length;
+  do {
+    length = ::recv(socket_fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (length < 0 && errno == EINTR);
+  if (length < 0) return ErrnoStatus(errno, "recv");
   ReceivedPacket packet;
-  packet.bytes.resize(max_bytes);
+  // One byte more than allowed, so that an oversized packet still shows as
+  // truncated below.
+  packet.bytes.resize(std::min(static_cast<size_t>(length), max_bytes + 1));
   iovec io{packet.bytes.data(), packet.bytes.size()};
   msghdr message{};
   message.msg_iov = &io;
@@ -152,7 +162,8 @@ absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd, size_t max_bytes, si
     }
   }
   if (received == 0 && fd_count == 0) return absl::UnavailableError("handoff socket closed by the peer");
-  if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fd_count > max_fds) {
+  if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fd_count > max_fds ||
+      static_cast<size_t>(received) > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("handoff packet truncated or carrying ", fd_count,
                                                    " fds; the limit is ", max_bytes,
                                                    " bytes and ", max_fds, " fd(s)"));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
+#include "service/common/status_macros.h"
 
 namespace tensord {
 
@@ -25,6 +26,7 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t slot_bytes
   const std::string name = absl::StrCat("tensord:", debug_name.substr(0, 200));
   ScopedFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+  TENSORD_RETURN_IF_ERROR(CheckTensorFd(fd.get(), absl::StrCat("memfd_create(", name, ")")));
   const uint64_t bytes = slot_bytes * slot_count;
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("ftruncate(", name, ", ", bytes, ")"));

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
+#include "service/common/status_macros.h"
 
 namespace tensord {
 namespace {
@@ -34,6 +35,8 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
   unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB : 0u);
   allocation.fd.Reset(::memfd_create(name.c_str(), flags));
   if (!allocation.fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+  TENSORD_RETURN_IF_ERROR(
+      CheckTensorFd(allocation.fd.get(), absl::StrCat("memfd_create(", name, ")")));
   allocation.mapping_size = huge ? (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : size;
   if (size == 0) {
     allocation.data = EmptyData();

@@ -78,6 +78,18 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
     bound_addresses.push_back(std::move(*bound));
   }
 
+  // Tensor memory stays below the fds the connection caps may need, so a
+  // registry full of large tensors never keeps a client from connecting.
+  const uint64_t open_file_limit = OpenFileLimit();
+  const uint64_t grpc_cap = options.connections.max_connections != 0
+                                ? options.connections.max_connections
+                                : DefaultMaxConnections(open_file_limit);
+  const uint64_t handoff_cap =
+      options.handoff.socket_path.empty() ? 0
+      : options.handoff.max_connections != 0 ? options.handoff.max_connections
+                                             : DefaultMaxHandoffConnections(open_file_limit);
+  SetTensorFdCeiling(TensorFdCeilingFor(open_file_limit, grpc_cap, handoff_cap));
+
   std::unique_ptr<TensorServer> server(new TensorServer());
   server->metrics_ = std::make_unique<ServiceMetrics>();
   RegistryOptions registry_options = options.registry;

@@ -371,7 +371,8 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   ExpectFetches(*local, "many/first", tensor);
   const std::vector<int64_t> shape = {8192};
 
-  // Every version is one memfd: distinct tensors use the fds up.
+  // Every version is one memfd: distinct tensors use up the fds tensors
+  // may have.
   absl::Status failed;
   int stored = 0;
   for (; stored < static_cast<int>(kOpenFileLimit); ++stored) {
@@ -392,6 +393,18 @@ TEST(FdExhaustionTest, PutsAndCreatesAtTheFdLimitNameTheLimit) {
   EXPECT_TRUE(absl::StrContains(writer.status().message(), "RLIMIT_NOFILE = 128"))
       << writer.status();
   EXPECT_FALSE(remote->Put("many/again", tensor.dl()).ok());
+
+  // The fds above the tensors' ceiling are kept for connections: new
+  // clients of both kinds still connect and are served.
+  EXPECT_TRUE(absl::StrContains(failed.message(), "kept for connections")) << failed;
+  for (int i = 0; i < 4; ++i) {
+    std::unique_ptr<Client> late = ConnectClient(server->address(), RemoteClientOptions());
+    ASSERT_NE(late, nullptr);
+    EXPECT_TRUE(late->Stat("many/first").ok()) << i;
+    std::unique_ptr<Client> late_local = ConnectClient(server->address(), local_options);
+    ASSERT_NE(late_local, nullptr);
+    ExpectFetches(*late_local, "many/t0", tensor);
+  }
 
   // One log line for the whole episode.
   EXPECT_EQ(CountLines(server->Stderr(), "event=fd_exhausted "), 1u) << server->Stderr();

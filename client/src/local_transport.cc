@@ -14,6 +14,7 @@
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
+#include "service/common/unix_socket.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
 #include "service/wire/handoff_device_handle.h"
@@ -432,7 +433,11 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
     held->SetMemfd(std::move(fd), std::max(acquired.mapping_bytes(), held->info().total_bytes));
   }
   MutexLock lock(&mutex_);
-  absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
+  // Pruned when it has doubled since, so a batch of N stays O(N).
+  if (held_.size() >= 2 * held_after_prune_) {
+    absl::erase_if(held_, [](const auto& entry) { return entry.second.expired(); });
+    held_after_prune_ = held_.size();
+  }
   held_[std::move(key)] = held;
   return held;
 }
@@ -462,27 +467,60 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
     const BatchSelection& selection, const FetchOptions& options) {
-  v1::HandoffRequest request;
-  v1::AcquireManyRequest* acquire = request.mutable_acquire_many();
-  for (const TensorRef& item : selection.items) {
-    v1::NameVersion* wanted = acquire->add_items();
-    wanted->set_name(item.name);
-    wanted->set_version(item.version);
-  }
-  if (selection.prefix.has_value()) acquire->set_prefix(*selection.prefix);
-  acquire->set_group_version(selection.group_version);
-  acquire->set_host_only(options.device_to_host);
-  acquire->set_accepts_arena_slots(true);
-  // Mapped until the answer is in, so the server need not send their fds.
+  // Mapped until the answers are in, so the server need not send their fds
+  // (a bounded list: an arena not named just comes with its fd again).
   const auto pinned = arenas_.Pin();
-  for (const auto& [id, arena] : pinned) acquire->add_mapped_arena_ids(id);
+  auto base_request = [&] {
+    v1::HandoffRequest request;
+    v1::AcquireManyRequest* acquire = request.mutable_acquire_many();
+    acquire->set_host_only(options.device_to_host);
+    acquire->set_accepts_arena_slots(true);
+    for (size_t i = 0; i < pinned.size() && i < kMaxNamedArenas; ++i) {
+      acquire->add_mapped_arena_ids(pinned[i].first);
+    }
+    return request;
+  };
+  if (selection.items.empty()) {
+    v1::HandoffRequest request = base_request();
+    if (selection.prefix.has_value()) request.mutable_acquire_many()->set_prefix(*selection.prefix);
+    request.mutable_acquire_many()->set_group_version(selection.group_version);
+    return AdoptBatch(std::move(request), 0, options);
+  }
+  // Names go in requests of at most one handoff packet each; every request
+  // is one cut of its own.
+  std::vector<absl::StatusOr<Tensor>> results;
+  results.reserve(selection.items.size());
+  size_t next = 0;
+  while (next < selection.items.size()) {
+    v1::HandoffRequest request = base_request();
+    size_t request_bytes = request.ByteSizeLong();
+    const size_t first = next;
+    while (next < selection.items.size()) {
+      const TensorRef& item = selection.items[next];
+      const size_t item_bytes = item.name.size() + 24;
+      if (next > first && request_bytes + item_bytes > kMaxBatchPacketBytes - 1024) break;
+      v1::NameVersion* wanted = request.mutable_acquire_many()->add_items();
+      wanted->set_name(item.name);
+      wanted->set_version(item.version);
+      request_bytes += item_bytes;
+      ++next;
+    }
+    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> part,
+                             AdoptBatch(std::move(request), next - first, options));
+    for (auto& tensor : part) results.push_back(std::move(tensor));
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
+    v1::HandoffRequest request, size_t item_count, const FetchOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(std::vector<HandoffConnection::Response> packets,
                            connection_->CallBatch(std::move(request)));
-
+  const bool by_name = item_count > 0;
   std::vector<absl::StatusOr<Tensor>> results;
-  if (!selection.items.empty()) {
-    results.reserve(selection.items.size());
-    for (size_t i = 0; i < selection.items.size(); ++i) {
+  if (by_name) {
+    results.reserve(item_count);
+    for (size_t i = 0; i < item_count; ++i) {
       results.emplace_back(absl::InternalError("the server sent no answer for it"));
     }
   }
@@ -515,7 +553,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
                                  Adopt(item.acquire(), *std::move(info), std::move(fd)));
         return TensorOf(std::move(held), options);
       }();
-      if (!selection.items.empty()) {
+      if (by_name) {
         if (item.index() >= results.size()) {
           malformed = absl::InternalError(absl::StrCat("batch answer names item ", item.index(),
                                                        " of ", results.size()));
@@ -626,6 +664,12 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
     }
     creates.push_back(create);
   }
+  // One request packet: a create id and its checksum take at most 18 bytes.
+  const size_t most = (kMaxBatchPacketBytes - 1024) / 18;
+  if (creates.size() > most) {
+    return absl::InvalidArgumentError(absl::StrCat("a seal group of ", creates.size(),
+                                                   " creates; one group takes at most ", most));
+  }
   v1::HandoffRequest request;
   for (size_t i = 0; i < creates.size(); ++i) {
     absl::StatusOr<v1::SealRequest> seal = creates[i]->PrepareSeal(send_crc32c);
@@ -637,10 +681,15 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
     }
     *request.mutable_seal_group()->add_seals() = *std::move(seal);
   }
-  TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
-                           connection_->Call(std::move(request)));
+  absl::StatusOr<HandoffConnection::Response> response = connection_->Call(std::move(request));
+  if (!response.ok()) {
+    // The writers are closed; creates the server did not consume go now
+    // rather than at its create timeout.
+    for (PendingCreateWriter* create : creates) create->AbortPrepared();
+    return response.status();
+  }
   std::vector<TensorInfo> infos;
-  for (const v1::TensorInfo& info : response.message.seal_group().infos()) {
+  for (const v1::TensorInfo& info : response->message.seal_group().infos()) {
     TENSORD_ASSIGN_OR_RETURN(infos.emplace_back(), InfoFromProto(info));
   }
   return infos;

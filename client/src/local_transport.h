@@ -6,6 +6,7 @@
 #define TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <span>
@@ -75,6 +76,12 @@ class LocalTransport final : public ClientTransport {
   // A new lease's HeldVersion: its memfd, arena slot or device import.
   absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const v1::AcquireResponse& acquired,
                                                      TensorInfo info, ScopedFd fd);
+  // Sends one AcquireManyRequest and adopts every lease of its answer:
+  // `item_count` results in request order for a name list (0: prefix or
+  // group, in the server's order).
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> AdoptBatch(v1::HandoffRequest request,
+                                                                 size_t item_count,
+                                                                 const FetchOptions& options);
   // The Tensor a fetch returns from a held version (see Fetch).
   absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options);
   // Maps (or finds mapped) the arena a new lease's slot lies in.
@@ -91,6 +98,9 @@ class LocalTransport final : public ClientTransport {
   // Held versions by (name, version); expired entries are pruned on insert.
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_
       ABSL_GUARDED_BY(mutex_);
+  size_t held_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Arenas a batch acquire names as mapped, at most.
+  static constexpr size_t kMaxNamedArenas = 1024;
 };
 
 }  // namespace tensord

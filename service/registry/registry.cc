@@ -295,23 +295,22 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
           " tensors, the limit (--max-tensors) is ", options_.max_tensors));
     }
     if (restored_version != 0) {
-      // A restored group's items share a version and arrive one after another.
-      const bool joins_group = restored_version == last_version_ && !last_restored_name_.empty();
-      if (restored_version < last_version_ || (restored_version == last_version_ && !joins_group)) {
+      // The items of an atomic group share a version, so a restore may
+      // repeat the last one. The group itself is not formed again: the
+      // snapshot may hold only some of its items (others replaced, cached
+      // or on a device), and a part must never pass for the whole.
+      const bool shares_version = restored_version == last_version_ && last_was_restored_;
+      if (restored_version < last_version_ ||
+          (restored_version == last_version_ && !shares_version)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cannot restore version ", restored_version, " of '", version->name,
             "': version ", last_version_, " was already published"));
       }
-      if (joins_group) {
-        std::vector<std::string>& names = groups_[restored_version];
-        if (names.empty()) names.push_back(last_restored_name_);
-        names.push_back(version->name);
-      }
       last_version_ = restored_version;
-      last_restored_name_ = version->name;
+      last_was_restored_ = true;
     } else {
       ++last_version_;
-      last_restored_name_.clear();
+      last_was_restored_ = false;
     }
     version->version = last_version_;
     info = InfoOf(*version);
@@ -380,7 +379,7 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
                                                         last_version_, " was already published"));
     }
     last_version_ = restored_version != 0 ? restored_version : last_version_ + 1;
-    last_restored_name_.clear();
+    last_was_restored_ = false;
     for (const auto& version : versions) {
       version->version = last_version_;
       infos.push_back(InfoOf(*version));
@@ -398,11 +397,12 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
 
 void Registry::PruneGroupsLocked() {
   if (groups_.size() < 64 || groups_.size() < 2 * groups_after_prune_) return;
+  // A group missing any item can never be whole again.
   absl::erase_if(groups_, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const std::string& name : entry.second) {
-      if (FindLocked(name, entry.first) != nullptr) return false;
+      if (FindLocked(name, entry.first) == nullptr) return true;
     }
-    return true;
+    return false;
   });
   groups_after_prune_ = groups_.size();
 }
@@ -504,8 +504,9 @@ void Registry::RetireLocked(const std::shared_ptr<const TensorVersion>& version)
   // reference); when none does, it goes when the caller drops it.
   if (version.use_count() > 1) retired_.emplace(std::pair(version->version, version->name), version);
   // Prune entries whose readers are gone, amortised over retirements.
-  if (retired_.size() > 64) {
+  if (retired_.size() > 64 && retired_.size() >= 2 * retired_after_prune_) {
     absl::erase_if(retired_, [](const auto& entry) { return entry.second.expired(); });
+    retired_after_prune_ = retired_.size();
   }
 }
 
@@ -574,8 +575,9 @@ absl::StatusOr<std::vector<Lease>> Registry::AcquireGroup(uint64_t group_version
   ReaderMutexLock lock(&mutex_);
   auto group = groups_.find(group_version);
   if (group == groups_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("no atomic group was published as version ", group_version));
+    return absl::NotFoundError(absl::StrCat(
+        "no atomic group was published as version ", group_version,
+        " since this server started (a restart restores a group's items, not the group)"));
   }
   std::vector<Lease> leases;
   leases.reserve(group->second.size());

@@ -149,7 +149,10 @@ class Registry {
   // buffer and makes it the latest version of its name. Nothing is published
   // on error. RESOURCE_EXHAUSTED when the name is new and max_tensors is hit.
   // A restored version (pending.restored_version) keeps its number, which
-  // must exceed every version published so far (FAILED_PRECONDITION).
+  // must exceed every version published so far (FAILED_PRECONDITION), or
+  // equal the previous restored one (the items of an atomic group; the
+  // group itself is not formed again, as the snapshot may hold only part
+  // of it).
   absl::StatusOr<VersionInfo> Publish(PendingVersion pending,
                                       std::optional<uint32_t> expected_crc32c = std::nullopt);
 
@@ -158,8 +161,8 @@ class Registry {
   // group or none of it. The first item that fails Publish's checks fails
   // the group with its status; so does a name given twice
   // (INVALID_ARGUMENT) and a group that would take max_tensors past its
-  // limit (RESOURCE_EXHAUSTED). A restored group (every item's
-  // restored_version equal) keeps its number.
+  // limit (RESOURCE_EXHAUSTED). Items restored with one restored_version
+  // keep that number.
   // `expected_crc32c`, when not empty, has one entry per item (as Publish's).
   absl::StatusOr<std::vector<VersionInfo>> PublishGroup(
       std::vector<PendingVersion> group,
@@ -170,8 +173,10 @@ class Registry {
   // Counts as a use for least-recently-used eviction.
   absl::StatusOr<Lease> Acquire(absl::string_view name, uint64_t version) const;
 
-  // A lease on each item, all taken under one lock: a consistent cut, in
-  // which an atomic group is whole or absent. Each item fails on its own.
+  // A lease on each item, all taken under one lock: a consistent cut, so
+  // a reader sees every item of an atomic group from the same publish (or
+  // a later one). Each item fails on its own; one that was deleted or
+  // evicted since its group was published is missing alone.
   std::vector<absl::StatusOr<Lease>> AcquireMany(std::span<const NameVersion> items) const;
 
   // Leases on the latest version of every name starting with `prefix`, in
@@ -181,8 +186,9 @@ class Registry {
                                                    size_t max_items) const;
 
   // Leases on every item of the atomic group published as `group_version`,
-  // in name order. NOT_FOUND when no such group was published, or when any
-  // of its items is gone (replaced, deleted or evicted, and unleased).
+  // in name order. NOT_FOUND when no such group was published since this
+  // server started, or when any of its items is gone (replaced, deleted or
+  // evicted, and unleased).
   absl::StatusOr<std::vector<Lease>> AcquireGroup(uint64_t group_version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
@@ -299,9 +305,11 @@ class Registry {
   // The names of each atomic group, by group version.
   absl::flat_hash_map<uint64_t, std::vector<std::string>> groups_ ABSL_GUARDED_BY(mutex_);
   size_t groups_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;
-  // The name of the last restored version, so a restored group's second
-  // item (same version) joins the first one's group.
-  std::string last_restored_name_ ABSL_GUARDED_BY(mutex_);
+  // retired_'s size after its last pruning, so pruning stays amortised.
+  size_t retired_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The last version came from a restore: the next restored one may share
+  // its number (an atomic group's items).
+  bool last_was_restored_ ABSL_GUARDED_BY(mutex_) = false;
   // kCache versions among latest_: eviction scans only when there are some.
   uint64_t cache_versions_ ABSL_GUARDED_BY(mutex_) = 0;
 };

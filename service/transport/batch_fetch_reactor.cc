@@ -155,14 +155,23 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       BatchEntry& entry = entries_[next_entry_];
       const uint64_t size = entry.lease.ok() ? (*entry.lease)->total_bytes : 0;
       const bool inline_bytes = size <= kMaxInlineBatchItemBytes;
+      // An item's description: its name and layout, or its error message.
+      const uint64_t described =
+          entry.lease.ok() ? (*entry.lease)->name.size() + 160
+                           : std::min<size_t>(entry.lease.status().message().size(), 300) + 32;
       // Always at least one item per message; otherwise stay in budget.
-      if (items->items_size() > 0 && inline_bytes && packed_bytes + size > message_budget_) break;
+      if (items->items_size() > 0 &&
+          packed_bytes + described + (inline_bytes ? size : 0) > message_budget_) {
+        break;
+      }
+      packed_bytes += described;
       ++next_entry_;
       v1::BatchFetchItem* item = items->add_items();
       item->set_index(entry.index);
       if (!entry.lease.ok()) {
         item->mutable_status()->set_code(static_cast<int32_t>(entry.lease.status().code()));
-        item->mutable_status()->set_message(std::string(entry.lease.status().message()));
+        item->mutable_status()->set_message(
+            std::string(entry.lease.status().message().substr(0, 300)));
         ++items_failed_;
         continue;
       }

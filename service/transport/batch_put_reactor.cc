@@ -27,11 +27,11 @@ namespace tensord {
 namespace {
 
 constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
-
-void SetItemStatus(const absl::Status& status, v1::ItemStatus* proto) {
-  proto->set_code(static_cast<int32_t>(status.code()));
-  proto->set_message(std::string(status.message()));
-}
+// Per-item status messages: each at most kMaxItemMessage bytes, and all of
+// them together about kMessageBudget, so the answer for kBatchItemLimit
+// items stays well inside a gRPC message of the default 8 MiB.
+constexpr size_t kMaxItemMessage = 300;
+constexpr size_t kMessageBudget = size_t{2} << 20;
 
 class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
@@ -158,15 +158,16 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   absl::Status TakeWholeItem(const v1::BatchPutItem& item) {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
     received_total_ += item.data().size();
-    if (item.data().size() != item.header().total_bytes()) {
-      FailItem(index, absl::InvalidArgumentError(absl::StrCat(
-                          "batch put item ", index, " ('", item.header().name(), "') declares ",
-                          item.header().total_bytes(), " bytes but carries ", item.data().size())));
-      return absl::OkStatus();
-    }
+    // Checked (the name above all) before anything else is said about it.
     absl::StatusOr<PendingVersion> pending = PrepareItem(item.header());
     if (!pending.ok()) {
       FailItem(index, pending.status());
+      return absl::OkStatus();
+    }
+    if (item.data().size() != pending->total_bytes) {
+      FailItem(index, absl::InvalidArgumentError(absl::StrCat(
+                          "batch put item ", index, " ('", pending->name, "') declares ",
+                          pending->total_bytes, " bytes but carries ", item.data().size())));
       return absl::OkStatus();
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(item.data().data());
@@ -278,11 +279,22 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     published_bytes_ += info.total_bytes;
   }
 
+  // The answer must fit one gRPC message whatever the items say: each
+  // message is cut, and once kMessageBudget bytes of them are out, later
+  // failures carry their code only.
   void FailItem(size_t index, const absl::Status& status) {
-    SetItemStatus(status, response_proto_.mutable_items(static_cast<int>(index))->mutable_status());
+    v1::ItemStatus* item = response_proto_.mutable_items(static_cast<int>(index))->mutable_status();
+    item->set_code(static_cast<int32_t>(status.code()));
+    if (message_bytes_ < kMessageBudget) {
+      item->set_message(std::string(status.message().substr(0, kMaxItemMessage)));
+      message_bytes_ += item->message().size();
+    } else {
+      item->set_message("(message left out: the batch's failures are many; see the first ones)");
+    }
     ++failed_;
     if (first_failure_.empty()) {
-      first_failure_ = absl::StrCat("item ", index, ": ", status.message());
+      first_failure_ = absl::StrCat("item ", index, " failed: ",
+                                    status.message().substr(0, kMaxItemMessage / 2));
     }
   }
 
@@ -367,6 +379,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::vector<size_t> group_indexes_;
   v1::BatchPutResponse response_proto_;
   std::string first_failure_;
+  size_t message_bytes_ = 0;
   uint64_t published_ = 0;
   uint64_t failed_ = 0;
   uint64_t published_bytes_ = 0;

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
 #include "service/transport/handoff_session.h"
@@ -19,6 +20,10 @@
 
 namespace tensord {
 namespace {
+
+// Device exports one batch answer may hold open at once (each is an fd
+// until its packet is sent); items beyond are refused with use_remote.
+constexpr size_t kMaxDeviceExportsPerBatch = 4 * kMaxFdsPerPacket;
 
 void SetItemStatus(const absl::Status& status, v1::AcquiredItem& item) {
   item.mutable_status()->set_code(static_cast<int32_t>(status.code()));
@@ -101,6 +106,7 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
                                              request.mapped_arena_ids().end());
   std::vector<PendingPacket> packets(1);
   size_t packet_bytes = 0;
+  size_t device_exports = 0;
   for (auto& [index, chosen_lease] : chosen) {
     v1::AcquiredItem item;
     item.set_index(index);
@@ -125,15 +131,24 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
         InfoToProto(InfoOf(*lease), acquired->mutable_info());
         HeldLease held;
         if (on_device) {
-          if (lease->device_memory != nullptr) {
+          if (lease->device_memory != nullptr && device_exports == kMaxDeviceExportsPerBatch) {
+            refused = MarkUseRemote(absl::ResourceExhaustedError(absl::StrCat(
+                "device tensor '", lease->name, "': a batch acquire exports at most ",
+                kMaxDeviceExportsPerBatch, " device allocations; acquire the rest in another")));
+          } else if (lease->device_memory != nullptr) {
             absl::StatusOr<ExportedHandle> handle =
                 ExportDevice(*lease->device_memory, acquired->mutable_device_handle());
-            if (handle.ok()) {
+            absl::Status below_ceiling =
+                handle.ok() ? CheckTensorFd(handle->fd.get(), absl::StrCat("export of '",
+                                                                             lease->name, "'"))
+                            : handle.status();
+            if (below_ceiling.ok()) {
               held.device_export = *std::move(handle);
               exported = std::move(held.device_export.fd);
               fd = exported.get();
+              ++device_exports;
             } else {
-              refused = handle.status();
+              refused = below_ceiling;
             }
           }
         } else {
@@ -169,6 +184,7 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
       packet_bytes = 0;
     }
     packet_bytes += item_bytes;
+    if (item.has_acquire()) packet->lease_ids.push_back(item.acquire().lease_id());
     *packet->items.add_items() = std::move(item);
     if (fd >= 0) packet->fds.push_back(fd);
     if (exported.valid()) packet->exported_fds.push_back(std::move(exported));
@@ -177,6 +193,13 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
   pending_packets_.assign(std::make_move_iterator(packets.begin()),
                           std::make_move_iterator(packets.end()));
   return AcquireMore(response, fds);
+}
+
+void HandoffSession::DropPendingPackets() {
+  for (const PendingPacket& packet : pending_packets_) {
+    for (uint64_t id : packet.lease_ids) leases_.erase(id);
+  }
+  pending_packets_.clear();
 }
 
 absl::Status HandoffSession::AcquireMore(v1::AcquireManyResponse& response,

@@ -134,7 +134,9 @@ void HandoffServer::Run() {
       HandoffConnection& connection = connections[i];
       bool keep = (events & POLLIN) != 0;
       if (keep) {
-        absl::StatusOr<ReceivedPacket> packet = ReceivePacket(connection.socket.get());
+        // Batch requests (many names) may be larger than a single one.
+        absl::StatusOr<ReceivedPacket> packet =
+            ReceivePacket(connection.socket.get(), kMaxBatchPacketBytes);
         if (!packet.ok()) {
           keep = false;
         } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/log.h"
 #include "service/common/episode_log.h"
@@ -57,8 +58,8 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
         ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
         "authenticate with a token from IssueHandoffToken"));
   }
-  // Any other request ends an unfinished batch answer (its leases stay).
-  if (request.kind_case() != v1::HandoffRequest::kAcquireMore) pending_packets_.clear();
+  // Any other request ends an unfinished batch answer.
+  if (request.kind_case() != v1::HandoffRequest::kAcquireMore) DropPendingPackets();
   int fd = -1;
   absl::Status status;
   switch (request.kind_case()) {
@@ -241,18 +242,17 @@ absl::Status HandoffSession::SealGroup(const v1::SealGroupRequest& request,
     return absl::InvalidArgumentError("seal group names no create");
   }
   // Every create must be pending before any is consumed.
-  for (int i = 0; i < request.seals_size(); ++i) {
-    const uint64_t id = request.seals(i).create_id();
+  absl::flat_hash_set<uint64_t> seen;
+  for (const v1::SealRequest& seal : request.seals()) {
+    const uint64_t id = seal.create_id();
     if (!creates_.contains(id)) {
       return absl::NotFoundError(absl::StrCat(
           "create ", id, " of the group is not pending on this connection (sealed, aborted or "
           "reclaimed after the create timeout); nothing was sealed"));
     }
-    for (int j = 0; j < i; ++j) {
-      if (request.seals(j).create_id() == id) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("create ", id, " appears twice in one seal group; nothing was sealed"));
-      }
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("create ", id, " appears twice in one seal group; nothing was sealed"));
     }
   }
   std::vector<PendingVersion> group;

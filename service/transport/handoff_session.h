@@ -123,7 +123,11 @@ class HandoffSession {
     v1::AcquireManyResponse items;
     std::vector<int> fds;
     std::vector<ScopedFd> exported_fds;
+    std::vector<uint64_t> lease_ids;  // ended if the packet is never asked for
   };
+  // Drops the unsent packets of a batch answer and the leases they carry,
+  // which the client never learned of.
+  void DropPendingPackets();
   std::deque<PendingPacket> pending_packets_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;

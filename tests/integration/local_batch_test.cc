@@ -175,6 +175,24 @@ TEST_F(LocalBatchTest, AKilledClientsBatchLeasesAllEnd) {
   for (int i = 0; i < kLeases; i += 97) EXPECT_EQ(OpenLeases(absl::StrCat("held/", i)), 0u) << i;
 }
 
+// Names that take more than one handoff packet go in several requests.
+TEST_F(LocalBatchTest, AListOfNamesLongerThanAPacketIsLeasedInSeveralRequests) {
+  const std::string long_prefix = "a-rather-long-namespace/for/kv-cache/blocks/of/layer";
+  PutMany(long_prefix, 6000, 64);  // 6,000 names of about 60 bytes: over 300 KiB of request
+  std::vector<TensorRef> wanted;
+  for (int i = 0; i < 6000; ++i) wanted.push_back({absl::StrCat(long_prefix, "/", i), 0});
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = local_->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), 6000u);
+  for (int i = 0; i < 6000; i += 499) {
+    ASSERT_TRUE((*fetched)[i].ok()) << i << ": " << (*fetched)[i].status();
+    EXPECT_EQ(TensorBytes(*(*fetched)[i]), PatternBytes(64, i)) << i;
+  }
+  EXPECT_TRUE(fetched->back().ok()) << fetched->back().status();
+  // The same connection still serves (it was not dropped for an oversized packet).
+  EXPECT_TRUE(local_->Fetch(wanted[0].name).ok());
+}
+
 TEST_F(LocalBatchTest, LeasesBeyondTheConnectionLimitAreRefusedNamingIt) {
   StartServerWith({"--max-leases-per-client=100"});
   PutMany("cap", 150, 64);

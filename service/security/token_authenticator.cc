@@ -70,11 +70,12 @@ absl::Status TokenAuthenticator::CheckName(const TokenGrant& grant, absl::string
 }
 
 absl::StatusOr<std::string> TokenAuthenticator::ListPrefix(const TokenGrant& grant,
-                                                           absl::string_view requested) {
+                                                           absl::string_view requested,
+                                                           absl::string_view rpc) {
   if (absl::StartsWith(requested, grant.name_prefix)) return std::string(requested);
   if (absl::StartsWith(grant.name_prefix, requested)) return grant.name_prefix;
   return absl::PermissionDeniedError(absl::StrCat(
-      "List of prefix '", absl::CEscape(requested), "' is not allowed: the token (tokens file line ",
+      rpc, " of prefix '", absl::CEscape(requested), "' is not allowed: the token (tokens file line ",
       grant.line, ") is limited to names starting with '", grant.name_prefix, "'"));
 }
 

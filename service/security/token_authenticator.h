@@ -34,12 +34,14 @@ class TokenAuthenticator {
   static absl::Status CheckName(const TokenGrant& grant, absl::string_view rpc,
                                 absl::string_view name);
 
-  // The prefix a List by `grant` runs with: the requested one when it lies
-  // inside the grant's namespace, the namespace itself when the request is
-  // wider (so "" lists just the caller's names), PERMISSION_DENIED when the
-  // two are disjoint.
+  // The prefix a List (or another call over a prefix, `rpc`, named in the
+  // refusal) by `grant` runs with: the requested one when it lies inside
+  // the grant's namespace, the namespace itself when the request is wider
+  // (so "" lists just the caller's names), PERMISSION_DENIED when the two
+  // are disjoint.
   static absl::StatusOr<std::string> ListPrefix(const TokenGrant& grant,
-                                                absl::string_view requested);
+                                                absl::string_view requested,
+                                                absl::string_view rpc = "List");
 
  private:
   const std::vector<TokenGrant> grants_;

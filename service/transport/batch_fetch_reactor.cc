@@ -90,7 +90,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       TENSORD_ASSIGN_OR_RETURN(std::string prefix,
                                grant == nullptr
                                    ? absl::StatusOr<std::string>(request.prefix())
-                                   : TokenAuthenticator::ListPrefix(*grant, request.prefix()));
+                                   : TokenAuthenticator::ListPrefix(*grant, request.prefix(), "BatchFetch"));
       TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquirePrefix(prefix, kBatchItemLimit));
     } else {
       TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquireGroup(request.group_version()));

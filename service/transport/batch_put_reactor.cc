@@ -134,13 +134,13 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "batch put item ", open_->index, " ('", open_->name, "') got ", open_->received, " of ",
           open_->total_bytes, " bytes before the next item began"));
     }
-    if (response_proto_.items_size() >= static_cast<int>(kBatchItemLimit)) {
+    if (results_.size() >= kBatchItemLimit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "batch put has more than ", kBatchItemLimit, " items, the most one batch takes; "
           "split it"));
     }
-    response_proto_.add_items();
-    return static_cast<size_t>(response_proto_.items_size() - 1);
+    results_.emplace_back();
+    return results_.size() - 1;
   }
 
   absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header) {
@@ -271,10 +271,10 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void SetPublished(size_t index, const VersionInfo& info) {
-    v1::BatchPutItemResult* result = response_proto_.mutable_items(static_cast<int>(index));
-    result->set_version(info.version);
-    result->set_crc32c(info.crc32c);
-    result->set_created_unix_nanos(absl::ToUnixNanos(info.created));
+    ItemResult& result = results_[index];
+    result.version = info.version;
+    result.crc32c = info.crc32c;
+    result.created_unix_nanos = absl::ToUnixNanos(info.created);
     ++published_;
     published_bytes_ += info.total_bytes;
   }
@@ -283,13 +283,13 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // message is cut, and once kMessageBudget bytes of them are out, later
   // failures carry their code only.
   void FailItem(size_t index, const absl::Status& status) {
-    v1::ItemStatus* item = response_proto_.mutable_items(static_cast<int>(index))->mutable_status();
-    item->set_code(static_cast<int32_t>(status.code()));
+    ItemResult& item = results_[index];
+    item.code = status.code();
     if (message_bytes_ < kMessageBudget) {
-      item->set_message(std::string(status.message().substr(0, kMaxItemMessage)));
-      message_bytes_ += item->message().size();
+      item.message = std::string(status.message().substr(0, kMaxItemMessage));
+      message_bytes_ += item.message.size();
     } else {
-      item->set_message("(message left out: the batch's failures are many; see the first ones)");
+      item.message = "(message left out: the batch's failures are many; see the first ones)";
     }
     ++failed_;
     if (first_failure_.empty()) {
@@ -321,7 +321,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     for (size_t i = 0; i < infos.size(); ++i) SetPublished(group_indexes_[i], infos[i]);
-    response_proto_.set_group_version(infos.front().version);
+    group_version_ = infos.front().version;
   }
 
   absl::Status EndOfStream() {
@@ -341,11 +341,25 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     if (atomic_) PublishGroup();
     Log(LogLevel::kInfo, "batch_put",
-        {{"items", response_proto_.items_size()}, {"published", published_},
-         {"failed", failed_}, {"bytes", published_bytes_},
-         {"group_version", response_proto_.group_version()}, {"peer", context_->peer()},
-         {"request_id", call_.request_id()}});
-    *response_ = SerializeToByteBuffer(response_proto_);
+        {{"items", results_.size()}, {"published", published_}, {"failed", failed_},
+         {"bytes", published_bytes_}, {"group_version", group_version_},
+         {"peer", context_->peer()}, {"request_id", call_.request_id()}});
+    // Made, serialized and freed here, in one thread: a message of 65,536
+    // items built across gRPC's threads would be freed in another one.
+    v1::BatchPutResponse response;
+    response.set_group_version(group_version_);
+    response.mutable_items()->Reserve(static_cast<int>(results_.size()));
+    for (const ItemResult& result : results_) {
+      v1::BatchPutItemResult* item = response.add_items();
+      item->set_version(result.version);
+      item->set_crc32c(result.crc32c);
+      item->set_created_unix_nanos(result.created_unix_nanos);
+      if (result.code != absl::StatusCode::kOk) {
+        item->mutable_status()->set_code(static_cast<int32_t>(result.code));
+        item->mutable_status()->set_message(result.message);
+      }
+    }
+    *response_ = SerializeToByteBuffer(response);
     return absl::OkStatus();
   }
 
@@ -377,7 +391,16 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Atomic batches: the complete items, and their positions in the batch.
   std::vector<PendingVersion> group_;
   std::vector<size_t> group_indexes_;
-  v1::BatchPutResponse response_proto_;
+  // One per item, in order; the response is made from them at the end.
+  struct ItemResult {
+    absl::StatusCode code = absl::StatusCode::kOk;
+    std::string message;
+    uint64_t version = 0;
+    uint32_t crc32c = 0;
+    int64_t created_unix_nanos = 0;
+  };
+  std::vector<ItemResult> results_;
+  uint64_t group_version_ = 0;
   std::string first_failure_;
   size_t message_bytes_ = 0;
   uint64_t published_ = 0;

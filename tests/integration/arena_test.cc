@@ -92,10 +92,10 @@ class ArenaTest : public HandoffServerTest<::testing::Test> {
 
 // Mappings a server may add while taking 3,000 small puts besides its arena:
 // heap and thread stacks; a sanitizer runtime also maps shadow and allocator
-// regions as memory is touched (TSan added 36 here). Either is far below
-// the one mapping per tensor that the bound rules out.
+// regions as memory is touched (TSan added 36 to 191 in runs here). Either
+// stays well below the one mapping per tensor that the bound rules out.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr size_t kServerMapsSlack = 150;
+constexpr size_t kServerMapsSlack = 1000;
 #else
 constexpr size_t kServerMapsSlack = 16;
 #endif

@@ -413,8 +413,9 @@ TEST(BatchAuthTest, TokensAreCheckedPerItem) {
   EXPECT_TRUE((*fetched)[0].ok());
   EXPECT_EQ((*fetched)[1].status().code(), absl::StatusCode::kPermissionDenied);
   // A prefix outside the token's namespace is refused; an empty one means its own.
-  EXPECT_EQ(team_a->BatchFetchPrefix("team-b/").status().code(),
-            absl::StatusCode::kPermissionDenied);
+  absl::Status outside = team_a->BatchFetchPrefix("team-b/").status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(MessageMentions(outside, "BatchFetch of prefix 'team-b/'")) << outside;
   absl::StatusOr<std::vector<Tensor>> own = team_a->BatchFetchPrefix("");
   ASSERT_TRUE(own.ok()) << own.status();
   ASSERT_EQ(own->size(), 1u);

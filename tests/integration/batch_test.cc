@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensord/client.h"
@@ -278,7 +279,7 @@ TEST_F(BatchTest, TheItemLimitSplitsPutsAndRefusesOverlongPrefixes) {
   EXPECT_TRUE(MessageMentions(too_many, absl::StrCat(kMaxBatchItems))) << too_many;
 }
 
-// What the C++ client never sends, through the generated stub.
+// What the C++ client never sends, through gRPC's generated client class.
 v1::BatchPutRequest RawItemHeader(const std::string& name, uint64_t bytes) {
   v1::BatchPutRequest message;
   *message.mutable_header() = HeaderMessage(name, RawDataType(kDLUInt, 8), {static_cast<int64_t>(bytes)},
@@ -294,11 +295,11 @@ v1::BatchPutRequest RawChunk(uint64_t offset, const std::string& data) {
   return message;
 }
 
-grpc::Status RawBatchPut(RawStub& stub, const std::vector<v1::BatchPutRequest>& messages,
+grpc::Status RawBatchPut(RawStub& service, const std::vector<v1::BatchPutRequest>& messages,
                          v1::BatchPutResponse* response) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   std::unique_ptr<grpc::ClientWriter<v1::BatchPutRequest>> writer =
-      stub.BatchPut(context.get(), response);
+      service.BatchPut(context.get(), response);
   for (const v1::BatchPutRequest& message : messages) {
     if (!writer->Write(message)) break;
   }
@@ -307,22 +308,22 @@ grpc::Status RawBatchPut(RawStub& stub, const std::vector<v1::BatchPutRequest>& 
 }
 
 TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
-  std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
+  std::unique_ptr<RawStub> service = NewRawStub(server_->address());
   v1::BatchPutResponse response;
-  grpc::Status status = RawBatchPut(*stub, {RawChunk(0, "x")}, &response);
+  grpc::Status status = RawBatchPut(*service, {RawChunk(0, "x")}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("belongs to no item"), std::string::npos)
       << status.error_message();
 
   v1::BatchPutRequest options;
   options.mutable_options()->set_atomic(true);
-  status = RawBatchPut(*stub, {RawItemHeader("raw/x", 0), options}, &response);
+  status = RawBatchPut(*service, {RawItemHeader("raw/x", 0), options}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("first message"), std::string::npos)
       << status.error_message();
 
   // A complete item, then one cut short: the call fails, the first stays.
-  status = RawBatchPut(*stub,
+  status = RawBatchPut(*service,
                        {RawItemHeader("raw/whole", 4), RawChunk(0, "abcd"),
                         RawItemHeader("raw/cut", 8), RawChunk(0, "abc")},
                        &response);
@@ -344,7 +345,7 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   v1::BatchPutItem* good = items.mutable_items()->add_items();
   *good->mutable_header() = RawItemHeader("raw/good", 3).header();
   good->set_data("xyz");
-  status = RawBatchPut(*stub, {items}, &response);
+  status = RawBatchPut(*service, {items}, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(response.items_size(), 3);
   EXPECT_EQ(response.items(0).status().code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -359,7 +360,7 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   two_ways.set_prefix("raw/");
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   std::unique_ptr<grpc::ClientReader<v1::BatchFetchResponse>> reader =
-      stub->BatchFetch(context.get(), two_ways);
+      service->BatchFetch(context.get(), two_ways);
   v1::BatchFetchResponse ignored;
   while (reader->Read(&ignored)) {
   }
@@ -368,6 +369,37 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   EXPECT_NE(status.error_message().find("exactly one of items, prefix and group_version"),
             std::string::npos)
       << status.error_message();
+}
+
+// The answer to a batch carries a status per item; when every one of
+// 65,536 items fails with a long message, the messages are cut and then
+// left out, so the answer still fits a gRPC message (8 MiB by default).
+TEST(BatchLimitTest, AnswersForManyFailingItemsStayWithinOneMessage) {
+  ServerProcessOptions options;
+  options.flags = {"--max-tensor-bytes=1"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = ConnectClient((*server)->address(), RemoteClientOptions());
+  ASSERT_NE(client, nullptr);
+  HostTensor two_bytes = CompactTensor(kU8, {2}, PatternBytes(2, 1));
+  const std::string long_part(200, 'n');
+  std::vector<std::string> names;
+  std::vector<BatchPutItem> items;
+  names.reserve(kMaxBatchItems);
+  for (size_t i = 0; i < kMaxBatchItems; ++i) names.push_back(absl::StrCat("big/", long_part, i));
+  for (const std::string& name : names) items.push_back(BatchPutItem{name, two_bytes.dl()});
+  absl::StatusOr<BatchPutResult> put = client->BatchPut(items);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->items.size(), kMaxBatchItems);
+  size_t named = 0;
+  for (const auto& item : put->items) {
+    ASSERT_EQ(item.status().code(), absl::StatusCode::kResourceExhausted) << item.status();
+    named += absl::StrContains(item.status().message(), "--max-tensor-bytes") ? 1 : 0;
+  }
+  EXPECT_GT(named, 1000u);                          // the first ones say why
+  EXPECT_LT(named, kMaxBatchItems);                 // the rest only their code
+  EXPECT_TRUE(MessageMentions(put->items.back().status(), "left out"))
+      << put->items.back().status();
 }
 
 TEST(BatchAuthTest, TokensAreCheckedPerItem) {

@@ -118,7 +118,7 @@ TEST_F(LocalBatchTest, BatchFetchMapsItemsAndFailsOnlyTheMissingOnes) {
     const absl::StatusOr<Tensor>& small = (*fetched)[2 * i + 1];
     ASSERT_TRUE(own.ok()) << i << ": " << own.status();
     ASSERT_TRUE(small.ok()) << i << ": " << small.status();
-    EXPECT_FALSE(own->dl_tensor().device.device_type != kDLCPU);
+    EXPECT_EQ(own->dl_tensor().device.device_type, kDLCPU);
     ASSERT_EQ(TensorBytes(*own), PatternBytes(8192, i)) << i;
     ASSERT_EQ(TensorBytes(*small), PatternBytes(1000, 2 * i)) << i;
   }
@@ -191,6 +191,34 @@ TEST_F(LocalBatchTest, AListOfNamesLongerThanAPacketIsLeasedInSeveralRequests) {
   EXPECT_TRUE(fetched->back().ok()) << fetched->back().status();
   // The same connection still serves (it was not dropped for an oversized packet).
   EXPECT_TRUE(local_->Fetch(wanted[0].name).ok());
+}
+
+// Each device item's export is an fd until its packet is sent, so one
+// answer exports at most 256; the rest are refused, naming the limit.
+TEST_F(LocalBatchTest, DeviceExportsBeyondOneAnswersLimitAreRefusedNamingIt) {
+  StartServerWith({"--device-backend=simulated", "--simulated-devices=1"});
+  constexpr int kDeviceTensors = 260;
+  HostTensor tensor = CompactTensor(kU8, {64}, PatternBytes(64, 7));
+  PutOptions on_device;
+  on_device.device = DLDevice{kDLCUDA, 0};
+  std::vector<TensorRef> wanted;
+  for (int i = 0; i < kDeviceTensors; ++i) {
+    wanted.push_back({absl::StrCat("dev/", i), 0});
+    ASSERT_TRUE(remote_->Put(wanted.back().name, tensor.dl(), on_device).ok()) << i;
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = local_->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  int imported = 0;
+  for (const absl::StatusOr<Tensor>& item : *fetched) {
+    if (item.ok()) {
+      EXPECT_EQ(item->dl_tensor().device.device_type, kDLCUDA);
+      ++imported;
+      continue;
+    }
+    EXPECT_EQ(item.status().code(), absl::StatusCode::kResourceExhausted) << item.status();
+    EXPECT_TRUE(MessageMentions(item.status(), "at most 256")) << item.status();
+  }
+  EXPECT_EQ(imported, 256);
 }
 
 TEST_F(LocalBatchTest, LeasesBeyondTheConnectionLimitAreRefusedNamingIt) {

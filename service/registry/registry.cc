@@ -82,7 +82,8 @@ Registry::Registry(const RegistryOptions& options)
     : options_(options),
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
                                              "host memory (--max-host-bytes)")),
-      arenas_(ArenasForThisKernel(options.arenas)) {
+      arenas_(ArenasForThisKernel(options.arenas)),
+      changes_(options.watch_history_items) {
   const int devices = options.device_backend ? options.device_backend->device_count() : 0;
   for (int device = 0; device < devices; ++device) {
     device_capacity_.push_back(CapacityAccount::Create(
@@ -314,6 +315,8 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     }
     version->version = last_version_;
     info = InfoOf(*version);
+    changes_.Append(ChangeEvent{
+        .kind = ChangeEvent::Kind::kPublished, .version = last_version_, .items = {info}});
     displaced = InstallLocked(std::move(version));
     evicted = EvictAfterPublishLocked(info.name, std::span(&displaced, 1));
   }
@@ -385,6 +388,10 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
       infos.push_back(InfoOf(*version));
       displaced.push_back(InstallLocked(version));
     }
+    changes_.Append(ChangeEvent{.kind = ChangeEvent::Kind::kPublished,
+                                .version = last_version_,
+                                .items = infos,
+                                .atomic_group = true});
     PruneGroupsLocked();
     groups_.emplace(last_version_, std::move(names));
     // `versions` still references every item, so eviction (which takes only
@@ -457,14 +464,22 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t
     used = used > bytes ? used - bytes : 0;
     names.emplace_back(name);
   }
+  ChangeEvent change;
+  change.kind = ChangeEvent::Kind::kEvicted;
   for (const std::string& name : names) {
     auto it = latest_.find(name);
+    change.items.push_back(InfoOf(*it->second));
     evicted_bytes_.fetch_add(it->second->reservation.bytes(), std::memory_order_relaxed);
     evicted.push_back(std::move(it->second));
     latest_.erase(it);
     --cache_versions_;
   }
   evictions_.fetch_add(evicted.size(), std::memory_order_relaxed);
+  if (!change.items.empty()) {
+    change.version = ++last_version_;
+    last_was_restored_ = false;
+    changes_.Append(std::move(change));
+  }
   return evicted;
 }
 
@@ -647,7 +662,41 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   latest_.erase(it);
   if (removed->retention == Retention::kCache) --cache_versions_;
   RetireLocked(removed);
+  changes_.Append(ChangeEvent{.kind = ChangeEvent::Kind::kDeleted,
+                              .version = ++last_version_,
+                              .items = {InfoOf(*removed)}});
+  last_was_restored_ = false;
   return latest;
+}
+
+absl::StatusOr<WatchStart> Registry::StartWatch(absl::string_view prefix, bool with_existing,
+                                                uint64_t from_version,
+                                                size_t max_existing) const {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  WatchStart start;
+  ReaderMutexLock lock(&mutex_);
+  if (from_version > 0) {
+    if (from_version > last_version_) {
+      return absl::OutOfRangeError(absl::StrCat("from_version ", from_version,
+                                                " is past the last version this server issued (",
+                                                last_version_, ")"));
+    }
+    start.position = from_version;
+    return start;
+  }
+  start.position = last_version_;
+  if (!with_existing) return start;
+  for (auto it = latest_.lower_bound(prefix);
+       it != latest_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    if (start.existing.size() == max_existing) {
+      return absl::OutOfRangeError(absl::StrCat("more than ", max_existing,
+                                                " tensors start with '", prefix,
+                                                "', the most a watch sends as existing; watch a "
+                                                "narrower prefix"));
+    }
+    start.existing.push_back(InfoOf(*it->second));
+  }
+  return start;
 }
 
 absl::Status Registry::NotFoundLocked(absl::string_view name, uint64_t version) const {

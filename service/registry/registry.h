@@ -22,7 +22,9 @@
 #include "service/memory/arena_pool.h"
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
+#include "service/registry/change_feed.h"
 #include "service/registry/tensor_version.h"
+#include "service/registry/version_info.h"
 
 namespace tensord {
 
@@ -46,6 +48,9 @@ struct RegistryOptions {
   uint64_t max_device_bytes = uint64_t{8} << 30;
   // Small host versions share arenas (--arena-max-tensor-bytes).
   ArenaPoolOptions arenas;
+  // Items of recent changes kept for watchers (--watch-history): a watcher
+  // further behind than this is told what it missed.
+  size_t watch_history_items = 65536;
   // The access domain of a name: versions share an arena only when their
   // names' domains are equal, since a reader handed one slot can map the
   // whole arena. Null: one domain for every name.
@@ -60,18 +65,6 @@ enum class HostPlacement {
   // no writable fd ever reaches bytes that another version shares. Publish
   // moves a small one into an arena slot.
   kOwnMemfd,
-};
-
-// A version's metadata, copied out so no lock or lease is held.
-struct VersionInfo {
-  std::string name;
-  uint64_t version = 0;
-  dlpack::TensorLayout layout;
-  uint64_t total_bytes = 0;
-  uint32_t crc32c = 0;
-  absl::Time created;
-  uint64_t open_leases = 0;
-  Retention retention = Retention::kDefault;
 };
 
 VersionInfo InfoOf(const TensorVersion& version);
@@ -94,6 +87,13 @@ struct RegistryStats : TensorCounts {
 struct NameVersion {
   std::string name;
   uint64_t version = 0;
+};
+
+// Where a watcher starts: the matching names' latest versions (when asked
+// for) and the version they are current as of, taken in one step.
+struct WatchStart {
+  std::vector<VersionInfo> existing;
+  uint64_t position = 0;
 };
 
 struct ListPage {
@@ -199,8 +199,22 @@ class Registry {
   absl::StatusOr<ListPage> List(absl::string_view prefix, uint32_t page_size,
                                 absl::string_view page_token) const;
 
+  // Starts a watch of names starting with `prefix`: the position to read
+  // changes() after, and, when `with_existing`, the latest version of each
+  // matching name as of that position (OUT_OF_RANGE naming `max_existing`
+  // when more match). `from_version` > 0 starts there instead (no
+  // existing); OUT_OF_RANGE when it is past the last version issued.
+  absl::StatusOr<WatchStart> StartWatch(absl::string_view prefix, bool with_existing,
+                                        uint64_t from_version, size_t max_existing) const;
+
+  // Every publish, delete and eviction, in version order.
+  const ChangeFeed& changes() const { return changes_; }
+  ChangeFeed& changes() { return changes_; }
+
   // Removes `name`; when `expected_version` is not 0 it must be the latest
-  // (FAILED_PRECONDITION otherwise). Returns the removed version.
+  // (FAILED_PRECONDITION otherwise). Returns the removed version. The
+  // delete takes a version number of its own (its position among
+  // changes()), which the next publish follows.
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t expected_version);
 
   // Leases on the latest version of every durable (non-cache) host name, in
@@ -312,6 +326,8 @@ class Registry {
   bool last_was_restored_ ABSL_GUARDED_BY(mutex_) = false;
   // kCache versions among latest_: eviction scans only when there are some.
   uint64_t cache_versions_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Appended under mutex_, so its order is the order of last_version_.
+  ChangeFeed changes_;
 };
 
 }  // namespace tensord

@@ -1,0 +1,28 @@
+// A version's metadata, copied out of the registry so no lock or lease is
+// held: what Stat, List and watch events report.
+#ifndef TENSORD_SERVICE_REGISTRY_VERSION_INFO_H_
+#define TENSORD_SERVICE_REGISTRY_VERSION_INFO_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "service/dlpack/tensor_layout.h"
+#include "tensord/retention.h"
+
+namespace tensord {
+
+struct VersionInfo {
+  std::string name;
+  uint64_t version = 0;
+  dlpack::TensorLayout layout;
+  uint64_t total_bytes = 0;
+  uint32_t crc32c = 0;
+  absl::Time created;
+  uint64_t open_leases = 0;
+  Retention retention = Retention::kDefault;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_REGISTRY_VERSION_INFO_H_

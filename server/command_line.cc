@@ -72,7 +72,7 @@ std::span<const FlagGroup> ServerFlagGroups() {
       {"Capacity",
        {"max_host_bytes", "max_tensor_bytes", "max_tensors", "max_leases_per_client",
         "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "arena_max_tensor_bytes", "chunk_bytes",
-        "max_message_bytes", "create_timeout"}},
+        "max_message_bytes", "create_timeout", "max_watches", "watch_history"}},
       {"Snapshots and preload",
        {"snapshot_dir", "snapshot_ignore_corrupt", "preload", "preload_prefix"}},
       {"Security",

@@ -132,6 +132,12 @@ ABSL_FLAG(int64_t, max_concurrent_streams, 256,
 ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
           "A Put whose client sends nothing, or a Fetch whose client reads nothing, for this long "
           "is cancelled, freeing its memory; 'inf' = never. Env: TENSORD_STREAM_IDLE_TIMEOUT.");
+ABSL_FLAG(uint64_t, max_watches, 1024,
+          "Most Watch calls open at once, server-wide; more get RESOURCE_EXHAUSTED. "
+          "Env: TENSORD_MAX_WATCHES.");
+ABSL_FLAG(uint64_t, watch_history, 65536,
+          "Items of recent changes (publishes, deletes, evictions) kept for watchers; a watcher "
+          "further behind is told which versions it may have missed. Env: TENSORD_WATCH_HISTORY.");
 ABSL_FLAG(uint64_t, max_connections, 0,
           "Most gRPC connections open at once (all listeners); more are closed as soon as "
           "accepted, counted in tensord_connections_refused_total, while established clients "
@@ -328,6 +334,14 @@ int Run(int argc, char** argv) {
   options.listen_addresses = listen;
   options.registry.max_host_bytes = absl::GetFlag(FLAGS_max_host_bytes).bytes;
   options.registry.max_tensors = absl::GetFlag(FLAGS_max_tensors);
+  options.max_watches = absl::GetFlag(FLAGS_max_watches);
+  options.registry.watch_history_items = absl::GetFlag(FLAGS_watch_history);
+  if (options.max_watches == 0 || options.registry.watch_history_items == 0) {
+    std::fprintf(stderr, "tensord: --max-watches %llu and --watch-history %llu must be at least 1\n",
+                 static_cast<unsigned long long>(options.max_watches),
+                 static_cast<unsigned long long>(options.registry.watch_history_items));
+    return 2;
+  }
   options.registry.page_policy =
       absl::GetFlag(FLAGS_huge_pages) ? PagePolicy::kHugeWhenAvailable : PagePolicy::kNormal;
   options.registry.arenas.max_slot_bytes = absl::GetFlag(FLAGS_arena_max_tensor_bytes).bytes;

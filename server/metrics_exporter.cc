@@ -209,8 +209,20 @@ class MetricsCollectable final : public prometheus::Collectable {
       AddCounter(batch_items, {{"rpc", name}, {"result", "failed"}},
                  static_cast<double>(items[1]));
     }
-    for (MetricFamily* family :
-         {&requests, &errors, &duration, &remote, &handoff, &batch_items}) {
+    MetricFamily watch_events = Family("tensord_watch_events_total",
+                                       "Change events sent to Watch callers.", MetricType::Counter);
+    AddCounter(watch_events, {}, static_cast<double>(snapshot.watch_events_sent));
+    MetricFamily fell_behind = Family(
+        "tensord_watch_fell_behind_total",
+        "Times a watcher was told it had fallen further behind than the change history "
+        "(--watch-history) and may have missed changes.",
+        MetricType::Counter);
+    AddCounter(fell_behind, {}, static_cast<double>(snapshot.watch_fell_behind));
+    MetricFamily watches = Family("tensord_watches_open", "Watch calls open now (--max-watches).",
+                                  MetricType::Gauge);
+    AddGauge(watches, {}, static_cast<double>(server_.open_watches()));
+    for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff, &batch_items,
+                                 &watch_events, &fell_behind, &watches}) {
       families.push_back(std::move(*family));
     }
   }

@@ -95,6 +95,20 @@ absl::StatusOr<ListResult> Client::List(absl::string_view prefix, uint32_t page_
   return rep_->transports.remote().List(prefix, page_size, page_token);
 }
 
+absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(absl::string_view prefix,
+                                                           const WatchOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  if (options.send_existing && options.from_version != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "WatchOptions: send_existing and from_version ", options.from_version,
+        " exclude each other"));
+  }
+  if (options.max_buffered_events == 0) {
+    return absl::InvalidArgumentError("WatchOptions::max_buffered_events must be at least 1");
+  }
+  return rep_->transports.remote().Watch(prefix, options);
+}
+
 absl::StatusOr<std::vector<TensorInfo>> Client::ListAll(absl::string_view prefix) {
   std::vector<TensorInfo> all;
   std::string token;

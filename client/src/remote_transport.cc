@@ -15,6 +15,7 @@
 #include "client/src/info_conversion.h"
 #include "client/src/remote_batch.h"
 #include "client/src/slice_latch.h"
+#include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
@@ -91,11 +92,13 @@ struct RemoteTransport::Rep {
         batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                            channel) {}
 
-  void PrepareContext(grpc::ClientContext& context) const {
+  // `with_deadline` false: a call that lasts as long as its caller wants
+  // (Watch).
+  void PrepareContext(grpc::ClientContext& context, bool with_deadline = true) const {
     if (!options.bearer_token.empty()) {
       context.AddMetadata("authorization", absl::StrCat("Bearer ", options.bearer_token));
     }
-    if (options.timeout != absl::InfiniteDuration()) {
+    if (with_deadline && options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
     if (!options.request_id.empty()) {
@@ -337,6 +340,19 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
   result.next_page_token = response.next_page_token();
   result.total_bytes = response.total_bytes();
   return result;
+}
+
+absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(
+    absl::string_view prefix, const WatchOptions& options) {
+  v1::WatchRequest request;
+  request.set_prefix(std::string(prefix));
+  request.set_from_version(options.from_version);
+  request.set_send_existing(options.send_existing);
+  auto context = std::make_unique<grpc::ClientContext>();
+  // The timeout bounds only the wait for the watch to start.
+  rep_->PrepareContext(*context, /*with_deadline=*/false);
+  return StartWatchStream(*rep_->tensor_service, std::move(context), request,
+                          options.max_buffered_events, rep_->options.timeout);
 }
 
 absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_t version) {

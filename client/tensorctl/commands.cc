@@ -31,6 +31,12 @@ std::span<const OptionSpec> Options() {
        "where the server stores the tensor: cpu (default) or cuda:N (device N of its backend)"},
       {kAtomicOption, "", OptionKind::kFlag, "",
        "publish every tensor under one version at once, or none of them"},
+      {kFromOption, "", OptionKind::kCount, "V",
+       "watch the changes after version V (the position an earlier watch printed)"},
+      {kExistingOption, "", OptionKind::kFlag, "",
+       "first print the latest version of every matching name, then the changes"},
+      {kCountOption, "", OptionKind::kCount, "N", "stop after N events"},
+      {kForOption, "", OptionKind::kText, "DURATION", "stop after this long (e.g. 30s, 5m)"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -123,6 +129,14 @@ std::span<const CommandSpec> Commands() {
        .options = {kOutputOption, kVersionOption},
        .required_options = {kOutputOption},
        .run = RunGetMany},
+      {.name = "watch",
+       .arguments = "[PREFIX]",
+       .summary = "print each change to names starting with PREFIX (published, deleted, "
+                  "evicted) as it happens, in the server's order",
+       .min_arguments = 0,
+       .max_arguments = 1,
+       .options = {kFromOption, kExistingOption, kCountOption, kForOption},
+       .run = RunWatch},
       // run is null: main() prints the usage text itself.
       {.name = "help", .summary = "show this text"},
   };

@@ -29,6 +29,10 @@ inline constexpr std::string_view kCacheOption = "--cache";
 inline constexpr std::string_view kPinOption = "--pin";
 inline constexpr std::string_view kDeviceOption = "--device";
 inline constexpr std::string_view kAtomicOption = "--atomic";
+inline constexpr std::string_view kFromOption = "--from";
+inline constexpr std::string_view kExistingOption = "--existing";
+inline constexpr std::string_view kCountOption = "--count";
+inline constexpr std::string_view kForOption = "--for";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";
@@ -54,6 +58,8 @@ absl::Status RunLoad(Client& client, const Invocation& invocation);
 // put-many DIR|FILE.safetensors, get-many PREFIX -o DIR (batch_commands.cc)
 absl::Status RunPutMany(Client& client, const Invocation& invocation);
 absl::Status RunGetMany(Client& client, const Invocation& invocation);
+// watch PREFIX (watch_command.cc)
+absl::Status RunWatch(Client& client, const Invocation& invocation);
 // health, snapshot (catalog_commands.cc)
 absl::Status RunHealth(Client& client, const Invocation& invocation);
 absl::Status RunSnapshot(Client& client, const Invocation& invocation);

@@ -14,6 +14,7 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kSnapshot: return "Snapshot";
     case Rpc::kBatchPut: return "BatchPut";
     case Rpc::kBatchFetch: return "BatchFetch";
+    case Rpc::kWatch: return "Watch";
   }
   return "Unknown";
 }
@@ -51,6 +52,8 @@ ServiceMetricsSnapshot ServiceMetrics::Snapshot() const {
   snapshot.remote_bytes_sent = remote_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_sent = handoff_bytes_sent_.load(std::memory_order_relaxed);
   snapshot.handoff_bytes_received = handoff_bytes_received_.load(std::memory_order_relaxed);
+  snapshot.watch_events_sent = watch_events_sent_.load(std::memory_order_relaxed);
+  snapshot.watch_fell_behind = watch_fell_behind_.load(std::memory_order_relaxed);
   for (size_t listener = 0; listener < kListenerCount; ++listener) {
     snapshot.connections_accepted[listener] =
         connections_accepted_[listener].load(std::memory_order_relaxed);

@@ -29,8 +29,9 @@ enum class Rpc : uint8_t {
   kSnapshot,
   kBatchPut,
   kBatchFetch,
+  kWatch,
 };
-inline constexpr size_t kRpcCount = 10;
+inline constexpr size_t kRpcCount = 11;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 
@@ -63,6 +64,8 @@ struct ServiceMetricsSnapshot {
   uint64_t handoff_bytes_received = 0; // bytes sealed by local producers
   // [rpc][0]: items of batch calls that succeeded, [rpc][1]: that failed.
   std::array<std::array<uint64_t, 2>, kRpcCount> batch_items{};
+  uint64_t watch_events_sent = 0;   // events sent to watchers
+  uint64_t watch_fell_behind = 0;   // times a watcher was told it missed changes
   // [listener]: connections accepted and served.
   std::array<uint64_t, kListenerCount> connections_accepted{};
   // [listener][reason]: connections closed at once instead.
@@ -85,6 +88,8 @@ class ServiceMetrics {
     Add(batch_items_[static_cast<size_t>(rpc)][0], succeeded);
     Add(batch_items_[static_cast<size_t>(rpc)][1], failed);
   }
+  void AddWatchEventsSent(uint64_t events) { Add(watch_events_sent_, events); }
+  void AddWatchFellBehind() { Add(watch_fell_behind_, 1); }
   void AddConnectionAccepted(Listener listener) {
     Add(connections_accepted_[static_cast<size_t>(listener)], 1);
   }
@@ -106,6 +111,8 @@ class ServiceMetrics {
   std::atomic<uint64_t> handoff_bytes_sent_{0};
   std::atomic<uint64_t> handoff_bytes_received_{0};
   std::array<std::array<std::atomic<uint64_t>, 2>, kRpcCount> batch_items_{};
+  std::atomic<uint64_t> watch_events_sent_{0};
+  std::atomic<uint64_t> watch_fell_behind_{0};
   std::array<std::atomic<uint64_t>, kListenerCount> connections_accepted_{};
   std::array<std::array<std::atomic<uint64_t>, kConnectionRefusalCount>, kListenerCount>
       connections_refused_{};

@@ -10,6 +10,7 @@ constexpr RpcRule kRules[] = {
     {"Stat", kPermissionRead},
     {"List", kPermissionRead},
     {"BatchFetch", kPermissionRead},
+    {"Watch", kPermissionRead},
     {"Put", kPermissionWrite},
     {"BatchPut", kPermissionWrite},
     {"Delete", kPermissionWrite},

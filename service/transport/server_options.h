@@ -63,6 +63,9 @@ struct ServerOptions {
   std::vector<TokenGrant> token_grants;
   // Cap on open Put/Fetch streams and their idle timeout.
   StreamLimits stream_limits;
+  // Most Watch calls open at once (--max-watches); they are long-lived, so
+  // they have their own cap instead of taking stream places.
+  uint64_t max_watches = 1024;
   // Snapshots of the durable tensors (--snapshot-dir); off when empty.
   // Restored at start, before serving.
   std::string snapshot_dir;

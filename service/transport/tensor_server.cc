@@ -174,8 +174,11 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   return server;
 }
 
+size_t TensorServer::open_watches() const { return service_->open_watches(); }
+
 TensorServer::~TensorServer() {
   if (listener_ != nullptr) listener_->Stop();
+  if (service_ != nullptr) service_->EndWatches();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
@@ -187,6 +190,7 @@ void TensorServer::Shutdown(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   const bool fetches_in_flight = service_->live_payloads() > 0;
   listener_->Stop();  // new connections are refused from here
+  service_->EndWatches();  // they never end on their own
   server_->Shutdown(absl::ToChronoTime(deadline));
   if (!fetches_in_flight) return;
   // A call counts as done once its last message is queued; its bytes are in

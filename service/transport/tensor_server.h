@@ -44,6 +44,8 @@ class TensorServer {
   const ConnectionListener& listener() const { return *listener_; }
   // Null when local handoff is off.
   const HandoffServer* handoff() const { return handoff_.get(); }
+  // Watch calls open now.
+  size_t open_watches() const;
   // Null without --snapshot-dir.
   SnapshotStore* snapshots() { return snapshots_.get(); }
 

@@ -35,7 +35,12 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
       authenticator_(options.token_grants.empty()
                          ? nullptr
                          : std::make_unique<TokenAuthenticator>(options.token_grants)),
-      streams_(options.stream_limits) {}
+      streams_(options.stream_limits),
+      watches_(options.max_watches) {}
+
+void TensorService::EndWatches() {
+  watches_.EndAll(absl::UnavailableError("the server is shutting down; watch again elsewhere or after it restarts"));
+}
 
 absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerContext* context,
                                                            absl::string_view rpc,

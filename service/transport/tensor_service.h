@@ -14,6 +14,7 @@
 #include "service/security/token_authenticator.h"
 #include "service/transport/call_threads.h"
 #include "service/transport/handoff_tokens.h"
+#include "service/transport/open_watches.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -27,7 +28,8 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                     v1::TensorService::WithCallbackMethod_Snapshot<
                         v1::TensorService::WithRawCallbackMethod_BatchPut<
                             v1::TensorService::WithRawCallbackMethod_BatchFetch<
-                                v1::TensorService::Service>>>>>>>>>>;
+                                v1::TensorService::WithCallbackMethod_Watch<
+                                    v1::TensorService::Service>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -68,6 +70,14 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* BatchFetch(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
 
+  // watch_reactor.cc.
+  grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
+                                                     const v1::WatchRequest* request) override;
+  // Ends every open watch (UNAVAILABLE) and refuses new ones: the first step
+  // of a shutdown.
+  void EndWatches();
+  size_t open_watches() const { return watches_.count(); }
+
   // Fetch payloads whose bytes gRPC has not finished sending (slices not
   // yet released). Shutdown waits for 0 so a finished call's tail is on the
   // wire before the process exits.
@@ -95,6 +105,7 @@ class TensorService final : public TensorServiceBase {
   // Null when auth is off.
   const std::unique_ptr<const TokenAuthenticator> authenticator_;
   ActiveStreams streams_;
+  OpenWatches watches_;
   // Last: joined first on destruction, while everything its work uses lives.
   CallThreads snapshot_threads_{2};
 };

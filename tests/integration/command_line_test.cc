@@ -249,5 +249,43 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
   EXPECT_TRUE(none->tensors.empty());
 }
 
+TEST(TensorctlWatchTest, WatchPrintsChangesAndThePositionToResumeFrom) {
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client =
+      testing::ConnectClient((*server)->address(), testing::RemoteClientOptions());
+  ASSERT_NE(client, nullptr);
+  testing::HostTensor tensor =
+      testing::CompactTensor(DLDataType{kDLFloat, 32, 1}, {2, 3}, testing::PatternBytes(24, 1));
+  absl::StatusOr<TensorInfo> first = client->Put("w/a", tensor.dl());
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<TensorInfo> second = client->Put("w/b", tensor.dl());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(client->Delete("w/a").ok());
+  const std::string server_flag = "--server=" + (*server)->address();
+
+  const ProgramRun existing =
+      RunProgram(kTensorctl, {"watch", "w/", "--existing", "--count", "1", server_flag});
+  ASSERT_EQ(existing.exit_code, 0) << existing.err;
+  EXPECT_EQ(existing.out, absl::StrCat(second->version, " existing w/b float32[2,3] 24 B\n"));
+
+  const ProgramRun resumed = RunProgram(
+      kTensorctl, {"watch", "w/", "--from", std::to_string(first->version), "--count", "2", server_flag});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.out, absl::StrCat(second->version, " published w/b float32[2,3] 24 B\n",
+                                      second->version + 1, " deleted w/a (version ",
+                                      first->version, ")\n"));
+  EXPECT_THAT(resumed.err, HasSubstr(absl::StrCat("position ", second->version + 1)));
+
+  // --for ends a quiet watch with success; a bad duration is a usage error.
+  const ProgramRun quiet = RunProgram(kTensorctl, {"watch", "w/", "--for", "200ms", server_flag});
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "");
+  const ProgramRun bad = RunProgram(kTensorctl, {"watch", "w/", "--for", "soon", server_flag});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--for 'soon'"));
+}
+
 }  // namespace
 }  // namespace tensord

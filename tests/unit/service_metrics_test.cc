@@ -83,7 +83,8 @@ TEST(ServiceMetricsTest, RpcNamesAreTheWireMethodNames) {
   EXPECT_EQ(RpcName(Rpc::kPut), "Put");
   EXPECT_EQ(RpcName(Rpc::kIssueHandoffToken), "IssueHandoffToken");
   EXPECT_EQ(RpcName(Rpc::kBatchPut), "BatchPut");
-  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "BatchFetch");
+  EXPECT_EQ(RpcName(Rpc::kBatchFetch), "BatchFetch");
+  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "Watch");
 }
 
 // Runs under TSan in CI (the name matches 'Concurren'): recording threads

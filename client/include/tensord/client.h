@@ -167,6 +167,58 @@ struct TensorRef {
   uint64_t version = 0;
 };
 
+struct WatchOptions {
+  // Changes after this version: resume where an earlier watch stopped
+  // (WatchStream::position()). 0: from the start of this watch on.
+  uint64_t from_version = 0;
+  // First the latest version of each matching name (events marked
+  // `existing`), then the changes after them, with nothing missed in
+  // between. Not with from_version.
+  bool send_existing = false;
+  // Events received but not yet taken by Next; past this the client stops
+  // reading, the server holds back, and a watcher that stays behind for
+  // longer than the server's history (--watch-history) gets kFellBehind.
+  size_t max_buffered_events = 4096;
+};
+
+struct WatchEvent {
+  enum class Kind {
+    kPublished,  // new versions (an atomic group: one event, every item)
+    kDeleted,
+    kEvicted,    // cache versions the server removed to make room
+    // Changes in (missed_after, version] may be missing: re-read what this
+    // watcher needs (Stat, List, BatchFetchPrefix); events go on after.
+    kFellBehind,
+  };
+  Kind kind = Kind::kPublished;
+  // The change's place in the server's order (a publish's version; a
+  // delete or eviction takes a number of its own). An existing event: the
+  // item's version. kFellBehind: where the watcher resumed.
+  uint64_t version = 0;
+  // Published: the new versions that match the prefix. Deleted or evicted:
+  // the versions removed.
+  std::vector<TensorInfo> items;
+  bool atomic_group = false;
+  bool existing = false;    // sent first, for WatchOptions::send_existing
+  uint64_t missed_after = 0;  // kFellBehind only
+};
+
+// One Watch call. Next from one thread at a time; Cancel from any.
+// Destroying it cancels the call and waits for gRPC to let go of it.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  // The next event, waiting up to `timeout` (DEADLINE_EXCEEDED when none
+  // came; the stream goes on). Once the call has ended and every event is
+  // taken: its final status (CANCELLED after Cancel, UNAVAILABLE when the
+  // server shut down or the connection broke).
+  virtual absl::StatusOr<WatchEvent> Next(absl::Duration timeout = absl::InfiniteDuration()) = 0;
+  // Every change up to this version has been returned by Next or reported
+  // missed: a later watch resumes with WatchOptions::from_version = this.
+  virtual uint64_t position() const = 0;
+  virtual void Cancel() = 0;
+};
+
 // A buffer in the server's memory being filled by this process (local
 // create/seal). Write the bytes through data(), then Seal() publishes them as
 // a new version; destroying an unsealed writer aborts the create.
@@ -286,6 +338,13 @@ class Client {
   // writers' order. Needs local handoff (UNAVAILABLE otherwise).
   absl::StatusOr<std::vector<TensorInfo>> SealGroup(
       std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c = false);
+  // The changes to names starting with `prefix` as they happen, in the
+  // server's order (gRPC). Returns once the server has started the watch,
+  // so a refusal (PERMISSION_DENIED, RESOURCE_EXHAUSTED at --max-watches,
+  // OUT_OF_RANGE for a from_version past the server's last) comes from
+  // here; ClientOptions::timeout bounds that wait, not the watch.
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(absl::string_view prefix,
+                                                     const WatchOptions& options = {});
   // Admin: makes the server write its durable tensors to its --snapshot-dir
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
   // on disk (fsynced); a server killed afterwards restores it at restart.

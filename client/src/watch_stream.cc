@@ -1,0 +1,235 @@
+#include "client/src/watch_stream.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/info_conversion.h"
+#include "service/wire/status_conversion.h"
+
+namespace tensord {
+namespace {
+
+absl::StatusOr<WatchEvent::Kind> KindFromProto(v1::WatchEvent::Kind kind) {
+  switch (kind) {
+    case v1::WatchEvent::PUBLISHED: return WatchEvent::Kind::kPublished;
+    case v1::WatchEvent::DELETED: return WatchEvent::Kind::kDeleted;
+    case v1::WatchEvent::EVICTED: return WatchEvent::Kind::kEvicted;
+    default: break;
+  }
+  return absl::InternalError(absl::StrCat("the server sent a watch event of unknown kind ",
+                                          static_cast<int>(kind)));
+}
+
+// gRPC may run a reaction inline in the thread that starts an operation, so
+// StartRead and RemoveHold are always called with mutex_ released.
+class GrpcWatchStream final : public WatchStream,
+                              public grpc::ClientReadReactor<v1::WatchResponse> {
+ public:
+  GrpcWatchStream(std::unique_ptr<grpc::ClientContext> context, size_t max_buffered_events)
+      : context_(std::move(context)), max_buffered_(std::max<size_t>(max_buffered_events, 1)) {}
+
+  ~GrpcWatchStream() override {
+    context_->TryCancel();
+    ReleaseHold();
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return done_; });
+  }
+
+  // Starts the call; waits up to `timeout` for the first message.
+  absl::Status Begin(v1::TensorService::Stub& service, const v1::WatchRequest& request,
+                     absl::Duration timeout) {
+    request_ = request;
+    service.async()->Watch(context_.get(), &request_, this);
+    // Held until reading ends, so OnDone cannot run while Next may still
+    // resume reading.
+    AddHold();
+    StartRead(&response_);
+    StartCall();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto answered = [this] { return first_message_ || done_; };
+    if (timeout == absl::InfiniteDuration()) {
+      changed_.wait(lock, answered);
+    } else {
+      changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), answered);
+    }
+    if (first_message_) return absl::OkStatus();
+    if (done_) return final_status_;
+    return absl::DeadlineExceededError(absl::StrCat("the server did not start the watch within ",
+                                                    absl::FormatDuration(timeout)));
+  }
+
+  absl::StatusOr<WatchEvent> Next(absl::Duration timeout) override {
+    bool resume = false;
+    absl::StatusOr<WatchEvent> next = absl::UnknownError("unset");
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      const auto ready = [this] { return !queue_.empty() || done_ || reading_ended_; };
+      if (timeout == absl::InfiniteDuration()) {
+        changed_.wait(lock, ready);
+      } else if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), ready)) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("no watch event within ", absl::FormatDuration(timeout)));
+      }
+      if (queue_.empty()) {
+        // Reading ended: the final status arrives with OnDone.
+        changed_.wait(lock, [this] { return done_; });
+        return final_status_;
+      }
+      Queued queued = std::move(queue_.front());
+      queue_.pop_front();
+      if (queued.position_after != 0) position_ = std::max(position_, queued.position_after);
+      if (paused_ && queue_.size() <= max_buffered_ / 2) {
+        paused_ = false;
+        resume = true;
+      }
+      next = std::move(queued.event);
+    }
+    if (resume) StartRead(&response_);
+    return next;
+  }
+
+  uint64_t position() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return position_;
+  }
+
+  void Cancel() override { context_->TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        reading_ended_ = true;
+      }
+      changed_.notify_all();
+      ReleaseHold();
+      return;
+    }
+    bool read_on = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      first_message_ = true;
+      if (absl::Status taken = TakeLocked(response_); !taken.ok()) {
+        final_status_override_ = taken;
+        context_->TryCancel();
+      }
+      if (queue_.size() < max_buffered_) {
+        read_on = true;
+      } else {
+        paused_ = true;
+      }
+    }
+    changed_.notify_all();
+    if (read_on) StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    final_status_ = final_status_override_.value_or(FromGrpcStatus(status));
+    if (final_status_.ok()) {
+      final_status_ = absl::UnavailableError("the server ended the watch");
+    }
+    done_ = true;
+    // Under the lock: the destructor may free this as soon as it sees done_.
+    changed_.notify_all();
+  }
+
+ private:
+  struct Queued {
+    WatchEvent event;
+    // position() once this event is taken (0: unchanged).
+    uint64_t position_after = 0;
+  };
+
+  absl::Status TakeLocked(const v1::WatchResponse& response) {
+    if (response.has_fell_behind()) {
+      WatchEvent missed;
+      missed.kind = WatchEvent::Kind::kFellBehind;
+      missed.version = response.fell_behind().resumed_at();
+      missed.missed_after = response.fell_behind().missed_after();
+      queue_.push_back({std::move(missed), response.fell_behind().resumed_at()});
+    }
+    for (const v1::WatchEvent& proto : response.events()) {
+      absl::StatusOr<WatchEvent::Kind> kind = KindFromProto(proto.kind());
+      if (!kind.ok()) return kind.status();
+      if (!partial_.has_value()) {
+        WatchEvent event;
+        event.kind = *kind;
+        event.version = proto.version();
+        event.atomic_group = proto.atomic_group();
+        event.existing = proto.existing();
+        partial_ = std::move(event);
+      } else if (partial_->version != proto.version() || partial_->kind != *kind) {
+        return absl::InternalError(absl::StrCat(
+            "the server continued watch event ", partial_->version, " with event ",
+            proto.version()));
+      }
+      for (const v1::TensorInfo& item : proto.items()) {
+        absl::StatusOr<TensorInfo> info = InfoFromProto(item);
+        if (!info.ok()) return info.status();
+        partial_->items.push_back(*std::move(info));
+      }
+      if (proto.continues()) continue;
+      const uint64_t position_after = partial_->existing ? 0 : partial_->version;
+      queue_.push_back({*std::move(partial_), position_after});
+      partial_.reset();
+    }
+    // The message's position covers changes that matched nothing: it
+    // becomes the position once its last event is taken, or now when it
+    // brought none (and nothing earlier is waiting).
+    if (response.position() != 0 && !partial_.has_value()) {
+      if (!queue_.empty()) {
+        queue_.back().position_after = std::max(queue_.back().position_after, response.position());
+      } else {
+        position_ = std::max(position_, response.position());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void ReleaseHold() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (hold_released_) return;
+      hold_released_ = true;
+    }
+    RemoveHold();
+  }
+
+  const std::unique_ptr<grpc::ClientContext> context_;
+  const size_t max_buffered_;
+  v1::WatchRequest request_;
+  v1::WatchResponse response_;  // one read in flight at a time
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Queued> queue_;
+  std::optional<WatchEvent> partial_;  // a change whose items continue
+  uint64_t position_ = 0;
+  bool first_message_ = false;
+  bool paused_ = false;
+  bool reading_ended_ = false;
+  bool hold_released_ = false;
+  bool done_ = false;
+  absl::Status final_status_;
+  std::optional<absl::Status> final_status_override_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WatchStream>> StartWatchStream(
+    v1::TensorService::Stub& service, std::unique_ptr<grpc::ClientContext> context,
+    const v1::WatchRequest& request, size_t max_buffered_events, absl::Duration start_timeout) {
+  auto stream = std::make_unique<GrpcWatchStream>(std::move(context), max_buffered_events);
+  if (absl::Status started = stream->Begin(service, request, start_timeout); !started.ok()) {
+    return started;  // the destructor cancels and waits for gRPC
+  }
+  return stream;
+}
+
+}  // namespace tensord

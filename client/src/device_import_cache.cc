@@ -51,14 +51,14 @@ absl::StatusOr<DeviceBackend*> DeviceImportCache::Importer(absl::string_view bac
 
 absl::StatusOr<std::shared_ptr<const DeviceMemory>> DeviceImportCache::Import(
     absl::string_view server, absl::string_view backend, const ExportedHandle& handle,
-    uint64_t version) {
+    absl::string_view name, uint64_t version) {
   TENSORD_ASSIGN_OR_RETURN(DeviceBackend * importer, Importer(backend));
   // Legacy handles are keyed by their bytes: the once-per-process rule is
   // per handle. The server's identity keeps two servers apart.
   std::string key = absl::StrCat(server, "|", backend, "|", HandleKindName(handle.kind), "|",
                                  handle.kind == HandleKind::kLegacyIpc
                                      ? handle.bytes
-                                     : absl::StrCat("version ", version));
+                                     : absl::StrCat("version ", version, " of ", name));
   MutexLock lock(&mutex_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {

@@ -54,12 +54,14 @@ class DeviceImportCache {
   absl::StatusOr<DeviceBackend*> Importer(absl::string_view backend);
 
   // The import of `handle` (exported by `backend` of the server known as
-  // `server`), opened on first use and shared afterwards. `version`
-  // identifies the allocation of a handle without bytes (kPosixFd); a
-  // legacy handle is identified by its bytes. `handle.fd` stays the caller's.
+  // `server`), opened on first use and shared afterwards. `name` and
+  // `version` identify the allocation of a handle without bytes (kPosixFd):
+  // the items of an atomic group share one version number; a legacy handle
+  // is identified by its bytes. `handle.fd` stays the caller's.
   absl::StatusOr<std::shared_ptr<const DeviceMemory>> Import(absl::string_view server,
                                                              absl::string_view backend,
                                                              const ExportedHandle& handle,
+                                                             absl::string_view name,
                                                              uint64_t version);
 
   // Imports currently open, and imports opened so far (cache misses).

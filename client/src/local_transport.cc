@@ -334,7 +334,7 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireRe
     return DeviceImportCache::Process().Import(
         absl::StrCat(connection_->server_identity(), "#",
                      acquired.device_handle().server_instance()),
-        acquired.device_handle().backend(), handle, info.version);
+        acquired.device_handle().backend(), handle, info.name, info.version);
   }();
   if (!imported.ok()) {
     // kAuto still gets the bytes, over gRPC; kLocal reports why.

@@ -29,7 +29,7 @@ struct FreeDeleter {
 // Everything one exported capsule's struct points at; freed by its deleter,
 // which may run on any thread, with or without the GIL.
 struct ExportContext {
-  std::shared_ptr<const HeldTensor> held;  // keeps the fetched bytes alive
+  std::shared_ptr<const void> owner;  // keeps the exported bytes, shape and strides alive
   std::unique_ptr<uint8_t, FreeDeleter> copy;  // set for copy=True exports
   DLManagedTensor legacy{};
   DLManagedTensorVersioned versioned{};
@@ -110,20 +110,28 @@ HeldTensor::~HeldTensor() {
 }
 
 ExportRequest ParseExportRequest(nb::handle stream, nb::handle max_version, nb::handle dl_device,
-                                 nb::handle copy) {
+                                 nb::handle copy, DLDevice device) {
   ExportRequest request;
-  // Host memory has no stream to order work on (array API: only None).
-  if (!stream.is_none()) {
-    throw nb::value_error(
-        absl::StrCat("stream must be None for tensord's CPU tensors, got ", Repr(stream)).c_str());
+  if (device.device_type == kDLCPU) {
+    // Host memory has no stream to order work on (array API: only None).
+    if (!stream.is_none()) {
+      throw nb::value_error(
+          absl::StrCat("stream must be None for tensord's CPU tensors, got ", Repr(stream)).c_str());
+    }
+  } else if (!stream.is_none() && !nb::isinstance<nb::int_>(stream)) {
+    // Any consumer stream is fine: the bytes are complete before they are
+    // handed out (a version is sealed after its producer synchronized).
+    throw nb::type_error(
+        absl::StrCat("stream must be None or an int (a CUDA stream), got ", Repr(stream)).c_str());
   }
   if (!max_version.is_none()) request.max_version = IntPair(max_version, "max_version");
   if (!dl_device.is_none()) {
     const auto [type, id] = IntPair(dl_device, "dl_device");
-    if (type != kDLCPU || id != 0) {
+    if (type != device.device_type || id != device.device_id) {
       throw nb::buffer_error(absl::StrCat("cannot export to dl_device (", type, ", ", id,
-                                          "): tensord tensors live in host memory, device (",
-                                          static_cast<int>(kDLCPU), ", 0)")
+                                          "): this tensor lives on DLPack device (",
+                                          static_cast<int>(device.device_type), ", ", device.device_id,
+                                          ") and tensord does not copy between devices")
                                  .c_str());
     }
   }
@@ -136,28 +144,17 @@ ExportRequest ParseExportRequest(nb::handle stream, nb::handle max_version, nb::
   return request;
 }
 
-nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const ExportRequest& request) {
+namespace {
+
+// A new capsule over `tensor`, whose memory `owner` keeps alive; `copy`,
+// when set, is what `tensor.data` points into.
+nb::object MakeCapsule(const DLTensor& tensor, std::shared_ptr<const void> owner,
+                       std::unique_ptr<uint8_t, FreeDeleter> copy, const ExportRequest& request,
+                       uint64_t versioned_flags) {
   const bool versioned = request.max_version.has_value() && request.max_version->first >= 1;
-  const bool make_copy = request.copy.value_or(false);
-  // A legacy capsule cannot say "read-only", and a consumer that writes
-  // would fault on the shared PROT_READ mapping (numpy refuses the same way).
-  if (!versioned && held->read_only() && !make_copy) {
-    throw nb::buffer_error(absl::StrCat("tensor '", held->info().name,
-                                        "' is a read-only mapping and this consumer takes only legacy "
-                                        "DLPack capsules, which cannot mark it read-only: pass copy=True "
-                                        "or fetch with read_only=False")
-                               .c_str());
-  }
-
   auto context = std::make_unique<ExportContext>();
-  DLTensor tensor = held->dl_tensor();
-  if (make_copy) {
-    context->copy = CopyStoredBytes(*held);
-    tensor.data = context->copy.get() + held->info().byte_offset;
-  }
-  // shape and strides point into `held`, which the context keeps alive.
-  context->held = held;
-
+  context->owner = std::move(owner);
+  context->copy = std::move(copy);
   PyObject* capsule = nullptr;
   if (versioned) {
     DLManagedTensorVersioned& managed = context->versioned;
@@ -169,8 +166,7 @@ nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const Ex
     managed.version = DLPackVersion{dlpack::kProducedMajorVersion, minor};
     managed.manager_ctx = context.get();
     managed.deleter = &DeleteVersioned;
-    managed.flags = (held->read_only() && !make_copy ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
-                    (held->is_copy() || make_copy ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+    managed.flags = versioned_flags;
     managed.dl_tensor = tensor;
     capsule = PyCapsule_New(&managed, kVersionedName, &DestroyVersionedCapsule);
   } else {
@@ -184,6 +180,54 @@ nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const Ex
   context.release();  // now owned by the capsule, or by whoever takes it
   exported_count.fetch_add(1, std::memory_order_relaxed);
   return nb::steal<nb::object>(capsule);
+}
+
+}  // namespace
+
+nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const ExportRequest& request) {
+  const bool versioned = request.max_version.has_value() && request.max_version->first >= 1;
+  const bool make_copy = request.copy.value_or(false);
+  const DLDevice device = held->dl_tensor().device;
+  const bool on_host = device.device_type == kDLCPU;
+  if (make_copy && !on_host) {
+    throw nb::buffer_error(absl::StrCat("copy=True of tensor '", held->info().name,
+                                        "', which is in device memory (DLPack device (",
+                                        static_cast<int>(device.device_type), ", ", device.device_id,
+                                        ")): tensord copies host tensors only; fetch it with "
+                                        "device_to_host=True for a host copy")
+                               .c_str());
+  }
+  // A legacy capsule cannot say "read-only", and a consumer that writes
+  // would fault on the shared PROT_READ mapping (numpy refuses the same way).
+  // Device imports are always flagged read-only, yet device consumers (torch)
+  // take legacy capsules only: they get them, and must not write (docs).
+  if (!versioned && held->read_only() && !make_copy && on_host) {
+    throw nb::buffer_error(absl::StrCat("tensor '", held->info().name,
+                                        "' is a read-only mapping and this consumer takes only legacy "
+                                        "DLPack capsules, which cannot mark it read-only: pass copy=True "
+                                        "or fetch with read_only=False")
+                               .c_str());
+  }
+  DLTensor tensor = held->dl_tensor();
+  std::unique_ptr<uint8_t, FreeDeleter> copy;
+  if (make_copy) {
+    copy = CopyStoredBytes(*held);
+    tensor.data = copy.get() + held->info().byte_offset;
+  }
+  const uint64_t flags = (held->read_only() && !make_copy ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+                         (held->is_copy() || make_copy ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+  // shape and strides point into `held`, which the capsule keeps alive.
+  return MakeCapsule(tensor, held, std::move(copy), request, flags);
+}
+
+nb::object ExportWritableCapsule(const DLTensor& tensor, std::shared_ptr<const void> owner,
+                                 const ExportRequest& request, const char* what) {
+  if (request.copy.value_or(false)) {
+    throw nb::buffer_error(absl::StrCat("copy=True of ", what,
+                                        ": a copy would not be written back; export it without copy")
+                               .c_str());
+  }
+  return MakeCapsule(tensor, std::move(owner), nullptr, request, 0);
 }
 
 ExportCounters ReadExportCounters() {

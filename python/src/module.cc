@@ -16,11 +16,14 @@
 #include "absl/time/time.h"
 #include "python/src/arguments.h"
 #include "python/src/batch_items.h"
+#include "python/src/buffer_destination.h"
 #include "python/src/dlpack_export.h"
 #include "python/src/dlpack_import.h"
 #include "python/src/status_error.h"
+#include "python/src/tensor_writer.h"
 #include "service/common/build_info.h"
 #include "service/dlpack/data_type.h"
+#include "service/dlpack/tensor_layout.h"
 #include "tensord/client.h"
 
 namespace tensord::python {
@@ -76,14 +79,15 @@ class PythonClient {
   }
 
   FetchedTensor Fetch(const std::string& name, std::optional<int64_t> version, bool read_only,
-                      bool verify_crc32c) {
+                      bool verify_crc32c, bool device_to_host) {
     FetchOptions options;
     options.version = VersionArgument(version);
     options.read_only = read_only;
     options.verify_crc32c = verify_crc32c;
-    // Python tensors are host memory (__dlpack_device__ is kDLCPU, buffer
-    // copies read data directly): a device tensor comes as a host copy.
-    options.device_to_host = true;
+    // A device tensor over the local handoff is imported as device memory
+    // (exported as kDLCUDA) unless a host copy is asked for; the C++ client
+    // copies over gRPC when this process cannot import it (path 'auto').
+    options.device_to_host = device_to_host;
     absl::StatusOr<Tensor> tensor;
     {
       nb::gil_scoped_release released;
@@ -105,13 +109,16 @@ class PythonClient {
     return ValueOrThrow(std::move(info));
   }
 
-    // Copies the tensor into `destination`, any writable host array with
-  // __dlpack__ (numpy, torch; any strides) of the stored dtype and shape.
+  // Copies the tensor into `destination`: a writable host array with
+  // __dlpack__ (numpy, torch; any strides) of the stored dtype and shape, or
+  // an object with the writable buffer protocol (bytearray, array.array,
+  // memoryview, mmap), typed by its format, or raw bytes (BufferDestination).
   TensorInfo FetchInto(const std::string& name, nb::handle destination, std::optional<int64_t> version,
                        bool verify_crc32c) {
     FetchOptions options;
     options.version = VersionArgument(version);
     options.verify_crc32c = verify_crc32c;
+    if (!nb::hasattr(destination, "__dlpack__")) return FetchIntoBuffer(name, destination, options);
     ImportedTensor imported = ImportDlpack(destination, "fetch_into");
     if (imported.read_only()) {
       throw nb::value_error(absl::StrCat("fetch_into needs a writable array; the ",
@@ -125,6 +132,66 @@ class PythonClient {
       info = client_->FetchInto(name, imported.dl_tensor(), options);
     }
     return ValueOrThrow(std::move(info));
+  }
+
+  // A zero-copy writer for a new version of `name` (local handoff only).
+  PythonTensorWriter Create(const std::string& name, nb::handle dtype, const std::vector<int64_t>& shape,
+                            const std::string& retention, nb::handle device) {
+    const DLDataType parsed_dtype = DtypeArgument(dtype);
+    CreateOptions options;
+    options.retention = RetentionArgument(retention);
+    options.device = DeviceArgument(device);
+    absl::StatusOr<std::unique_ptr<TensorWriter>> writer;
+    {
+      nb::gil_scoped_release released;
+      writer = client_->Create(name, parsed_dtype, shape, options);
+    }
+    if (!writer.ok() && writer.status().code() == absl::StatusCode::kUnavailable && !client_->local()) {
+      throw StatusError(absl::UnavailableError(absl::StrCat(
+          "create needs the local handoff, and this Client talks gRPC only (path='remote', or no "
+          "handoff socket reachable from this host): connect with path='local' to a tensord on this "
+          "host that runs with a --handoff-socket (",
+          writer.status().message(), ")")));
+    }
+    return PythonTensorWriter(ValueOrThrow(std::move(writer)), name, parsed_dtype, shape);
+  }
+
+  // Seals writers of this client as one atomic group; every writer is
+  // finished afterwards, whether or not the group was published.
+  std::vector<TensorInfo> SealGroup(nb::handle writers, bool send_crc32c) {
+    std::vector<PythonTensorWriter*> python_writers;
+    for (nb::handle item : nb::iter(writers)) {
+      PythonTensorWriter* writer = nullptr;
+      if (!nb::try_cast(item, writer, false) || writer == nullptr) {
+        throw nb::type_error(absl::StrCat("seal_group takes tensord.TensorWriter objects, got ",
+                                          nb::type_name(item.type()).c_str(), " at index ",
+                                          python_writers.size())
+                                 .c_str());
+      }
+      for (size_t i = 0; i < python_writers.size(); ++i) {
+        if (python_writers[i] == writer) {
+          throw nb::value_error(absl::StrCat("seal_group got the writer of '", writer->name(),
+                                             "' twice (indexes ", i, " and ", python_writers.size(), ")")
+                                    .c_str());
+        }
+      }
+      python_writers.push_back(writer);
+    }
+    // Every writer is checked before any is taken, so a refusal leaves them all open.
+    for (PythonTensorWriter* writer : python_writers) writer->CheckSealable("seal_group");
+    std::vector<std::unique_ptr<TensorWriter>> taken;
+    for (PythonTensorWriter* writer : python_writers) taken.push_back(writer->TakeForSeal("seal_group"));
+    absl::StatusOr<std::vector<TensorInfo>> infos;
+    {
+      nb::gil_scoped_release released;
+      infos = client_->SealGroup(taken, send_crc32c);
+      taken.clear();  // aborts whatever the group did not publish
+    }
+    std::vector<TensorInfo> published = ValueOrThrow(std::move(infos));
+    for (size_t i = 0; i < published.size() && i < python_writers.size(); ++i) {
+      python_writers[i]->set_info(published[i]);
+    }
+    return published;
   }
 
   // Throwing while the GIL is released is fine: unwinding re-acquires it
@@ -162,12 +229,12 @@ class PythonClient {
   }
 
   // One entry per ref, in order: a Tensor, or the tensord.Error of that item.
-  nb::list BatchFetch(nb::handle refs, bool verify_crc32c) {
+  nb::list BatchFetch(nb::handle refs, bool verify_crc32c, bool device_to_host) {
     const std::vector<TensorRef> wanted = TensorRefsArgument(refs);
     absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched;
     {
       nb::gil_scoped_release released;
-      fetched = client_->BatchFetch(wanted, BatchFetchOptions(verify_crc32c));
+      fetched = client_->BatchFetch(wanted, BatchFetchOptions(verify_crc32c, device_to_host));
     }
     nb::list tensors;
     for (absl::StatusOr<Tensor>& tensor : ValueOrThrow(std::move(fetched))) {
@@ -177,16 +244,17 @@ class PythonClient {
     return tensors;
   }
 
-  std::vector<FetchedTensor> BatchFetchPrefix(const std::string& prefix, bool verify_crc32c) {
+  std::vector<FetchedTensor> BatchFetchPrefix(const std::string& prefix, bool verify_crc32c,
+                                              bool device_to_host) {
     absl::StatusOr<std::vector<Tensor>> fetched;
     {
       nb::gil_scoped_release released;
-      fetched = client_->BatchFetchPrefix(prefix, BatchFetchOptions(verify_crc32c));
+      fetched = client_->BatchFetchPrefix(prefix, BatchFetchOptions(verify_crc32c, device_to_host));
     }
     return WrapAll(ValueOrThrow(std::move(fetched)));
   }
 
-  std::vector<FetchedTensor> BatchFetchGroup(int64_t group_version, bool verify_crc32c) {
+  std::vector<FetchedTensor> BatchFetchGroup(int64_t group_version, bool verify_crc32c, bool device_to_host) {
     if (group_version < 1) {
       throw nb::value_error(
           absl::StrCat("group_version must be a positive int, got ", group_version).c_str());
@@ -195,9 +263,45 @@ class PythonClient {
     {
       nb::gil_scoped_release released;
       fetched = client_->BatchFetchGroup(static_cast<uint64_t>(group_version),
-                                         BatchFetchOptions(verify_crc32c));
+                                         BatchFetchOptions(verify_crc32c, device_to_host));
     }
     return WrapAll(ValueOrThrow(std::move(fetched)));
+  }
+
+  // fetch_into for buffer-protocol destinations (BufferDestination).
+  TensorInfo FetchIntoBuffer(const std::string& name, nb::handle destination, const FetchOptions& options) {
+    BufferDestination buffer(destination);
+    if (!buffer.raw_bytes()) {
+      absl::StatusOr<TensorInfo> info;
+      {
+        nb::gil_scoped_release released;
+        info = client_->FetchInto(name, buffer.typed(), options);
+      }
+      return ValueOrThrow(std::move(info));
+    }
+    // Raw bytes take the stored dtype and shape: stat, then fetch exactly
+    // that version. When the latest version was replaced and freed in
+    // between, the new latest is tried (a bounded number of times).
+    constexpr int kRawAttempts = 3;
+    absl::StatusOr<TensorInfo> info;
+    for (int attempt = 0; attempt < kRawAttempts; ++attempt) {
+      nb::gil_scoped_release released;
+      absl::StatusOr<TensorInfo> stored = client_->Stat(name, options.version);
+      if (!stored.ok()) {
+        info = stored.status();
+        break;
+      }
+      absl::StatusOr<DLTensor> raw = buffer.RawTensorFor(*stored);
+      if (!raw.ok()) {
+        info = raw.status();
+        break;
+      }
+      FetchOptions pinned = options;
+      pinned.version = stored->version;
+      info = client_->FetchInto(name, *raw, pinned);
+      if (info.ok() || options.version != 0 || info.status().code() != absl::StatusCode::kNotFound) break;
+    }
+    return ValueOrThrow(std::move(info));
   }
 
   std::string Health(const std::string& service) {
@@ -208,11 +312,10 @@ class PythonClient {
   bool local() const { return client_->local(); }
 
  private:
-  static FetchOptions BatchFetchOptions(bool verify_crc32c) {
+  static FetchOptions BatchFetchOptions(bool verify_crc32c, bool device_to_host) {
     FetchOptions options;
     options.verify_crc32c = verify_crc32c;
-    // Python tensors are host memory, as in Fetch.
-    options.device_to_host = true;
+    options.device_to_host = device_to_host;  // as in Fetch
     return options;
   }
 
@@ -274,13 +377,18 @@ void BindTensor(nb::module_& m) {
           "__dlpack__",
           [](const FetchedTensor& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
              nb::handle copy) {
-            return ExportCapsule(self.held(), ParseExportRequest(stream, max_version, dl_device, copy));
+            const std::shared_ptr<const HeldTensor>& held = self.held();
+            return ExportCapsule(held, ParseExportRequest(stream, max_version, dl_device, copy, held->device()));
           },
           nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
           "dl_device"_a = nb::none(), "copy"_a = nb::none(),
           "A DLPack capsule: 'dltensor_versioned' when max_version >= (1, 0), 'dltensor' otherwise.")
       .def("__dlpack_device__",
-           [](const FetchedTensor&) { return nb::make_tuple(static_cast<int>(kDLCPU), 0); })
+           [](const FetchedTensor& self) {
+             const DLDevice device = self.held()->device();
+             return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
+           },
+           "(1, 0) for host memory; (2, N) for a device tensor imported over the local handoff.")
       .def_prop_ro("info", [](const FetchedTensor& self) { return self.held()->info(); })
       .def_prop_ro("name", [](const FetchedTensor& self) { return self.held()->info().name; })
       .def_prop_ro("version", [](const FetchedTensor& self) { return self.held()->info().version; })
@@ -320,13 +428,29 @@ void BindClient(nb::module_& m) {
            "server's handoff socket is reachable on this host), 'remote' or 'local'. timeout: seconds "
            "per call. handoff_socket: override the socket the server advertises.")
       .def("fetch", &PythonClient::Fetch, "name"_a, "version"_a = nb::none(), nb::kw_only(),
-           "read_only"_a = false, "verify_crc32c"_a = false,
-           "The tensor `name` (latest version, or `version`) as a tensord.Tensor.")
+           "read_only"_a = false, "verify_crc32c"_a = false, "device_to_host"_a = false,
+           "The tensor `name` (latest version, or `version`) as a tensord.Tensor. A tensor the server "
+           "keeps in device memory comes over the local handoff as device memory (__dlpack_device__ "
+           "(2, N)) when this process can import it, as a host copy otherwise or with "
+           "device_to_host=True.")
       .def("fetch_into", &PythonClient::FetchInto, "name"_a, "array"_a, "version"_a = nb::none(),
            nb::kw_only(), "verify_crc32c"_a = false,
            "Copies the tensor into `array`: any writable host array with __dlpack__ (numpy, torch), "
-           "any strides, of the stored dtype and shape (tensord.Error INVALID_ARGUMENT otherwise). "
-           "Returns its TensorInfo.")
+           "any strides, of the stored dtype and shape (tensord.Error INVALID_ARGUMENT otherwise), or a "
+           "writable buffer-protocol object (bytearray, array.array, memoryview, mmap) typed by its "
+           "format; a 1-D byte buffer ('B', 'b', 'c') of exactly the tensor's size takes its bytes in "
+           "row-major order. Returns its TensorInfo.")
+      .def("create", &PythonClient::Create, "name"_a, "dtype"_a, "shape"_a, nb::kw_only(),
+           "retention"_a = "default", "device"_a = nb::none(),
+           "A tensord.TensorWriter: a buffer in the server's memory for a new version of `name`, "
+           "filled in place, published by seal(). Needs the local handoff (tensord.Error UNAVAILABLE "
+           "otherwise). dtype: 'float32', a numpy or torch dtype. retention: 'default', 'pinned' or "
+           "'cache'. device: None (host memory), 'cuda:N' or (2, N) for device memory of the server's "
+           "device backend.")
+      .def("seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(), "send_crc32c"_a = false,
+           "Seals writers of this client's create as one atomic group: every version is published "
+           "under one version number at once, or none is. Returns their TensorInfos in order; every "
+           "writer is finished afterwards either way.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version.")
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
@@ -343,15 +467,16 @@ void BindClient(nb::module_& m) {
            "whole is refused (a bad name, an atomic batch over MAX_BATCH_ITEMS, the server "
            "unreachable).")
       .def("batch_fetch", &PythonClient::BatchFetch, "items"_a, nb::kw_only(), "verify_crc32c"_a = false,
+           "device_to_host"_a = false,
            "Many tensors, leased at one moment on the server. items: names (latest version) or "
            "(name, version) pairs. Returns one entry per item, in order: a tensord.Tensor, or the "
            "tensord.Error of that item (not raised).")
       .def("batch_fetch_prefix", &PythonClient::BatchFetchPrefix, "prefix"_a, nb::kw_only(),
-           "verify_crc32c"_a = false,
+           "verify_crc32c"_a = false, "device_to_host"_a = false,
            "The latest version of every name starting with prefix, in name order, from one moment; "
            "tensord.Error OUT_OF_RANGE when more than MAX_BATCH_ITEMS match.")
       .def("batch_fetch_group", &PythonClient::BatchFetchGroup, "group_version"_a, nb::kw_only(),
-           "verify_crc32c"_a = false,
+           "verify_crc32c"_a = false, "device_to_host"_a = false,
            "Every item of the atomic batch published as group_version, in name order; tensord.Error "
            "NOT_FOUND when any of them is gone.")
       .def("health", &PythonClient::Health, "service"_a = "",
@@ -369,6 +494,7 @@ NB_MODULE(_tensord, m) {
   BindTensorInfo(m);
   BindTensor(m);
   BindBatchPutResult(m);
+  BindTensorWriter(m);
   BindClient(m);
   m.attr("MAX_BATCH_ITEMS") = tensord::kMaxBatchItems;
   m.attr("__version__") = std::string(tensord::ReleaseVersion());

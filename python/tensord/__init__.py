@@ -5,6 +5,8 @@
     client.put("weights/emb", torch.arange(6.0).reshape(2, 3))
     emb = torch.from_dlpack(client.fetch("weights/emb"))   # zero-copy
     client.batch_put({"w/a": torch.ones(3), "w/b": torch.zeros(2)}, atomic=True)  # one version
+    with client.create("weights/out", torch.float32, (2, 3)) as writer:  # zero-copy, local handoff
+        torch.from_dlpack(writer).copy_(result)                          # sealed at the end
 
 See docs/python.md in the repository.
 """
@@ -53,6 +55,7 @@ from tensord._tensord import (  # noqa: E402
     Client,
     Tensor,
     TensorInfo,
+    TensorWriter,
     __version__,
     _export_counters,
     _set_error_class,
@@ -70,6 +73,7 @@ __all__ = [
     "StatusCode",
     "Tensor",
     "TensorInfo",
+    "TensorWriter",
     "__version__",
     "build_info",
 ]

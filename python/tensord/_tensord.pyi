@@ -1,6 +1,6 @@
 """Type stubs of tensord's native module (import tensord instead)."""
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tensord import Error
 
@@ -55,7 +55,8 @@ class Tensor:
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any: ...
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0) for host memory; (2, N) for a device tensor imported over the local handoff."""
     @property
     def info(self) -> TensorInfo: ...
     @property
@@ -74,6 +75,47 @@ class Tensor:
     @property
     def closed(self) -> bool: ...
     def __enter__(self) -> "Tensor": ...
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
+
+class TensorWriter:
+    """A buffer in the server's memory for a new version of a tensor
+    (Client.create), filled in place through __dlpack__ or (host writers)
+    the writable buffer protocol. seal() publishes it; abort(), or dropping
+    it unsealed, gives it up. As a context manager it seals on a normal exit
+    and aborts on an exception."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def __buffer__(self, flags: int) -> memoryview: ...
+    def seal(self, *, send_crc32c: bool = False) -> TensorInfo:
+        """Publishes the bytes; BufferError while views of the buffer are alive.
+        The writer is finished afterwards, even when the seal fails."""
+    def abort(self) -> None:
+        """Gives the create up; idempotent, a no-op after seal()."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def device(self) -> Tuple[int, int]: ...
+    @property
+    def state(self) -> str:
+        """'open', 'sealed' or 'aborted'."""
+    @property
+    def info(self) -> Optional[TensorInfo]:
+        """The published version's TensorInfo once sealed, else None."""
+    def __enter__(self) -> "TensorWriter": ...
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
 
 class BatchPutResult:
@@ -112,10 +154,21 @@ class Client:
         *,
         read_only: bool = False,
         verify_crc32c: bool = False,
+        device_to_host: bool = False,
     ) -> Tensor: ...
     def fetch_into(
         self, name: str, array: Any, version: Optional[int] = None, *, verify_crc32c: bool = False
     ) -> TensorInfo: ...
+    def create(
+        self,
+        name: str,
+        dtype: Any,
+        shape: Sequence[int],
+        *,
+        retention: str = "default",
+        device: Union[None, str, Tuple[int, int]] = None,
+    ) -> TensorWriter: ...
+    def seal_group(self, writers: Iterable[TensorWriter], *, send_crc32c: bool = False) -> List[TensorInfo]: ...
     def put(self, name: str, tensor: Any, *, send_crc32c: bool = False) -> TensorInfo: ...
     def stat(self, name: str, version: Optional[int] = None) -> TensorInfo: ...
     def list(self, prefix: str = "") -> List[TensorInfo]: ...
@@ -129,10 +182,18 @@ class Client:
         send_crc32c: bool = False,
     ) -> BatchPutResult: ...
     def batch_fetch(
-        self, items: Iterable[Union[str, Tuple[str, Optional[int]]]], *, verify_crc32c: bool = False
+        self,
+        items: Iterable[Union[str, Tuple[str, Optional[int]]]],
+        *,
+        verify_crc32c: bool = False,
+        device_to_host: bool = False,
     ) -> List[Union[Tensor, Error]]: ...
-    def batch_fetch_prefix(self, prefix: str, *, verify_crc32c: bool = False) -> List[Tensor]: ...
-    def batch_fetch_group(self, group_version: int, *, verify_crc32c: bool = False) -> List[Tensor]: ...
+    def batch_fetch_prefix(
+        self, prefix: str, *, verify_crc32c: bool = False, device_to_host: bool = False
+    ) -> List[Tensor]: ...
+    def batch_fetch_group(
+        self, group_version: int, *, verify_crc32c: bool = False, device_to_host: bool = False
+    ) -> List[Tensor]: ...
     def health(self, service: str = "") -> str: ...
     @property
     def local(self) -> bool: ...

@@ -413,6 +413,38 @@ TEST_P(DeviceHandoffTest, DeviceCreateSealPublishesWhatWasWritten) {
   }
 }
 
+// The items of an atomic group share one version number; each local fetch
+// must still import its own allocation.
+TEST_P(DeviceHandoffTest, DeviceGroupItemsAreImportedApart) {
+  const std::vector<int64_t> shape = {256};
+  std::vector<std::unique_ptr<TensorWriter>> writers;
+  std::vector<std::string> names;
+  for (int item = 0; item < 2; ++item) {
+    names.push_back(TestTensorName(absl::StrCat("group", item)));
+    absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+        local_->Create(names.back(), kF32, shape, CreateOnDevice(0));
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    auto* values = static_cast<float*>((*writer)->data());
+    for (int i = 0; i < 256; ++i) values[i] = static_cast<float>(item * 1000 + i);
+    writers.push_back(*std::move(writer));
+  }
+  absl::StatusOr<std::vector<TensorInfo>> sealed = local_->SealGroup(writers);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  ASSERT_EQ((*sealed)[0].version, (*sealed)[1].version);
+  // Both held at once: the first import is still open when the second is asked for.
+  std::vector<Tensor> fetched;
+  for (int item = 0; item < 2; ++item) {
+    absl::StatusOr<Tensor> tensor = local_->Fetch(names[item]);
+    ASSERT_TRUE(tensor.ok()) << tensor.status();
+    fetched.push_back(*std::move(tensor));
+  }
+  for (int item = 0; item < 2; ++item) {
+    ASSERT_EQ(fetched[item].dl_tensor().device.device_type, kDLCUDA);
+    const auto* read = static_cast<const float*>(fetched[item].dl_tensor().data);
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(read[i], static_cast<float>(item * 1000 + i)) << item << " " << i;
+  }
+}
+
 TEST_P(DeviceHandoffTest, DeviceCreateBeyondCapacityIsRefusedByDeviceAndBytes) {
   const std::string name = TestTensorName("too_big");
   const int64_t nine_mib = 9 << 20;

@@ -52,10 +52,10 @@ TEST(DeviceImportCacheTest, ImportsAreSharedAndClosedWithTheLastReference) {
   ASSERT_TRUE(exported.handle.fd.valid());
 
   DeviceImportCache cache;
-  auto first = cache.Import("server-a", "simulated", exported.handle, 7);
+  auto first = cache.Import("server-a", "simulated", exported.handle, "t", 7);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(std::memcmp((*first)->data(), bytes.data(), bytes.size()), 0);
-  auto second = cache.Import("server-a", "simulated", exported.handle, 7);
+  auto second = cache.Import("server-a", "simulated", exported.handle, "t", 7);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*second)->data(), (*first)->data());
   EXPECT_EQ(cache.imports_opened(), 1u);
@@ -65,7 +65,7 @@ TEST(DeviceImportCacheTest, ImportsAreSharedAndClosedWithTheLastReference) {
   EXPECT_EQ(cache.open_imports(), 1u);  // `second` still refers to it
   second->reset();
   EXPECT_EQ(cache.open_imports(), 0u);
-  auto third = cache.Import("server-a", "simulated", exported.handle, 7);
+  auto third = cache.Import("server-a", "simulated", exported.handle, "t", 7);
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(cache.imports_opened(), 2u);  // opened again after it closed
 }
@@ -75,13 +75,27 @@ TEST(DeviceImportCacheTest, ServersAndAllocationsAreKeptApart) {
   PosixFdExport one = ExportPosixFd(*server, Pattern(4096, 2));
   PosixFdExport two = ExportPosixFd(*server, Pattern(4096, 3));
   DeviceImportCache cache;
-  auto a = cache.Import("server-a", "simulated", one.handle, 1);
-  auto b = cache.Import("server-a", "simulated", two.handle, 2);
-  auto c = cache.Import("server-b", "simulated", one.handle, 1);
+  auto a = cache.Import("server-a", "simulated", one.handle, "t", 1);
+  auto b = cache.Import("server-a", "simulated", two.handle, "t", 2);
+  auto c = cache.Import("server-b", "simulated", one.handle, "t", 1);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(cache.open_imports(), 3u);
   EXPECT_EQ(static_cast<const uint8_t*>((*b)->data())[0], 3);
   EXPECT_EQ(static_cast<const uint8_t*>((*a)->data())[0], 2);
+}
+
+// The items of an atomic group share one version number.
+TEST(DeviceImportCacheTest, TensorsOfOneVersionAreKeptApart) {
+  std::unique_ptr<DeviceBackend> server = CreateSimulatedBackend(1);
+  PosixFdExport one = ExportPosixFd(*server, Pattern(4096, 5));
+  PosixFdExport two = ExportPosixFd(*server, Pattern(4096, 6));
+  DeviceImportCache cache;
+  auto a = cache.Import("server-a", "simulated", one.handle, "group/a", 9);
+  auto b = cache.Import("server-a", "simulated", two.handle, "group/b", 9);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(cache.imports_opened(), 2u);
+  EXPECT_EQ(static_cast<const uint8_t*>((*a)->data())[0], 5);
+  EXPECT_EQ(static_cast<const uint8_t*>((*b)->data())[0], 6);
 }
 
 TEST(DeviceImportCacheTest, ImporterFailureIsRememberedAndNamed) {
@@ -94,7 +108,7 @@ TEST(DeviceImportCacheTest, ImporterFailureIsRememberedAndNamed) {
   std::unique_ptr<DeviceBackend> server = CreateSimulatedBackend(1);
   PosixFdExport exported = ExportPosixFd(*server, Pattern(64, 4));
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto imported = cache.Import("server", "cuda", exported.handle, 1);
+    auto imported = cache.Import("server", "cuda", exported.handle, "t", 1);
     EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_NE(imported.status().message().find("cuda"), absl::string_view::npos);
   }
@@ -160,9 +174,9 @@ TEST(DeviceImportCacheTest, LegacyHandleOpensOncePerProcessAndIsShared) {
     ASSERT_TRUE(handle.ok()) << handle.status();
 
     DeviceImportCache cache;
-    auto first = cache.Import("child", "simulated", *handle, 1);
+    auto first = cache.Import("child", "simulated", *handle, "t", 1);
     ASSERT_TRUE(first.ok()) << first.status();
-    auto second = cache.Import("child", "simulated", *handle, 1);
+    auto second = cache.Import("child", "simulated", *handle, "t", 1);
     ASSERT_TRUE(second.ok()) << second.status();
     EXPECT_EQ((*first)->data(), (*second)->data());
     EXPECT_EQ(cache.imports_opened(), 1u);

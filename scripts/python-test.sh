@@ -15,32 +15,9 @@ if [[ ! -x $TENSORD_BINARY ]]; then
   echo "python-test: no $TENSORD_BINARY; build it first: TARGETS=tensord scripts/build.sh ${1:-build}" >&2
   exit 2
 fi
-venvs=$build_dir/python-venvs
-# Same cache keys as scripts/build.sh, so the module's C++ objects hit ccache.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo}
-export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
-export PIP_DISABLE_PIP_VERSION_CHECK=1
 test_timeout_s=900
-
-# make_venv NAME REQUIREMENTS [venv args]: (re)creates the venv when missing
-# or when its requirements file changed.
-make_venv() {
-  local venv=$venvs/$1 requirements=$2
-  shift 2
-  if [[ -x $venv/bin/python ]] && cmp -s "$requirements" "$venv/.requirements"; then
-    return
-  fi
-  rm -rf "$venv"
-  /usr/bin/python3 -m venv "$@" "$venv"
-  "$venv/bin/pip" install -q -r "$requirements"
-  cp "$requirements" "$venv/.requirements"
-}
-
-# install_module NAME: pip install ./python, reusing a CMake build folder per venv.
-install_module() {
-  "$venvs/$1/bin/pip" install -q --no-build-isolation --no-deps --force-reinstall ./python \
-    --config-settings=build-dir="$build_dir/python-build/$1"
-}
+# shellcheck source=scripts/lib/python-venvs.sh
+source scripts/lib/python-venvs.sh
 
 # run_tests NAME PREFLIGHT TEST_FILES...: the preflight import makes a missing
 # consumer fail loudly instead of letting pytest skip its tests.

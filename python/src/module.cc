@@ -21,6 +21,7 @@
 #include "python/src/dlpack_import.h"
 #include "python/src/status_error.h"
 #include "python/src/tensor_writer.h"
+#include "python/src/watch_events.h"
 #include "service/common/build_info.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/tensor_layout.h"
@@ -304,6 +305,21 @@ class PythonClient {
     return ValueOrThrow(std::move(info));
   }
 
+  // The call starts before this returns (a refusal raises here).
+  PythonWatch Watch(nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,
+                    bool send_existing, size_t max_buffered_events) {
+    WatchOptions options;
+    options.from_version = VersionArgument(from_version);
+    options.send_existing = send_existing;
+    options.max_buffered_events = max_buffered_events;
+    absl::StatusOr<std::unique_ptr<WatchStream>> stream;
+    {
+      nb::gil_scoped_release released;
+      stream = client_->Watch(prefix, options);
+    }
+    return PythonWatch(ValueOrThrow(std::move(stream)), nb::borrow(self));
+  }
+
   std::string Health(const std::string& service) {
     nb::gil_scoped_release released;
     return ValueOrThrow(client_->Health(service));
@@ -479,6 +495,21 @@ void BindClient(nb::module_& m) {
            "verify_crc32c"_a = false, "device_to_host"_a = false,
            "Every item of the atomic batch published as group_version, in name order; tensord.Error "
            "NOT_FOUND when any of them is gone.")
+      .def(
+          "watch",
+          [](nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,
+             bool send_existing, size_t max_buffered_events) {
+            return nb::cast<PythonClient&>(self).Watch(self, prefix, from_version, send_existing,
+                                                       max_buffered_events);
+          },
+          "prefix"_a = "", nb::kw_only(), "from_version"_a = nb::none(),
+          "send_existing"_a = false, "max_buffered_events"_a = 4096,
+          "A tensord.Watch of the changes to names starting with prefix, in the server's order: "
+          "an event per publish (an atomic group is one event), delete and eviction. "
+          "send_existing=True first sends the latest version of each matching name; "
+          "from_version=V resumes after V (Watch.position of an earlier watch). A watcher that "
+          "fell further behind than the server's history gets a 'fell_behind' event naming what "
+          "it may have missed.")
       .def("health", &PythonClient::Health, "service"_a = "",
            "The server's grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ...")
       .def_prop_ro("local", &PythonClient::local, "True when calls take the local handoff path.");
@@ -495,6 +526,7 @@ NB_MODULE(_tensord, m) {
   BindTensor(m);
   BindBatchPutResult(m);
   BindTensorWriter(m);
+  BindWatch(m);
   BindClient(m);
   m.attr("MAX_BATCH_ITEMS") = tensord::kMaxBatchItems;
   m.attr("__version__") = std::string(tensord::ReleaseVersion());

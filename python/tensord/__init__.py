@@ -56,6 +56,8 @@ from tensord._tensord import (  # noqa: E402
     Tensor,
     TensorInfo,
     TensorWriter,
+    Watch,
+    WatchEvent,
     __version__,
     _export_counters,
     _set_error_class,
@@ -74,6 +76,8 @@ __all__ = [
     "Tensor",
     "TensorInfo",
     "TensorWriter",
+    "Watch",
+    "WatchEvent",
     "__version__",
     "build_info",
 ]

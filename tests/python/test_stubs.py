@@ -25,7 +25,7 @@ def stub_classes():
     }
 
 
-@pytest.mark.parametrize("class_name", ["Client", "Tensor", "TensorInfo", "TensorWriter", "BatchPutResult"])
+@pytest.mark.parametrize("class_name", ["Client", "Tensor", "TensorInfo", "TensorWriter", "BatchPutResult", "Watch", "WatchEvent"])
 def test_stub_and_module_have_the_same_members(class_name):
     declared = stub_classes()[class_name] - STUB_ONLY - {"__init__"}
     runtime = getattr(_tensord, class_name)

@@ -11,8 +11,10 @@
 // device runs under a ScopedCudaDevice, so the caller's thread keeps its own.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,15 @@
 
 namespace tensord {
 namespace {
+
+// Whether the driver library the runtime loads is there at all (tells "no
+// driver" from "a driver too old for this runtime", which CUDA reports alike).
+bool DriverLibraryLoadable() {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
 
 struct CudaDeviceInfo {
   bool posix_fd_supported = false;  // VMM and POSIX-fd shareable handles
@@ -495,10 +506,25 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateCudaBackend() {
   int count = 0;
   // Without a driver this is cudaErrorInsufficientDriver (35): no device.
   cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaErrorInsufficientDriver && !DriverLibraryLoadable()) {
+    // The usual case of the GPU-ready image on a host without a GPU: say so
+    // rather than "driver version is insufficient".
+    return absl::UnavailableError(
+        "no NVIDIA driver: libcuda.so.1 cannot be loaded (on a GPU host the NVIDIA container "
+        "toolkit provides it: docker run --gpus all)");
+  }
   if (error != cudaSuccess) {
+    int driver = 0;
+    std::string versions;
+    if (error == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+        driver > 0) {
+      versions = absl::StrCat(" (driver supports CUDA ", driver / 1000, ".", driver % 1000 / 10,
+                              ", this build needs CUDA ", CUDART_VERSION / 1000, ".",
+                              CUDART_VERSION % 1000 / 10, ")");
+    }
     return absl::UnavailableError(absl::StrCat("no usable CUDA device: cudaGetDeviceCount: ",
                                                cudaGetErrorName(error), ": ",
-                                               cudaGetErrorString(error)));
+                                               cudaGetErrorString(error), versions));
   }
   if (count <= 0) return absl::UnavailableError("no CUDA device is visible");
   auto shared = std::make_shared<CudaShared>();

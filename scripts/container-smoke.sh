@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Builds the tensord image offline with ../shared/tools/container-build
-# (rootful podman) and runs a smoke test inside it: start tensord, put a
-# tensor with tensorctl, fetch it back byte-exact, probe health (SERVING).
-# Usage: scripts/container-smoke.sh [extra container-build args, e.g. --build-arg K=V]
+# (rootful podman) and runs a smoke test inside it: the version line says
+# whether the CUDA backend is built in as asked (the default image: yes),
+# tensord starts with no GPU here and logs one calm device_backend_none line
+# and no warning or error, then put a tensor with tensorctl, fetch it back
+# byte-exact, probe health (SERVING).
+# Usage: scripts/container-smoke.sh [extra container-build args, e.g. --build-arg TENSORD_CUDA=OFF]
+# CONTAINER_SMOKE_TAG names the image (default localhost/tensord:ci).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 container_build=$(scripts/container-build-path.sh)
@@ -18,13 +22,26 @@ fi
 read -r -d '' smoke <<'SH' || true
 set -euo pipefail
 cd /tmp
-tensord --version
+cuda=$1  # "built in" or "not built in"
+version=$(tensord --version)
+echo "$version"
+[[ $version == *", CUDA backend $cuda)"* ]] || { echo "container smoke: expected 'CUDA backend $cuda' in the version line" >&2; exit 1; }
 tensorctl --version
 tensord --ready-file=/tmp/ready 2>/tmp/tensord.log &
 server_pid=$!
 trap 'kill -TERM $server_pid; wait $server_pid || true' EXIT
 for _ in $(seq 100); do [[ -f /tmp/ready ]] && break; sleep 0.1; done
 [[ -f /tmp/ready ]] || { cat /tmp/tensord.log; exit 1; }
+# No GPU here: with the CUDA backend built in, one info line says why there
+# is no device backend (no driver) and nothing is a warning or an error.
+if [[ $cuda == "built in" ]]; then
+  grep -c 'event=device_backend_none' /tmp/tensord.log | grep -qx 1 \
+    || { cat /tmp/tensord.log; echo "container smoke: expected one device_backend_none line" >&2; exit 1; }
+  grep 'event=device_backend_none' /tmp/tensord.log
+fi
+if grep -E 'level=(warning|error)' /tmp/tensord.log; then
+  echo "container smoke: tensord logged warnings or errors at start" >&2; exit 1
+fi
 header="{'descr': '<f4', 'fortran_order': False, 'shape': (4, 8), }"
 while (( (10 + ${#header} + 1) % 64 )); do header+=" "; done
 { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(( (${#header} + 1) % 256 )))\\x$(printf %02x $(( (${#header} + 1) / 256 )))"; printf '%s\n' "$header"; } > smoke.npy
@@ -47,5 +64,15 @@ cmp expected.bin <(tail -c 128 fetched.npy)
 echo "container smoke: put, fetched (gRPC and local handoff) float32[4, 8] byte-exact as uid $(id -u); health SERVING"
 SH
 
+# The image's default is TENSORD_CUDA=ON; the last --build-arg given wins.
+cuda="built in"
+for arg in "$@"; do
+  case $arg in
+    TENSORD_CUDA=OFF|--build-arg=TENSORD_CUDA=OFF) cuda="not built in" ;;
+    TENSORD_CUDA=*|--build-arg=TENSORD_CUDA=*) cuda="built in" ;;
+  esac
+done
+
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-"$container_build" --tag localhost/tensord:ci --build-arg TENSORD_GIT_COMMIT="$commit" "$@" --entrypoint /bin/bash --run -- -c "$smoke"
+"$container_build" --tag "${CONTAINER_SMOKE_TAG:-localhost/tensord:ci}" --build-arg TENSORD_GIT_COMMIT="$commit" "$@" \
+  --entrypoint /bin/bash --run -- -c "$smoke" container-smoke "$cuda"

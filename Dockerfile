@@ -34,11 +34,12 @@ RUN case "$TENSORD_CUDA" in ON|OFF) ;; \
 # The CUDA toolkit pieces from PyPI (pip from a throwaway venv), laid out as
 # a toolkit at /usr/local/cuda (bin/nvcc, include, lib64 -> lib, and the
 # libcudart.so link the wheel leaves out, which FindCUDAToolkit requires)
-# where CMake's CUDA language and FindCUDAToolkit find it. --require-hashes checks every
-# wheel against deploy/cuda-wheels.txt; so where a TLS-intercepting proxy
-# (as on this project's CI machines) makes pip's certificate check fail, the
-# download is retried without that check and the hashes still hold it to
-# the pinned bytes.
+# where CMake's CUDA language and FindCUDAToolkit find it. --require-hashes
+# checks every wheel against deploy/cuda-wheels.txt; so where a
+# TLS-intercepting proxy (as on this project's CI machines) makes pip's
+# certificate check fail, the download is retried without that check and
+# the hashes still hold it to the pinned bytes. A layer of its own, before
+# the sources are copied: rebuilds on one host reuse it.
 COPY deploy/cuda-wheels.txt /src/deploy/cuda-wheels.txt
 RUN if [ "$TENSORD_CUDA" = ON ]; then \
       python3 -m venv /tmp/pip \
@@ -84,6 +85,11 @@ EXPOSE 50051 9464
 ENV TENSORD_LISTEN=127.0.0.1:50051,unix:/run/tensord/grpc.sock \
     TENSORD_HANDOFF_SOCKET=/run/tensord/tensord.sock \
     TENSORD_METRICS_LISTEN=0.0.0.0:9464
+# What the NVIDIA container toolkit mounts when a GPU is given to the
+# container (--gpus, CDI, Kubernetes' device plugin): the CUDA driver
+# (compute) and nvidia-smi (utility). It selects no GPU by itself and does
+# nothing without the toolkit or in the CPU-only image.
+ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
   CMD ["/usr/local/bin/tensorctl", "--server", "unix:/run/tensord/grpc.sock", "health"]
 ENTRYPOINT ["/usr/local/bin/tensord"]

@@ -38,6 +38,7 @@ constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 constexpr char kBatchPutMethod[] = "/tensord.v1.TensorService/BatchPut";
 constexpr char kBatchFetchMethod[] = "/tensord.v1.TensorService/BatchFetch";
+constexpr char kWatchMethod[] = "/tensord.v1.TensorService/Watch";
 
 // TLS credentials when any TLS option is set, plaintext otherwise.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
@@ -90,7 +91,8 @@ struct RemoteTransport::Rep {
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
-                           channel) {}
+                           channel),
+        watch_method(kWatchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
 
   // `with_deadline` false: a call that lasts as long as its caller wants
   // (Watch).
@@ -139,6 +141,7 @@ struct RemoteTransport::Rep {
   const grpc::internal::RpcMethod fetch_method;
   const grpc::internal::RpcMethod batch_put_method;
   const grpc::internal::RpcMethod batch_fetch_method;
+  const grpc::internal::RpcMethod watch_method;
 };
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::StreamFetch(
@@ -351,7 +354,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(
   auto context = std::make_unique<grpc::ClientContext>();
   // The timeout bounds only the wait for the watch to start.
   rep_->PrepareContext(*context, /*with_deadline=*/false);
-  return StartWatchStream(*rep_->tensor_service, std::move(context), request,
+  return StartWatchStream(rep_->channel.get(), rep_->watch_method, std::move(context), request,
                           options.max_buffered_events, rep_->options.timeout);
 }
 

@@ -8,6 +8,8 @@
 #include <memory>
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/impl/codegen/channel_interface.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -16,11 +18,14 @@
 
 namespace tensord {
 
-// Starts the call on `service` with `context` (metadata set, no deadline)
-// and waits up to `start_timeout` for the server's first message.
+// Starts the call (`method`: TensorService/Watch, raw ByteBuffers, so each
+// response is parsed and freed in the thread that handles it) with
+// `context` (metadata set, no deadline) and waits up to `start_timeout` for
+// the server's first message.
 absl::StatusOr<std::unique_ptr<WatchStream>> StartWatchStream(
-    v1::TensorService::Stub& service, std::unique_ptr<grpc::ClientContext> context,
-    const v1::WatchRequest& request, size_t max_buffered_events, absl::Duration start_timeout);
+    grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
+    std::unique_ptr<grpc::ClientContext> context, const v1::WatchRequest& request,
+    size_t max_buffered_events, absl::Duration start_timeout);
 
 }  // namespace tensord
 

@@ -71,8 +71,9 @@ std::unique_ptr<ChangeFeed::Subscription> ChangeFeed::Subscribe(std::function<vo
 
 void ChangeFeed::Unsubscribe(std::list<Subscriber>::iterator subscriber) {
   if (std::this_thread::get_id() == dispatcher_id_) {
-    // From inside a wake: the dispatcher already holds dispatch_mutex_.
-    subscribers_.erase(subscriber);
+    // From inside a wake: the dispatcher already holds dispatch_mutex_, and
+    // the wake may be this subscriber's own, still running.
+    subscriber->removed = true;
     return;
   }
   std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
@@ -92,9 +93,9 @@ void ChangeFeed::Dispatch() {
     }
     std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
     for (auto it = subscribers_.begin(); it != subscribers_.end();) {
-      // A wake may unsubscribe itself: step past it first.
       auto current = it++;
-      current->wake();
+      if (!current->removed) current->wake();
+      if (current->removed) subscribers_.erase(current);
     }
   }
 }

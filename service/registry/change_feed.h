@@ -79,6 +79,9 @@ class ChangeFeed {
  private:
   struct Subscriber {
     std::function<void()> wake;
+    // Unsubscribed from inside a wake: erased by the dispatcher once no
+    // wake runs, since erasing it would destroy the running function.
+    bool removed = false;
   };
   void Dispatch();
   void Unsubscribe(std::list<Subscriber>::iterator subscriber);

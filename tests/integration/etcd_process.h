@@ -1,0 +1,59 @@
+// EtcdProcess: a real single-member etcd (/usr/bin/etcd) on 127.0.0.1 for
+// cluster tests, in a temporary data directory, started and stopped by PID.
+#ifndef TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_
+#define TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <csignal>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tensord::testing {
+
+inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+
+// Not thread-safe; one thread starts, stops and restarts it.
+class EtcdProcess {
+ public:
+  // Whether /usr/bin/etcd exists (tests skip without it).
+  static bool Available();
+
+  // Starts etcd on two free loopback ports and waits until it answers
+  // /health as healthy (it has elected itself leader).
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
+      absl::Duration ready_timeout = absl::Seconds(30));
+
+  // SIGKILLs etcd if still running, reaps it, removes the data directory.
+  ~EtcdProcess();
+  EtcdProcess(const EtcdProcess&) = delete;
+  EtcdProcess& operator=(const EtcdProcess&) = delete;
+
+  // Sends `signal` to etcd's PID and reaps it (up to 15 s).
+  absl::Status Stop(int signal = SIGKILL);
+  // Starts etcd again on the same ports and data directory (after Stop).
+  absl::Status Restart(absl::Duration ready_timeout = absl::Seconds(30));
+
+  // "http://127.0.0.1:PORT"
+  std::string endpoint() const;
+  pid_t pid() const { return pid_; }
+  // etcd's own log, for failure messages.
+  std::string LogTail(size_t max_bytes = 4096) const;
+
+ private:
+  EtcdProcess() = default;
+  absl::Status Launch(absl::Duration ready_timeout);
+  bool Reap(absl::Duration timeout);
+
+  pid_t pid_ = -1;
+  int client_port_ = 0;
+  int peer_port_ = 0;
+  std::string temp_dir_;
+};
+
+}  // namespace tensord::testing
+
+#endif  // TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_

@@ -4,6 +4,8 @@
 // back, and a name held by a live node is refused.
 #include <sys/wait.h>
 
+#include <cstdio>
+
 #include <memory>
 #include <optional>
 #include <set>
@@ -16,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/cluster/etcd_client.h"
+#include "tensord/client.h"
 #include "tests/integration/etcd_process.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/test_support.h"
@@ -114,6 +117,47 @@ TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {
     EXPECT_GT(member.host_bytes_limit(), 0u);
     EXPECT_GT(member.start_time_unix_ms(), 0);
   }
+}
+
+TEST_F(ClusterMembershipTest, ClientAndTensorctlListTheNodes) {
+  std::vector<std::unique_ptr<ServerProcess>> nodes;
+  for (const char* name : {"node-a", "node-b"}) {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> node = StartNode(name);
+    ASSERT_TRUE(node.ok()) << node.status();
+    nodes.push_back(std::move(*node));
+  }
+  ASSERT_TRUE(WaitForMembers(*nodes[0], {"node-a", "node-b"}, absl::Seconds(10)).ok());
+
+  ClientOptions options;
+  options.server = nodes[0]->address();
+  options.timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<ClusterMembers> members = (*client)->ClusterNodes();
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->node_name, "node-a");
+  ASSERT_EQ(members->nodes.size(), 2u);
+  EXPECT_EQ(members->nodes[1].name, "node-b");
+  EXPECT_EQ(members->nodes[1].advertise_address, nodes[1]->address());
+  EXPECT_GT(members->nodes[1].started, absl::Now() - absl::Minutes(5));
+
+  // tensorctl nodes prints one row per node, marking the one asked.
+  const std::string command =
+      absl::StrCat(TENSORCTL_BINARY_PATH, " --server ", nodes[1]->address(), " nodes 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  for (int reads = 0; reads < 64; ++reads) {
+    const size_t got = fread(buffer, 1, sizeof(buffer), pipe);
+    if (got == 0) break;
+    output.append(buffer, got);
+  }
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, "node-b *")) << output;
+  EXPECT_TRUE(absl::StrContains(output, nodes[0]->address())) << output;
+  EXPECT_TRUE(absl::StrContains(output, "2 nodes")) << output;
 }
 
 TEST_F(ClusterMembershipTest, KilledNodeLeavesWithinItsTtlAndStoppedNodeAtOnce) {

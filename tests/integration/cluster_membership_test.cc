@@ -4,7 +4,11 @@
 // back, and a name held by a live node is refused.
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include <memory>
 #include <optional>
@@ -281,6 +285,64 @@ TEST_F(ClusterMembershipTest, NodeWhoseLeaseIsGoneRegistersAgainUnderANewLease) 
   EXPECT_NE(again->lease, first_lease);
   EXPECT_TRUE(absl::StrContains((*node)->Stderr(), "event=cluster_lease_lost")) << (*node)->StderrTail();
   EXPECT_TRUE(WaitForMembers(**watcher, {"node-a", "node-b"}, absl::Seconds(5)).ok());
+}
+
+TEST_F(ClusterMembershipTest, FailsOverPastADeadEndpoint) {
+  ServerProcessOptions options;
+  options.flags = NodeFlags("node-a");
+  // Port 1 on loopback: nothing listens; the real etcd comes second.
+  options.flags[0] = "--etcd-endpoints=http://127.0.0.1:1," + etcd_->endpoint();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(WaitForMembers(**node, {"node-a"}, absl::Seconds(10)).ok());
+  // Still listed a few renewals later: renewals fail over too.
+  absl::SleepFor(kTtl + absl::Milliseconds(500));
+  EXPECT_EQ(MembersSeenBy(**node), (std::set<std::string>{"node-a"})) << (*node)->StderrTail();
+}
+
+// Runs etcdctl against the test's etcd; its exit status.
+int Etcdctl(const EtcdProcess& etcd, const std::string& arguments) {
+  const std::string command = absl::StrCat("ETCDCTL_API=3 ", kEtcdctlBinary, " --endpoints=",
+                                           etcd.endpoint(), " ", arguments, " >/dev/null 2>&1");
+  return std::system(command.c_str());
+}
+
+TEST_F(ClusterMembershipTest, AuthenticatesWithUserAndPasswordFile) {
+  if (access(kEtcdctlBinary, X_OK) != 0) {
+    GTEST_SKIP() << kEtcdctlBinary << " is absent (package etcd-client): cannot enable etcd auth";
+  }
+  ASSERT_EQ(Etcdctl(*etcd_, "user add root:root-password"), 0);
+  ASSERT_EQ(Etcdctl(*etcd_, "auth enable"), 0);
+  const std::string password_file = absl::StrCat(::testing::TempDir(), "/etcd-password-", getpid());
+  {
+    std::ofstream out(password_file);
+    out << "root-password\n";
+  }
+  ServerProcessOptions options;
+  options.flags = NodeFlags("node-a");
+  options.flags.push_back("--etcd-user=root");
+  options.flags.push_back("--etcd-password-file=" + password_file);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_TRUE(WaitForMembers(**node, {"node-a"}, absl::Seconds(10)).ok());
+
+  // Without credentials etcd refuses, and the start says why.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> anonymous = StartNode("node-b");
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_TRUE(absl::StrContains(anonymous.status().message(), "cluster_join_failed"))
+      << anonymous.status();
+  // A wrong password is refused naming the user.
+  {
+    std::ofstream out(password_file);
+    out << "wrong\n";
+  }
+  options.flags = NodeFlags("node-c");
+  options.flags.push_back("--etcd-user=root");
+  options.flags.push_back("--etcd-password-file=" + password_file);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> wrong = ServerProcess::Start(options);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_TRUE(absl::StrContains(wrong.status().message(), "user 'root'")) << wrong.status();
+  std::remove(password_file.c_str());
 }
 
 TEST_F(ClusterMembershipTest, NameHeldByALiveNodeIsRefusedNamingBoth) {

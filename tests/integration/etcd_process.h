@@ -15,6 +15,8 @@
 namespace tensord::testing {
 
 inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+// From etcd-client; used to set up etcd's auth in tests.
+inline constexpr char kEtcdctlBinary[] = "/usr/bin/etcdctl";
 
 // Not thread-safe; one thread starts, stops and restarts it.
 class EtcdProcess {

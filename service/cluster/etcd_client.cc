@@ -146,8 +146,10 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
     grpc::ChannelArguments arguments;
     // gRPC's default reconnect backoff grows to two minutes; a node must
     // notice within seconds that etcd is back, so cap it near the TTL scale.
+    // (gRPC 1.51 also takes the minimum as the connect and TLS handshake
+    // timeout: keep it long enough for a handshake on a busy host.)
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
     arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->name = name;

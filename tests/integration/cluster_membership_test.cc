@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "service/cluster/etcd_client.h"
 #include "tensord/client.h"
 #include "tests/integration/etcd_process.h"
+#include "tests/integration/test_pki.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/test_support.h"
 
@@ -343,6 +346,61 @@ TEST_F(ClusterMembershipTest, AuthenticatesWithUserAndPasswordFile) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_TRUE(absl::StrContains(wrong.status().message(), "user 'root'")) << wrong.status();
   std::remove(password_file.c_str());
+}
+
+// etcd serving https only and requiring client certificates: a node with
+// --etcd-ca, --etcd-cert and --etcd-key joins; one without a certificate
+// does not.
+TEST(ClusterTlsTest, JoinsAnEtcdThatRequiresClientCertificates) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << kEtcdBinary << " is absent";
+  absl::StatusOr<std::unique_ptr<TestPki>> pki = TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start(
+      absl::Seconds(30), EtcdTls{.cert_file = (*pki)->Path("server.pem"),
+                                 .key_file = (*pki)->Path("server.key"),
+                                 .client_ca_file = (*pki)->Path("ca.pem")});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string endpoint = (*etcd)->endpoint();
+  ASSERT_TRUE(absl::StartsWith(endpoint, "https://")) << endpoint;
+  // Wait for etcd's election through the client the node uses.
+  EtcdClientOptions client_options;
+  client_options.endpoints = {endpoint};
+  for (auto [file, out] : {std::pair<const char*, std::string*>{"ca.pem", &client_options.ca_pem},
+                           {"client.pem", &client_options.cert_pem},
+                           {"client.key", &client_options.key_pem}}) {
+    std::ifstream in((*pki)->Path(file));
+    std::stringstream contents;
+    contents << in.rdbuf();
+    *out = contents.str();
+  }
+  absl::StatusOr<std::unique_ptr<EtcdClient>> probe = EtcdClient::Create(client_options);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  absl::Status probed;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        probed = (*probe)->Get("/probe").status();
+        return probed.ok();
+      },
+      absl::Seconds(20)))
+      << probed << "\n" << (*etcd)->LogTail();
+
+  ServerProcessOptions options;
+  options.flags = {"--etcd-endpoints=" + endpoint, "--node-name=tls-node",
+                   "--etcd-lease-ttl=2s", "--etcd-ca=" + (*pki)->Path("ca.pem"),
+                   "--etcd-cert=" + (*pki)->Path("client.pem"),
+                   "--etcd-key=" + (*pki)->Path("client.key")};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  absl::StatusOr<std::optional<EtcdKeyValue>> record = (*probe)->Get("/tensord/nodes/tls-node");
+  ASSERT_TRUE(record.ok() && record->has_value()) << record.status();
+
+  // The CA alone (no client certificate) is not let in.
+  options.flags = {"--etcd-endpoints=" + endpoint, "--node-name=no-cert",
+                   "--etcd-ca=" + (*pki)->Path("ca.pem")};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused = ServerProcess::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "cluster_join_failed"))
+      << refused.status();
 }
 
 TEST_F(ClusterMembershipTest, NameHeldByALiveNodeIsRefusedNamingBoth) {

@@ -73,8 +73,10 @@ bool Healthy(int port) {
 
 bool EtcdProcess::Available() { return access(kEtcdBinary, X_OK) == 0; }
 
-absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration ready_timeout) {
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration ready_timeout,
+                                                                 std::optional<EtcdTls> tls) {
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
+  etcd->tls_ = std::move(tls);
   std::string temp_dir = "/tmp/tensord-etcd-XXXXXX";
   if (mkdtemp(temp_dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
@@ -108,6 +110,12 @@ absl::Status EtcdProcess::Launch(absl::Duration ready_timeout) {
       // No metrics listener or proxy beyond the client port.
       "--listen-metrics-urls=",
   };
+  if (tls_.has_value()) {
+    arguments.push_back("--cert-file=" + tls_->cert_file);
+    arguments.push_back("--key-file=" + tls_->key_file);
+    arguments.push_back("--trusted-ca-file=" + tls_->client_ca_file);
+    arguments.push_back("--client-cert-auth");
+  }
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
@@ -134,7 +142,20 @@ absl::Status EtcdProcess::Launch(absl::Duration ready_timeout) {
   }
   pid_ = pid;
   const absl::Time deadline = absl::Now() + ready_timeout;
-  while (!Healthy(client_port_)) {
+  // With TLS, /health needs a client certificate: readiness is a TLS
+  // connection that etcd accepts, then a moment for its election (a single
+  // member elects itself within a second; the cluster's joins retry).
+  auto ready = [&] {
+    if (!tls_.has_value()) return Healthy(client_port_);
+    ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(client_port_));
+    return fd.get() >= 0 &&
+           connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  };
+  while (!ready()) {
     if (Reap(absl::ZeroDuration())) {
       return absl::FailedPreconditionError(
           absl::StrCat("etcd exited before it was healthy; its log:\n", LogTail()));
@@ -189,7 +210,9 @@ absl::Status EtcdProcess::Restart(absl::Duration ready_timeout) {
   return Launch(ready_timeout);
 }
 
-std::string EtcdProcess::endpoint() const { return absl::StrCat("http://127.0.0.1:", client_port_); }
+std::string EtcdProcess::endpoint() const {
+  return absl::StrCat(tls_.has_value() ? "https" : "http", "://127.0.0.1:", client_port_);
+}
 
 std::string EtcdProcess::LogTail(size_t max_bytes) const {
   std::ifstream in(temp_dir_ + "/etcd.log", std::ios::binary);

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,14 @@ inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
 // From etcd-client; used to set up etcd's auth in tests.
 inline constexpr char kEtcdctlBinary[] = "/usr/bin/etcdctl";
 
+// Files of etcd's TLS on its client port: its certificate and key, and the
+// CA whose client certificates it requires (--client-cert-auth).
+struct EtcdTls {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
+
 // Not thread-safe; one thread starts, stops and restarts it.
 class EtcdProcess {
  public:
@@ -25,9 +34,10 @@ class EtcdProcess {
   static bool Available();
 
   // Starts etcd on two free loopback ports and waits until it answers
-  // /health as healthy (it has elected itself leader).
+  // (it has elected itself leader). With `tls` the client port speaks
+  // https only and requires a client certificate.
   static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
-      absl::Duration ready_timeout = absl::Seconds(30));
+      absl::Duration ready_timeout = absl::Seconds(30), std::optional<EtcdTls> tls = std::nullopt);
 
   // SIGKILLs etcd if still running, reaps it, removes the data directory.
   ~EtcdProcess();
@@ -39,7 +49,7 @@ class EtcdProcess {
   // Starts etcd again on the same ports and data directory (after Stop).
   absl::Status Restart(absl::Duration ready_timeout = absl::Seconds(30));
 
-  // "http://127.0.0.1:PORT"
+  // "http://127.0.0.1:PORT" ("https://" with TLS)
   std::string endpoint() const;
   pid_t pid() const { return pid_; }
   // etcd's own log, for failure messages.
@@ -54,6 +64,7 @@ class EtcdProcess {
   int client_port_ = 0;
   int peer_port_ = 0;
   std::string temp_dir_;
+  std::optional<EtcdTls> tls_;
 };
 
 }  // namespace tensord::testing

@@ -79,6 +79,7 @@ ClusterMembership::ClusterMembership(std::unique_ptr<EtcdClient> etcd, Membershi
       // An episode ends only after a quiet period longer than any gap
       // between retries, so one outage logs one warning.
       unreachable_log_("etcd_unreachable", 2 * options_.lease_ttl + absl::Seconds(10)),
+      name_conflict_log_("cluster_name_conflict", 2 * options_.lease_ttl + absl::Seconds(10)),
       granted_ttl_(options_.lease_ttl) {}
 
 ClusterMembership::~ClusterMembership() { Leave(); }
@@ -260,9 +261,9 @@ absl::Status ClusterMembership::RenewOnce() {
 void ClusterMembership::NoteFailure(absl::string_view where, const absl::Status& status) {
   if (status.code() == absl::StatusCode::kAlreadyExists ||
       status.code() == absl::StatusCode::kFailedPrecondition) {
-    // Not an outage: the name was taken while we were away. Every time,
-    // since the operator must act.
-    Log(LogLevel::kError, "cluster_name_conflict", {{"where", where}, {"error", status.ToString()}});
+    // Not an outage: the name was taken while we were away, and the
+    // operator must act. Logged once until it resolves, like an outage.
+    name_conflict_log_.Note(where, status.ToString(), absl::Now());
     return;
   }
   unreachable_log_.Note(where, status.ToString(), absl::Now());
@@ -281,6 +282,7 @@ void ClusterMembership::RenewLoop() {
       failing = false;
       retry = kFirstRetry;
       unreachable_log_.Tick(absl::Now());
+      name_conflict_log_.Tick(absl::Now());
     } else {
       failing = true;
       NoteFailure("cluster membership renewal", renewed);

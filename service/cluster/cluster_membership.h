@@ -92,6 +92,8 @@ class ClusterMembership : public ClusterView {
   const MembershipOptions options_;
   const std::string key_;
   EpisodeLog unreachable_log_;
+  // The name taken by another node while this one could not renew.
+  EpisodeLog name_conflict_log_;
 
   // Touched only by Join and the renewal thread (which Join starts).
   ClusterMember self_;

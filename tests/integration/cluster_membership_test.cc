@@ -101,7 +101,10 @@ class ClusterMembershipTest : public ::testing::Test {
 TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {
   std::vector<std::unique_ptr<ServerProcess>> nodes;
   for (const char* name : {"node-a", "node-b", "node-c"}) {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> node = StartNode(name);
+    ServerProcessOptions options;
+    options.flags = NodeFlags(name);
+    options.flags.push_back("--metrics-listen=127.0.0.1:0");
+    absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
     ASSERT_TRUE(node.ok()) << node.status();
     nodes.push_back(std::move(*node));
   }
@@ -124,6 +127,12 @@ TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {
     EXPECT_GT(member.host_bytes_limit(), 0u);
     EXPECT_GT(member.start_time_unix_ms(), 0);
   }
+  // The metrics count the members seen and no etcd error.
+  absl::StatusOr<std::string> scraped =
+      HttpGet(LogField(nodes[2]->Stderr(), "metrics_serving", "address"), "/metrics");
+  ASSERT_TRUE(scraped.ok()) << scraped.status();
+  EXPECT_TRUE(absl::StrContains(*scraped, "\ntensord_cluster_members 3\n")) << *scraped;
+  EXPECT_TRUE(absl::StrContains(*scraped, "\ntensord_etcd_errors_total 0\n")) << *scraped;
 }
 
 TEST_F(ClusterMembershipTest, ClientAndTensorctlListTheNodes) {

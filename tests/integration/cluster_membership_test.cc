@@ -211,7 +211,10 @@ TEST_F(ClusterMembershipTest, KilledNodeLeavesWithinItsTtlAndStoppedNodeAtOnce) 
 TEST_F(ClusterMembershipTest, NodesKeepServingWhileEtcdIsDownAndAreListedWhenItReturns) {
   std::vector<std::unique_ptr<ServerProcess>> nodes;
   for (const char* name : {"node-a", "node-b"}) {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> node = StartNode(name);
+    ServerProcessOptions options;
+    options.flags = NodeFlags(name);
+    options.flags.push_back("--metrics-listen=127.0.0.1:0");
+    absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
     ASSERT_TRUE(node.ok()) << node.status();
     nodes.push_back(std::move(*node));
   }
@@ -258,6 +261,12 @@ TEST_F(ClusterMembershipTest, NodesKeepServingWhileEtcdIsDownAndAreListedWhenItR
       ++warnings;
     }
     EXPECT_EQ(warnings, 1u) << log;
+    // Every failed renewal of the outage was counted.
+    absl::StatusOr<std::string> scraped =
+        HttpGet(LogField(log, "metrics_serving", "address"), "/metrics");
+    ASSERT_TRUE(scraped.ok()) << scraped.status();
+    EXPECT_FALSE(absl::StrContains(*scraped, "\ntensord_etcd_errors_total 0\n")) << *scraped;
+    EXPECT_TRUE(absl::StrContains(*scraped, "\ntensord_etcd_errors_total ")) << *scraped;
   }
   // Registered for real: the record survives a renewal round and more.
   absl::SleepFor(kTtl + absl::Milliseconds(500));

@@ -19,6 +19,7 @@ test_packages=(
   git openssl libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev
   python3 python3-numpy python3-yaml
+  etcd-server etcd-client  # the cluster tests start a real etcd and set up its auth
 )
 python_packages=(python3-dev python3-venv python3-torch)
 case $profile in

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <string>
@@ -34,6 +36,8 @@
 #include "server/handoff_socket_path.h"
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
+#include "service/cluster/cluster_config.h"
+#include "service/cluster/cluster_membership.h"
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
 #include "service/common/byte_size.h"
@@ -185,9 +189,88 @@ ABSL_FLAG(bool, simulated_legacy_ipc_only, false,
 ABSL_FLAG(ByteSizeFlag, max_device_bytes, ByteSizeFlag{uint64_t{8} << 30},
           "Device memory the tensor versions on each device may hold together (e.g. 8GiB); "
           "device puts beyond it get RESOURCE_EXHAUSTED. Env: TENSORD_MAX_DEVICE_BYTES.");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "etcd endpoints (http[s]://host:port, comma-separated) of the cluster to join; empty "
+          "(the default) runs a single node. Env: TENSORD_ETCD_ENDPOINTS.");
+ABSL_FLAG(std::string, node_name, "",
+          "This node's name in the cluster, unique among live nodes (letters, digits, '.', '_', "
+          "'-'); default: the host name. Env: TENSORD_NODE_NAME.");
+ABSL_FLAG(std::string, advertise_address, "",
+          "host:port other nodes and clients reach this node's gRPC service on; default: the "
+          "first TCP --listen address, refused when it is a wildcard, or loopback while an etcd "
+          "endpoint is not. Env: TENSORD_ADVERTISE_ADDRESS.");
+ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(5),
+          "TTL of this node's etcd lease (whole seconds): a node that stops renewing (killed, cut "
+          "off) leaves the member list within it. Renewed every TTL/3. "
+          "Env: TENSORD_ETCD_LEASE_TTL.");
+ABSL_FLAG(std::string, etcd_prefix, "/tensord",
+          "etcd key prefix of this cluster; nodes register under PREFIX/nodes/NAME. "
+          "Env: TENSORD_ETCD_PREFIX.");
+ABSL_FLAG(std::string, etcd_ca, "",
+          "PEM CA bundle (contents or path) that signed etcd's server certificate; needs https:// "
+          "endpoints. Env: TENSORD_ETCD_CA.");
+ABSL_FLAG(std::string, etcd_cert, "",
+          "PEM client certificate (contents or path) presented to etcd. Needs --etcd-key. "
+          "Env: TENSORD_ETCD_CERT.");
+ABSL_FLAG(std::string, etcd_key, "",
+          "PEM private key of --etcd-cert. Env: TENSORD_ETCD_KEY.");
+ABSL_FLAG(std::string, etcd_user, "",
+          "etcd user to authenticate as (etcd with auth enabled). Needs --etcd-password-file. "
+          "Env: TENSORD_ETCD_USER.");
+ABSL_FLAG(std::string, etcd_password_file, "",
+          "File holding --etcd-user's password (one trailing newline is ignored). "
+          "Env: TENSORD_ETCD_PASSWORD_FILE.");
 
 namespace tensord {
 namespace {
+
+// The cluster flags' values; each needs --etcd-endpoints.
+ClusterFlags ClusterFlagValues() {
+  return ClusterFlags{.etcd_endpoints = absl::GetFlag(FLAGS_etcd_endpoints),
+                      .node_name = absl::GetFlag(FLAGS_node_name),
+                      .advertise_address = absl::GetFlag(FLAGS_advertise_address),
+                      .lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl),
+                      .prefix = absl::GetFlag(FLAGS_etcd_prefix),
+                      .ca = absl::GetFlag(FLAGS_etcd_ca),
+                      .cert = absl::GetFlag(FLAGS_etcd_cert),
+                      .key = absl::GetFlag(FLAGS_etcd_key),
+                      .user = absl::GetFlag(FLAGS_etcd_user),
+                      .password_file = absl::GetFlag(FLAGS_etcd_password_file)};
+}
+
+// Without --etcd-endpoints a cluster flag would silently do nothing:
+// refuse it instead, naming it.
+absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
+  const ClusterFlags defaults;
+  struct Given {
+    const char* flag;
+    bool set;
+  };
+  for (const Given& given : {Given{"--node-name", !flags.node_name.empty()},
+                             Given{"--advertise-address", !flags.advertise_address.empty()},
+                             Given{"--etcd-lease-ttl", flags.lease_ttl != defaults.lease_ttl},
+                             Given{"--etcd-prefix", flags.prefix != defaults.prefix},
+                             Given{"--etcd-ca", !flags.ca.empty()},
+                             Given{"--etcd-cert", !flags.cert.empty()},
+                             Given{"--etcd-key", !flags.key.empty()},
+                             Given{"--etcd-user", !flags.user.empty()},
+                             Given{"--etcd-password-file", !flags.password_file.empty()}}) {
+    if (given.set) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Leaves the cluster before the server (whose registry the membership
+// reads) goes away, however Run returns.
+struct LeaveClusterOnExit {
+  ClusterMembership* membership = nullptr;
+  ~LeaveClusterOnExit() {
+    if (membership != nullptr) membership->Leave();
+  }
+};
 
 // Every flag may come from TENSORD_<FLAG_NAME>; the command line wins because
 // its arguments come after these.
@@ -452,6 +535,27 @@ int Run(int argc, char** argv) {
   }
   options.registry.device_backend = std::move(*device_backend);
 
+  const ClusterFlags cluster_flags = ClusterFlagValues();
+  std::optional<ClusterConfig> cluster_config;
+  std::shared_ptr<ClusterMembership> membership;
+  if (cluster_flags.etcd_endpoints.empty()) {
+    if (absl::Status status = CheckNoClusterFlagsWithoutEtcd(cluster_flags); !status.ok()) {
+      std::fprintf(stderr, "tensord: %s\n", std::string(status.message()).c_str());
+      return 2;
+    }
+  } else {
+    absl::StatusOr<ClusterConfig> config = ClusterConfigFromFlags(cluster_flags);
+    absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
+        config.ok() ? EtcdClient::Create(config->etcd) : config.status();
+    if (!etcd.ok()) {
+      std::fprintf(stderr, "tensord: %s\n", std::string(etcd.status().message()).c_str());
+      return 2;
+    }
+    cluster_config = std::move(*config);
+    membership = std::make_shared<ClusterMembership>(std::move(*etcd), cluster_config->membership);
+    options.cluster = membership;
+  }
+
   // gRPC uses absl::Mutex; Debian's Abseil keeps deadlock detection on,
   // which shows in every call's profile.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -484,6 +588,33 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
+  LeaveClusterOnExit leave_cluster;
+  if (membership != nullptr) {
+    absl::StatusOr<std::string> advertise = ChooseAdvertiseAddress(
+        cluster_flags.advertise_address, (*server)->bound_addresses(), cluster_config->etcd.endpoints);
+    if (!advertise.ok()) {
+      std::fprintf(stderr, "tensord: %s\n", std::string(advertise.status().message()).c_str());
+      return 2;
+    }
+    ClusterMember self;
+    self.advertise_address = *advertise;
+    self.handoff_available = !options.handoff.socket_path.empty();
+    self.server_version = std::string(ReleaseVersion());
+    self.start_time_unix_ms = absl::ToUnixMillis(absl::Now());
+    Registry& registry = (*server)->registry();
+    leave_cluster.membership = membership.get();
+    if (absl::Status joined = membership->Join(std::move(self), [&registry](ClusterMember& record) {
+          record.host_bytes_used = registry.host_bytes_used();
+          record.host_bytes_limit = registry.host_bytes_limit();
+        });
+        !joined.ok()) {
+      Log(LogLevel::kError, "cluster_join_failed",
+          {{"node", cluster_config->membership.node_name},
+           {"etcd", absl::StrJoin(cluster_config->etcd.endpoints, ",")},
+           {"error", joined.ToString()}});
+      return 1;
+    }
+  }
   std::unique_ptr<MetricsExporter> metrics;
   if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsExporter>> started =
@@ -507,7 +638,10 @@ int Run(int argc, char** argv) {
                               : absl::StrCat(options.registry.device_backend->name(), " x",
                                              options.registry.device_backend->device_count())},
        {"tls", options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
-       {"auth", options.token_grants.empty() ? "off" : "tokens"}, {"pid", getpid()}});
+       {"auth", options.token_grants.empty() ? "off" : "tokens"},
+       {"cluster", membership == nullptr ? std::string("off")
+                                         : absl::StrCat("node ", membership->node_name())},
+       {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
     if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {
       Log(LogLevel::kError, "ready_file_failed", {{"error", status.ToString()}});
@@ -519,6 +653,8 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   Log(LogLevel::kInfo, "shutting_down",
       {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
+  // Leave the cluster first, so nobody is directed here while calls drain.
+  if (membership != nullptr) membership->Leave();
   (*server)->Shutdown(options.shutdown_grace);
   (*server)->Wait();
   // After Wait: every put that was acknowledged is in the registry, and no

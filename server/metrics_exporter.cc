@@ -86,6 +86,7 @@ class MetricsCollectable final : public prometheus::Collectable {
     CollectCalls(families);
     CollectHandoff(families);
     CollectConnections(families);
+    CollectCluster(families);
     return families;
   }
 
@@ -152,6 +153,21 @@ class MetricsCollectable final : public prometheus::Collectable {
                                  &evicted, &arenas, &arena_bytes, &arena_slots}) {
       families.push_back(std::move(*family));
     }
+  }
+
+  // Only in cluster mode (--etcd-endpoints): a single node has no members.
+  void CollectCluster(std::vector<MetricFamily>& families) const {
+    const ClusterView* cluster = server_.cluster();
+    if (cluster == nullptr) return;
+    MetricFamily members = Family(
+        "tensord_cluster_members",
+        "Live cluster members (this node included) as last read from etcd.", MetricType::Gauge);
+    AddGauge(members, {}, static_cast<double>(cluster->members().size()));
+    MetricFamily errors = Family("tensord_etcd_errors_total",
+                                 "etcd calls that failed on every endpoint.", MetricType::Counter);
+    AddCounter(errors, {}, static_cast<double>(cluster->etcd_errors()));
+    families.push_back(std::move(members));
+    families.push_back(std::move(errors));
   }
 
   void CollectCalls(std::vector<MetricFamily>& families) const {

@@ -259,6 +259,10 @@ absl::StatusOr<std::vector<TensorInfo>> Client::SealGroup(
 
 absl::StatusOr<SnapshotResult> Client::Snapshot() { return rep_->transports.remote().Snapshot(); }
 
+absl::StatusOr<ClusterMembers> Client::ClusterNodes() {
+  return rep_->transports.remote().ClusterNodes();
+}
+
 absl::StatusOr<std::string> Client::Health(absl::string_view service) {
   return rep_->transports.remote().Health(service);
 }

@@ -394,6 +394,23 @@ absl::StatusOr<ServerHandoffInfo> RemoteTransport::GetServerInfo() {
   return ServerHandoffInfo{.handoff_socket = info.handoff_socket(), .boot_id = info.boot_id()};
 }
 
+absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes() {
+  v1::GetServerInfoResponse info;
+  TENSORD_RETURN_IF_ERROR(
+      rep_->Call(&TensorServiceClient::GetServerInfo, v1::GetServerInfoRequest(), info));
+  ClusterMembers members{.node_name = info.node_name(), .nodes = {}};
+  for (const v1::ClusterMember& member : info.cluster_members()) {
+    members.nodes.push_back(ClusterNode{.name = member.node_name(),
+                                        .advertise_address = member.advertise_address(),
+                                        .handoff_available = member.handoff_available(),
+                                        .host_bytes_used = member.host_bytes_used(),
+                                        .host_bytes_limit = member.host_bytes_limit(),
+                                        .server_version = member.server_version(),
+                                        .started = absl::FromUnixMillis(member.start_time_unix_ms())});
+  }
+  return members;
+}
+
 absl::StatusOr<std::string> RemoteTransport::IssueHandoffToken() {
   v1::IssueHandoffTokenResponse response;
   TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::IssueHandoffToken,

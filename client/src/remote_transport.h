@@ -56,6 +56,7 @@ class RemoteTransport final : public ClientTransport {
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
       const BatchSelection& selection, const FetchOptions& options) override;
   absl::StatusOr<SnapshotResult> Snapshot();
+  absl::StatusOr<ClusterMembers> ClusterNodes();
   // watch_stream.cc reads the call; the watch has no deadline.
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(absl::string_view prefix,
                                                      const WatchOptions& options);

@@ -108,4 +108,38 @@ absl::Status RunSnapshot(Client& client, const Invocation&) {
   return absl::OkStatus();
 }
 
+absl::Status RunNodes(Client& client, const Invocation&) {
+  TENSORD_ASSIGN_OR_RETURN(ClusterMembers members, client.ClusterNodes());
+  if (members.node_name.empty()) {
+    std::printf("single node: the server is in no cluster (it runs without --etcd-endpoints)\n");
+    return absl::OkStatus();
+  }
+  std::vector<std::array<std::string, 6>> rows = {
+      {"NODE", "ADDRESS", "HANDOFF", "HOST MEMORY", "VERSION", "STARTED"}};
+  for (const ClusterNode& node : members.nodes) {
+    rows.push_back({node.name == members.node_name ? absl::StrCat(node.name, " *") : node.name,
+                    node.advertise_address, node.handoff_available ? "yes" : "no",
+                    absl::StrCat(FormatByteSize(node.host_bytes_used), " / ",
+                                 FormatByteSize(node.host_bytes_limit)),
+                    node.server_version, FormatCreated(node.started)});
+  }
+  std::array<size_t, 6> widths{};
+  for (const auto& row : rows) {
+    for (size_t column = 0; column < row.size(); ++column) {
+      widths[column] = std::max(widths[column], row[column].size());
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t column = 0; column < row.size(); ++column) {
+      absl::StrAppend(&line, row[column],
+                      column + 1 < row.size() ? std::string(widths[column] - row[column].size() + 2, ' ')
+                                              : "");
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  std::printf("%zu nodes (* = the node asked: %s)\n", members.nodes.size(), members.node_name.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace tensord::tensorctl

@@ -63,6 +63,7 @@ absl::Status RunWatch(Client& client, const Invocation& invocation);
 // health, snapshot (catalog_commands.cc)
 absl::Status RunHealth(Client& client, const Invocation& invocation);
 absl::Status RunSnapshot(Client& client, const Invocation& invocation);
+absl::Status RunNodes(Client& client, const Invocation& invocation);
 
 // `status` with "`context`: " before its message, code unchanged, so an error
 // names the file or tensor it concerns.

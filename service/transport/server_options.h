@@ -3,10 +3,12 @@
 #define TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "service/common/cluster_view.h"
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_file.h"
@@ -70,6 +72,9 @@ struct ServerOptions {
   // Restored at start, before serving.
   std::string snapshot_dir;
   CorruptSnapshotPolicy corrupt_snapshot = CorruptSnapshotPolicy::kRefuse;
+  // This node's cluster membership (--etcd-endpoints), reported by
+  // GetServerInfo and the metrics; null for a single node.
+  std::shared_ptr<const ClusterView> cluster;
 };
 
 }  // namespace tensord

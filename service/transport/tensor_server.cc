@@ -107,6 +107,7 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
     if (!restored.ok()) return restored.status();
   }
   server->tokens_ = std::make_unique<HandoffTokens>();
+  server->cluster_ = options.cluster;
   server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
                                                      *server->metrics_, server->snapshots_.get());
   if (!options.handoff.socket_path.empty()) {

@@ -46,6 +46,8 @@ class TensorServer {
   const HandoffServer* handoff() const { return handoff_.get(); }
   // Watch calls open now.
   size_t open_watches() const;
+  // Null for a single node (no --etcd-endpoints).
+  const ClusterView* cluster() const { return cluster_.get(); }
   // Null without --snapshot-dir.
   SnapshotStore* snapshots() { return snapshots_.get(); }
 
@@ -68,6 +70,7 @@ class TensorServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ConnectionListener> listener_;
   std::vector<std::string> bound_addresses_;
+  std::shared_ptr<const ClusterView> cluster_;
 };
 
 }  // namespace tensord

@@ -152,6 +152,19 @@ grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerConte
     usage->set_bytes_used(registry_.device_bytes_used(device));
     usage->set_bytes_limit(registry_.device_bytes_limit(device));
   }
+  if (options_.cluster != nullptr) {
+    response->set_node_name(options_.cluster->node_name());
+    for (const ClusterMember& member : options_.cluster->members()) {
+      v1::ClusterMember* out = response->add_cluster_members();
+      out->set_node_name(member.node_name);
+      out->set_advertise_address(member.advertise_address);
+      out->set_handoff_available(member.handoff_available);
+      out->set_host_bytes_used(member.host_bytes_used);
+      out->set_host_bytes_limit(member.host_bytes_limit);
+      out->set_server_version(member.server_version);
+      out->set_start_time_unix_ms(member.start_time_unix_ms);
+    }
+  }
   return FinishUnary(context, absl::OkStatus(), call);
 }
 

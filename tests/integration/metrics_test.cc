@@ -32,62 +32,6 @@ namespace {
 
 constexpr absl::Duration kSettleTimeout = absl::Seconds(10);
 
-// The value of `key=` in the first log line that has `event`, or "".
-std::string LogField(const std::string& log, absl::string_view event, absl::string_view key) {
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    if (!absl::StrContains(line, absl::StrCat(" event=", event, " "))) continue;
-    for (absl::string_view field : absl::StrSplit(line, ' ')) {
-      if (absl::ConsumePrefix(&field, absl::StrCat(key, "="))) return std::string(field);
-    }
-  }
-  return "";
-}
-
-// GET http://`address``path` with HTTP/1.0 (the server closes when done);
-// the body, or an error. Every wait is bounded.
-absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path) {
-  const size_t colon = address.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad address ", address));
-  }
-  ScopedFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in target{};
-  target.sin_family = AF_INET;
-  target.sin_port = htons(static_cast<uint16_t>(port));
-  target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(socket.get(), reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
-    return absl::UnavailableError(absl::StrCat("connect to ", address, " failed"));
-  }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
-  if (::send(socket.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    return absl::UnavailableError("sending the HTTP request failed");
-  }
-  std::string response;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline && response.size() < (64u << 20)) {
-    pollfd readable{socket.get(), POLLIN, 0};
-    if (::poll(&readable, 1, 1000) <= 0) continue;
-    char buffer[16384];
-    const ssize_t got = ::recv(socket.get(), buffer, sizeof(buffer), 0);
-    if (got < 0) return absl::UnavailableError("reading the HTTP response failed");
-    if (got == 0) {
-      const size_t body = response.find("\r\n\r\n");
-      if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
-        return absl::DataLossError(absl::StrCat("not an HTTP response: ", response.substr(0, 200)));
-      }
-      if (!absl::StrContains(response.substr(0, response.find("\r\n")), " 200 ")) {
-        return absl::UnavailableError(absl::StrCat("HTTP status line: ", response.substr(0, 100)));
-      }
-      return response.substr(body + 4);
-    }
-    response.append(buffer, static_cast<size_t>(got));
-  }
-  return absl::DeadlineExceededError("the HTTP response did not end in time");
-}
-
 // Prometheus text exposition: "name{labels}" -> value; comment lines skipped.
 std::map<std::string, double> ParseExposition(const std::string& text) {
   std::map<std::string, double> samples;

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -150,6 +152,13 @@ std::string MapsLineOf(const void* address);
 // Lines of the file at `path` (e.g. /proc/PID/maps) that contain `needle`;
 // every line when it is empty.
 size_t CountLines(const std::string& path, const std::string& needle = "");
+
+// The value of `key=` in the first log line that has `event`, or "".
+std::string LogField(const std::string& log, absl::string_view event, absl::string_view key);
+
+// GET http://`address``path` (address: 127.0.0.1:PORT) with HTTP/1.0; the
+// body of a 200 answer, or an error. Every wait is bounded.
+absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path);
 
 // Polls `condition` every 10 ms until it holds (true) or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);

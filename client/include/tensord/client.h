@@ -91,6 +91,26 @@ struct SnapshotResult {
   uint64_t total_bytes = 0;   // tensor bytes written
 };
 
+// One node of a tensord cluster, as it registered itself in etcd.
+struct ClusterNode {
+  std::string name;
+  std::string advertise_address;  // host:port of its gRPC service
+  bool handoff_available = false;  // serves zero-copy local handoff on its host
+  uint64_t host_bytes_used = 0;
+  uint64_t host_bytes_limit = 0;
+  std::string server_version;
+  absl::Time started;
+};
+
+// What a server knows of its cluster. `node_name` is empty (and `nodes`
+// too) when the server runs as a single node (no --etcd-endpoints).
+struct ClusterMembers {
+  std::string node_name;
+  // The live members as the server last read them from etcd, itself
+  // included, by name.
+  std::vector<ClusterNode> nodes;
+};
+
 struct FetchOptions {
   // 0 means the latest version.
   uint64_t version = 0;
@@ -349,6 +369,9 @@ class Client {
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
   // on disk (fsynced); a server killed afterwards restores it at restart.
   absl::StatusOr<SnapshotResult> Snapshot();
+
+  // The cluster the server belongs to: its own node name and the members.
+  absl::StatusOr<ClusterMembers> ClusterNodes();
 
   // The server's grpc.health.v1 status for `service` ("" = the whole
   // server): "SERVING", "NOT_SERVING", ...; UNAVAILABLE when unreachable.

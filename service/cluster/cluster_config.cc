@@ -1,0 +1,179 @@
+#include "service/cluster/cluster_config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "service/cluster/node_record.h"
+#include "service/common/pem_source.h"
+#include "service/common/status_macros.h"
+
+namespace tensord {
+namespace {
+
+// Splits "host:port" / "[v6]:port"; INVALID_ARGUMENT naming `flag`.
+absl::Status SplitHostPort(absl::string_view flag, absl::string_view address, std::string& host,
+                           uint32_t& port) {
+  const size_t colon = address.rfind(':');
+  if (absl::StartsWith(address, "unix:") || colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", address, "' is not host:port with a port in 1..65535"));
+  }
+  host = std::string(address.substr(0, colon));
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
+  return absl::OkStatus();
+}
+
+bool IsWildcardHost(absl::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return absl::EqualsIgnoreCase(host, "localhost") || absl::StartsWith(host, "127.") ||
+         host == "::1";
+}
+
+// The host of an etcd endpoint ("http://h:p", "h:p").
+std::string EndpointHost(absl::string_view endpoint) {
+  absl::ConsumePrefix(&endpoint, "https://") || absl::ConsumePrefix(&endpoint, "http://");
+  absl::ConsumeSuffix(&endpoint, "/");
+  std::string host;
+  uint32_t port = 0;
+  if (!SplitHostPort("etcd endpoint", endpoint, host, port).ok()) return std::string(endpoint);
+  return host;
+}
+
+absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--etcd-password-file '", path, "' cannot be read"));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  std::string password = contents.str();
+  // One trailing newline is the editor's, not the password's.
+  if (absl::EndsWith(password, "\n")) password.pop_back();
+  if (absl::EndsWith(password, "\r")) password.pop_back();
+  if (password.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--etcd-password-file '", path, "' holds no password"));
+  }
+  return password;
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) {
+  ClusterConfig config;
+  absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(flags.etcd_endpoints);
+  if (!endpoints.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--etcd-endpoints: ", endpoints.status().message()));
+  }
+  config.etcd.endpoints = std::move(*endpoints);
+  struct PemFlag {
+    const char* flag;
+    const std::string& value;
+    std::string& out;
+  };
+  for (const PemFlag& pem : {PemFlag{"--etcd-ca", flags.ca, config.etcd.ca_pem},
+                             PemFlag{"--etcd-cert", flags.cert, config.etcd.cert_pem},
+                             PemFlag{"--etcd-key", flags.key, config.etcd.key_pem}}) {
+    TENSORD_ASSIGN_OR_RETURN(pem.out, PemFromPathOrContents(pem.value, pem.flag));
+  }
+  if (config.etcd.cert_pem.empty() != config.etcd.key_pem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--etcd-cert '", flags.cert, "' and --etcd-key '", flags.key, "' go together: give both or neither"));
+  }
+  if (flags.user.empty() != flags.password_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--etcd-user '", flags.user, "' and --etcd-password-file '", flags.password_file,
+        "' go together: give both or neither"));
+  }
+  if (!flags.user.empty()) {
+    config.etcd.user = flags.user;
+    TENSORD_ASSIGN_OR_RETURN(config.etcd.password, ReadPasswordFile(flags.password_file));
+  }
+  // Every call must be able to fail over within a renewal period.
+  config.etcd.call_timeout =
+      std::clamp(flags.lease_ttl / 3, absl::Milliseconds(500), absl::Seconds(2));
+
+  config.membership.prefix = flags.prefix;
+  config.membership.node_name = flags.node_name.empty() ? HostName() : flags.node_name;
+  config.membership.lease_ttl = flags.lease_ttl;
+  if (absl::Status valid = ValidateNodeName(config.membership.node_name); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flags.node_name.empty() ? "--node-name (default: this host's name): " : "--node-name: ",
+        valid.message()));
+  }
+  if (absl::Status valid = ValidateMembershipOptions(config.membership); !valid.ok()) {
+    const char* flag = absl::StrContains(valid.message(), "prefix") ? "--etcd-prefix: "
+                                                                    : "--etcd-lease-ttl: ";
+    return absl::InvalidArgumentError(absl::StrCat(flag, valid.message()));
+  }
+  // Probe the TLS and endpoint combination now, so it fails as a flag error.
+  TENSORD_RETURN_IF_ERROR(EtcdClient::Create(config.etcd).status());
+  return config;
+}
+
+absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_flag,
+                                                   const std::vector<std::string>& bound_addresses,
+                                                   const std::vector<std::string>& etcd_endpoints) {
+  std::string host;
+  uint32_t port = 0;
+  if (!advertise_flag.empty()) {
+    TENSORD_RETURN_IF_ERROR(SplitHostPort("--advertise-address", advertise_flag, host, port));
+    if (IsWildcardHost(host)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--advertise-address '", advertise_flag,
+          "' is a wildcard address, which no other node can connect to: give this host's name or IP"));
+    }
+    return std::string(advertise_flag);
+  }
+  const std::string* first_tcp = nullptr;
+  for (const std::string& address : bound_addresses) {
+    if (!absl::StartsWith(address, "unix:")) {
+      first_tcp = &address;
+      break;
+    }
+  }
+  if (first_tcp == nullptr) {
+    return absl::InvalidArgumentError(
+        "--advertise-address is needed: this node listens on no TCP address (--listen), so "
+        "there is none to advertise");
+  }
+  TENSORD_RETURN_IF_ERROR(SplitHostPort("--listen", *first_tcp, host, port));
+  if (IsWildcardHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--advertise-address is needed: the first TCP listen address '", *first_tcp,
+        "' is a wildcard, which other nodes cannot connect to"));
+  }
+  if (IsLoopbackHost(host)) {
+    for (const std::string& endpoint : etcd_endpoints) {
+      if (!IsLoopbackHost(EndpointHost(endpoint))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--advertise-address is needed: the first TCP listen address '", *first_tcp,
+            "' is loopback, but etcd endpoint '", endpoint,
+            "' is not, so nodes on other hosts could not reach this one"));
+      }
+    }
+  }
+  return *first_tcp;
+}
+
+}  // namespace tensord

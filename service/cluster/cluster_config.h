@@ -1,0 +1,56 @@
+// Cluster settings from the server's flags (--etcd-*, --node-name,
+// --advertise-address), checked before anything connects. server/main.cc
+// reads the flags; this turns their text into options.
+#ifndef TENSORD_SERVICE_CLUSTER_CLUSTER_CONFIG_H_
+#define TENSORD_SERVICE_CLUSTER_CLUSTER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/cluster/cluster_membership.h"
+#include "service/cluster/etcd_client.h"
+
+namespace tensord {
+
+// The flags' values as given.
+struct ClusterFlags {
+  std::string etcd_endpoints;  // empty: a single node
+  std::string node_name;       // empty: this host's name
+  std::string advertise_address;  // empty: from the listen addresses
+  absl::Duration lease_ttl = absl::Seconds(5);
+  std::string prefix = "/tensord";
+  // PEM contents or paths.
+  std::string ca;
+  std::string cert;
+  std::string key;
+  std::string user;
+  std::string password_file;
+};
+
+struct ClusterConfig {
+  EtcdClientOptions etcd;
+  MembershipOptions membership;
+};
+
+// INVALID_ARGUMENT naming the flag and its value for anything malformed:
+// endpoints, node name, prefix, TTL, TLS material without https, a user
+// without a password file (or the reverse), an unreadable file. Must only
+// be called with etcd_endpoints set.
+absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags);
+
+// The address this node registers for others to reach it. With
+// --advertise-address: that value (host:port, not a wildcard host).
+// Without: the first TCP address bound, unless other nodes could not reach
+// it: a wildcard host (0.0.0.0, [::]) never, and a loopback host only when
+// every etcd endpoint is loopback too (a cluster on one machine). Otherwise
+// INVALID_ARGUMENT asking for --advertise-address.
+absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_flag,
+                                                   const std::vector<std::string>& bound_addresses,
+                                                   const std::vector<std::string>& etcd_endpoints);
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_CLUSTER_CLUSTER_CONFIG_H_

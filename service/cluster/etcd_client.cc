@@ -1,0 +1,406 @@
+#include "service/cluster/etcd_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "etcd/etcd_v3.grpc.pb.h"
+#include "service/common/status_macros.h"
+
+namespace tensord {
+namespace {
+
+// An endpoint's scheme and gRPC target.
+struct ParsedEndpoint {
+  bool tls = false;
+  std::string target;  // host:port
+};
+
+absl::StatusOr<ParsedEndpoint> ParseEndpoint(absl::string_view endpoint, bool tls_by_default) {
+  ParsedEndpoint parsed;
+  absl::string_view rest = endpoint;
+  if (absl::ConsumePrefix(&rest, "https://")) {
+    parsed.tls = true;
+  } else if (absl::ConsumePrefix(&rest, "http://")) {
+    parsed.tls = false;
+  } else if (absl::StrContains(rest, "://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "etcd endpoint '", endpoint, "' has a scheme other than http:// or https://"));
+  } else {
+    parsed.tls = tls_by_default;
+  }
+  absl::ConsumeSuffix(&rest, "/");
+  const size_t colon = rest.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0 || absl::StrContains(rest, "/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd endpoint '", endpoint, "' is not [http[s]://]host:port"));
+  }
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(rest.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("etcd endpoint '", endpoint,
+                                                   "' has no port in 1..65535"));
+  }
+  parsed.target = std::string(rest);
+  return parsed;
+}
+
+// UNAVAILABLE and DEADLINE_EXCEEDED mean this endpoint could not answer
+// (down, partitioned, no leader): another one may.
+bool IsEndpointFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+bool IsAuthTokenFailure(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         absl::StrContains(status.error_message(), "invalid auth token");
+}
+
+EtcdKeyValue FromProto(const etcdserverpb::KeyValue& kv) {
+  return EtcdKeyValue{.key = kv.key(),
+                      .value = kv.value(),
+                      .create_revision = kv.create_revision(),
+                      .mod_revision = kv.mod_revision(),
+                      .version = kv.version(),
+                      .lease = kv.lease()};
+}
+
+}  // namespace
+
+struct EtcdClient::Endpoint {
+  std::string name;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv;
+  std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+  std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+};
+
+absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text) {
+  std::vector<std::string> endpoints;
+  for (absl::string_view endpoint : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    endpoint = absl::StripAsciiWhitespace(endpoint);
+    TENSORD_RETURN_IF_ERROR(ParseEndpoint(endpoint, false).status());
+    endpoints.emplace_back(endpoint);
+  }
+  if (endpoints.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' names no etcd endpoint"));
+  }
+  return endpoints;
+}
+
+std::string EtcdClient::PrefixRangeEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // etcd's "to the end of the key space"
+}
+
+EtcdClient::EtcdClient(const EtcdClientOptions& options) : options_(options) {}
+EtcdClient::~EtcdClient() = default;
+
+const std::vector<std::string>& EtcdClient::endpoints() const { return endpoint_names_; }
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientOptions& options) {
+  if (options.endpoints.empty()) return absl::InvalidArgumentError("no etcd endpoint given");
+  if (options.cert_pem.empty() != options.key_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "an etcd client certificate needs its key and a key its certificate (give both or neither)");
+  }
+  if (options.user.empty() != options.password.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "etcd user '", options.user, "' needs a password and a password a user (give both or neither)"));
+  }
+  if (options.call_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "etcd call timeout ", absl::FormatDuration(options.call_timeout), " must be positive"));
+  }
+  const bool tls_material = !options.ca_pem.empty() || !options.cert_pem.empty();
+  std::unique_ptr<EtcdClient> client(new EtcdClient(options));
+  for (const std::string& name : options.endpoints) {
+    TENSORD_ASSIGN_OR_RETURN(ParsedEndpoint parsed, ParseEndpoint(name, tls_material));
+    if (!parsed.tls && tls_material) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoint '", name, "' is http:// but TLS material (CA or client certificate) was "
+          "given: use https://"));
+    }
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (parsed.tls) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = options.ca_pem;
+      ssl.pem_cert_chain = options.cert_pem;
+      ssl.pem_private_key = options.key_pem;
+      credentials = grpc::SslCredentials(ssl);
+    } else {
+      credentials = grpc::InsecureChannelCredentials();
+    }
+    grpc::ChannelArguments arguments;
+    // gRPC's default reconnect backoff grows to two minutes; a node must
+    // notice within seconds that etcd is back, so cap it near the TTL scale.
+    // (gRPC 1.51 also takes the minimum as the connect and TLS handshake
+    // timeout: keep it long enough for a handshake on a busy host.)
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    auto endpoint = std::make_unique<Endpoint>();
+    endpoint->name = name;
+    endpoint->channel = grpc::CreateCustomChannel(parsed.target, credentials, arguments);
+    endpoint->kv = etcdserverpb::KV::NewStub(endpoint->channel);
+    endpoint->lease = etcdserverpb::Lease::NewStub(endpoint->channel);
+    endpoint->auth = etcdserverpb::Auth::NewStub(endpoint->channel);
+    client->endpoints_.push_back(std::move(endpoint));
+    client->endpoint_names_.push_back(name);
+  }
+  return client;
+}
+
+// Runs one call with failover: each endpoint in turn, starting with the
+// one that answered last, until one answers. An answer that is an error
+// (NOT_FOUND, FAILED_PRECONDITION...) is etcd's verdict and is not retried
+// elsewhere; a rejected auth token is renewed once.
+class EtcdClient::CallRunner {
+ public:
+  explicit CallRunner(EtcdClient& client) : client_(client) {}
+
+  template <typename Response, typename Invoke>
+  absl::StatusOr<Response> Run(absl::string_view what, Invoke invoke) {
+    const size_t count = client_.endpoints_.size();
+    const size_t first = client_.preferred_endpoint_.load(std::memory_order_relaxed) % count;
+    absl::Status last;
+    for (size_t attempt = 0; attempt < count; ++attempt) {
+      const size_t index = (first + attempt) % count;
+      Endpoint& endpoint = *client_.endpoints_[index];
+      for (int auth_attempt = 0; auth_attempt < 2; ++auth_attempt) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + client_.options_.call_timeout));
+        if (!client_.options_.user.empty()) {
+          absl::StatusOr<std::string> token = Token(endpoint);
+          if (!token.ok()) {
+            last = token.status();
+            break;
+          }
+          context.AddMetadata("token", *token);
+        }
+        Response response;
+        const grpc::Status status = invoke(endpoint, context, response);
+        if (status.ok()) {
+          client_.preferred_endpoint_.store(index, std::memory_order_relaxed);
+          return response;
+        }
+        last = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                            absl::StrCat("etcd ", what, " at ", endpoint.name, ": ",
+                                         status.error_message()));
+        if (auth_attempt == 0 && !client_.options_.user.empty() && IsAuthTokenFailure(status)) {
+          absl::MutexLock lock(&client_.token_mu_);
+          client_.token_.clear();
+          continue;
+        }
+        break;
+      }
+      if (!IsEndpointFailure(last)) break;
+    }
+    client_.errors_.fetch_add(1, std::memory_order_relaxed);
+    return last;
+  }
+
+ private:
+  // The cached auth token, or a fresh one from Authenticate on `endpoint`.
+  absl::StatusOr<std::string> Token(Endpoint& endpoint) {
+    {
+      absl::MutexLock lock(&client_.token_mu_);
+      if (!client_.token_.empty()) return client_.token_;
+    }
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + client_.options_.call_timeout));
+    etcdserverpb::AuthenticateRequest request;
+    request.set_name(client_.options_.user);
+    request.set_password(client_.options_.password);
+    etcdserverpb::AuthenticateResponse response;
+    const grpc::Status status = endpoint.auth->Authenticate(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          absl::StrCat("etcd authentication of user '", client_.options_.user,
+                                       "' at ", endpoint.name, ": ", status.error_message()));
+    }
+    if (response.token().empty()) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "etcd at ", endpoint.name, " answered authentication of user '", client_.options_.user,
+          "' with an empty token (is auth enabled there?)"));
+    }
+    absl::MutexLock lock(&client_.token_mu_);
+    client_.token_ = response.token();
+    return client_.token_;
+  }
+
+  EtcdClient& client_;
+};
+
+absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(absl::string_view key) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::string(key));
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::RangeResponse response,
+      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
+          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                       etcdserverpb::RangeResponse& out) {
+            return endpoint.kv->Range(&context, request, &out);
+          }));
+  if (response.kvs_size() == 0) return std::nullopt;
+  if (response.kvs_size() > 1 || response.kvs(0).key() != key) {
+    return absl::DataLossError(absl::StrCat("etcd answered a get of '", key, "' with ",
+                                            response.kvs_size(), " keys, the first '",
+                                            response.kvs(0).key(), "'"));
+  }
+  return FromProto(response.kvs(0));
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(absl::string_view prefix) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::string(prefix));
+  request.set_range_end(PrefixRangeEnd(prefix));
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::RangeResponse response,
+      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
+          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                       etcdserverpb::RangeResponse& out) {
+            return endpoint.kv->Range(&context, request, &out);
+          }));
+  std::vector<EtcdKeyValue> values;
+  values.reserve(response.kvs_size());
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
+    if (!absl::StartsWith(kv.key(), prefix)) {
+      return absl::DataLossError(absl::StrCat("etcd answered a range of prefix '", prefix,
+                                              "' with key '", kv.key(), "' outside it"));
+    }
+    values.push_back(FromProto(kv));
+  }
+  return values;
+}
+
+absl::Status EtcdClient::Put(absl::string_view key, absl::string_view value, int64_t lease) {
+  etcdserverpb::PutRequest request;
+  request.set_key(std::string(key));
+  request.set_value(std::string(value));
+  request.set_lease(lease);
+  return CallRunner(*this)
+      .Run<etcdserverpb::PutResponse>(
+          "put", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                     etcdserverpb::PutResponse& out) {
+            return endpoint.kv->Put(&context, request, &out);
+          })
+      .status();
+}
+
+absl::StatusOr<int64_t> EtcdClient::Delete(absl::string_view key) {
+  etcdserverpb::DeleteRangeRequest request;
+  request.set_key(std::string(key));
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::DeleteRangeResponse response,
+      CallRunner(*this).Run<etcdserverpb::DeleteRangeResponse>(
+          "delete", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                        etcdserverpb::DeleteRangeResponse& out) {
+            return endpoint.kv->DeleteRange(&context, request, &out);
+          }));
+  if (response.deleted() < 0 || response.deleted() > 1) {
+    return absl::DataLossError(absl::StrCat("etcd says a delete of the one key '", key,
+                                            "' deleted ", response.deleted(), " keys"));
+  }
+  return response.deleted();
+}
+
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::TxnResponse response,
+      CallRunner(*this).Run<etcdserverpb::TxnResponse>(
+          "txn", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                     etcdserverpb::TxnResponse& out) {
+            return endpoint.kv->Txn(&context, request, &out);
+          }));
+  const int expected = response.succeeded() ? request.success_size() : request.failure_size();
+  if (response.responses_size() != expected) {
+    return absl::DataLossError(absl::StrCat("etcd answered a txn of ", expected, " ops with ",
+                                            response.responses_size(), " results"));
+  }
+  return response;
+}
+
+absl::StatusOr<EtcdLease> EtcdClient::GrantLease(absl::Duration ttl) {
+  const int64_t seconds = absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)));
+  if (seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease TTL ", absl::FormatDuration(ttl), " must be at least 1s"));
+  }
+  etcdserverpb::LeaseGrantRequest request;
+  request.set_ttl(seconds);
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::LeaseGrantResponse response,
+      CallRunner(*this).Run<etcdserverpb::LeaseGrantResponse>(
+          "lease grant", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                             etcdserverpb::LeaseGrantResponse& out) {
+            return endpoint.lease->LeaseGrant(&context, request, &out);
+          }));
+  if (!response.error().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("etcd refused a lease of ", seconds, "s: ", response.error()));
+  }
+  if (response.id() == 0 || response.ttl() <= 0) {
+    return absl::DataLossError(absl::StrCat("etcd granted lease id ", response.id(), " with TTL ",
+                                            response.ttl(), "s for a request of ", seconds, "s"));
+  }
+  return EtcdLease{.id = response.id(), .ttl = absl::Seconds(response.ttl())};
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest request;
+  request.set_id(lease);
+  absl::StatusOr<etcdserverpb::LeaseRevokeResponse> response =
+      CallRunner(*this).Run<etcdserverpb::LeaseRevokeResponse>(
+          "lease revoke", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                              etcdserverpb::LeaseRevokeResponse& out) {
+            return endpoint.lease->LeaseRevoke(&context, request, &out);
+          });
+  return response.status();
+}
+
+absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease) {
+  etcdserverpb::LeaseKeepAliveRequest request;
+  request.set_id(lease);
+  // A short stream per renewal rather than one long-lived stream: each
+  // renewal then has its own deadline (a blocking Read on a long stream
+  // cannot time out alone) and fails over to another endpoint like any call.
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::LeaseKeepAliveResponse response,
+      CallRunner(*this).Run<etcdserverpb::LeaseKeepAliveResponse>(
+          "lease keep-alive", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                  etcdserverpb::LeaseKeepAliveResponse& out) {
+            std::unique_ptr<grpc::ClientReaderWriter<etcdserverpb::LeaseKeepAliveRequest,
+                                                     etcdserverpb::LeaseKeepAliveResponse>>
+                stream = endpoint.lease->LeaseKeepAlive(&context);
+            const bool answered = stream->Write(request) && stream->Read(&out);
+            stream->WritesDone();
+            const grpc::Status finished = stream->Finish();
+            if (answered) return grpc::Status::OK;
+            return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                "the keep-alive stream ended without an answer")
+                                 : finished;
+          }));
+  if (response.id() != lease) {
+    return absl::DataLossError(absl::StrCat("etcd answered a keep-alive of lease ", lease,
+                                            " for lease ", response.id()));
+  }
+  if (response.ttl() <= 0) {
+    return absl::NotFoundError(absl::StrCat("etcd lease ", lease, " has expired"));
+  }
+  return absl::Seconds(response.ttl());
+}
+
+}  // namespace tensord

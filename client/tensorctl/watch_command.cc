@@ -67,19 +67,24 @@ absl::Status RunWatch(Client& client, const Invocation& invocation) {
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<WatchStream> watch, client.Watch(prefix, options));
   const absl::Time end = run_for == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                              : absl::Now() + run_for;
+  absl::Status ended;
   for (uint64_t events = 0; max_events == 0 || events < max_events; ++events) {
     const absl::Duration left = end == absl::InfiniteFuture() ? absl::InfiniteDuration()
                                                               : end - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     absl::StatusOr<WatchEvent> event = watch->Next(left);
-    if (absl::IsDeadlineExceeded(event.status())) break;  // --for elapsed
-    if (!event.ok()) return event.status();
+    // --for elapsed (only Next's own wait ends with this code while the call goes on).
+    if (absl::IsDeadlineExceeded(event.status()) && absl::Now() >= end) break;
+    if (!event.ok()) {
+      ended = event.status();
+      break;
+    }
     PrintEvent(*event);
     std::fflush(stdout);  // a reader of a pipe sees each change as it comes
   }
-  // Where a later `watch --from` resumes.
+  // Where a later `watch --from` resumes, also when the call broke off.
   absl::FPrintF(stderr, "watch %s: position %d\n", prefix, watch->position());
-  return absl::OkStatus();
+  return ended;
 }
 
 }  // namespace tensord::tensorctl

@@ -49,12 +49,17 @@ std::optional<WatchEvent> PythonWatch::Next(std::optional<double> timeout_second
   const absl::Time deadline = timeout_seconds.has_value()
                                   ? absl::Now() + absl::Seconds(*timeout_seconds)
                                   : absl::InfiniteFuture();
+  const std::shared_ptr<WatchStream> stream = stream_;
   for (;;) {
     const absl::Duration wait = std::min(kSignalCheckInterval, deadline - absl::Now());
     absl::StatusOr<WatchEvent> event;
     {
       nb::gil_scoped_release released;
-      event = stream_->Next(std::max(wait, absl::ZeroDuration()));
+      event = stream->Next(std::max(wait, absl::ZeroDuration()));
+    }
+    if (closed_) {
+      ended = true;  // closed by another thread meanwhile
+      return std::nullopt;
     }
     if (event.ok()) return *std::move(event);
     if (!absl::IsDeadlineExceeded(event.status())) throw StatusError(event.status());
@@ -72,9 +77,12 @@ void PythonWatch::Close() {
   if (closed_) return;
   closed_ = true;
   position_at_close_ = stream_->position();
-  // Destroying the stream cancels the call and waits for gRPC to let go.
+  std::shared_ptr<WatchStream> last = std::move(stream_);
+  last->Cancel();
+  // Destroying the stream waits for gRPC to let go; a next() still waiting
+  // in another thread holds its own reference and returns.
   nb::gil_scoped_release released;
-  stream_.reset();
+  last.reset();
 }
 
 void BindWatch(nb::module_& m) {

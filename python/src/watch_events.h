@@ -27,7 +27,9 @@ class PythonWatch {
   bool closed() const { return closed_; }
 
  private:
-  std::unique_ptr<WatchStream> stream_;
+  // Shared with a next() in progress, so close() from another thread
+  // (cancelling it) never frees the stream under it.
+  std::shared_ptr<WatchStream> stream_;
   nanobind::object owner_;
   bool closed_ = false;
   uint64_t position_at_close_ = 0;

@@ -253,6 +253,15 @@ absl::Status ClusterMembership::RenewOnce() {
     }
   }
   TENSORD_ASSIGN_OR_RETURN(std::vector<ClusterMember> members, ListNodes());
+  // The record can go while the lease lives (an etcdctl del, etcd restored
+  // from a backup): keep-alives alone would never bring it back.
+  if (std::none_of(members.begin(), members.end(), [&](const ClusterMember& member) {
+        return member.instance_id == record.instance_id;
+      })) {
+    Log(LogLevel::kWarning, "cluster_record_missing", {{"node", options_.node_name}, {"lease", lease_}});
+    TENSORD_RETURN_IF_ERROR(Register(lease_, record));
+    TENSORD_ASSIGN_OR_RETURN(members, ListNodes());
+  }
   absl::MutexLock lock(&mu_);
   members_ = std::move(members);
   return absl::OkStatus();

@@ -36,6 +36,13 @@ void ChangeFeed::Append(ChangeEvent event) {
   appended_signal_.notify_one();
 }
 
+void ChangeFeed::RestartHistoryAt(uint64_t version) {
+  MutexLock lock(&mutex_);
+  history_.clear();
+  items_in_history_ = 0;
+  complete_after_ = std::max(complete_after_, version);
+}
+
 ChangeRead ChangeFeed::ReadAfter(uint64_t after, size_t max_events) const {
   ChangeRead read;
   ReaderMutexLock lock(&mutex_);

@@ -60,6 +60,11 @@ class ChangeFeed {
   // serialise (the registry appends under its lock, in version order).
   void Append(ChangeEvent event);
 
+  // Drops the history and treats every change up to `version` as missed:
+  // after a restore, where the restored versions are not changes a watcher
+  // saw, and positions from before the restart are reported as behind.
+  void RestartHistoryAt(uint64_t version);
+
   // Up to `max_events` changes after version `after`.
   ChangeRead ReadAfter(uint64_t after, size_t max_events) const;
 

@@ -512,6 +512,9 @@ uint64_t Registry::next_version() const {
 void Registry::AdvanceNextVersion(uint64_t next_version) {
   MutexLock lock(&mutex_);
   if (next_version > 0) last_version_ = std::max(last_version_, next_version - 1);
+  // The restored versions are no changes a watcher saw; a position from
+  // before the restart is behind all of them.
+  changes_.RestartHistoryAt(last_version_);
 }
 
 void Registry::RetireLocked(const std::shared_ptr<const TensorVersion>& version) {

@@ -226,7 +226,8 @@ class Registry {
   uint64_t next_version() const;
   // Makes the next publish get at least `next_version`, so numbers issued
   // before a restart are not issued again (restore, after the restored
-  // versions are published). Never lowers it.
+  // versions are published). Never lowers it. Watchers' history restarts
+  // there: a position below it is told it may have missed changes.
   void AdvanceNextVersion(uint64_t next_version);
 
   // Versions evicted so far, and their bytes (for metrics).

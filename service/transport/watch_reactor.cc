@@ -172,7 +172,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
       }
       ChangeRead read = registry_.changes().ReadAfter(position_, kChangesPerRead);
       if (read.missed_to != 0) {
-        if (response_.events_size() > 0) break;  // what matched so far goes first
+        // What matched so far, or an earlier missed range, goes first: one
+        // report per message, so none overwrites another.
+        if (response_.events_size() > 0 || response_.has_fell_behind()) break;
         v1::WatchFellBehind* fell_behind = response_.mutable_fell_behind();
         fell_behind->set_missed_after(read.missed_after);
         fell_behind->set_resumed_at(read.missed_to);

@@ -183,5 +183,21 @@ TEST(RegistryChangesTest, StartWatchTakesExistingVersionsAndThePositionTogether)
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RegistryChangesTest, AfterARestoreEarlierPositionsAreReportedBehind) {
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(PutBytes(registry, "m/a", 8).ok());  // 1, as a restore would publish it
+  registry.AdvanceNextVersion(10);                 // the snapshot's next version
+  ChangeRead read = registry.changes().ReadAfter(3, 100);
+  EXPECT_EQ(read.missed_after, 3u);
+  EXPECT_EQ(read.missed_to, 9u);
+  EXPECT_TRUE(read.events.empty());
+  absl::StatusOr<VersionInfo> next = PutBytes(registry, "m/b", 8);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->version, 10u);
+  read = registry.changes().ReadAfter(9, 100);
+  EXPECT_EQ(read.missed_to, 0u);
+  EXPECT_EQ(Versions(read), std::vector<uint64_t>{10});
+}
+
 }  // namespace
 }  // namespace tensord

@@ -235,6 +235,10 @@ class WatchStream {
   virtual absl::StatusOr<WatchEvent> Next(absl::Duration timeout = absl::InfiniteDuration()) = 0;
   // Every change up to this version has been returned by Next or reported
   // missed: a later watch resumes with WatchOptions::from_version = this.
+  // Positions hold within one run of the server: after it restarts, a
+  // position below its restored snapshot is reported as behind, but one
+  // past it may name changes the new run numbers differently, so watch
+  // again with send_existing after a restart (the call ends UNAVAILABLE).
   virtual uint64_t position() const = 0;
   virtual void Cancel() = 0;
 };

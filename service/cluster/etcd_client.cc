@@ -244,16 +244,19 @@ class EtcdClient::CallRunner {
   EtcdClient& client_;
 };
 
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
+    const etcdserverpb::RangeRequest& request) {
+  return CallRunner(*this).Run<etcdserverpb::RangeResponse>(
+      "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                   etcdserverpb::RangeResponse& out) {
+        return endpoint.kv->Range(&context, request, &out);
+      });
+}
+
 absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(absl::string_view key) {
   etcdserverpb::RangeRequest request;
   request.set_key(std::string(key));
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::RangeResponse response,
-      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
-          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                       etcdserverpb::RangeResponse& out) {
-            return endpoint.kv->Range(&context, request, &out);
-          }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
   if (response.kvs_size() == 0) return std::nullopt;
   if (response.kvs_size() > 1 || response.kvs(0).key() != key) {
     return absl::DataLossError(absl::StrCat("etcd answered a get of '", key, "' with ",
@@ -267,13 +270,7 @@ absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(absl::string_vie
   etcdserverpb::RangeRequest request;
   request.set_key(std::string(prefix));
   request.set_range_end(PrefixRangeEnd(prefix));
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::RangeResponse response,
-      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
-          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                       etcdserverpb::RangeResponse& out) {
-            return endpoint.kv->Range(&context, request, &out);
-          }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
   std::vector<EtcdKeyValue> values;
   values.reserve(response.kvs_size());
   for (const etcdserverpb::KeyValue& kv : response.kvs()) {

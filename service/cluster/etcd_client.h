@@ -20,6 +20,8 @@
 namespace etcdserverpb {
 class TxnRequest;
 class TxnResponse;
+class RangeRequest;
+class RangeResponse;
 }  // namespace etcdserverpb
 
 namespace tensord {
@@ -97,6 +99,8 @@ class EtcdClient {
   static std::string PrefixRangeEnd(absl::string_view prefix);
 
  private:
+  // One Range call (Get and GetPrefix), failing over like every call.
+  absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
   struct Endpoint;
   class CallRunner;
   explicit EtcdClient(const EtcdClientOptions& options);

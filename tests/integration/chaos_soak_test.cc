@@ -320,6 +320,14 @@ constexpr uint64_t kPrivateGrowthPercent = 25;
 #else
 constexpr uint64_t kPrivateGrowthPercent = 10;
 #endif
+// ASan also keeps freed blocks in its quarantine, up to 256 MiB by default,
+// so its RSS grows with the number of frees until the quarantine is full
+// (CI: 361 -> 489 MiB in a 60 s soak that LSan found leak-free).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kQuarantineKib = 256 * 1024;
+#else
+constexpr uint64_t kQuarantineKib = 0;
+#endif
 
 Usage UsageOf(ServerProcess& server) {
   Usage usage;
@@ -459,8 +467,9 @@ TEST(ChaosSoak, ChurnKillsAndRestartLoseNothing) {
   EXPECT_GT(latest.size(), 0u);
   EXPECT_GT(evictions, 0u);
   EXPECT_GT(warm.rss_kib, 0u);
-  EXPECT_LE(after.private_kib(),
-            warm.private_kib() + warm.private_kib() * kPrivateGrowthPercent / 100);
+  EXPECT_LE(after.private_kib(), warm.private_kib() +
+                                    warm.private_kib() * kPrivateGrowthPercent / 100 +
+                                    kQuarantineKib);
   EXPECT_LE(after.fds, warm.fds + warm.fds / 10);
 }
 

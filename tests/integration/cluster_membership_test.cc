@@ -27,6 +27,7 @@
 #include "tensord/client.h"
 #include "tests/integration/etcd_process.h"
 #include "tests/integration/test_pki.h"
+#include "tests/integration/client_test_support.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/test_support.h"
 
@@ -64,14 +65,14 @@ class ClusterMembershipTest : public ::testing::Test {
     return ServerProcess::Start(options);
   }
 
-  // The member names `node` reports (GetServerInfo), or {"<error>"}.
+  // The member names `node` reports (Client::ClusterNodes), or {"<error>"}.
   static std::set<std::string> MembersSeenBy(ServerProcess& node) {
-    std::unique_ptr<RawStub> stub = NewRawStub(node.address());
-    v1::GetServerInfoResponse info;
-    const grpc::Status status = stub->GetServerInfo(RawContext().get(), {}, &info);
-    if (!status.ok()) return {absl::StrCat("<error: ", status.error_message(), ">")};
+    std::unique_ptr<Client> client = ConnectClient(node.address(), RemoteClientOptions());
+    if (client == nullptr) return {"<error: no client>"};
+    absl::StatusOr<ClusterMembers> members = client->ClusterNodes();
+    if (!members.ok()) return {absl::StrCat("<error: ", members.status().message(), ">")};
     std::set<std::string> names;
-    for (const v1::ClusterMember& member : info.cluster_members()) names.insert(member.node_name());
+    for (const ClusterNode& member : members->nodes) names.insert(member.name);
     return names;
   }
 
@@ -114,9 +115,9 @@ TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {
     ASSERT_TRUE(waited.ok()) << waited.status() << "\n" << node->StderrTail();
   }
   // Each record says what the node registered: its name, its address.
-  std::unique_ptr<RawStub> stub = NewRawStub(nodes[1]->address());
+  std::unique_ptr<RawStub> service = NewRawStub(nodes[1]->address());
   v1::GetServerInfoResponse info;
-  ASSERT_TRUE(stub->GetServerInfo(RawContext().get(), {}, &info).ok());
+  ASSERT_TRUE(service->GetServerInfo(RawContext().get(), {}, &info).ok());
   EXPECT_EQ(info.node_name(), "node-b");
   ASSERT_EQ(info.cluster_members_size(), 3);
   for (int i = 0; i < 3; ++i) {
@@ -226,14 +227,14 @@ TEST_F(ClusterMembershipTest, NodesKeepServingWhileEtcdIsDownAndAreListedWhenItR
   int round = 0;
   while (absl::Now() < outage_end && round < 100) {
     for (auto& node : nodes) {
-      std::unique_ptr<RawStub> stub = NewRawStub(node->address());
+      std::unique_ptr<RawStub> service = NewRawStub(node->address());
       const std::string name = absl::StrCat("outage/", round);
       const std::string bytes = absl::StrCat("held while etcd is down ", round);
-      ASSERT_TRUE(RawPutBytes(*stub, name, bytes).ok()) << node->StderrTail();
+      ASSERT_TRUE(RawPutBytes(*service, name, bytes).ok()) << node->StderrTail();
       v1::FetchRequest request;
       request.set_name(name);
       RawFetchResult fetched;
-      ASSERT_TRUE(RawFetch(*stub, request, &fetched).ok()) << node->StderrTail();
+      ASSERT_TRUE(RawFetch(*service, request, &fetched).ok()) << node->StderrTail();
       EXPECT_EQ(fetched.bytes, bytes);
     }
     ++round;

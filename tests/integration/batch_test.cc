@@ -413,9 +413,7 @@ TEST(BatchAuthTest, TokensAreCheckedPerItem) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto connect = [&](const char* token) {
-    ClientOptions client_options = RemoteClientOptions();
-    client_options.bearer_token = token;
-    return ConnectClient((*server)->address(), client_options);
+    return ConnectClient((*server)->address(), RemoteClientOptions(token));
   };
   std::unique_ptr<Client> admin = connect(kAdmin);
   std::unique_ptr<Client> team_a = connect(kTeamA);

@@ -17,9 +17,10 @@ std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions 
   return std::move(*client);
 }
 
-ClientOptions RemoteClientOptions() {
+ClientOptions RemoteClientOptions(std::string bearer_token) {
   ClientOptions options;
   options.path = TransferPath::kRemote;
+  options.bearer_token = std::move(bearer_token);
   return options;
 }
 

@@ -21,7 +21,7 @@ namespace tensord::testing {
 std::unique_ptr<Client> ConnectClient(const std::string& address, ClientOptions options = {});
 
 // Options that pin the gRPC path, whatever TransferPath::kAuto would pick.
-ClientOptions RemoteClientOptions();
+ClientOptions RemoteClientOptions(std::string bearer_token = "");
 
 // A copy of the bytes from a fetched tensor's data pointer to the end of
 // its stored bytes (for a compact tensor: exactly its elements).

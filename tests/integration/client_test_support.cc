@@ -1,6 +1,7 @@
 #include "tests/integration/client_test_support.h"
 
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 

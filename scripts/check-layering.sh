@@ -70,7 +70,7 @@ declare -A allowed=(
   [security]="common security"
   [snapshot]="common dlpack device memory registry snapshot"
   [transport]="common dlpack device memory metrics registry security snapshot transport wire"
-  [cluster]="common cluster"
+  [cluster]="common dlpack device memory registry wire cluster"
 )
 # What client code may take from the engine (an allow-list, so a new engine
 # layer is refused until someone decides otherwise).

@@ -82,7 +82,8 @@ std::span<const FlagGroup> ServerFlagGroups() {
        {"device_backend", "max_device_bytes", "simulated_devices", "simulated_legacy_ipc_only"}},
       {"Cluster",
        {"etcd_endpoints", "node_name", "advertise_address", "etcd_lease_ttl", "etcd_prefix",
-        "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file"}},
+        "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file",
+        "cluster_token_file"}},
       {"Logging and shutdown", {"log_level", "shutdown_grace"}},
   };
   return *kGroups;

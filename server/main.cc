@@ -37,7 +37,10 @@
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
 #include "service/cluster/cluster_config.h"
+#include "service/cluster/cluster_directory.h"
 #include "service/cluster/cluster_membership.h"
+#include "service/cluster/deferred_cluster_reads.h"
+#include "service/cluster/read_through.h"
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
 #include "service/common/byte_size.h"
@@ -220,6 +223,10 @@ ABSL_FLAG(std::string, etcd_user, "",
 ABSL_FLAG(std::string, etcd_password_file, "",
           "File holding --etcd-user's password (one trailing newline is ignored). "
           "Env: TENSORD_ETCD_PASSWORD_FILE.");
+ABSL_FLAG(std::string, cluster_token_file, "",
+          "File holding the bearer token this node presents to other nodes when it pulls a "
+          "tensor from them (read-through), for clusters whose nodes run with --tokens-file; "
+          "it needs read permission on the names pulled. Env: TENSORD_CLUSTER_TOKEN_FILE.");
 
 namespace tensord {
 namespace {
@@ -235,7 +242,8 @@ ClusterFlags ClusterFlagValues() {
                       .cert = absl::GetFlag(FLAGS_etcd_cert),
                       .key = absl::GetFlag(FLAGS_etcd_key),
                       .user = absl::GetFlag(FLAGS_etcd_user),
-                      .password_file = absl::GetFlag(FLAGS_etcd_password_file)};
+                      .password_file = absl::GetFlag(FLAGS_etcd_password_file),
+                      .cluster_token_file = absl::GetFlag(FLAGS_cluster_token_file)};
 }
 
 // Without --etcd-endpoints a cluster flag would silently do nothing:
@@ -254,7 +262,8 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
                              Given{"--etcd-cert", !flags.cert.empty()},
                              Given{"--etcd-key", !flags.key.empty()},
                              Given{"--etcd-user", !flags.user.empty()},
-                             Given{"--etcd-password-file", !flags.password_file.empty()}}) {
+                             Given{"--etcd-password-file", !flags.password_file.empty()},
+                             Given{"--cluster-token-file", !flags.cluster_token_file.empty()}}) {
     if (given.set) {
       return absl::InvalidArgumentError(absl::StrCat(
           given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
@@ -267,8 +276,12 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
 // reads) goes away, however Run returns.
 struct LeaveClusterOnExit {
   ClusterMembership* membership = nullptr;
+  DeferredClusterReads* reads = nullptr;
+  std::shared_ptr<ClusterDirectory> directory;
   ~LeaveClusterOnExit() {
+    if (reads != nullptr) reads->Reset();  // ends the read-through pulls' threads
     if (membership != nullptr) membership->Leave();
+    if (directory != nullptr) directory->Stop();
   }
 };
 
@@ -538,6 +551,9 @@ int Run(int argc, char** argv) {
   const ClusterFlags cluster_flags = ClusterFlagValues();
   std::optional<ClusterConfig> cluster_config;
   std::shared_ptr<ClusterMembership> membership;
+  std::shared_ptr<EtcdClient> etcd_client;
+  // Set once the node joined: the directory needs the server's registry.
+  std::shared_ptr<DeferredClusterReads> cluster_reads;
   if (cluster_flags.etcd_endpoints.empty()) {
     if (absl::Status status = CheckNoClusterFlagsWithoutEtcd(cluster_flags); !status.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(status.message()).c_str());
@@ -552,8 +568,11 @@ int Run(int argc, char** argv) {
       return 2;
     }
     cluster_config = std::move(*config);
-    membership = std::make_shared<ClusterMembership>(std::move(*etcd), cluster_config->membership);
+    etcd_client = std::move(*etcd);
+    membership = std::make_shared<ClusterMembership>(etcd_client, cluster_config->membership);
     options.cluster = membership;
+    cluster_reads = std::make_shared<DeferredClusterReads>();
+    options.cluster_reads = cluster_reads;
   }
 
   // gRPC uses absl::Mutex; Debian's Abseil keeps deadlock detection on,
@@ -589,6 +608,8 @@ int Run(int argc, char** argv) {
     }
   }
   LeaveClusterOnExit leave_cluster;
+  std::shared_ptr<ClusterDirectory> directory;
+  leave_cluster.reads = cluster_reads.get();
   if (membership != nullptr) {
     absl::StatusOr<std::string> advertise = ChooseAdvertiseAddress(
         cluster_flags.advertise_address, (*server)->bound_addresses(), cluster_config->etcd.endpoints);
@@ -614,6 +635,16 @@ int Run(int argc, char** argv) {
            {"error", joined.ToString()}});
       return 1;
     }
+    directory = std::make_shared<ClusterDirectory>(
+        etcd_client, registry,
+        DirectoryOptions{.prefix = cluster_config->membership.prefix,
+                         .node_name = cluster_config->membership.node_name,
+                         .advertise_address = *advertise},
+        [member = membership.get()] { return member->lease_id(); });
+    directory->Start();
+    leave_cluster.directory = directory;
+    cluster_reads->Set(std::make_shared<ReadThrough>(
+        directory, registry, ReadThroughOptions{.bearer_token = cluster_config->peer_token}));
   }
   std::unique_ptr<MetricsExporter> metrics;
   if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {
@@ -653,8 +684,14 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   Log(LogLevel::kInfo, "shutting_down",
       {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
-  // Leave the cluster first, so nobody is directed here while calls drain.
-  if (membership != nullptr) membership->Leave();
+  // Leave the cluster first, so nobody is directed here while calls drain
+  // (revoking the lease drops this node's directory entries too); reads go
+  // on from this node's own registry.
+  if (membership != nullptr) {
+    cluster_reads->Reset();
+    membership->Leave();
+    directory->Stop();
+  }
   (*server)->Shutdown(options.shutdown_grace);
   (*server)->Wait();
   // After Wait: every put that was acknowledged is in the registry, and no

@@ -52,11 +52,11 @@ std::string EndpointHost(absl::string_view endpoint) {
   return host;
 }
 
-absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
+// A secret kept in a file of its own (`flag` names it in errors).
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string_view flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--etcd-password-file '", path, "' cannot be read"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", path, "' cannot be read"));
   }
   std::ostringstream contents;
   contents << in.rdbuf();
@@ -66,7 +66,7 @@ absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
   if (absl::EndsWith(password, "\r")) password.pop_back();
   if (password.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--etcd-password-file '", path, "' holds no password"));
+        absl::StrCat(flag, " '", path, "' is empty"));
   }
   return password;
 }
@@ -107,7 +107,11 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
   }
   if (!flags.user.empty()) {
     config.etcd.user = flags.user;
-    TENSORD_ASSIGN_OR_RETURN(config.etcd.password, ReadPasswordFile(flags.password_file));
+    TENSORD_ASSIGN_OR_RETURN(config.etcd.password, ReadSecretFile(flags.password_file, "--etcd-password-file"));
+  }
+  if (!flags.cluster_token_file.empty()) {
+    TENSORD_ASSIGN_OR_RETURN(config.peer_token,
+                             ReadSecretFile(flags.cluster_token_file, "--cluster-token-file"));
   }
   // Every call must be able to fail over within a renewal period.
   config.etcd.call_timeout =

@@ -28,11 +28,15 @@ struct ClusterFlags {
   std::string key;
   std::string user;
   std::string password_file;
+  // Bearer token this node presents to other nodes when it pulls from them.
+  std::string cluster_token_file;
 };
 
 struct ClusterConfig {
   EtcdClientOptions etcd;
   MembershipOptions membership;
+  // From --cluster-token-file; empty when the nodes need no token.
+  std::string peer_token;
 };
 
 // INVALID_ARGUMENT naming the flag and its value for anything malformed:

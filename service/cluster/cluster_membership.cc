@@ -72,7 +72,7 @@ std::string ClusterMembership::NodeKey(absl::string_view prefix, absl::string_vi
   return absl::StrCat(prefix, "/nodes/", node_name);
 }
 
-ClusterMembership::ClusterMembership(std::unique_ptr<EtcdClient> etcd, MembershipOptions options)
+ClusterMembership::ClusterMembership(std::shared_ptr<EtcdClient> etcd, MembershipOptions options)
     : etcd_(std::move(etcd)),
       options_(std::move(options)),
       key_(NodeKey(options_.prefix, options_.node_name)),
@@ -126,6 +126,7 @@ void ClusterMembership::Leave() {
          {"listed_for_at_most", absl::FormatDuration(granted_ttl_)}});
   }
   lease_ = 0;
+  current_lease_.store(0, std::memory_order_release);
 }
 
 std::vector<ClusterMember> ClusterMembership::members() const {
@@ -216,6 +217,7 @@ absl::Status ClusterMembership::RegisterWithNewLease() {
     return registered;
   }
   lease_ = lease.id;
+  current_lease_.store(lease.id, std::memory_order_release);
   granted_ttl_ = lease.ttl;
   return absl::OkStatus();
 }
@@ -232,6 +234,7 @@ absl::Status ClusterMembership::RenewOnce() {
       // record went with it. Register afresh.
       Log(LogLevel::kWarning, "cluster_lease_lost", {{"node", options_.node_name}, {"lease", lease_}});
       lease_ = 0;
+      current_lease_.store(0, std::memory_order_release);
       return RenewOnce();
     }
     TENSORD_RETURN_IF_ERROR(ttl.status());

@@ -5,6 +5,7 @@
 #ifndef TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
 #define TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,7 +48,7 @@ using CapacitySource = std::function<void(ClusterMember&)>;
 // registers again.
 class ClusterMembership : public ClusterView {
  public:
-  ClusterMembership(std::unique_ptr<EtcdClient> etcd, MembershipOptions options);
+  ClusterMembership(std::shared_ptr<EtcdClient> etcd, MembershipOptions options);
   ~ClusterMembership() override;
   ClusterMembership(const ClusterMembership&) = delete;
   ClusterMembership& operator=(const ClusterMembership&) = delete;
@@ -72,6 +73,10 @@ class ClusterMembership : public ClusterView {
   std::vector<ClusterMember> members() const override;
   uint64_t etcd_errors() const override { return etcd_->errors(); }
 
+  // The lease this node's record (and its directory entries) hang on; 0
+  // while it holds none (etcd lost it, or not joined).
+  int64_t lease_id() const { return current_lease_.load(std::memory_order_acquire); }
+
   // Key of a node's record under `prefix`.
   static std::string NodeKey(absl::string_view prefix, absl::string_view node_name);
 
@@ -88,7 +93,7 @@ class ClusterMembership : public ClusterView {
   void NoteFailure(absl::string_view where, const absl::Status& status);
   ClusterMember CurrentRecord();
 
-  const std::unique_ptr<EtcdClient> etcd_;
+  const std::shared_ptr<EtcdClient> etcd_;
   const MembershipOptions options_;
   const std::string key_;
   EpisodeLog unreachable_log_;
@@ -99,6 +104,7 @@ class ClusterMembership : public ClusterView {
   ClusterMember self_;
   CapacitySource capacity_;
   int64_t lease_ = 0;  // 0: none held (etcd lost it, or not yet granted)
+  std::atomic<int64_t> current_lease_{0};  // lease_, for other threads
   absl::Duration granted_ttl_;
   std::string last_written_record_;
   absl::Time last_written_at_ = absl::InfinitePast();

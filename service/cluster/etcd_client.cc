@@ -78,6 +78,7 @@ struct EtcdClient::Endpoint {
   std::unique_ptr<etcdserverpb::KV::Stub> kv;
   std::unique_ptr<etcdserverpb::Lease::Stub> lease;
   std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+  std::unique_ptr<etcdserverpb::Watch::Stub> watch;
 };
 
 absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view text) {
@@ -151,12 +152,18 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
     arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A watch stream is long-lived and carries nothing while the directory
+    // is quiet: pings notice a dead or partitioned etcd within seconds
+    // (etcd permits pings every 5 s by default).
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->name = name;
     endpoint->channel = grpc::CreateCustomChannel(parsed.target, credentials, arguments);
     endpoint->kv = etcdserverpb::KV::NewStub(endpoint->channel);
     endpoint->lease = etcdserverpb::Lease::NewStub(endpoint->channel);
     endpoint->auth = etcdserverpb::Auth::NewStub(endpoint->channel);
+    endpoint->watch = etcdserverpb::Watch::NewStub(endpoint->channel);
     client->endpoints_.push_back(std::move(endpoint));
     client->endpoint_names_.push_back(name);
   }
@@ -212,7 +219,6 @@ class EtcdClient::CallRunner {
     return last;
   }
 
- private:
   // The cached auth token, or a fresh one from Authenticate on `endpoint`.
   absl::StatusOr<std::string> Token(Endpoint& endpoint) {
     {
@@ -241,6 +247,7 @@ class EtcdClient::CallRunner {
     return client_.token_;
   }
 
+ private:
   EtcdClient& client_;
 };
 
@@ -281,6 +288,135 @@ absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(absl::string_vie
     values.push_back(FromProto(kv));
   }
   return values;
+}
+
+absl::StatusOr<EtcdRangeResult> EtcdClient::RangePrefix(absl::string_view prefix) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::string(prefix));
+  request.set_range_end(PrefixRangeEnd(prefix));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
+  EtcdRangeResult result;
+  result.revision = response.header().revision();
+  result.values.reserve(response.kvs_size());
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
+    if (!absl::StartsWith(kv.key(), prefix)) {
+      return absl::DataLossError(absl::StrCat("etcd answered a range of prefix '", prefix,
+                                              "' with key '", kv.key(), "' outside it"));
+    }
+    result.values.push_back(FromProto(kv));
+  }
+  return result;
+}
+
+void EtcdWatchCancel::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+bool EtcdWatchCancel::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_revision,
+                                     const WatchHandler& on_events, EtcdWatchCancel& cancel) {
+  etcdserverpb::WatchRequest create;
+  create.mutable_create_request()->set_key(std::string(prefix));
+  create.mutable_create_request()->set_range_end(PrefixRangeEnd(prefix));
+  create.mutable_create_request()->set_start_revision(start_revision);
+  const size_t count = endpoints_.size();
+  const size_t first = preferred_endpoint_.load(std::memory_order_relaxed) % count;
+  absl::Status last = absl::UnavailableError("no etcd endpoint");
+  for (size_t attempt = 0; attempt < count; ++attempt) {
+    Endpoint& endpoint = *endpoints_[(first + attempt) % count];
+    grpc::ClientContext context;
+    if (!options_.user.empty()) {
+      absl::StatusOr<std::string> token = CallRunner(*this).Token(endpoint);
+      if (!token.ok()) {
+        last = token.status();
+        if (IsEndpointFailure(last)) continue;
+        break;
+      }
+      context.AddMetadata("token", *token);
+    }
+    {
+      absl::MutexLock lock(&cancel.mu_);
+      if (cancel.cancelled_) return absl::CancelledError("etcd watch cancelled");
+      cancel.context_ = &context;
+    }
+    absl::Status outcome;
+    bool opened = false;
+    bool more = true;  // false once the handler asked to stop
+    {
+      std::unique_ptr<grpc::ClientReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
+          stream = endpoint.watch->Watch(&context);
+      etcdserverpb::WatchResponse response;
+      if (stream->Write(create) && stream->Read(&response)) {
+        if (response.compact_revision() != 0) {
+          outcome = absl::OutOfRangeError(absl::StrCat(
+              "etcd compacted revision ", start_revision, " away (oldest kept: ",
+              response.compact_revision(), ")"));
+        } else if (!response.created() || response.canceled()) {
+          outcome = absl::FailedPreconditionError(absl::StrCat(
+              "etcd at ", endpoint.name, " refused a watch of '", prefix, "': ",
+              response.cancel_reason()));
+        } else {
+          opened = true;
+          while (more && stream->Read(&response)) {
+            if (response.compact_revision() != 0) {
+              outcome = absl::OutOfRangeError(absl::StrCat(
+                  "etcd compacted the watched revisions away (oldest kept: ",
+                  response.compact_revision(), ")"));
+              break;
+            }
+            if (response.canceled()) {
+              outcome = absl::UnavailableError(absl::StrCat(
+                  "etcd at ", endpoint.name, " cancelled the watch: ", response.cancel_reason()));
+              break;
+            }
+            if (response.events_size() == 0) continue;
+            std::vector<EtcdWatchEvent> events;
+            events.reserve(response.events_size());
+            for (const etcdserverpb::Event& event : response.events()) {
+              events.push_back(EtcdWatchEvent{.deleted = event.type() == etcdserverpb::Event::DELETE,
+                                              .kv = FromProto(event.kv())});
+            }
+            more = on_events(std::move(events));
+          }
+          if (outcome.ok() && !more) {
+            context.TryCancel();
+          }
+        }
+      }
+      if (!opened || !outcome.ok()) context.TryCancel();
+      const grpc::Status finished = stream->Finish();
+      if (outcome.ok() && opened && !cancel.cancelled()) {
+        // The handler asked to stop (OK), or the stream broke.
+        outcome = !more ? absl::OkStatus()
+                        : absl::UnavailableError(absl::StrCat("etcd watch at ", endpoint.name,
+                                                              " ended: ", finished.error_message()));
+      } else if (outcome.ok() && !opened) {
+        outcome = absl::Status(finished.ok() ? absl::StatusCode::kUnavailable
+                                             : static_cast<absl::StatusCode>(finished.error_code()),
+                               absl::StrCat("etcd watch at ", endpoint.name, ": ",
+                                            finished.ok() ? "closed before it was created"
+                                                          : finished.error_message()));
+      }
+    }
+    {
+      absl::MutexLock lock(&cancel.mu_);
+      cancel.context_ = nullptr;
+      if (cancel.cancelled_) return absl::CancelledError("etcd watch cancelled");
+    }
+    if (opened || !IsEndpointFailure(outcome)) {
+      if (!outcome.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+      return outcome;
+    }
+    last = outcome;
+  }
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  return last;
 }
 
 absl::Status EtcdClient::Put(absl::string_view key, absl::string_view value, int64_t lease) {

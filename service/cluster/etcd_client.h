@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
 
 namespace etcdserverpb {
 class TxnRequest;
@@ -53,6 +58,34 @@ struct EtcdKeyValue {
   int64_t lease = 0;
 };
 
+// Keys of a prefix as of one revision of the store.
+struct EtcdRangeResult {
+  std::vector<EtcdKeyValue> values;
+  // The store's revision the values are current as of: a watch from
+  // revision + 1 misses nothing.
+  int64_t revision = 0;
+};
+
+struct EtcdWatchEvent {
+  bool deleted = false;  // a DELETE (or lease expiry); otherwise a PUT
+  // For a delete: the key and, in mod_revision, the revision of the delete.
+  EtcdKeyValue kv;
+};
+
+// Lets another thread end a WatchPrefix that blocks in this thread.
+class EtcdWatchCancel {
+ public:
+  // Ends the watch it guards (now or, if none runs yet, as soon as it starts).
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class EtcdClient;
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 struct EtcdLease {
   int64_t id = 0;
   // What etcd granted, which may exceed what was asked (etcd has a minimum).
@@ -75,12 +108,25 @@ class EtcdClient {
   absl::StatusOr<std::optional<EtcdKeyValue>> Get(absl::string_view key);
   // Every key starting with `prefix`, in key order.
   absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(absl::string_view prefix);
+  // The same, with the revision they are current as of.
+  absl::StatusOr<EtcdRangeResult> RangePrefix(absl::string_view prefix);
   // `lease` 0 attaches none.
   absl::Status Put(absl::string_view key, absl::string_view value, int64_t lease = 0);
   // How many keys were deleted (0 or 1).
   absl::StatusOr<int64_t> Delete(absl::string_view key);
   // A transaction as etcd defines it (compare, then success or failure ops).
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+
+  // Streams every change to keys starting with `prefix` from `start_revision`
+  // on, in revision order, to `on_events` (the events of one revision are
+  // never split across calls), until `on_events` returns false (OK),
+  // `cancel` is cancelled (CANCELLED), or the stream breaks (UNAVAILABLE, the
+  // caller watches again from its last revision + 1). Blocks. OUT_OF_RANGE
+  // when etcd compacted `start_revision` away: the caller must read the
+  // prefix again. The endpoints are tried in turn to open the stream.
+  using WatchHandler = std::function<bool(std::vector<EtcdWatchEvent> events)>;
+  absl::Status WatchPrefix(absl::string_view prefix, int64_t start_revision,
+                           const WatchHandler& on_events, EtcdWatchCancel& cancel);
 
   absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl);
   // NOT_FOUND when the lease had already expired or been revoked.

@@ -282,6 +282,7 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictAfterPublishLoc
 absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
                                               std::optional<uint32_t> expected_crc32c) {
   const uint64_t restored_version = pending.restored_version;
+  const std::optional<uint64_t> only_if_latest = pending.only_if_latest;
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version, Seal(pending, expected_crc32c));
   VersionInfo info;
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
@@ -294,6 +295,14 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
       return absl::ResourceExhaustedError(absl::StrCat(
           "cannot add tensor '", version->name, "': the registry holds ", latest_.size(),
           " tensors, the limit (--max-tensors) is ", options_.max_tensors));
+    }
+    if (only_if_latest.has_value()) {
+      auto it = latest_.find(version->name);
+      const uint64_t current = it == latest_.end() ? 0 : it->second->version;
+      if (current != *only_if_latest) {
+        return absl::AbortedError(absl::StrCat("'", version->name, "' is at version ", current,
+                                               " now, not ", *only_if_latest, "; not published"));
+      }
     }
     if (restored_version != 0) {
       // The items of an atomic group share a version, so a restore may
@@ -619,6 +628,12 @@ absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t vers
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
   if (found == nullptr) return NotFoundLocked(name, version);
   return InfoOf(*found);
+}
+
+uint64_t Registry::LatestVersionOf(absl::string_view name) const {
+  ReaderMutexLock lock(&mutex_);
+  auto it = latest_.find(name);
+  return it == latest_.end() ? 0 : it->second->version;
 }
 
 absl::StatusOr<ListPage> Registry::List(absl::string_view prefix, uint32_t page_size,

@@ -120,6 +120,10 @@ struct PendingVersion {
   // the tensor had, kept so readers see the same versions after a restart.
   uint64_t restored_version = 0;
   std::optional<absl::Time> restored_created;
+  // Set: publish only while the name's latest version is this one (0: the
+  // name is absent), else ABORTED and nothing is published. A read-through
+  // copy uses it so it never replaces a newer local publish.
+  std::optional<uint64_t> only_if_latest;
 };
 
 // Thread-safe. Publishing swaps one pointer under the lock; readers holding a
@@ -192,6 +196,9 @@ class Registry {
   absl::StatusOr<std::vector<Lease>> AcquireGroup(uint64_t group_version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
+  // The latest version number of `name`, or 0 when the registry lacks it:
+  // Stat without copying the metadata, for checks on every read.
+  uint64_t LatestVersionOf(absl::string_view name) const;
 
   // Latest versions of names starting with `prefix`, in name order.
   // `page_size` 0 means 100; above 1000 is INVALID_ARGUMENT, as is a

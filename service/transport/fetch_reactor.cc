@@ -33,15 +33,27 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                Registry& registry, const ServerOptions& options,
                std::atomic<int64_t>& live_payloads, ServiceMetrics& metrics, TensorService& service)
       : context_(context),
+        registry_(registry),
+        options_(options),
         live_payloads_(live_payloads),
         metrics_(metrics),
         call_(Rpc::kFetch, *context, metrics) {
-    if (absl::Status status = Start(*request, registry, options, service); !status.ok()) {
-      outcome_ = status;
-      Finish(ToGrpcStatus(status));
+    absl::Status status = Admit(*request, service);
+    ClusterReads* reads = options.cluster_reads.get();
+    // In a cluster, a read of the latest version that another node holds
+    // newer (or that only other nodes hold) is pulled here first; the call
+    // goes on from the pull's thread.
+    const bool cluster_read = status.ok() && reads != nullptr && request_.version() == 0;
+    if (cluster_read && !reads->HoldsLatest(request_.name())) {
+      reads->PullLatest(request_.name(), [this](absl::Status pulled) { Serve(pulled, true); });
       return;
     }
-    WriteHeader();
+    if (status.ok()) status = Start();
+    if (cluster_read && status.code() == absl::StatusCode::kNotFound) {
+      reads->PullLatest(request_.name(), [this](absl::Status pulled) { Serve(pulled, true); });
+      return;
+    }
+    Serve(status, false);
   }
 
   void OnWriteDone(bool ok) override {
@@ -66,8 +78,18 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
  private:
-  absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
-                     const ServerOptions& options, TensorService& service) {
+  // Acquires the version now when it was pulled first, then sends it.
+  void Serve(absl::Status status, bool pulled) {
+    if (status.ok() && pulled) status = Start();
+    if (!status.ok()) {
+      outcome_ = status;
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    WriteHeader();
+  }
+
+  absl::Status Admit(const grpc::ByteBuffer& request_bytes, TensorService& service) {
     // Parsed before the token is checked only to name the tensor in a
     // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
     const absl::Status parsed = ParseFromByteBuffer(request_bytes, request_, "fetch request");
@@ -80,6 +102,12 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Fetch", [this] {
       context_->TryCancel();
     }));
+    return absl::OkStatus();
+  }
+
+  absl::Status Start() {
+    Registry& registry = registry_;
+    const ServerOptions& options = options_;
     TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
     TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
     start_offset_ = range.offset;
@@ -194,6 +222,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   grpc::CallbackServerContext* const context_;
+  Registry& registry_;
+  const ServerOptions& options_;
   std::atomic<int64_t>& live_payloads_;
   ServiceMetrics& metrics_;
   CallRecord call_;

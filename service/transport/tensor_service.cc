@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "service/common/build_info.h"
 #include "service/common/host_identity.h"
@@ -86,9 +87,27 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
   if (absl::Status allowed = CheckName(*grant, "Stat", request->name()); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
-  absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
-  if (info.ok()) InfoToProto(*info, response->mutable_info());
-  return FinishUnary(context, info.status(), call);
+  ClusterReads* reads = options_.cluster_reads.get();
+  const bool cluster_read = reads != nullptr && request->version() == 0;
+  if (!cluster_read || reads->HoldsLatest(request->name())) {
+    absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
+    if (!cluster_read || info.status().code() != absl::StatusCode::kNotFound) {
+      if (info.ok()) InfoToProto(*info, response->mutable_info());
+      return FinishUnary(context, info.status(), call);
+    }
+  }
+  // Another node holds it (newer): pulled here first, answered from the
+  // pull's thread.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto record = std::make_shared<CallRecord>(std::move(call));
+  reads->PullLatest(request->name(), [this, request, response, reactor, record](absl::Status pulled) {
+    absl::StatusOr<VersionInfo> info =
+        pulled.ok() ? registry_.Stat(request->name(), 0) : absl::StatusOr<VersionInfo>(pulled);
+    if (info.ok()) InfoToProto(*info, response->mutable_info());
+    record->End(info.status());
+    reactor->Finish(ToGrpcStatus(info.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* context,
@@ -126,7 +145,28 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
     Log(LogLevel::kInfo, "delete",
         {{"name", request->name()}, {"version", *removed}, {"request_id", call.request_id()}});
   }
-  return FinishUnary(context, removed.status(), call);
+  ClusterReads* reads = options_.cluster_reads.get();
+  // In a cluster a delete removes the name from every node, also when only
+  // other nodes hold it (version numbers are per node: only an
+  // unconditional delete reaches them).
+  const bool elsewhere = !removed.ok() && removed.status().code() == absl::StatusCode::kNotFound &&
+                         request->version() == 0 && reads != nullptr &&
+                         !reads->HoldsLatest(request->name());
+  if (reads == nullptr || (!removed.ok() && !elsewhere)) {
+    return FinishUnary(context, removed.status(), call);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto record = std::make_shared<CallRecord>(std::move(call));
+  reads->PropagateDelete(request->name(), [reactor, record, name = request->name()](absl::Status propagated) {
+    if (!propagated.ok()) {
+      propagated = absl::UnavailableError(absl::StrCat(
+          "deleted '", name, "' on this node, but the cluster directory did not record the delete, "
+          "so other nodes may still serve it: ", propagated.message()));
+    }
+    record->End(propagated);
+    reactor->Finish(ToGrpcStatus(propagated));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorService::GetServerInfo(grpc::CallbackServerContext* context,

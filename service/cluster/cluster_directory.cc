@@ -1,0 +1,501 @@
+#include "service/cluster/cluster_directory.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "etcd/etcd_v3.pb.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+
+namespace tensord {
+namespace {
+
+// Names one read of the feed hands the registrar at most.
+constexpr size_t kFeedBatch = 512;
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+ClusterDirectory::ClusterDirectory(std::shared_ptr<EtcdClient> etcd, Registry& registry,
+                                   DirectoryOptions options, LeaseSource lease)
+    : etcd_(std::move(etcd)),
+      registry_(registry),
+      options_(std::move(options)),
+      lease_(std::move(lease)),
+      mirror_log_("cluster_directory_unreachable"),
+      registrar_log_("cluster_registration_failing") {}
+
+ClusterDirectory::~ClusterDirectory() { Stop(); }
+
+void ClusterDirectory::Start() {
+  if (started_.exchange(true)) return;
+  subscription_ = registry_.changes().Subscribe([this] {
+    std::lock_guard<std::mutex> lock(signal_mu_);
+    ++wakes_;
+    signal_.notify_all();
+  });
+  mirror_ = std::thread([this] { MirrorLoop(); });
+  registrar_ = std::thread([this] { RegistrarLoop(); });
+}
+
+void ClusterDirectory::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(signal_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    signal_.notify_all();
+  }
+  watch_cancel_.Cancel();
+  if (mirror_.joinable()) mirror_.join();
+  if (registrar_.joinable()) registrar_.join();
+  subscription_.reset();
+}
+
+int64_t ClusterDirectory::MaxOtherOrigin(const NameEntry& entry, absl::string_view self) {
+  int64_t origin = 0;
+  for (const auto& [node, record] : entry.holders) {
+    if (node != self) origin = std::max(origin, record.origin);
+  }
+  return origin;
+}
+
+bool ClusterDirectory::HoldsLatest(absl::string_view name) const {
+  const uint64_t held = registry_.LatestVersionOf(name);
+  ReaderMutexLock lock(&mu_);
+  auto entry = names_.find(name);
+  if (entry == names_.end()) return true;
+  const int64_t other = MaxOtherOrigin(entry->second, options_.node_name);
+  if (other == 0) return true;
+  if (held == 0) return false;
+  if (auto local = local_.find(std::string(name)); local != local_.end() && local->second.version == held) {
+    return local->second.origin >= other;
+  }
+  if (auto replica = replicas_.find(std::pair(std::string(name), held)); replica != replicas_.end()) {
+    return replica->second.origin >= other;
+  }
+  // A local publish the registrar has not written yet: newer than anything
+  // registered before it.
+  return true;
+}
+
+int64_t ClusterDirectory::OriginOf(absl::string_view name, uint64_t version) const {
+  ReaderMutexLock lock(&mu_);
+  if (auto local = local_.find(std::string(name)); local != local_.end() && local->second.version == version) {
+    return local->second.origin;
+  }
+  if (auto replica = replicas_.find(std::pair(std::string(name), version)); replica != replicas_.end()) {
+    return replica->second.origin;
+  }
+  return INT64_MAX;
+}
+
+absl::StatusOr<NameLocation> ClusterDirectory::Locate(absl::string_view name) {
+  auto locate = [&](const std::map<std::string, HolderRecord>& holders) {
+    NameLocation location;
+    for (const auto& [node, record] : holders) {
+      if (node != options_.node_name) location.origin = std::max(location.origin, record.origin);
+    }
+    for (const auto& [node, record] : holders) {
+      if (node != options_.node_name && record.origin == location.origin && location.origin != 0) {
+        location.holders.push_back(record);
+      }
+    }
+    std::stable_partition(location.holders.begin(), location.holders.end(),
+                          [](const HolderRecord& r) { return !r.replica; });
+    return location;
+  };
+  {
+    ReaderMutexLock lock(&mu_);
+    if (auto entry = names_.find(name); entry != names_.end()) {
+      NameLocation location = locate(entry->second.holders);
+      if (location.origin != 0) return location;
+    }
+  }
+  TENSORD_ASSIGN_OR_RETURN(EtcdRangeResult range,
+                           etcd_->RangePrefix(HolderKeysOf(options_.prefix, name)));
+  std::map<std::string, HolderRecord> holders;
+  for (const EtcdKeyValue& kv : range.values) {
+    absl::StatusOr<HolderRecord> record = DecodeHolder(options_.prefix, kv);
+    if (!record.ok()) {
+      Log(LogLevel::kWarning, "directory_entry_skipped", {{"error", record.status().ToString()}});
+      continue;
+    }
+    if (record->name == name) holders[record->node] = *std::move(record);
+  }
+  return locate(holders);
+}
+
+absl::StatusOr<VersionInfo> ClusterDirectory::PublishReplica(PendingVersion pending,
+                                                             uint32_t crc32c,
+                                                             const HolderRecord& source) {
+  // Held from before the publish until its origin is recorded, so the
+  // registrar (which takes it before reading origins) never registers the
+  // copy as an original.
+  std::lock_guard<std::mutex> publishing(replica_publish_mu_);
+  TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry_.Publish(std::move(pending), crc32c));
+  MutexLock lock(&mu_);
+  replicas_[std::pair(info.name, info.version)] = source;
+  return info;
+}
+
+absl::Status ClusterDirectory::PropagateDelete(absl::string_view name) {
+  int64_t lease = 0;
+  {
+    std::lock_guard<std::mutex> lock(tombstone_mu_);
+    if (tombstone_lease_ == 0 || absl::Now() + options_.tombstone_ttl / 2 > tombstone_lease_until_) {
+      TENSORD_ASSIGN_OR_RETURN(EtcdLease granted, etcd_->GrantLease(options_.tombstone_ttl));
+      tombstone_lease_ = granted.id;
+      tombstone_lease_until_ = absl::Now() + granted.ttl;
+    }
+    lease = tombstone_lease_;
+  }
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::DeleteRangeRequest* holders = txn.add_success()->mutable_request_delete_range();
+  const std::string keys = HolderKeysOf(options_.prefix, name);
+  holders->set_key(keys);
+  holders->set_range_end(EtcdClient::PrefixRangeEnd(keys));
+  etcdserverpb::PutRequest* tombstone = txn.add_success()->mutable_request_put();
+  tombstone->set_key(TombstoneKey(options_.prefix, name));
+  tombstone->set_value(nlohmann::json{{"node", options_.node_name}}.dump());
+  tombstone->set_lease(lease);
+  absl::StatusOr<etcdserverpb::TxnResponse> done = etcd_->Txn(txn);
+  if (!done.ok()) {
+    // The tombstone lease may have been lost with etcd: take a new one next time.
+    std::lock_guard<std::mutex> lock(tombstone_mu_);
+    tombstone_lease_ = 0;
+    return done.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterDirectory::WaitRegistered(absl::Duration timeout) {
+  const uint64_t target = registry_.next_version() - 1;
+  std::unique_lock<std::mutex> lock(signal_mu_);
+  const bool reached = signal_.wait_for(lock, ToChrono(timeout), [&] {
+    ReaderMutexLock state(&mu_);
+    return stopping_ || registered_position_ >= target;
+  });
+  if (reached) return absl::OkStatus();
+  ReaderMutexLock state(&mu_);
+  return absl::DeadlineExceededError(absl::StrCat(
+      "the cluster directory has not registered this node's changes up to ", target, " within ",
+      absl::FormatDuration(timeout), " (registered up to ", registered_position_, "; last error: ",
+      registrar_status_.ToString(), ")"));
+}
+
+std::vector<HolderRecord> ClusterDirectory::ListNames(absl::string_view name_prefix,
+                                                      size_t max_names) const {
+  std::vector<HolderRecord> names;
+  ReaderMutexLock lock(&mu_);
+  for (auto it = names_.lower_bound(name_prefix);
+       it != names_.end() && absl::StartsWith(it->first, name_prefix) && names.size() < max_names;
+       ++it) {
+    const HolderRecord* latest = nullptr;
+    for (const auto& [node, record] : it->second.holders) {
+      if (latest == nullptr || record.origin > latest->origin) latest = &record;
+    }
+    if (latest != nullptr) names.push_back(*latest);
+  }
+  return names;
+}
+
+DirectoryStats ClusterDirectory::stats() const {
+  ReaderMutexLock lock(&mu_);
+  return DirectoryStats{.names = names_.size(),
+                        .registered = local_.size(),
+                        .remote_deletes = remote_deletes_};
+}
+
+// --- mirror ---------------------------------------------------------------
+
+void ClusterDirectory::MirrorLoop() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(signal_mu_);
+      if (stopping_) return;
+    }
+    const absl::Status status = MirrorOnce();
+    std::unique_lock<std::mutex> lock(signal_mu_);
+    if (stopping_) return;
+    if (status.ok()) {
+      backoff = absl::Milliseconds(100);
+      continue;
+    }
+    if (status.code() != absl::StatusCode::kOutOfRange) {
+      mirror_log_.Note("directory watch", status.ToString(), absl::Now());
+    }
+    signal_.wait_for(lock, ToChrono(backoff), [this] { return stopping_; });
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::Status ClusterDirectory::MirrorOnce() {
+  const std::string directory = DirectoryPrefix(options_.prefix);
+  TENSORD_ASSIGN_OR_RETURN(EtcdRangeResult range, etcd_->RangePrefix(directory));
+  std::map<std::string, NameEntry, std::less<>> names;
+  std::vector<std::pair<std::string, int64_t>> tombstones;
+  for (const EtcdKeyValue& kv : range.values) {
+    absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, kv.key);
+    if (!key.ok()) continue;
+    if (key->kind == DirectoryKey::Kind::kTombstone) {
+      tombstones.emplace_back(key->name, kv.mod_revision);
+      continue;
+    }
+    absl::StatusOr<HolderRecord> record = DecodeHolder(options_.prefix, kv);
+    if (!record.ok()) {
+      Log(LogLevel::kWarning, "directory_entry_skipped", {{"error", record.status().ToString()}});
+      continue;
+    }
+    names[record->name].holders[record->node] = *std::move(record);
+  }
+  {
+    MutexLock lock(&mu_);
+    names_ = std::move(names);
+  }
+  mirror_log_.Tick(absl::Now() + absl::Hours(1));
+  for (const auto& [name, revision] : tombstones) ApplyTombstone(name, revision);
+  return etcd_->WatchPrefix(
+      directory, range.revision + 1,
+      [this](std::vector<EtcdWatchEvent> events) {
+        std::vector<std::pair<std::string, int64_t>> deleted;
+        {
+          MutexLock lock(&mu_);
+          for (const EtcdWatchEvent& event : events) {
+            absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, event.kv.key);
+            if (!key.ok()) continue;
+            if (key->kind == DirectoryKey::Kind::kTombstone) {
+              if (!event.deleted) deleted.emplace_back(key->name, event.kv.mod_revision);
+              continue;
+            }
+            ApplyMirrorEvent(event);
+          }
+        }
+        for (const auto& [name, revision] : deleted) ApplyTombstone(name, revision);
+        std::lock_guard<std::mutex> lock(signal_mu_);
+        return !stopping_;
+      },
+      watch_cancel_);
+}
+
+void ClusterDirectory::ApplyMirrorEvent(const EtcdWatchEvent& event) {
+  if (event.deleted) {
+    absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, event.kv.key);
+    if (!key.ok()) return;
+    auto entry = names_.find(key->name);
+    if (entry == names_.end()) return;
+    entry->second.holders.erase(key->node);
+    if (entry->second.holders.empty()) names_.erase(entry);
+    return;
+  }
+  absl::StatusOr<HolderRecord> record = DecodeHolder(options_.prefix, event.kv);
+  if (!record.ok()) {
+    Log(LogLevel::kWarning, "directory_entry_skipped", {{"error", record.status().ToString()}});
+    return;
+  }
+  NameEntry& entry = names_[record->name];
+  entry.holders[record->node] = *std::move(record);
+}
+
+void ClusterDirectory::ApplyTombstone(const std::string& name, int64_t revision) {
+  uint64_t version = 0;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto local = local_.find(name);
+    // Unregistered local publishes are newer than any delete registered.
+    if (local == local_.end() || local->second.origin == 0 || local->second.origin >= revision) {
+      return;
+    }
+    version = local->second.version;
+  }
+  absl::StatusOr<uint64_t> removed = registry_.Delete(name, version);
+  if (!removed.ok()) return;  // replaced by a newer publish meanwhile, or gone
+  MutexLock lock(&mu_);
+  ++remote_deletes_;
+  Log(LogLevel::kInfo, "cluster_delete_applied",
+      {{"name", name}, {"version", version}, {"revision", revision}});
+}
+
+// --- registrar ------------------------------------------------------------
+
+void ClusterDirectory::RegistrarLoop() {
+  uint64_t position = 0;
+  int64_t registered_lease = 0;
+  bool need_full = true;
+  absl::Duration backoff = absl::Milliseconds(100);
+  uint64_t seen_wakes = 0;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(signal_mu_);
+      if (stopping_) return;
+      seen_wakes = wakes_;
+    }
+    const int64_t lease = lease_();
+    absl::Status status;
+    if (lease == 0) {
+      status = absl::UnavailableError("this node holds no etcd lease at the moment");
+    } else if (need_full || lease != registered_lease) {
+      status = RegisterAll(lease, position);
+      if (status.ok()) {
+        if (registered_lease != 0) {
+          Log(LogLevel::kInfo, "cluster_names_registered_again",
+              {{"node", options_.node_name}, {"lease", lease}});
+        }
+        need_full = false;
+        registered_lease = lease;
+      }
+    } else {
+      bool missed = false;
+      status = RegisterChanges(lease, position, missed);
+      if (missed) need_full = true;
+    }
+    {
+      MutexLock lock(&mu_);
+      registrar_status_ = status;
+      if (status.ok() && !need_full) registered_position_ = position;
+    }
+    std::unique_lock<std::mutex> lock(signal_mu_);
+    signal_.notify_all();  // WaitRegistered callers
+    if (stopping_) return;
+    if (status.ok()) {
+      backoff = absl::Milliseconds(100);
+      registrar_log_.Tick(absl::Now());
+      if (need_full) continue;
+      // Until the feed moves; a periodic look notices a new lease.
+      signal_.wait_for(lock, std::chrono::seconds(1),
+                       [&] { return stopping_ || wakes_ != seen_wakes; });
+    } else {
+      need_full = true;  // the lease and what etcd holds are unknown now
+      registrar_log_.Note("directory registration", status.ToString(), absl::Now());
+      signal_.wait_for(lock, ToChrono(backoff), [&] { return stopping_; });
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+  }
+}
+
+absl::Status ClusterDirectory::RegisterAll(int64_t lease, uint64_t& position) {
+  TENSORD_ASSIGN_OR_RETURN(WatchStart start,
+                           registry_.StartWatch("", /*with_existing=*/true, 0,
+                                                std::max<uint64_t>(registry_.max_tensors(), 1)));
+  absl::flat_hash_map<std::string, uint64_t> held;
+  for (const VersionInfo& info : start.existing) held[info.name] = info.version;
+  std::vector<std::string> unregister;
+  {
+    ReaderMutexLock lock(&mu_);
+    for (const auto& [name, entry] : names_) {
+      if (entry.holders.contains(options_.node_name) && !held.contains(name)) {
+        unregister.push_back(name);
+      }
+    }
+    for (const auto& [name, local] : local_) {
+      if (!held.contains(name)) unregister.push_back(name);
+    }
+  }
+  std::sort(unregister.begin(), unregister.end());
+  unregister.erase(std::unique(unregister.begin(), unregister.end()), unregister.end());
+  TENSORD_RETURN_IF_ERROR(WriteOps(lease, start.existing, unregister));
+  position = start.position;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterDirectory::RegisterChanges(int64_t lease, uint64_t& position, bool& missed) {
+  while (true) {
+    ChangeRead read = registry_.changes().ReadAfter(position, kFeedBatch);
+    if (read.missed_to != 0) {
+      missed = true;
+      return absl::OkStatus();
+    }
+    if (read.events.empty()) return absl::OkStatus();
+    // The last change of each name wins: nullopt unregisters.
+    std::map<std::string, std::optional<VersionInfo>> last;
+    uint64_t read_to = position;
+    for (const std::shared_ptr<const ChangeEvent>& event : read.events) {
+      for (const VersionInfo& item : event->items) {
+        if (event->kind == ChangeEvent::Kind::kPublished) {
+          last[item.name] = item;
+        } else {
+          last[item.name] = std::nullopt;
+        }
+      }
+      read_to = event->version;
+    }
+    std::vector<VersionInfo> publish;
+    std::vector<std::string> unregister;
+    for (auto& [name, info] : last) {
+      if (info.has_value()) {
+        publish.push_back(*std::move(info));
+      } else {
+        unregister.push_back(name);
+      }
+    }
+    TENSORD_RETURN_IF_ERROR(WriteOps(lease, publish, unregister));
+    position = read_to;
+  }
+}
+
+absl::Status ClusterDirectory::WriteOps(int64_t lease, const std::vector<VersionInfo>& publish,
+                                        const std::vector<std::string>& unregister) {
+  // Waits for a pull whose publish the feed already shows to record its origin.
+  { std::lock_guard<std::mutex> publishing(replica_publish_mu_); }
+  size_t next_publish = 0;
+  size_t next_unregister = 0;
+  while (next_publish < publish.size() || next_unregister < unregister.size()) {
+    etcdserverpb::TxnRequest txn;
+    std::vector<std::pair<const VersionInfo*, HolderRecord>> written;
+    std::vector<const std::string*> removed;
+    {
+      ReaderMutexLock lock(&mu_);
+      while (next_publish < publish.size() &&
+             static_cast<size_t>(txn.success_size()) < options_.max_ops_per_txn) {
+        const VersionInfo& info = publish[next_publish++];
+        HolderRecord record{.name = info.name,
+                            .node = options_.node_name,
+                            .address = options_.advertise_address,
+                            .version = info.version,
+                            .total_bytes = info.total_bytes,
+                            .crc32c = info.crc32c};
+        if (auto replica = replicas_.find(std::pair(info.name, info.version));
+            replica != replicas_.end()) {
+          record.origin = replica->second.origin;
+          record.replica = true;
+        } else if (auto local = local_.find(info.name);
+                   local != local_.end() && local->second.version == info.version) {
+          record.origin = local->second.origin;  // registered before, under another lease
+        }
+        etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+        put->set_key(HolderKey(options_.prefix, info.name, options_.node_name));
+        put->set_value(EncodeHolderValue(record));
+        put->set_lease(lease);
+        written.emplace_back(&info, std::move(record));
+      }
+      while (next_unregister < unregister.size() &&
+             static_cast<size_t>(txn.success_size()) < options_.max_ops_per_txn) {
+        const std::string& name = unregister[next_unregister++];
+        txn.add_success()->mutable_request_delete_range()->set_key(
+            HolderKey(options_.prefix, name, options_.node_name));
+        removed.push_back(&name);
+      }
+    }
+    TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response, etcd_->Txn(txn));
+    const int64_t revision = response.header().revision();
+    MutexLock lock(&mu_);
+    for (const auto& [info, record] : written) {
+      local_[info->name] =
+          LocalEntry{.version = info->version, .origin = record.origin != 0 ? record.origin : revision};
+      replicas_.erase(std::pair(info->name, info->version));
+    }
+    for (const std::string* name : removed) local_.erase(*name);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord

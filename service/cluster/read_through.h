@@ -1,0 +1,97 @@
+// Read-through: a read on this node of a name whose latest version another
+// node holds pulls that version from a live holder (gRPC Fetch of the exact
+// version, written straight into a new registry buffer), publishes it here
+// as a kCache replica and registers it, so later readers on this node get
+// the zero-copy handoff and other nodes may pull from here. Implements the
+// transport's ClusterReads.
+#ifndef TENSORD_SERVICE_CLUSTER_READ_THROUGH_H_
+#define TENSORD_SERVICE_CLUSTER_READ_THROUGH_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "service/cluster/cluster_directory.h"
+#include "service/common/cluster_reads.h"
+#include "service/registry/registry.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace tensord {
+
+struct ReadThroughOptions {
+  // Pulls (and delete propagations) running at once; more wait their turn.
+  size_t threads = 8;
+  // Deadline of one pull from one holder.
+  absl::Duration pull_timeout = absl::Minutes(5);
+  // Bearer token this node presents to other nodes (--cluster-token-file);
+  // empty when the nodes run without authentication.
+  std::string bearer_token;
+  // gRPC's receive limit on the pulling channel (the holder's chunk size
+  // must fit).
+  int max_message_bytes = 64 << 20;
+};
+
+struct ReadThroughStats {
+  uint64_t pulls = 0;         // versions pulled and published here
+  uint64_t pulled_bytes = 0;
+  uint64_t pull_failures = 0; // pulls from one holder that failed
+  uint64_t joined = 0;        // reads that waited on a pull already running
+};
+
+// Thread-safe; the directory and registry must outlive it.
+class ReadThrough final : public ClusterReads {
+ public:
+  ReadThrough(std::shared_ptr<ClusterDirectory> directory, Registry& registry,
+              ReadThroughOptions options);
+  // Runs the queued work's `done` with UNAVAILABLE and waits for running pulls.
+  ~ReadThrough() override;
+  ReadThrough(const ReadThrough&) = delete;
+  ReadThrough& operator=(const ReadThrough&) = delete;
+
+  bool HoldsLatest(absl::string_view name) const override;
+  void PullLatest(std::string name, Done done) override;
+  void PropagateDelete(std::string name, Done done) override;
+
+  ReadThroughStats stats() const;
+
+ private:
+  absl::Status Pull(const std::string& name);
+  // Pulls `holder`'s version; ABORTED when this node published a newer
+  // version of the name meanwhile (held_version changed).
+  absl::Status PullFrom(const HolderRecord& holder, uint64_t held_version);
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
+  void Enqueue(absl::AnyInvocable<void() &&> work);
+  void WorkLoop();
+
+  const std::shared_ptr<ClusterDirectory> directory_;
+  Registry& registry_;
+  const ReadThroughOptions options_;
+
+  std::atomic<uint64_t> pulls_{0};
+  std::atomic<uint64_t> pulled_bytes_{0};
+  std::atomic<uint64_t> pull_failures_{0};
+  std::atomic<uint64_t> joined_{0};
+
+  std::mutex mu_;
+  std::condition_variable work_ready_;
+  std::deque<absl::AnyInvocable<void() &&>> queue_;  // guarded by mu_
+  // Reads waiting on the pull of each name (the first one started it).
+  absl::flat_hash_map<std::string, std::vector<Done>> in_flight_;  // guarded by mu_
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_CLUSTER_READ_THROUGH_H_

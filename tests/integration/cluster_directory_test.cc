@@ -1,0 +1,190 @@
+// The cluster directory against a real etcd and three tensord processes:
+// a name put on one node is read from any other (read-through, one pull
+// for concurrent misses, the copy kept as a cache replica and itself
+// registered), "latest" means the same on every node, deletes reach every
+// node, and a killed holder's readers are served from a surviving replica.
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/etcd_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr absl::Duration kTtl = absl::Seconds(2);
+
+class ClusterDirectoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdProcess::Available()) {
+      GTEST_SKIP() << kEtcdBinary << " is absent: install etcd-server (deploy/install-deps.sh "
+                   << "does) to run the cluster tests";
+    }
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start();
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = std::move(*etcd);
+    for (const char* name : {"node-a", "node-b", "node-c"}) {
+      ServerProcessOptions options;
+      options.flags = {"--etcd-endpoints=" + etcd_->endpoint(), absl::StrCat("--node-name=", name),
+                       absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
+                       "--etcd-prefix=/tensord-dir-test"};
+      absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+      ASSERT_TRUE(node.ok()) << node.status();
+      clients_.push_back(ConnectClient((*node)->address(), RemoteClientOptions()));
+      ASSERT_NE(clients_.back(), nullptr);
+      nodes_.push_back(std::move(*node));
+    }
+  }
+
+  static HostTensor Pattern(size_t size, uint64_t seed) {
+    return CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed));
+  }
+
+  TensorInfo Put(int node, const std::string& name, const HostTensor& tensor) {
+    absl::StatusOr<TensorInfo> info = clients_[node]->Put(name, tensor.dl());
+    EXPECT_TRUE(info.ok()) << name << ": " << info.status();
+    return info.ok() ? *info : TensorInfo{};
+  }
+
+  // Whether a fetch of `name` on `node` returns exactly `expected`'s bytes.
+  ::testing::AssertionResult FetchesAs(int node, const std::string& name,
+                                       const HostTensor& expected) {
+    absl::StatusOr<Tensor> fetched = clients_[node]->Fetch(name);
+    if (!fetched.ok()) {
+      return ::testing::AssertionFailure() << "fetch of " << name << " on node " << node << ": "
+                                           << fetched.status();
+    }
+    const std::vector<uint8_t> bytes = TensorBytes(*fetched);
+    return BytesEqual(bytes.data(), bytes.size(), expected.storage.data(),
+                      expected.storage.size());
+  }
+
+  // Lines a node logged for event `event` about tensor `name`.
+  size_t LoggedFor(int node, absl::string_view event, absl::string_view name) {
+    size_t count = 0;
+    const std::string log = nodes_[node]->Stderr();
+    const std::string needle = absl::StrCat("event=", event);
+    const std::string named = absl::StrCat("name=", name, " ");
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) {
+      const size_t end = log.find('\n', at);
+      if (log.substr(at, end - at).find(named) != std::string::npos) ++count;
+    }
+    return count;
+  }
+
+  std::unique_ptr<EtcdProcess> etcd_;
+  std::vector<std::unique_ptr<ServerProcess>> nodes_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+TEST_F(ClusterDirectoryTest, ANamePutOnOneNodeIsReadOnEveryOther) {
+  const HostTensor tensor = Pattern(3 << 20, 7);  // chunked, not inline
+  Put(0, "w/big", tensor);
+  const HostTensor small = Pattern(100, 8);  // travels inline in the header
+  Put(0, "w/small", small);
+  for (int node : {1, 2}) {
+    EXPECT_TRUE(FetchesAs(node, "w/big", tensor));
+    EXPECT_TRUE(FetchesAs(node, "w/small", small));
+  }
+  // The pulled copy is kept here as a cache replica: a second read is local.
+  absl::StatusOr<TensorInfo> kept = clients_[1]->Stat("w/big");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->retention, Retention::kCache);
+  EXPECT_TRUE(FetchesAs(1, "w/big", tensor));
+  EXPECT_EQ(LoggedFor(1, "cluster_pulled", "w/big"), 1u) << nodes_[1]->StderrTail();
+  // Stat alone reads through too.
+  absl::StatusOr<TensorInfo> stat = clients_[2]->Stat("w/small");
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->total_bytes, 100u);
+  // A name nobody holds is NOT_FOUND everywhere, saying so.
+  absl::StatusOr<Tensor> missing = clients_[2]->Fetch("w/nobody");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_NE(missing.status().message().find("any node of the cluster"), std::string::npos)
+      << missing.status();
+}
+
+TEST_F(ClusterDirectoryTest, ConcurrentMissesOnOneNodePullOnce) {
+  const HostTensor tensor = Pattern(8 << 20, 9);
+  Put(0, "kv/block", tensor);
+  constexpr int kReaders = 8;
+  std::vector<std::unique_ptr<Client>> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.push_back(ConnectClient(nodes_[1]->address(), RemoteClientOptions()));
+    ASSERT_NE(readers.back(), nullptr);
+  }
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kReaders; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<Tensor> fetched = readers[i]->Fetch("kv/block");
+      if (fetched.ok() && TensorBytes(*fetched) == tensor.storage) {
+        right.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(right.load(), kReaders);
+  EXPECT_EQ(LoggedFor(1, "cluster_pulled", "kv/block"), 1u) << nodes_[1]->StderrTail();
+}
+
+TEST_F(ClusterDirectoryTest, TheLatestVersionIsTheSameOnEveryNode) {
+  const HostTensor first = Pattern(64 << 10, 1);
+  const HostTensor second = Pattern(64 << 10, 2);
+  Put(0, "model/w", first);
+  ASSERT_TRUE(FetchesAs(1, "model/w", first));  // node b now holds a replica of the first
+  Put(2, "model/w", second);                    // a newer version, published on node c
+  // Registration is asynchronous (milliseconds): every node reads the
+  // second version once the directory has it, node b dropping its stale copy.
+  for (int node : {0, 1, 2}) {
+    EXPECT_TRUE(WaitUntil([&] { return bool(FetchesAs(node, "model/w", second)); },
+                          absl::Seconds(5)))
+        << "node " << node << ": " << FetchesAs(node, "model/w", second).message();
+  }
+}
+
+TEST_F(ClusterDirectoryTest, ADeleteOnAnyNodeRemovesTheNameEverywhere) {
+  const HostTensor tensor = Pattern(4096, 3);
+  Put(0, "gone/x", tensor);
+  ASSERT_TRUE(FetchesAs(1, "gone/x", tensor));
+  // Node c holds no copy: the delete still reaches every holder.
+  absl::StatusOr<uint64_t> deleted = clients_[2]->Delete("gone/x");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  for (int node : {0, 1, 2}) {
+    EXPECT_TRUE(WaitUntil(
+        [&] { return clients_[node]->Fetch("gone/x").status().code() == absl::StatusCode::kNotFound; },
+        absl::Seconds(5)))
+        << "node " << node << " still serves a deleted name: " << nodes_[node]->StderrTail();
+  }
+  // A later put of the name is newer than the delete and is read everywhere.
+  const HostTensor again = Pattern(4096, 4);
+  Put(1, "gone/x", again);
+  EXPECT_TRUE(WaitUntil([&] { return bool(FetchesAs(2, "gone/x", again)); }, absl::Seconds(5)));
+}
+
+TEST_F(ClusterDirectoryTest, AKilledHoldersReadersAreServedFromAReplica) {
+  const HostTensor tensor = Pattern(1 << 20, 5);
+  Put(0, "ha/w", tensor);
+  ASSERT_TRUE(FetchesAs(1, "ha/w", tensor));  // node b keeps a registered replica
+  // Wait until node b's replica is registered, then kill the original's node.
+  ASSERT_TRUE(WaitUntil([&] { return LoggedFor(1, "cluster_pulled", "ha/w") == 1; },
+                        absl::Seconds(2)));
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(nodes_[0]->Stop(SIGKILL).ok());
+  // Inside the TTL window the dead node is still listed: node c tries it,
+  // fails to connect, and pulls from node b instead, with no error.
+  EXPECT_TRUE(FetchesAs(2, "ha/w", tensor)) << nodes_[2]->StderrTail();
+}
+
+}  // namespace
+}  // namespace tensord::testing

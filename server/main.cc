@@ -40,6 +40,7 @@
 #include "service/cluster/cluster_directory.h"
 #include "service/cluster/cluster_membership.h"
 #include "service/cluster/deferred_cluster_reads.h"
+#include "service/cluster/etcd_cluster_reads.h"
 #include "service/cluster/read_through.h"
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
@@ -227,6 +228,11 @@ ABSL_FLAG(std::string, cluster_token_file, "",
           "File holding the bearer token this node presents to other nodes when it pulls a "
           "tensor from them (read-through), for clusters whose nodes run with --tokens-file; "
           "it needs read permission on the names pulled. Env: TENSORD_CLUSTER_TOKEN_FILE.");
+ABSL_FLAG(std::string, default_replicas, "",
+          "Copies a put is acknowledged after when it does not ask (PutOptions::replicas 0): "
+          "'N' for every name and 'PREFIX=N' for names under PREFIX, comma-separated, the "
+          "longest prefix winning (e.g. 'model/=2'); 1 (this node only) otherwise. Env: "
+          "TENSORD_DEFAULT_REPLICAS.");
 
 namespace tensord {
 namespace {
@@ -243,7 +249,8 @@ ClusterFlags ClusterFlagValues() {
                       .key = absl::GetFlag(FLAGS_etcd_key),
                       .user = absl::GetFlag(FLAGS_etcd_user),
                       .password_file = absl::GetFlag(FLAGS_etcd_password_file),
-                      .cluster_token_file = absl::GetFlag(FLAGS_cluster_token_file)};
+                      .cluster_token_file = absl::GetFlag(FLAGS_cluster_token_file),
+                      .default_replicas = absl::GetFlag(FLAGS_default_replicas)};
 }
 
 // Without --etcd-endpoints a cluster flag would silently do nothing:
@@ -263,7 +270,8 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
                              Given{"--etcd-key", !flags.key.empty()},
                              Given{"--etcd-user", !flags.user.empty()},
                              Given{"--etcd-password-file", !flags.password_file.empty()},
-                             Given{"--cluster-token-file", !flags.cluster_token_file.empty()}}) {
+                             Given{"--cluster-token-file", !flags.cluster_token_file.empty()},
+                             Given{"--default-replicas", !flags.default_replicas.empty()}}) {
     if (given.set) {
       return absl::InvalidArgumentError(absl::StrCat(
           given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
@@ -643,8 +651,16 @@ int Run(int argc, char** argv) {
         [member = membership.get()] { return member->lease_id(); });
     directory->Start();
     leave_cluster.directory = directory;
-    cluster_reads->Set(std::make_shared<ReadThrough>(
-        directory, registry, ReadThroughOptions{.bearer_token = cluster_config->peer_token}));
+    auto read_through = std::make_shared<ReadThrough>(
+        directory, registry, ReadThroughOptions{.bearer_token = cluster_config->peer_token});
+    cluster_reads->Set(std::make_shared<EtcdClusterReads>(
+        directory, read_through,
+        std::make_unique<PutReplication>(directory, read_through, membership, registry,
+                                         PutReplicationOptions{
+                                             .defaults = cluster_config->replica_rules,
+                                             .read_members = [member = membership.get()] {
+                                               return member->ListNodes();
+                                             }})));
   }
   std::unique_ptr<MetricsExporter> metrics;
   if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {

@@ -60,6 +60,16 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
     }
     return rep_->transports.remote().Put(name, tensor, options);
   }
+  if (options.replicas > 1) {
+    // Copies are made by the server after a gRPC put; a local create/seal
+    // publishes on this server alone.
+    if (rep_->transports.path() == TransferPath::kLocal) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "put of '", name, "' with replicas=", options.replicas,
+          " needs TransferPath::kRemote or kAuto: the local handoff publishes on one node"));
+    }
+    return rep_->transports.remote().Put(name, tensor, options);
+  }
   return rep_->transports.Run(
       [&](ClientTransport& transport) { return transport.Put(name, tensor, options); });
 }
@@ -107,6 +117,12 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(absl::string_view pre
     return absl::InvalidArgumentError("WatchOptions::max_buffered_events must be at least 1");
   }
   return rep_->transports.remote().Watch(prefix, options);
+}
+
+absl::StatusOr<ListResult> Client::ListCluster(absl::string_view prefix, uint32_t page_size,
+                                               absl::string_view page_token) {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  return rep_->transports.remote().List(prefix, page_size, page_token, /*cluster=*/true);
 }
 
 absl::StatusOr<std::vector<TensorInfo>> Client::ListAll(absl::string_view prefix) {

@@ -208,6 +208,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   header->set_total_bytes(source.size);
   if (options.send_crc32c) header->set_crc32c(Crc32c(source.data, source.size));
   header->set_retention(static_cast<v1::Retention>(options.retention));
+  header->set_replicas(options.replicas);
 
   SliceLatch latch;
   v1::PutResponse response;
@@ -328,15 +329,27 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
 }
 
 absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint32_t page_size,
-                                                 absl::string_view page_token) {
+                                                 absl::string_view page_token, bool cluster) {
   v1::ListRequest request;
   request.set_prefix(std::string(prefix));
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
+  request.set_cluster(cluster);
   v1::ListResponse response;
   TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::List, request, response));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
+    if (cluster) {
+      // The directory knows no layout: only what it lists.
+      TensorInfo info;
+      info.name = proto.name();
+      info.version = proto.version();
+      info.total_bytes = proto.total_bytes();
+      info.crc32c = proto.crc32c();
+      info.node = proto.node();
+      result.tensors.push_back(std::move(info));
+      continue;
+    }
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
     result.tensors.push_back(std::move(info));
   }

@@ -48,7 +48,7 @@ class RemoteTransport final : public ClientTransport {
                                         std::string& out, const FetchOptions& options);
   absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version);
   absl::StatusOr<ListResult> List(absl::string_view prefix, uint32_t page_size,
-                                  absl::string_view page_token);
+                                  absl::string_view page_token, bool cluster = false);
   absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version);
   // One call (at most kMaxBatchItems items); remote_batch.cc.
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,

@@ -55,8 +55,43 @@ absl::Status RunStat(Client& client, const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// ls --cluster: what the directory knows, which is less than a node's own
+// listing (no layout).
+absl::Status ListCluster(Client& client, const std::string& prefix) {
+  std::vector<TensorInfo> tensors;
+  std::string token;
+  do {
+    TENSORD_ASSIGN_OR_RETURN(ListResult page, client.ListCluster(prefix, 1000, token));
+    for (TensorInfo& info : page.tensors) tensors.push_back(std::move(info));
+    token = std::move(page.next_page_token);
+  } while (!token.empty());
+  size_t name_width = 4;
+  size_t node_width = 4;
+  for (const TensorInfo& info : tensors) {
+    name_width = std::max(name_width, info.name.size());
+    node_width = std::max(node_width, info.node.size());
+  }
+  uint64_t total_bytes = 0;
+  if (!tensors.empty()) {
+    absl::PrintF("%-*s  %-*s  %s  %s\n", name_width, "NAME", node_width, "NODE", "VERSION", "SIZE");
+  }
+  for (const TensorInfo& info : tensors) {
+    absl::PrintF("%-*s  %-*s  %7d  %s\n", name_width, info.name, node_width, info.node,
+                 info.version, FormatByteSize(info.total_bytes));
+    total_bytes += info.total_bytes;
+  }
+  absl::PrintF("%d %s in the cluster, %s\n", tensors.size(),
+               tensors.size() == 1 ? "name" : "names", FormatByteSize(total_bytes));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunList(Client& client, const Invocation& invocation) {
   const std::string prefix = invocation.arguments.empty() ? "" : invocation.arguments[0];
+  if (invocation.Has(kClusterOption)) return ListCluster(client, prefix);
   TENSORD_ASSIGN_OR_RETURN(std::vector<TensorInfo> tensors, client.ListAll(prefix));
   const ListRow heading = {"NAME", "VERSION", "DTYPE", "SHAPE", "SIZE", "DEVICE"};
   std::vector<ListRow> rows;

@@ -37,6 +37,10 @@ std::span<const OptionSpec> Options() {
        "first print the latest version of every matching name, then the changes"},
       {kCountOption, "", OptionKind::kCount, "N", "stop after N events"},
       {kForOption, "", OptionKind::kText, "DURATION", "stop after this long (e.g. 30s, 5m)"},
+      {kReplicasOption, "", OptionKind::kCount, "N",
+       "in a cluster: acknowledged once N nodes hold it (default: the server's --default-replicas)"},
+      {kClusterOption, "", OptionKind::kFlag, "",
+       "list every node's names, from the cluster directory, with the node holding each"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -55,7 +59,7 @@ std::span<const CommandSpec> Commands() {
        .summary = "publish a .npy file as a new version of NAME",
        .min_arguments = 2,
        .max_arguments = 2,
-       .options = {kCacheOption, kPinOption, kDeviceOption},
+       .options = {kCacheOption, kPinOption, kDeviceOption, kReplicasOption},
        .run = RunPut},
       {.name = "get",
        .arguments = "NAME",
@@ -85,6 +89,7 @@ std::span<const CommandSpec> Commands() {
        .summary = "list the tensors whose names start with PREFIX",
        .min_arguments = 0,
        .max_arguments = 1,
+       .options = {kClusterOption},
        .run = RunList},
       {.name = "rm",
        .arguments = "NAME",

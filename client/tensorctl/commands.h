@@ -33,6 +33,8 @@ inline constexpr std::string_view kFromOption = "--from";
 inline constexpr std::string_view kExistingOption = "--existing";
 inline constexpr std::string_view kCountOption = "--count";
 inline constexpr std::string_view kForOption = "--for";
+inline constexpr std::string_view kReplicasOption = "--replicas";
+inline constexpr std::string_view kClusterOption = "--cluster";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";

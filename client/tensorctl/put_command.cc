@@ -39,6 +39,14 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
     TENSORD_ASSIGN_OR_RETURN(DLDevice device, ParseDevice(invocation.Text(kDeviceOption)));
     if (device.device_type != kDLCPU) options.device = device;
   }
+  if (invocation.Has(kReplicasOption)) {
+    const uint64_t replicas = invocation.Number(kReplicasOption);
+    if (replicas < 1 || replicas > 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--replicas ", replicas, " must be 1..16"));
+    }
+    options.replicas = static_cast<uint32_t>(replicas);
+  }
   options.send_crc32c = true;
   options.progress = progress.Callback();
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client.Put(name, *tensor, options));

@@ -113,6 +113,7 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
     TENSORD_ASSIGN_OR_RETURN(config.peer_token,
                              ReadSecretFile(flags.cluster_token_file, "--cluster-token-file"));
   }
+  TENSORD_ASSIGN_OR_RETURN(config.replica_rules, ParseReplicaRules(flags.default_replicas));
   // Every call must be able to fail over within a renewal period.
   config.etcd.call_timeout =
       std::clamp(flags.lease_ttl / 3, absl::Milliseconds(500), absl::Seconds(2));

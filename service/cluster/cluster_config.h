@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "service/cluster/cluster_membership.h"
 #include "service/cluster/etcd_client.h"
+#include "service/cluster/put_replication.h"
 
 namespace tensord {
 
@@ -30,6 +31,8 @@ struct ClusterFlags {
   std::string password_file;
   // Bearer token this node presents to other nodes when it pulls from them.
   std::string cluster_token_file;
+  // --default-replicas: "N" and "PREFIX=N" entries.
+  std::string default_replicas;
 };
 
 struct ClusterConfig {
@@ -37,6 +40,7 @@ struct ClusterConfig {
   MembershipOptions membership;
   // From --cluster-token-file; empty when the nodes need no token.
   std::string peer_token;
+  std::vector<ReplicaRule> replica_rules;
 };
 
 // INVALID_ARGUMENT naming the flag and its value for anything malformed:

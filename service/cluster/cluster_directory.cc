@@ -58,6 +58,7 @@ void ClusterDirectory::Stop() {
   if (mirror_.joinable()) mirror_.join();
   if (registrar_.joinable()) registrar_.join();
   subscription_.reset();
+  RunDueWaiters(/*stopping=*/true);
 }
 
 int64_t ClusterDirectory::MaxOtherOrigin(const NameEntry& entry, absl::string_view self) {
@@ -177,26 +178,58 @@ absl::Status ClusterDirectory::PropagateDelete(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status ClusterDirectory::WaitRegistered(absl::Duration timeout) {
-  const uint64_t target = registry_.next_version() - 1;
-  std::unique_lock<std::mutex> lock(signal_mu_);
-  const bool reached = signal_.wait_for(lock, ToChrono(timeout), [&] {
-    ReaderMutexLock state(&mu_);
-    return stopping_ || registered_position_ >= target;
-  });
-  if (reached) return absl::OkStatus();
-  ReaderMutexLock state(&mu_);
-  return absl::DeadlineExceededError(absl::StrCat(
-      "the cluster directory has not registered this node's changes up to ", target, " within ",
-      absl::FormatDuration(timeout), " (registered up to ", registered_position_, "; last error: ",
-      registrar_status_.ToString(), ")"));
+void ClusterDirectory::AfterRegistered(uint64_t position, absl::Duration timeout, Done done) {
+  absl::Status now;
+  {
+    MutexLock lock(&mu_);
+    if (registered_position_ >= position) {
+      now = absl::OkStatus();
+    } else if (!registrar_status_.ok()) {
+      now = absl::UnavailableError(absl::StrCat("the cluster directory cannot be written now: ",
+                                                registrar_status_.message()));
+    } else {
+      waiters_.push_back(RegisteredWaiter{position, absl::Now() + timeout, std::move(done)});
+      return;
+    }
+  }
+  std::move(done)(now);
+}
+
+void ClusterDirectory::RunDueWaiters(bool stopping) {
+  std::vector<std::pair<Done, absl::Status>> due;
+  {
+    MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      absl::Status status;
+      if (registered_position_ >= it->position) {
+        status = absl::OkStatus();
+      } else if (stopping) {
+        status = absl::UnavailableError("the node is leaving the cluster");
+      } else if (!registrar_status_.ok()) {
+        status = absl::UnavailableError(absl::StrCat("the cluster directory cannot be written now: ",
+                                                     registrar_status_.message()));
+      } else if (now >= it->deadline) {
+        status = absl::DeadlineExceededError("the cluster directory did not register it in time");
+      } else {
+        ++it;
+        continue;
+      }
+      due.emplace_back(std::move(it->done), std::move(status));
+      it = waiters_.erase(it);
+    }
+  }
+  for (auto& [done, status] : due) std::move(done)(status);
 }
 
 std::vector<HolderRecord> ClusterDirectory::ListNames(absl::string_view name_prefix,
+                                                      absl::string_view after,
                                                       size_t max_names) const {
   std::vector<HolderRecord> names;
   ReaderMutexLock lock(&mu_);
-  for (auto it = names_.lower_bound(name_prefix);
+  auto start = after.empty() ? names_.lower_bound(name_prefix) : names_.upper_bound(after);
+  if (start != names_.end() && start->first < name_prefix) start = names_.lower_bound(name_prefix);
+  for (auto it = start;
        it != names_.end() && absl::StartsWith(it->first, name_prefix) && names.size() < max_names;
        ++it) {
     const HolderRecord* latest = nullptr;
@@ -268,6 +301,7 @@ absl::Status ClusterDirectory::MirrorOnce() {
       directory, range.revision + 1,
       [this](std::vector<EtcdWatchEvent> events) {
         std::vector<std::pair<std::string, int64_t>> deleted;
+        std::vector<std::pair<std::string, int64_t>> newer;
         {
           MutexLock lock(&mu_);
           for (const EtcdWatchEvent& event : events) {
@@ -278,9 +312,19 @@ absl::Status ClusterDirectory::MirrorOnce() {
               continue;
             }
             ApplyMirrorEvent(event);
+            if (!event.deleted && key->node != options_.node_name) {
+              auto entry = names_.find(key->name);
+              if (entry != names_.end()) {
+                auto holder = entry->second.holders.find(key->node);
+                if (holder != entry->second.holders.end()) {
+                  newer.emplace_back(key->name, holder->second.origin);
+                }
+              }
+            }
           }
         }
         for (const auto& [name, revision] : deleted) ApplyTombstone(name, revision);
+        for (const auto& [name, origin] : newer) DropSupersededReplica(name, origin);
         std::lock_guard<std::mutex> lock(signal_mu_);
         return !stopping_;
       },
@@ -325,6 +369,25 @@ void ClusterDirectory::ApplyTombstone(const std::string& name, int64_t revision)
       {{"name", name}, {"version", version}, {"revision", revision}});
 }
 
+void ClusterDirectory::DropSupersededReplica(const std::string& name, int64_t origin) {
+  const uint64_t held = registry_.LatestVersionOf(name);
+  if (held == 0) return;
+  {
+    ReaderMutexLock lock(&mu_);
+    auto local = local_.find(name);
+    // Only a registered replica: an original stays until replaced or deleted
+    // by its owner, and an unregistered copy is not known to be older.
+    if (local == local_.end() || local->second.version != held || !local->second.replica ||
+        local->second.origin >= origin) {
+      return;
+    }
+  }
+  if (registry_.Delete(name, held).ok()) {
+    Log(LogLevel::kInfo, "cluster_replica_superseded",
+        {{"name", name}, {"version", held}, {"newer_origin", origin}});
+  }
+}
+
 // --- registrar ------------------------------------------------------------
 
 void ClusterDirectory::RegistrarLoop() {
@@ -363,15 +426,16 @@ void ClusterDirectory::RegistrarLoop() {
       registrar_status_ = status;
       if (status.ok() && !need_full) registered_position_ = position;
     }
+    RunDueWaiters(/*stopping=*/false);
     std::unique_lock<std::mutex> lock(signal_mu_);
-    signal_.notify_all();  // WaitRegistered callers
     if (stopping_) return;
     if (status.ok()) {
       backoff = absl::Milliseconds(100);
       registrar_log_.Tick(absl::Now());
       if (need_full) continue;
-      // Until the feed moves; a periodic look notices a new lease.
-      signal_.wait_for(lock, std::chrono::seconds(1),
+      // Until the feed moves; a periodic look notices a new lease and
+      // expires waiters.
+      signal_.wait_for(lock, std::chrono::milliseconds(250),
                        [&] { return stopping_ || wakes_ != seen_wakes; });
     } else {
       need_full = true;  // the lease and what etcd holds are unknown now
@@ -489,8 +553,9 @@ absl::Status ClusterDirectory::WriteOps(int64_t lease, const std::vector<Version
     const int64_t revision = response.header().revision();
     MutexLock lock(&mu_);
     for (const auto& [info, record] : written) {
-      local_[info->name] =
-          LocalEntry{.version = info->version, .origin = record.origin != 0 ? record.origin : revision};
+      local_[info->name] = LocalEntry{.version = info->version,
+                                      .origin = record.origin != 0 ? record.origin : revision,
+                                      .replica = record.replica};
       replicas_.erase(std::pair(info->name, info->version));
     }
     for (const std::string* name : removed) local_.erase(*name);

@@ -102,14 +102,17 @@ class ClusterDirectory {
   // holder key of `name` and writes its tombstone, in one transaction.
   absl::Status PropagateDelete(absl::string_view name);
 
-  // Resolves once every change this node's registry made up to now is
-  // registered in etcd (or fails with the registrar's last error after
-  // `timeout`).
-  absl::Status WaitRegistered(absl::Duration timeout);
+  // Runs `done` once this node's changes up to feed position `position`
+  // (a publish's version) are registered in etcd: OK; UNAVAILABLE at once
+  // while registration is failing (etcd out of reach), and
+  // DEADLINE_EXCEEDED after `timeout`. On the registrar's thread, or inline.
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+  void AfterRegistered(uint64_t position, absl::Duration timeout, Done done);
 
-  // Every name the directory lists under `name_prefix`, with its latest
-  // holder record (this node's included), in name order.
-  std::vector<HolderRecord> ListNames(absl::string_view name_prefix, size_t max_names) const;
+  // The name's latest holder record per name starting with `name_prefix`
+  // and sorting after `after`, this node's included, in name order.
+  std::vector<HolderRecord> ListNames(absl::string_view name_prefix, absl::string_view after,
+                                      size_t max_names) const;
 
   DirectoryStats stats() const;
   const DirectoryOptions& options() const { return options_; }
@@ -122,6 +125,7 @@ class ClusterDirectory {
   struct LocalEntry {
     uint64_t version = 0;
     int64_t origin = 0;
+    bool replica = false;  // copied from another holder
   };
 
   // Mirror thread.
@@ -131,6 +135,9 @@ class ClusterDirectory {
   // Drops this node's copy of `name` when a tombstone at `revision` is
   // newer than it; called without mu_.
   void ApplyTombstone(const std::string& name, int64_t revision);
+  // Drops this node's replica of `name` once another node registered a
+  // newer version (`origin`): a stale copy would only hold memory. Without mu_.
+  void DropSupersededReplica(const std::string& name, int64_t origin);
   // Registrar thread.
   void RegistrarLoop();
   // Registers every name the registry holds (and unregisters what it no
@@ -158,6 +165,14 @@ class ClusterDirectory {
   uint64_t remote_deletes_ ABSL_GUARDED_BY(mu_) = 0;
   // The feed position the registrar has registered up to.
   uint64_t registered_position_ ABSL_GUARDED_BY(mu_) = 0;
+  struct RegisteredWaiter {
+    uint64_t position;
+    absl::Time deadline;
+    Done done;
+  };
+  std::vector<RegisteredWaiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Runs the waiters that are due (registered, expired, or all at stop).
+  void RunDueWaiters(bool stopping);
   absl::Status registrar_status_ ABSL_GUARDED_BY(mu_);
 
   // Wakes the registrar (feed appends, stop) and WaitRegistered callers.

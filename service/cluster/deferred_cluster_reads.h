@@ -48,8 +48,39 @@ class DeferredClusterReads final : public ClusterReads {
     std::move(done)(absl::UnavailableError(
         "this node has not joined the cluster directory yet, or is leaving it"));
   }
+  absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested) const override {
+    if (std::shared_ptr<ClusterReads> reads = Get(); reads != nullptr) {
+      return reads->ReplicasFor(name, requested);
+    }
+    if (requested <= 1) return 1u;
+    return absl::UnavailableError("this node has not joined the cluster directory yet, or is leaving it");
+  }
+  void AfterPut(std::string name, uint64_t version, uint32_t replicas, Done done) override {
+    if (std::shared_ptr<ClusterReads> reads = Get(); reads != nullptr) {
+      reads->AfterPut(std::move(name), version, replicas, std::move(done));
+      return;
+    }
+    std::move(done)(replicas <= 1 ? absl::OkStatus() : NotJoined());
+  }
+  void Replicate(ClusterVersion source, Done done) override {
+    if (std::shared_ptr<ClusterReads> reads = Get(); reads != nullptr) {
+      reads->Replicate(std::move(source), std::move(done));
+      return;
+    }
+    std::move(done)(NotJoined());
+  }
+  std::vector<ClusterVersion> ListNames(absl::string_view prefix, absl::string_view after,
+                                        size_t max_names) const override {
+    if (std::shared_ptr<ClusterReads> reads = Get(); reads != nullptr) {
+      return reads->ListNames(prefix, after, max_names);
+    }
+    return {};
+  }
 
  private:
+  static absl::Status NotJoined() {
+    return absl::UnavailableError("this node has not joined the cluster directory yet, or is leaving it");
+  }
   std::shared_ptr<ClusterReads> Get() const {
     std::lock_guard<std::mutex> lock(mu_);
     return reads_;

@@ -56,8 +56,6 @@ ReadThrough::~ReadThrough() {
   }
 }
 
-bool ReadThrough::HoldsLatest(absl::string_view name) const { return directory_->HoldsLatest(name); }
-
 void ReadThrough::Enqueue(absl::AnyInvocable<void() &&> work) {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.push_back(std::move(work));
@@ -109,13 +107,6 @@ void ReadThrough::PullLatest(std::string name, Done done) {
   std::move(done)(absl::UnavailableError("the server is shutting down"));
 }
 
-void ReadThrough::PropagateDelete(std::string name, Done done) {
-  auto shared = std::make_shared<Done>(std::move(done));
-  Enqueue([this, name = std::move(name), shared]() mutable {
-    std::move(*shared)(directory_->PropagateDelete(name));
-  });
-}
-
 ReadThroughStats ReadThrough::stats() const {
   return ReadThroughStats{.pulls = pulls_.load(std::memory_order_relaxed),
                           .pulled_bytes = pulled_bytes_.load(std::memory_order_relaxed),
@@ -136,7 +127,7 @@ absl::Status ReadThrough::Pull(const std::string& name) {
     std::vector<std::string> failures;
     bool relocate = false;
     for (const HolderRecord& holder : location.holders) {
-      const absl::Status pulled = PullFrom(holder, held);
+      const absl::Status pulled = PullFrom(holder, held, Retention::kCache);
       if (pulled.ok()) return absl::OkStatus();
       if (pulled.code() == absl::StatusCode::kAborted ||
           pulled.code() == absl::StatusCode::kNotFound) {
@@ -172,7 +163,8 @@ std::shared_ptr<grpc::Channel> ReadThrough::ChannelTo(const std::string& address
   return channel;
 }
 
-absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_version) {
+absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_version,
+                                   Retention retention) {
   std::shared_ptr<grpc::Channel> channel = ChannelTo(holder.address);
   const grpc::internal::RpcMethod method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                                          channel);
@@ -219,7 +211,7 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
       crc32c = header.info().crc32c();
       TENSORD_ASSIGN_OR_RETURN(PendingVersion prepared,
                                registry_.Prepare(holder.name, std::move(layout), total,
-                                                 Retention::kCache));
+                                                 retention));
       prepared.only_if_latest = held_version;
       pending = std::move(prepared);
       if (header.has_inline_data()) {

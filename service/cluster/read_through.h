@@ -2,8 +2,8 @@
 // node holds pulls that version from a live holder (gRPC Fetch of the exact
 // version, written straight into a new registry buffer), publishes it here
 // as a kCache replica and registers it, so later readers on this node get
-// the zero-copy handoff and other nodes may pull from here. Implements the
-// transport's ClusterReads.
+// the zero-copy handoff and other nodes may pull from here. Its threads
+// also run the other blocking cluster work (replication pulls, deletes).
 #ifndef TENSORD_SERVICE_CLUSTER_READ_THROUGH_H_
 #define TENSORD_SERVICE_CLUSTER_READ_THROUGH_H_
 
@@ -48,29 +48,36 @@ struct ReadThroughStats {
   uint64_t joined = 0;        // reads that waited on a pull already running
 };
 
-// Thread-safe; the directory and registry must outlive it.
-class ReadThrough final : public ClusterReads {
+// Thread-safe; the registry must outlive it.
+class ReadThrough {
  public:
+  using Done = ClusterReads::Done;
   ReadThrough(std::shared_ptr<ClusterDirectory> directory, Registry& registry,
               ReadThroughOptions options);
   // Runs the queued work's `done` with UNAVAILABLE and waits for running pulls.
-  ~ReadThrough() override;
+  ~ReadThrough();
   ReadThrough(const ReadThrough&) = delete;
   ReadThrough& operator=(const ReadThrough&) = delete;
 
-  bool HoldsLatest(absl::string_view name) const override;
-  void PullLatest(std::string name, Done done) override;
-  void PropagateDelete(std::string name, Done done) override;
+  // ClusterReads::PullLatest.
+  void PullLatest(std::string name, Done done);
+
+  // Pulls `holder`'s version into the registry with `retention` and records
+  // its origin; ABORTED when this node published another version of the
+  // name meanwhile (its latest is no longer `held_version`). Blocks.
+  absl::Status PullFrom(const HolderRecord& holder, uint64_t held_version, Retention retention);
+
+  // Runs `work` on one of the pull threads, in turn.
+  void Enqueue(absl::AnyInvocable<void() &&> work);
+
+  // A channel to another node, one per address, kept.
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
+  const std::string& bearer_token() const { return options_.bearer_token; }
 
   ReadThroughStats stats() const;
 
  private:
   absl::Status Pull(const std::string& name);
-  // Pulls `holder`'s version; ABORTED when this node published a newer
-  // version of the name meanwhile (held_version changed).
-  absl::Status PullFrom(const HolderRecord& holder, uint64_t held_version);
-  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
-  void Enqueue(absl::AnyInvocable<void() &&> work);
   void WorkLoop();
 
   const std::shared_ptr<ClusterDirectory> directory_;

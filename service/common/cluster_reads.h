@@ -5,13 +5,27 @@
 #ifndef TENSORD_SERVICE_COMMON_CLUSTER_READS_H_
 #define TENSORD_SERVICE_COMMON_CLUSTER_READS_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tensord {
+
+// A version some node holds, as the cluster directory lists it.
+struct ClusterVersion {
+  std::string name;
+  std::string node;     // the node holding it
+  std::string address;  // where that node serves
+  uint64_t version = 0; // the number on that node
+  int64_t origin = 0;   // cluster-wide order
+  uint64_t total_bytes = 0;
+  uint32_t crc32c = 0;
+};
 
 // Thread-safe.
 class ClusterReads {
@@ -35,6 +49,28 @@ class ClusterReads {
   // Propagates a delete that this node has applied: every other node drops
   // its copy. `done` runs once the directory has recorded it.
   virtual void PropagateDelete(std::string name, Done done) = 0;
+
+  // The copies a put of `name` asking for `requested` (0: the node's
+  // default for the name) gets, checked before any byte moves:
+  // FAILED_PRECONDITION naming the numbers when fewer nodes are live.
+  virtual absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name,
+                                               uint32_t requested) const = 0;
+
+  // After a put on this node published `version` of `name`: `done` runs
+  // once the directory registered it and `replicas`-1 other live nodes hold
+  // a registered copy. While etcd is unreachable a put with one copy is
+  // acknowledged at once (registered when etcd is back); one with more
+  // fails UNAVAILABLE (it stands on this node).
+  virtual void AfterPut(std::string name, uint64_t version, uint32_t replicas, Done done) = 0;
+
+  // Another node's Replicate call: pull `source` and keep it as a durable
+  // registered replica; `done` once registered.
+  virtual void Replicate(ClusterVersion source, Done done) = 0;
+
+  // The latest version of every name starting with `prefix` and after
+  // `after`, by the directory, in name order, at most `max_names`.
+  virtual std::vector<ClusterVersion> ListNames(absl::string_view prefix, absl::string_view after,
+                                                size_t max_names) const = 0;
 };
 
 }  // namespace tensord

@@ -15,6 +15,7 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kBatchPut: return "BatchPut";
     case Rpc::kBatchFetch: return "BatchFetch";
     case Rpc::kWatch: return "Watch";
+    case Rpc::kReplicate: return "Replicate";
   }
   return "Unknown";
 }

@@ -30,8 +30,9 @@ enum class Rpc : uint8_t {
   kBatchPut,
   kBatchFetch,
   kWatch,
+  kReplicate,
 };
-inline constexpr size_t kRpcCount = 11;
+inline constexpr size_t kRpcCount = 12;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 

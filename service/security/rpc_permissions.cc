@@ -14,6 +14,8 @@ constexpr RpcRule kRules[] = {
     {"Put", kPermissionWrite},
     {"BatchPut", kPermissionWrite},
     {"Delete", kPermissionWrite},
+    // Another node asks this one to copy a version it holds.
+    {"Replicate", kPermissionWrite},
     // Discovery of the handoff socket; carries no tensor data.
     {"GetServerInfo", 0},
     // A handoff token admits its holder to the handoff socket with the

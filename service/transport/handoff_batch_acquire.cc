@@ -69,7 +69,17 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
       wanted_index.push_back(static_cast<uint32_t>(i));
     }
     std::vector<absl::StatusOr<Lease>> leases = registry_.AcquireMany(wanted);
-    for (size_t i = 0; i < leases.size(); ++i) chosen[wanted_index[i]].second = std::move(leases[i]);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      // In a cluster an item this node lacks, or holds older than another
+      // node, is sent to gRPC, whose fetch pulls it here.
+      absl::Status redirect =
+          ClusterRedirect(wanted[i].name, wanted[i].version, leases[i].status());
+      if (!redirect.ok()) {
+        chosen[wanted_index[i]].second = redirect;
+      } else {
+        chosen[wanted_index[i]].second = std::move(leases[i]);
+      }
+    }
     return chosen;
   }
   std::vector<Lease> leases;

@@ -99,7 +99,7 @@ bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, a
     connections.push_back(HandoffConnection{
         std::move(result.connection),
         std::make_unique<HandoffSession>(registry_, tokens_, options_.limits, *peer, authorized,
-                                         metrics_)});
+                                         metrics_, options_.cluster_reads)});
   }
   return true;
 }

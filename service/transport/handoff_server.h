@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "service/common/cluster_reads.h"
 #include "service/common/episode_log.h"
 #include "service/common/guarded_accept.h"
 #include "service/common/scoped_fd.h"
@@ -30,6 +31,10 @@ struct HandoffOptions {
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
   HandoffLimits limits;
+  // In a cluster: reads of a name another node holds newer are answered
+  // use_remote, so the client's gRPC fetch pulls it here. Not owned; null
+  // for a single node.
+  ClusterReads* cluster_reads = nullptr;
   // Most connections open at once; more are closed as soon as accepted.
   // 0 = derived from RLIMIT_NOFILE (DefaultMaxHandoffConnections).
   uint64_t max_connections = 0;

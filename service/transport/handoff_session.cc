@@ -106,10 +106,35 @@ absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request
   return absl::OkStatus();
 }
 
+absl::Status HandoffSession::ClusterRedirect(absl::string_view name, uint64_t version,
+                                             const absl::Status& local) const {
+  // Versions are numbered per node: only a read of the latest can be
+  // answered by another node's copy. The event loop must not wait for a
+  // pull, so the client is sent to gRPC, whose fetch pulls the version here
+  // once; later handoff reads of it are local.
+  if (cluster_reads_ == nullptr || version != 0) return absl::OkStatus();
+  if (local.ok()) {
+    if (cluster_reads_->HoldsLatest(name)) return absl::OkStatus();
+    return MarkUseRemote(absl::NotFoundError(absl::StrCat(
+        "another node holds a newer version of '", name,
+        "': fetch it over gRPC, which copies it to this node")));
+  }
+  if (local.code() != absl::StatusCode::kNotFound) return absl::OkStatus();
+  return MarkUseRemote(absl::NotFoundError(absl::StrCat(
+      "'", name, "' is not on this node; a gRPC fetch looks for it on the other nodes: ",
+      local.message())));
+}
+
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
   TENSORD_RETURN_IF_ERROR(scope_.Check(request.name(), /*write_access=*/false));
-  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
+  TENSORD_RETURN_IF_ERROR(ClusterRedirect(request.name(), request.version(), absl::OkStatus()));
+  absl::StatusOr<Lease> acquired = registry_.Acquire(request.name(), request.version());
+  if (!acquired.ok()) {
+    TENSORD_RETURN_IF_ERROR(ClusterRedirect(request.name(), request.version(), acquired.status()));
+    return acquired.status();
+  }
+  Lease lease = *std::move(acquired);
   const bool on_device = IsDeviceLayout(lease->layout);
   if (on_device && request.host_only()) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "service/common/unix_socket.h"
 #include "service/metrics/service_metrics.h"
+#include "service/common/cluster_reads.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
 #include "tensord/v1/handoff.pb.h"
@@ -32,14 +33,17 @@ struct HandoffLimits {
 class HandoffSession {
  public:
   // Bytes handed out and sealed are added to `metrics`.
+  // `cluster_reads` (null for a single node) must outlive the session.
   HandoffSession(Registry& registry, HandoffTokens& tokens, const HandoffLimits& limits,
-                 PeerCredentials peer, bool authorized, ServiceMetrics& metrics)
+                 PeerCredentials peer, bool authorized, ServiceMetrics& metrics,
+                 ClusterReads* cluster_reads = nullptr)
       : registry_(registry),
         tokens_(tokens),
         limits_(limits),
         peer_(peer),
         authorized_(authorized),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        cluster_reads_(cluster_reads) {}
 
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
@@ -114,6 +118,11 @@ class HandoffSession {
   // Every name for an allow-listed peer; a redeemed token's otherwise.
   HandoffScope scope_;
   ServiceMetrics& metrics_;
+  ClusterReads* const cluster_reads_;
+  // In a cluster: why a read of the latest version of `name` must go over
+  // gRPC (which pulls it here), or OK when this node can serve it.
+  absl::Status ClusterRedirect(absl::string_view name, uint64_t version,
+                               const absl::Status& local) const;
   uint64_t next_id_ = 1;
   // Exported device fds of the reply last sent, closed at the next request.
   std::vector<ScopedFd> sent_export_fds_;

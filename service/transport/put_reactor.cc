@@ -45,7 +45,16 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void OnReadDone(bool ok) override {
     if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (!ok) {
-      FinishWith(EndOfStream());
+      absl::Status published = EndOfStream();
+      if (published.ok() && options_.cluster_reads != nullptr) {
+        // In a cluster the put is acknowledged once the directory has it
+        // (and its replicas exist), so a read on any node then finds it.
+        stream_slot_.reset();
+        options_.cluster_reads->AfterPut(name_, published_version_, replicas_,
+                                         [this](absl::Status status) { FinishWith(status); });
+        return;
+      }
+      FinishWith(published);
       return;
     }
     if (absl::Status status = HandleMessage(); !status.ok()) {
@@ -100,6 +109,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
     name_ = put.name;
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
+    if (options_.cluster_reads != nullptr) {
+      TENSORD_ASSIGN_OR_RETURN(replicas_,
+                               options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
+    } else if (header.replicas() > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "put of '", put.name, "' asks for replicas=", header.replicas(),
+          ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
+    }
     TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
                                                          put.total_bytes, put.retention));
     started_ = true;
@@ -170,6 +187,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     pending_.crc32c = crc32c_;
     TENSORD_ASSIGN_OR_RETURN(VersionInfo info,
                              registry_.Publish(std::move(pending_), expected_crc32c_));
+    published_version_ = info.version;
     Log(LogLevel::kInfo, "put",
         {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
          {"peer", context_->peer()}, {"request_id", call_.request_id()}});
@@ -215,6 +233,8 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::optional<uint32_t> expected_crc32c_;
   uint64_t received_ = 0;
   uint32_t crc32c_ = 0;
+  uint32_t replicas_ = 1;            // copies the ack waits for (cluster only)
+  uint64_t published_version_ = 0;
   const TokenGrant* grant_ = nullptr;  // null when auth is off
   std::atomic<bool> idle_cancelled_{false};
   // Last: its destructor waits out a watchdog cancel that may still touch

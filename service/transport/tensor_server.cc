@@ -111,8 +111,10 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
                                                      *server->metrics_, server->snapshots_.get());
   if (!options.handoff.socket_path.empty()) {
+    HandoffOptions handoff_options = options.handoff;
+    handoff_options.cluster_reads = options.cluster_reads.get();
     absl::StatusOr<std::unique_ptr<HandoffServer>> handoff = HandoffServer::Start(
-        options.handoff, *server->registry_, *server->tokens_, *server->metrics_);
+        handoff_options, *server->registry_, *server->tokens_, *server->metrics_);
     if (!handoff.ok()) return handoff.status();
     server->handoff_ = std::move(*handoff);
   }

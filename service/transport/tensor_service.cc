@@ -8,6 +8,7 @@
 #include "service/common/build_info.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
+#include "service/common/tensor_name.h"
 #include "service/transport/call_record.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
@@ -120,6 +121,7 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
   absl::StatusOr<std::string> prefix =
       *grant == nullptr ? request->prefix() : TokenAuthenticator::ListPrefix(**grant, request->prefix());
   if (!prefix.ok()) return FinishUnary(context, prefix.status(), call);
+  if (request->cluster()) return ListCluster(context, *prefix, *request, response, call);
   absl::StatusOr<ListPage> page =
       registry_.List(*prefix, request->page_size(), request->page_token());
   if (page.ok()) {
@@ -128,6 +130,91 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
     response->set_total_bytes(registry_.host_bytes_used());
   }
   return FinishUnary(context, page.status(), call);
+}
+
+grpc::ServerUnaryReactor* TensorService::ListCluster(grpc::CallbackServerContext* context,
+                                                     const std::string& prefix,
+                                                     const v1::ListRequest& request,
+                                                     v1::ListResponse* response, CallRecord& call) {
+  constexpr uint32_t kMaxPageSize = 1000;
+  if (options_.cluster_reads == nullptr) {
+    return FinishUnary(context,
+                       absl::FailedPreconditionError(
+                           "List with cluster=true needs a cluster; this server is a single node "
+                           "(start it with --etcd-endpoints)"),
+                       call);
+  }
+  if (request.page_size() > kMaxPageSize) {
+    return FinishUnary(context,
+                       absl::InvalidArgumentError(absl::StrCat("page_size ", request.page_size(),
+                                                               " is above ", kMaxPageSize)),
+                       call);
+  }
+  // The page token of a cluster listing is the last name of the page.
+  if (!request.page_token().empty()) {
+    if (absl::Status valid = ValidateTensorName(request.page_token()); !valid.ok()) {
+      return FinishUnary(context,
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "page_token '", request.page_token(),
+                             "' is not one a cluster listing gave: ", valid.message())),
+                         call);
+    }
+  }
+  const uint32_t page_size = request.page_size() == 0 ? 100 : request.page_size();
+  std::vector<ClusterVersion> names =
+      options_.cluster_reads->ListNames(prefix, request.page_token(), page_size + 1);
+  const bool more = names.size() > page_size;
+  if (more) names.resize(page_size);
+  for (const ClusterVersion& version : names) {
+    v1::TensorInfo* info = response->add_tensors();
+    info->set_name(version.name);
+    info->set_version(version.version);
+    info->set_total_bytes(version.total_bytes);
+    info->set_crc32c(version.crc32c);
+    info->set_node(version.node);
+  }
+  if (more) response->set_next_page_token(names.back().name);
+  response->set_total_bytes(registry_.host_bytes_used());
+  return FinishUnary(context, absl::OkStatus(), call);
+}
+
+grpc::ServerUnaryReactor* TensorService::Replicate(grpc::CallbackServerContext* context,
+                                                   const v1::ReplicateRequest* request,
+                                                   v1::ReplicateResponse* response) {
+  CallRecord call(Rpc::kReplicate, *context, metrics_);
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Replicate", request->name());
+  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
+  absl::Status valid = CheckName(*grant, "Replicate", request->name());
+  if (valid.ok()) valid = ValidateTensorName(request->name());
+  if (valid.ok() && options_.cluster_reads == nullptr) {
+    valid = absl::FailedPreconditionError("Replicate is a call between cluster nodes; this server "
+                                          "is a single node");
+  }
+  if (valid.ok() && (request->source_node().empty() || request->source_address().empty() ||
+                     request->source_version() == 0 || request->origin() <= 0)) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "Replicate of '", request->name(), "' needs source_node, source_address, source_version "
+        "and a positive origin (got node '", request->source_node(), "', address '",
+        request->source_address(), "', version ", request->source_version(), ", origin ",
+        request->origin(), ")"));
+  }
+  if (!valid.ok()) return FinishUnary(context, valid, call);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto record = std::make_shared<CallRecord>(std::move(call));
+  options_.cluster_reads->Replicate(
+      ClusterVersion{.name = request->name(),
+                     .node = request->source_node(),
+                     .address = request->source_address(),
+                     .version = request->source_version(),
+                     .origin = request->origin(),
+                     .total_bytes = request->total_bytes(),
+                     .crc32c = request->crc32c()},
+      [this, request, response, reactor, record](absl::Status status) {
+        if (status.ok()) response->set_version(registry_.LatestVersionOf(request->name()));
+        record->End(status);
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* context,

@@ -12,6 +12,7 @@
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_authenticator.h"
+#include "service/transport/call_record.h"
 #include "service/transport/call_threads.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/open_watches.h"
@@ -29,7 +30,8 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                         v1::TensorService::WithRawCallbackMethod_BatchPut<
                             v1::TensorService::WithRawCallbackMethod_BatchFetch<
                                 v1::TensorService::WithCallbackMethod_Watch<
-                                    v1::TensorService::Service>>>>>>>>>>>;
+                                    v1::TensorService::WithCallbackMethod_Replicate<
+                                        v1::TensorService::Service>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -70,6 +72,11 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* BatchFetch(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
 
+  // Cluster only: another node asks this one to copy a version it holds.
+  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
+                                      const v1::ReplicateRequest* request,
+                                      v1::ReplicateResponse* response) override;
+
   // watch_reactor.cc.
   grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
                                                      const v1::WatchRequest* request) override;
@@ -96,6 +103,11 @@ class TensorService final : public TensorServiceBase {
   ActiveStreams& streams() { return streams_; }
 
  private:
+  // List with cluster=true: the directory's names.
+  grpc::ServerUnaryReactor* ListCluster(grpc::CallbackServerContext* context,
+                                        const std::string& prefix, const v1::ListRequest& request,
+                                        v1::ListResponse* response, CallRecord& call);
+
   Registry& registry_;
   HandoffTokens& tokens_;
   const ServerOptions options_;

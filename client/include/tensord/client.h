@@ -83,6 +83,13 @@ struct PutOptions {
   // TensorInfo::device says where the server holds it.
   std::optional<DLDevice> device;
   ProgressCallback progress;
+  // Copies, in a cluster: the put is acknowledged once this server and
+  // replicas-1 other live nodes hold it (a node killed after that loses no
+  // reader). 0 takes the server's default for the name (--default-replicas),
+  // 1 this server only. Above 1 the put goes over gRPC (the local handoff's
+  // create/seal publishes on one node) and needs a cluster with that many
+  // live nodes: FAILED_PRECONDITION before any byte moves otherwise.
+  uint32_t replicas = 0;
 };
 
 struct SnapshotResult {
@@ -315,6 +322,12 @@ class Client {
                                   absl::string_view page_token = "");
   // Every page, concatenated.
   absl::StatusOr<std::vector<TensorInfo>> ListAll(absl::string_view prefix);
+  // In a cluster: the latest version of every name any node holds, from the
+  // cluster directory, one page (TensorInfo::node says where; layout and
+  // creation time are not known for names held elsewhere).
+  // FAILED_PRECONDITION from a single-node server.
+  absl::StatusOr<ListResult> ListCluster(absl::string_view prefix, uint32_t page_size = 0,
+                                         absl::string_view page_token = "");
 
   // Removes `name` (only while at `version`, when not 0); returns the
   // removed version.

@@ -1,0 +1,263 @@
+// Replicated puts and faults in a cluster of three tensord processes on a
+// real etcd: a put with replicas=2 is acknowledged once two nodes hold it,
+// readers keep being served while a holder is killed (counting wrong bytes
+// and failures), nodes accept puts while etcd is down and register them
+// when it returns, a restarted node re-announces its snapshot, the local
+// handoff sends a read of a remote name to gRPC, and the cluster listing
+// shows every node's names.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/cluster/directory_record.h"
+#include "service/cluster/etcd_client.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/etcd_process.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr absl::Duration kTtl = absl::Seconds(2);
+constexpr char kPrefix[] = "/tensord-rep-test";
+
+class ClusterReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdProcess::Available()) {
+      GTEST_SKIP() << kEtcdBinary << " is absent: install etcd-server (deploy/install-deps.sh "
+                   << "does) to run the cluster tests";
+    }
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start();
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = std::move(*etcd);
+  }
+
+  std::vector<std::string> NodeFlags(const std::string& name) const {
+    return {"--etcd-endpoints=" + etcd_->endpoint(), "--node-name=" + name,
+            absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
+            absl::StrCat("--etcd-prefix=", kPrefix)};
+  }
+
+  void StartNodes(int count, std::vector<std::string> extra = {}) {
+    for (int i = 0; i < count; ++i) {
+      ServerProcessOptions options;
+      options.flags = NodeFlags(absl::StrCat("node-", std::string(1, static_cast<char>('a' + i))));
+      options.flags.insert(options.flags.end(), extra.begin(), extra.end());
+      absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+      ASSERT_TRUE(node.ok()) << node.status();
+      clients_.push_back(ConnectClient((*node)->address(), RemoteClientOptions()));
+      ASSERT_NE(clients_.back(), nullptr);
+      nodes_.push_back(std::move(*node));
+    }
+  }
+
+  static HostTensor Pattern(size_t size, uint64_t seed) {
+    return CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed));
+  }
+
+  // The nodes the directory lists as holding `name`.
+  std::vector<std::string> Holders(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
+        EtcdClient::Create(EtcdClientOptions{.endpoints = {etcd_->endpoint()}});
+    if (!etcd.ok()) return {absl::StrCat("<", etcd.status().ToString(), ">")};
+    absl::StatusOr<std::vector<EtcdKeyValue>> keys =
+        (*etcd)->GetPrefix(HolderKeysOf(kPrefix, name));
+    if (!keys.ok()) return {absl::StrCat("<", keys.status().ToString(), ">")};
+    std::vector<std::string> nodes;
+    for (const EtcdKeyValue& kv : *keys) nodes.push_back(kv.key.substr(kv.key.rfind('#') + 1));
+    return nodes;
+  }
+
+  std::unique_ptr<EtcdProcess> etcd_;
+  std::vector<std::unique_ptr<ServerProcess>> nodes_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+TEST_F(ClusterReplicationTest, APutWithTwoReplicasIsAcknowledgedOnceTwoNodesHoldIt) {
+  StartNodes(3);
+  const HostTensor tensor = Pattern(2 << 20, 11);
+  PutOptions options;
+  options.replicas = 2;
+  absl::StatusOr<TensorInfo> put = clients_[0]->Put("rep/w", tensor.dl(), options);
+  ASSERT_TRUE(put.ok()) << put.status();
+  // At the acknowledgement both copies are registered: no waiting here.
+  const std::vector<std::string> holders = Holders("rep/w");
+  ASSERT_EQ(holders.size(), 2u) << ::testing::PrintToString(holders);
+  EXPECT_EQ(holders[0], "node-a");
+  // Asking for more copies than live nodes fails before a byte moves.
+  options.replicas = 4;
+  absl::StatusOr<TensorInfo> too_many = clients_[0]->Put("rep/x", tensor.dl(), options);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kFailedPrecondition) << too_many.status();
+  EXPECT_TRUE(absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
+      << too_many.status();
+  EXPECT_EQ(clients_[0]->Stat("rep/x").status().code(), absl::StatusCode::kNotFound);
+  // The listing of the cluster shows every node's names and where they are.
+  const HostTensor other = Pattern(100, 12);
+  ASSERT_TRUE(clients_[2]->Put("rep/only-on-c", other.dl()).ok());
+  absl::StatusOr<ListResult> listed = clients_[1]->ListCluster("rep/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->tensors.size(), 2u);
+  EXPECT_EQ(listed->tensors[0].name, "rep/only-on-c");
+  EXPECT_EQ(listed->tensors[0].node, "node-c");
+  EXPECT_EQ(listed->tensors[0].total_bytes, 100u);
+  EXPECT_EQ(listed->tensors[1].name, "rep/w");
+}
+
+TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) {
+  StartNodes(3);
+  const HostTensor tensor = Pattern(256 << 10, 21);
+  PutOptions options;
+  options.replicas = 2;
+  ASSERT_TRUE(clients_[0]->Put("ha/weights", tensor.dl(), options).ok());
+  ASSERT_EQ(Holders("ha/weights").size(), 2u);
+  // Node a's own readers load it until it is killed; then readers on the
+  // two other nodes start. Neither read the name before, so each first
+  // read needs the replica (a read-through copy would otherwise stand in
+  // for it). Bounded loops; every read is checked.
+  std::atomic<bool> killed{false}, stop{false};
+  std::atomic<int> reads{0}, failures{0}, wrong{0}, before_kill{0};
+  std::string first_failure;
+  std::mutex failure_mu;
+  auto read_loop = [&](int node) {
+    const bool after_kill = node != 0;
+    while (after_kill && !killed.load() && !stop.load()) absl::SleepFor(absl::Milliseconds(1));
+    std::unique_ptr<Client> client = ConnectClient(nodes_[node]->address(), RemoteClientOptions());
+    for (int i = 0; i < 2000 && !stop.load(); ++i) {
+      if (!after_kill && killed.load()) return;  // its server is gone
+      absl::StatusOr<Tensor> fetched = client->Fetch("ha/weights");
+      if (!after_kill) {
+        if (fetched.ok()) before_kill.fetch_add(1);
+        continue;
+      }
+      if (!fetched.ok()) {
+        failures.fetch_add(1);
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (first_failure.empty()) first_failure = fetched.status().ToString();
+      } else if (TensorBytes(*fetched) != tensor.storage) {
+        wrong.fetch_add(1);
+      }
+      reads.fetch_add(1);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  };
+  std::vector<std::thread> readers;
+  for (int node : {0, 1, 2}) readers.emplace_back(read_loop, node);
+  absl::SleepFor(absl::Milliseconds(300));
+  killed.store(true);
+  ASSERT_TRUE(nodes_[0]->Stop(SIGKILL).ok());
+  absl::SleepFor(kTtl + absl::Milliseconds(1500));  // through the TTL window and past it
+  stop.store(true);
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_GT(before_kill.load(), 5);
+  EXPECT_GT(reads.load(), 50);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << "of " << reads.load() << " reads; first: " << first_failure;
+}
+
+TEST_F(ClusterReplicationTest, PutsWhileEtcdIsDownAreRegisteredWhenItReturns) {
+  StartNodes(2);
+  ASSERT_TRUE(etcd_->Stop(SIGKILL).ok());
+  const HostTensor tensor = Pattern(4096, 31);
+  // A put with one copy stands on its node and is acknowledged promptly.
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TensorInfo> put = clients_[0]->Put("down/w", tensor.dl());
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // One that needs copies cannot have them.
+  PutOptions two;
+  two.replicas = 2;
+  absl::StatusOr<TensorInfo> replicated = clients_[0]->Put("down/r", tensor.dl(), two);
+  EXPECT_FALSE(replicated.ok());
+  ASSERT_TRUE(etcd_->Restart().ok());
+  // The node registers it again once etcd answers; the other node reads it.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Tensor> fetched = clients_[1]->Fetch("down/w");
+        return fetched.ok() && TensorBytes(*fetched) == tensor.storage;
+      },
+      absl::Seconds(15)))
+      << nodes_[0]->StderrTail();
+}
+
+TEST_F(ClusterReplicationTest, ANodeRestartedFromItsSnapshotAnnouncesItsTensorsAgain) {
+  char pattern[] = "/tmp/tensord-rep-snapshot-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string snapshot_dir = pattern;
+  ServerProcessOptions a;
+  a.flags = NodeFlags("node-a");
+  a.flags.push_back("--snapshot-dir=" + snapshot_dir);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node_a = ServerProcess::Start(a);
+  ASSERT_TRUE(node_a.ok()) << node_a.status();
+  StartNodes(0);
+  ServerProcessOptions b;
+  b.flags = NodeFlags("node-b");
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node_b = ServerProcess::Start(b);
+  ASSERT_TRUE(node_b.ok()) << node_b.status();
+  const HostTensor tensor = Pattern(8192, 41);
+  {
+    std::unique_ptr<Client> client = ConnectClient((*node_a)->address(), RemoteClientOptions());
+    ASSERT_TRUE(client->Put("snap/w", tensor.dl()).ok());
+  }
+  ASSERT_TRUE((*node_a)->Stop(SIGTERM).ok());  // writes the snapshot, leaves the cluster
+  EXPECT_TRUE(Holders("snap/w").empty());
+  absl::StatusOr<std::unique_ptr<ServerProcess>> restarted = ServerProcess::Start(a);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  std::unique_ptr<Client> reader = ConnectClient((*node_b)->address(), RemoteClientOptions());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Tensor> fetched = reader->Fetch("snap/w");
+        return fetched.ok() && TensorBytes(*fetched) == tensor.storage;
+      },
+      absl::Seconds(10)))
+      << (*restarted)->StderrTail();
+  restarted->reset();
+  std::system(absl::StrCat("rm -rf '", snapshot_dir, "'").c_str());
+}
+
+TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce) {
+  char pattern[] = "/tmp/tensord-rep-handoff-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string socket = absl::StrCat(pattern, "/handoff.sock");
+  StartNodes(1);
+  ServerProcessOptions b;
+  b.flags = NodeFlags("node-b");
+  b.flags.push_back("--handoff-socket=" + socket);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node_b = ServerProcess::Start(b);
+  ASSERT_TRUE(node_b.ok()) << node_b.status();
+  const HostTensor tensor = Pattern(1 << 20, 51);
+  ASSERT_TRUE(clients_[0]->Put("hand/w", tensor.dl()).ok());
+  ClientOptions options = RemoteClientOptions();
+  options.path = TransferPath::kAuto;
+  options.handoff_socket = socket;
+  std::unique_ptr<Client> local = ConnectClient((*node_b)->address(), options);
+  ASSERT_NE(local, nullptr);
+  absl::StatusOr<Tensor> first = local->Fetch("hand/w");  // handoff says use gRPC; it pulls
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(TensorBytes(*first), tensor.storage);
+  absl::StatusOr<Tensor> second = local->Fetch("hand/w");  // now local: a shared mapping
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(TensorBytes(*second), tensor.storage);
+  EXPECT_TRUE(absl::StrContains(MapsLineOf(second->dl_tensor().data), "memfd:"))
+      << MapsLineOf(second->dl_tensor().data);
+  first = absl::UnknownError("released");
+  second = absl::UnknownError("released");
+  local.reset();
+  node_b->reset();
+  std::system(absl::StrCat("rm -rf '", pattern, "'").c_str());
+}
+
+}  // namespace
+}  // namespace tensord::testing

@@ -8,6 +8,17 @@
 namespace tensord {
 
 absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
+  if (!proto.node().empty()) {
+    // From the cluster directory (cluster listings and watches), which
+    // knows no layout: only what it lists.
+    TensorInfo info;
+    info.name = proto.name();
+    info.version = proto.version();
+    info.total_bytes = proto.total_bytes();
+    info.crc32c = proto.crc32c();
+    info.node = proto.node();
+    return info;
+  }
   absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromProto(proto.layout());
   if (layout.ok()) {
     if (absl::Status fits = dlpack::ValidateLayoutFits(*layout, proto.total_bytes()); !fits.ok()) {

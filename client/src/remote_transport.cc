@@ -364,6 +364,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(
   request.set_prefix(std::string(prefix));
   request.set_from_version(options.from_version);
   request.set_send_existing(options.send_existing);
+  request.set_cluster(options.cluster);
   auto context = std::make_unique<grpc::ClientContext>();
   // The timeout bounds only the wait for the watch to start.
   rep_->PrepareContext(*context, /*with_deadline=*/false);

@@ -40,7 +40,8 @@ std::span<const OptionSpec> Options() {
       {kReplicasOption, "", OptionKind::kCount, "N",
        "in a cluster: acknowledged once N nodes hold it (default: the server's --default-replicas)"},
       {kClusterOption, "", OptionKind::kFlag, "",
-       "list every node's names, from the cluster directory, with the node holding each"},
+       "ls: every node's names, with the node holding each; watch: every node's changes "
+       "(positions are etcd revisions)"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -146,7 +147,7 @@ std::span<const CommandSpec> Commands() {
                   "evicted) as it happens, in the server's order",
        .min_arguments = 0,
        .max_arguments = 1,
-       .options = {kFromOption, kExistingOption, kCountOption, kForOption},
+       .options = {kFromOption, kExistingOption, kCountOption, kForOption, kClusterOption},
        .run = RunWatch},
       // run is null: main() prints the usage text itself.
       {.name = "help", .summary = "show this text"},

@@ -37,6 +37,16 @@ void PrintEvent(const WatchEvent& event) {
   const std::string group =
       event.atomic_group ? absl::StrCat(" (atomic group of ", event.items.size(), ")") : "";
   for (const TensorInfo& item : event.items) {
+    if (!item.node.empty()) {
+      // A cluster watch: the directory knows where, not the layout.
+      if (event.kind == WatchEvent::Kind::kPublished) {
+        absl::PrintF("%d %s %s on %s (version %d there) %s\n", event.version, KindWord(event),
+                     item.name, item.node, item.version, FormatByteSize(item.total_bytes));
+      } else {
+        absl::PrintF("%d %s %s (on %s)\n", event.version, KindWord(event), item.name, item.node);
+      }
+      continue;
+    }
     if (event.kind == WatchEvent::Kind::kPublished) {
       absl::PrintF("%d %s %s %s%s %s%s\n", event.version, KindWord(event), item.name,
                    dlpack::DataTypeName(item.dtype), FormatShape(item.shape),
@@ -64,6 +74,7 @@ absl::Status RunWatch(Client& client, const Invocation& invocation) {
   WatchOptions options;
   options.from_version = invocation.Number(kFromOption);
   options.send_existing = invocation.Has(kExistingOption);
+  options.cluster = invocation.Has(kClusterOption);
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<WatchStream> watch, client.Watch(prefix, options));
   const absl::Time end = run_for == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                              : absl::Now() + run_for;

@@ -12,6 +12,7 @@
 #include "etcd/etcd_v3.pb.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
+#include "service/common/tensor_name.h"
 
 namespace tensord {
 namespace {
@@ -294,6 +295,12 @@ absl::Status ClusterDirectory::MirrorOnce() {
   {
     MutexLock lock(&mu_);
     names_ = std::move(names);
+    // Changes before this read were not seen here: a cluster watcher
+    // positioned before it is told it may have missed some.
+    if (range.revision > mirror_revision_) {
+      cluster_changes_.RestartHistoryAt(static_cast<uint64_t>(range.revision));
+      mirror_revision_ = range.revision;
+    }
   }
   mirror_log_.Tick(absl::Now() + absl::Hours(1));
   for (const auto& [name, revision] : tombstones) ApplyTombstone(name, revision);
@@ -304,6 +311,7 @@ absl::Status ClusterDirectory::MirrorOnce() {
         std::vector<std::pair<std::string, int64_t>> newer;
         {
           MutexLock lock(&mu_);
+          AppendClusterChanges(events);
           for (const EtcdWatchEvent& event : events) {
             absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, event.kv.key);
             if (!key.ok()) continue;
@@ -329,6 +337,93 @@ absl::Status ClusterDirectory::MirrorOnce() {
         return !stopping_;
       },
       watch_cancel_);
+}
+
+void ClusterDirectory::AppendClusterChanges(const std::vector<EtcdWatchEvent>& events) {
+  // One change per revision: a registrar's transaction (originals it
+  // registered; its replicas and re-registrations are not changes) or a
+  // delete's (the tombstone). Lease expiries and evictions are not changes
+  // of a name: other copies may live on.
+  size_t next = 0;
+  while (next < events.size()) {
+    const int64_t revision = events[next].kv.mod_revision;
+    ChangeEvent change;
+    change.version = static_cast<uint64_t>(revision);
+    for (; next < events.size() && events[next].kv.mod_revision == revision; ++next) {
+      const EtcdWatchEvent& event = events[next];
+      if (event.deleted) continue;
+      absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, event.kv.key);
+      if (!key.ok()) continue;
+      if (key->kind == DirectoryKey::Kind::kTombstone) {
+        nlohmann::json value = nlohmann::json::parse(event.kv.value, nullptr, false);
+        VersionInfo item;
+        item.name = key->name;
+        if (value.is_object() && value.contains("node") && value["node"].is_string()) {
+          item.node = value["node"].get<std::string>();
+        }
+        change.kind = ChangeEvent::Kind::kDeleted;
+        change.items.push_back(std::move(item));
+        continue;
+      }
+      absl::StatusOr<HolderRecord> record = DecodeHolder(options_.prefix, event.kv);
+      if (!record.ok() || record->replica || record->origin != event.kv.mod_revision) continue;
+      VersionInfo item;
+      item.name = record->name;
+      item.version = record->version;
+      item.total_bytes = record->total_bytes;
+      item.crc32c = record->crc32c;
+      item.node = record->node;
+      if (change.kind == ChangeEvent::Kind::kPublished) change.items.push_back(std::move(item));
+    }
+    if (revision > mirror_revision_) {
+      if (!change.items.empty()) cluster_changes_.Append(std::move(change));
+      mirror_revision_ = revision;
+    }
+  }
+}
+
+absl::StatusOr<WatchStart> ClusterDirectory::StartWatch(absl::string_view prefix,
+                                                        bool with_existing, uint64_t from_version,
+                                                        size_t max_existing) const {
+  TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
+  WatchStart start;
+  ReaderMutexLock lock(&mu_);
+  if (from_version > 0) {
+    if (from_version > static_cast<uint64_t>(mirror_revision_)) {
+      return absl::OutOfRangeError(absl::StrCat("from_version ", from_version,
+                                                " is past the cluster directory's revision (",
+                                                mirror_revision_, ")"));
+    }
+    start.position = from_version;
+    return start;
+  }
+  start.position = static_cast<uint64_t>(mirror_revision_);
+  if (!with_existing) return start;
+  for (auto it = names_.lower_bound(prefix); it != names_.end() && absl::StartsWith(it->first, prefix);
+       ++it) {
+    const HolderRecord* latest = nullptr;
+    for (const auto& [node, record] : it->second.holders) {
+      if (latest == nullptr || record.origin > latest->origin ||
+          (record.origin == latest->origin && !record.replica && latest->replica)) {
+        latest = &record;
+      }
+    }
+    if (latest == nullptr) continue;
+    if (start.existing.size() == max_existing) {
+      return absl::OutOfRangeError(absl::StrCat("more than ", max_existing,
+                                                " names in the cluster start with '", prefix,
+                                                "', the most a watch sends as existing; watch a "
+                                                "narrower prefix"));
+    }
+    VersionInfo info;
+    info.name = latest->name;
+    info.version = latest->version;
+    info.total_bytes = latest->total_bytes;
+    info.crc32c = latest->crc32c;
+    info.node = latest->node;
+    start.existing.push_back(std::move(info));
+  }
+  return start;
 }
 
 void ClusterDirectory::ApplyMirrorEvent(const EtcdWatchEvent& event) {

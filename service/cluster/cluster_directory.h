@@ -35,6 +35,7 @@
 #include "service/common/episode_log.h"
 #include "service/common/mutex.h"
 #include "service/registry/registry.h"
+#include "service/registry/watch_source.h"
 
 namespace tensord {
 
@@ -64,8 +65,10 @@ struct DirectoryStats {
 };
 
 // Thread-safe. Lifecycle: construct, Start() once the node has joined,
-// Stop() (or destroy) before the registry goes.
-class ClusterDirectory {
+// Stop() (or destroy) before the registry goes. As a WatchSource it feeds
+// cluster watches: every node's original publishes and deletes, positioned
+// by etcd revision, as the mirror receives them.
+class ClusterDirectory final : public WatchSource {
  public:
   // The node's current etcd lease (0: none at the moment).
   using LeaseSource = std::function<int64_t()>;
@@ -117,6 +120,11 @@ class ClusterDirectory {
   DirectoryStats stats() const;
   const DirectoryOptions& options() const { return options_; }
 
+  // WatchSource: existing = each name's latest holder record.
+  absl::StatusOr<WatchStart> StartWatch(absl::string_view prefix, bool with_existing,
+                                        uint64_t from_version, size_t max_existing) const override;
+  ChangeFeed& changes() override { return cluster_changes_; }
+
  private:
   struct NameEntry {
     std::map<std::string, HolderRecord> holders;  // by node
@@ -132,6 +140,10 @@ class ClusterDirectory {
   void MirrorLoop();
   absl::Status MirrorOnce();
   void ApplyMirrorEvent(const EtcdWatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the cluster changes in `events` (one or more revisions, in
+  // order) to cluster_changes_.
+  void AppendClusterChanges(const std::vector<EtcdWatchEvent>& events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops this node's copy of `name` when a tombstone at `revision` is
   // newer than it; called without mu_.
   void ApplyTombstone(const std::string& name, int64_t revision);
@@ -163,6 +175,10 @@ class ClusterDirectory {
   absl::flat_hash_map<std::pair<std::string, uint64_t>, HolderRecord> replicas_ ABSL_GUARDED_BY(mu_);
   // Deletes this node applied for tombstones: not propagated again.
   uint64_t remote_deletes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The etcd revision the mirror is current as of.
+  int64_t mirror_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every node's original publishes and deletes (appended under mu_).
+  ChangeFeed cluster_changes_{65536};
   // The feed position the registrar has registered up to.
   uint64_t registered_position_ ABSL_GUARDED_BY(mu_) = 0;
   struct RegisteredWaiter {

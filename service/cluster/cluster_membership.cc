@@ -1,5 +1,7 @@
 #include "service/cluster/cluster_membership.h"
 
+#include <chrono>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,7 +89,7 @@ ClusterMembership::~ClusterMembership() { Leave(); }
 absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity) {
   TENSORD_RETURN_IF_ERROR(ValidateMembershipOptions(options_));
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (joined_) return absl::FailedPreconditionError("this node has already joined");
   }
   self.node_name = options_.node_name;
@@ -96,13 +98,13 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
   capacity_ = std::move(capacity);
   TENSORD_RETURN_IF_ERROR(RegisterWithNewLease());
   if (absl::StatusOr<std::vector<ClusterMember>> members = ListNodes(); members.ok()) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     members_ = std::move(*members);
   }
   Log(LogLevel::kInfo, "cluster_joined",
       {{"node", options_.node_name}, {"key", key_}, {"lease", lease_},
        {"ttl", absl::FormatDuration(granted_ttl_)}, {"advertise", self_.advertise_address}});
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   joined_ = true;
   renewer_ = std::thread([this] { RenewLoop(); });
   return absl::OkStatus();
@@ -110,9 +112,10 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
 
 void ClusterMembership::Leave() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+    stopped_.notify_all();
   }
   if (renewer_.joinable()) renewer_.join();
   if (lease_ == 0) return;
@@ -130,7 +133,7 @@ void ClusterMembership::Leave() {
 }
 
 std::vector<ClusterMember> ClusterMembership::members() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return members_;
 }
 
@@ -265,7 +268,7 @@ absl::Status ClusterMembership::RenewOnce() {
     TENSORD_RETURN_IF_ERROR(Register(lease_, record));
     TENSORD_ASSIGN_OR_RETURN(members, ListNodes());
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   members_ = std::move(members);
   return absl::OkStatus();
 }
@@ -301,8 +304,11 @@ void ClusterMembership::RenewLoop() {
       wait = std::min(retry, wait);
       retry = std::min(retry * 2, granted_ttl_ / 3);
     }
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_.wait_for(lock, std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)),
+                          [this] { return stopping_; })) {
+      return;
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 #define TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,7 +17,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/cluster/etcd_client.h"
 #include "service/common/cluster_view.h"
@@ -109,10 +110,12 @@ class ClusterMembership : public ClusterView {
   std::string last_written_record_;
   absl::Time last_written_at_ = absl::InfinitePast();
 
-  mutable absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool joined_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<ClusterMember> members_ ABSL_GUARDED_BY(mu_);
+  // std::mutex, not absl::Mutex: Debian's Abseil is invisible to TSan.
+  mutable std::mutex mu_;
+  std::condition_variable stopped_;  // Leave() wakes the renewal thread
+  bool stopping_ = false;            // guarded by mu_
+  bool joined_ = false;              // guarded by mu_
+  std::vector<ClusterMember> members_;  // guarded by mu_
   std::thread renewer_;
 };
 

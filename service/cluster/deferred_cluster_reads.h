@@ -76,6 +76,12 @@ class DeferredClusterReads final : public ClusterReads {
     }
     return {};
   }
+  // The source outlives the forwarder's reset: the directory stays alive
+  // as long as the server (main keeps it).
+  WatchSource* ClusterWatchSource() const override {
+    std::shared_ptr<ClusterReads> reads = Get();
+    return reads == nullptr ? nullptr : reads->ClusterWatchSource();
+  }
 
  private:
   static absl::Status NotJoined() {

@@ -207,7 +207,7 @@ class EtcdClient::CallRunner {
                             absl::StrCat("etcd ", what, " at ", endpoint.name, ": ",
                                          status.error_message()));
         if (auth_attempt == 0 && !client_.options_.user.empty() && IsAuthTokenFailure(status)) {
-          absl::MutexLock lock(&client_.token_mu_);
+          MutexLock lock(&client_.token_mu_);
           client_.token_.clear();
           continue;
         }
@@ -222,7 +222,7 @@ class EtcdClient::CallRunner {
   // The cached auth token, or a fresh one from Authenticate on `endpoint`.
   absl::StatusOr<std::string> Token(Endpoint& endpoint) {
     {
-      absl::MutexLock lock(&client_.token_mu_);
+      MutexLock lock(&client_.token_mu_);
       if (!client_.token_.empty()) return client_.token_;
     }
     grpc::ClientContext context;
@@ -242,7 +242,7 @@ class EtcdClient::CallRunner {
           "etcd at ", endpoint.name, " answered authentication of user '", client_.options_.user,
           "' with an empty token (is auth enabled there?)"));
     }
-    absl::MutexLock lock(&client_.token_mu_);
+    MutexLock lock(&client_.token_mu_);
     client_.token_ = response.token();
     return client_.token_;
   }
@@ -309,13 +309,13 @@ absl::StatusOr<EtcdRangeResult> EtcdClient::RangePrefix(absl::string_view prefix
 }
 
 void EtcdWatchCancel::Cancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   cancelled_ = true;
   if (context_ != nullptr) context_->TryCancel();
 }
 
 bool EtcdWatchCancel::cancelled() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return cancelled_;
 }
 
@@ -341,7 +341,7 @@ absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_rev
       context.AddMetadata("token", *token);
     }
     {
-      absl::MutexLock lock(&cancel.mu_);
+      MutexLock lock(&cancel.mu_);
       if (cancel.cancelled_) return absl::CancelledError("etcd watch cancelled");
       cancel.context_ = &context;
     }
@@ -405,7 +405,7 @@ absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_rev
       }
     }
     {
-      absl::MutexLock lock(&cancel.mu_);
+      MutexLock lock(&cancel.mu_);
       cancel.context_ = nullptr;
       if (cancel.cancelled_) return absl::CancelledError("etcd watch cancelled");
     }

@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "absl/time/time.h"
 
 namespace grpc {
@@ -81,7 +81,7 @@ class EtcdWatchCancel {
 
  private:
   friend class EtcdClient;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -157,7 +157,7 @@ class EtcdClient {
   // The endpoint that answered last: tried first.
   std::atomic<size_t> preferred_endpoint_{0};
   std::atomic<uint64_t> errors_{0};
-  mutable absl::Mutex token_mu_;
+  mutable Mutex token_mu_;
   std::string token_ ABSL_GUARDED_BY(token_mu_);
 };
 

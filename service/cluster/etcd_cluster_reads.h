@@ -40,6 +40,8 @@ class EtcdClusterReads final : public ClusterReads {
   std::vector<ClusterVersion> ListNames(absl::string_view prefix, absl::string_view after,
                                         size_t max_names) const override;
 
+  WatchSource* ClusterWatchSource() const override { return directory_.get(); }
+
   const ReadThrough& read_through() const { return *read_through_; }
   const ClusterDirectory& directory() const { return *directory_; }
 

@@ -16,6 +16,8 @@
 
 namespace tensord {
 
+class WatchSource;  // service/registry/watch_source.h
+
 // A version some node holds, as the cluster directory lists it.
 struct ClusterVersion {
   std::string name;
@@ -71,6 +73,10 @@ class ClusterReads {
   // `after`, by the directory, in name order, at most `max_names`.
   virtual std::vector<ClusterVersion> ListNames(absl::string_view prefix, absl::string_view after,
                                                 size_t max_names) const = 0;
+
+  // What a cluster watch reads (every node's publishes and deletes, by etcd
+  // revision), or null while the node is not in the directory.
+  virtual WatchSource* ClusterWatchSource() const = 0;
 };
 
 }  // namespace tensord

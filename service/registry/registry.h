@@ -25,6 +25,7 @@
 #include "service/registry/change_feed.h"
 #include "service/registry/tensor_version.h"
 #include "service/registry/version_info.h"
+#include "service/registry/watch_source.h"
 
 namespace tensord {
 
@@ -89,13 +90,6 @@ struct NameVersion {
   uint64_t version = 0;
 };
 
-// Where a watcher starts: the matching names' latest versions (when asked
-// for) and the version they are current as of, taken in one step.
-struct WatchStart {
-  std::vector<VersionInfo> existing;
-  uint64_t position = 0;
-};
-
 struct ListPage {
   std::vector<VersionInfo> tensors;
   std::string next_page_token;  // empty on the last page
@@ -128,7 +122,7 @@ struct PendingVersion {
 
 // Thread-safe. Publishing swaps one pointer under the lock; readers holding a
 // Lease never wait for writers and never see a half-written tensor.
-class Registry {
+class Registry final : public WatchSource {
  public:
   explicit Registry(const RegistryOptions& options);
 
@@ -212,11 +206,11 @@ class Registry {
   // when more match). `from_version` > 0 starts there instead (no
   // existing); OUT_OF_RANGE when it is past the last version issued.
   absl::StatusOr<WatchStart> StartWatch(absl::string_view prefix, bool with_existing,
-                                        uint64_t from_version, size_t max_existing) const;
+                                        uint64_t from_version, size_t max_existing) const override;
 
   // Every publish, delete and eviction, in version order.
   const ChangeFeed& changes() const { return changes_; }
-  ChangeFeed& changes() { return changes_; }
+  ChangeFeed& changes() override { return changes_; }
 
   // Removes `name`; when `expected_version` is not 0 it must be the latest
   // (FAILED_PRECONDITION otherwise). Returns the removed version. The

@@ -21,6 +21,9 @@ struct VersionInfo {
   absl::Time created;
   uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;
+  // In cluster watch events only: the node the version is on. Such items
+  // carry name, version (that node's number), total_bytes and crc32c.
+  std::string node;
 };
 
 }  // namespace tensord

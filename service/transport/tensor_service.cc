@@ -77,6 +77,7 @@ void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
   proto->set_created_unix_nanos(absl::ToUnixNanos(info.created));
   proto->set_open_leases(info.open_leases);
   proto->set_retention(static_cast<v1::Retention>(info.retention));
+  if (!info.node.empty()) proto->set_node(info.node);
 }
 
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,

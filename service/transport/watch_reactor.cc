@@ -46,19 +46,19 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
   WatchReactor(grpc::CallbackServerContext* context, const v1::WatchRequest& request,
                Registry& registry, const ServerOptions& options, ServiceMetrics& metrics,
                TensorService& service, OpenWatches& watches)
-      : registry_(registry),
+      : source_(&registry),
         metrics_(metrics),
         watches_(watches),
         message_budget_(options.chunk_bytes),
         call_(Rpc::kWatch, *context, metrics) {
-    if (absl::Status status = Start(context, request, service); !status.ok()) {
+    if (absl::Status status = Start(context, request, options, service); !status.ok()) {
       MutexLock lock(&mutex_);
       FinishLocked(status);
       return;
     }
     // Subscribed after the start position was taken: changes appended in
     // between are in the feed past that position, and Pump reads them.
-    subscription_ = registry_.changes().Subscribe([this] { Pump(); });
+    subscription_ = source_->changes().Subscribe([this] { Pump(); });
     Pump();
   }
 
@@ -99,7 +99,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
 
  private:
   absl::Status Start(grpc::CallbackServerContext* context, const v1::WatchRequest& request,
-                     TensorService& service) {
+                     const ServerOptions& options, TensorService& service) {
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant,
                              service.AdmitCall(context, "Watch", request.prefix()));
     TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(request.prefix()));
@@ -119,9 +119,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
       MutexLock lock(&mutex_);
       EndLocked(status);
     }));
+    if (request.cluster()) {
+      // Every node's publishes and deletes, positioned by etcd revision.
+      WatchSource* cluster =
+          options.cluster_reads == nullptr ? nullptr : options.cluster_reads->ClusterWatchSource();
+      if (cluster == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "watch of '", request.prefix(), "' with cluster=true needs a cluster; this server is "
+            "a single node (start it with --etcd-endpoints)"));
+      }
+      source_ = cluster;
+    }
     TENSORD_ASSIGN_OR_RETURN(WatchStart start,
-                             registry_.StartWatch(prefix_, request.send_existing(),
-                                                  request.from_version(), kBatchItemLimit));
+                             source_->StartWatch(prefix_, request.send_existing(),
+                                                 request.from_version(), kBatchItemLimit));
     position_ = start.position;
     existing_ = std::move(start.existing);
     return absl::OkStatus();
@@ -170,7 +181,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
         if (!AppendPendingLocked(bytes)) break;
         continue;
       }
-      ChangeRead read = registry_.changes().ReadAfter(position_, kChangesPerRead);
+      ChangeRead read = source_->changes().ReadAfter(position_, kChangesPerRead);
       if (read.missed_to != 0) {
         // What matched so far, or an earlier missed range, goes first: one
         // report per message, so none overwrites another.
@@ -178,7 +189,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
         v1::WatchFellBehind* fell_behind = response_.mutable_fell_behind();
         fell_behind->set_missed_after(read.missed_after);
         fell_behind->set_resumed_at(read.missed_to);
-        fell_behind->set_history_items(registry_.changes().history_items());
+        fell_behind->set_history_items(source_->changes().history_items());
         metrics_.AddWatchFellBehind();
         position_ = read.missed_to;
       }
@@ -242,7 +253,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
     Finish(ToGrpcStatus(status));
   }
 
-  Registry& registry_;
+  // The registry, or the cluster directory for a cluster watch.
+  WatchSource* source_;
   ServiceMetrics& metrics_;
   OpenWatches& watches_;
   const size_t message_budget_;

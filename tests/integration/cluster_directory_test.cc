@@ -186,5 +186,76 @@ TEST_F(ClusterDirectoryTest, AKilledHoldersReadersAreServedFromAReplica) {
   EXPECT_TRUE(FetchesAs(2, "ha/w", tensor)) << nodes_[2]->StderrTail();
 }
 
+TEST_F(ClusterDirectoryTest, AClusterWatchLetsAReaderSwapToEachVersionPublishedAnywhere) {
+  // The reader on node c watches model/ across the cluster.
+  WatchOptions options;
+  options.cluster = true;
+  options.send_existing = true;
+  const HostTensor first = Pattern(32 << 10, 61);
+  Put(0, "model/w", first);
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = clients_[2]->Watch("model/", options);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  absl::StatusOr<WatchEvent> existing = (*watch)->Next(absl::Seconds(5));
+  ASSERT_TRUE(existing.ok()) << existing.status();
+  EXPECT_TRUE(existing->existing);
+  ASSERT_EQ(existing->items.size(), 1u);
+  EXPECT_EQ(existing->items[0].node, "node-a");
+  // A producer republishes on nodes a and b; on each event the reader
+  // fetches the name from its own node and gets exactly that version.
+  uint64_t last_position = (*watch)->position();
+  for (int round = 0; round < 4; ++round) {
+    const HostTensor next = Pattern(32 << 10, 70 + round);
+    const TensorInfo put = Put(round % 2, "model/w", next);
+    absl::StatusOr<WatchEvent> event = (*watch)->Next(absl::Seconds(5));
+    ASSERT_TRUE(event.ok()) << "round " << round << ": " << event.status();
+    ASSERT_EQ(event->kind, WatchEvent::Kind::kPublished);
+    ASSERT_EQ(event->items.size(), 1u);
+    EXPECT_EQ(event->items[0].node, round % 2 == 0 ? "node-a" : "node-b");
+    EXPECT_EQ(event->items[0].crc32c, put.crc32c);
+    EXPECT_GT(event->version, last_position) << "positions are increasing etcd revisions";
+    last_position = event->version;
+    EXPECT_TRUE(FetchesAs(2, "model/w", next)) << "round " << round;
+  }
+  // A delete anywhere is an event too.
+  ASSERT_TRUE(clients_[1]->Delete("model/w").ok());
+  absl::StatusOr<WatchEvent> deleted = (*watch)->Next(absl::Seconds(5));
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->kind, WatchEvent::Kind::kDeleted);
+  ASSERT_EQ(deleted->items.size(), 1u);
+  EXPECT_EQ(deleted->items[0].name, "model/w");
+  // Replicas and read-through copies are not publishes: nothing more came.
+  absl::StatusOr<WatchEvent> none = (*watch)->Next(absl::Milliseconds(300));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDeadlineExceeded) << none.status();
+  // Resuming from before what this node's directory has seen is reported,
+  // never silently skipped.
+  WatchOptions resume;
+  resume.cluster = true;
+  resume.from_version = 1;
+  absl::StatusOr<std::unique_ptr<WatchStream>> old = clients_[2]->Watch("model/", resume);
+  ASSERT_TRUE(old.ok()) << old.status();
+  absl::StatusOr<WatchEvent> behind = (*old)->Next(absl::Seconds(5));
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_EQ(behind->kind, WatchEvent::Kind::kFellBehind);
+  EXPECT_EQ(behind->missed_after, 1u);
+}
+
+TEST(ClusterWatchSingleNodeTest, AClusterWatchOnASingleNodeIsRefusedNamingWhy) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = ConnectClient((*server)->address(), RemoteClientOptions());
+  WatchOptions options;
+  options.cluster = true;
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = client->Watch("m/", options);
+  absl::Status status = watch.ok() ? (*watch)->Next(absl::Seconds(5)).status() : watch.status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_EQ(client->ListCluster("").status().code(), absl::StatusCode::kFailedPrecondition);
+  PutOptions two;
+  two.replicas = 2;
+  const HostTensor tensor = CompactTensor(kU8, {4}, {1, 2, 3, 4});
+  absl::StatusOr<TensorInfo> put = client->Put("m/x", tensor.dl(), two);
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition) << put.status();
+  EXPECT_EQ(client->Stat("m/x").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace tensord::testing

@@ -206,6 +206,12 @@ struct WatchOptions {
   // reading, the server holds back, and a watcher that stays behind for
   // longer than the server's history (--watch-history) gets kFellBehind.
   size_t max_buffered_events = 4096;
+  // In a cluster: every node's publishes and deletes (from the cluster
+  // directory), positioned by etcd revision; items carry TensorInfo::node
+  // and only name, version (on that node), total_bytes and crc32c. A
+  // reader swaps to a new version by fetching the name from its own node,
+  // which pulls it. FAILED_PRECONDITION from a single-node server.
+  bool cluster = false;
 };
 
 struct WatchEvent {

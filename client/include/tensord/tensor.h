@@ -27,8 +27,9 @@ struct TensorInfo {
   absl::Time created;
   uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;
-  // Client::ListCluster only: the node holding the version. Such entries
-  // carry name, version (that node's number), total_bytes and crc32c only.
+  // Client::ListCluster and cluster watches only: the node holding the
+  // version. Such entries carry name, version (that node's number),
+  // total_bytes and crc32c only.
   std::string node;
 };
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -168,6 +169,38 @@ class MetricsCollectable final : public prometheus::Collectable {
     AddCounter(errors, {}, static_cast<double>(cluster->etcd_errors()));
     families.push_back(std::move(members));
     families.push_back(std::move(errors));
+    const ClusterReads* reads = server_.cluster_reads();
+    if (reads == nullptr) return;
+    const ClusterReadStats stats = reads->stats();
+    for (auto [name, help, value, type] :
+         {std::tuple{"tensord_cluster_pulls_total",
+                     "Versions this node copied from another node (read-through and replicas).",
+                     stats.pulls, MetricType::Counter},
+          std::tuple{"tensord_cluster_pulled_bytes_total", "Bytes of those copies.",
+                     stats.pulled_bytes, MetricType::Counter},
+          std::tuple{"tensord_cluster_pull_failures_total",
+                     "Pulls from one holder that failed (another holder may have served).",
+                     stats.pull_failures, MetricType::Counter},
+          std::tuple{"tensord_cluster_pulls_joined_total",
+                     "Reads that waited on a pull of the same name already running.",
+                     stats.pulls_joined, MetricType::Counter},
+          std::tuple{"tensord_cluster_remote_deletes_total",
+                     "Copies dropped here for deletes made on other nodes.", stats.remote_deletes,
+                     MetricType::Counter},
+          std::tuple{"tensord_cluster_registered_names",
+                     "Names this node has registered in the cluster directory.",
+                     stats.registered_names, MetricType::Gauge},
+          std::tuple{"tensord_cluster_directory_names",
+                     "Names the cluster directory lists, every node's.", stats.directory_names,
+                     MetricType::Gauge}}) {
+      MetricFamily family = Family(name, help, type);
+      if (type == MetricType::Counter) {
+        AddCounter(family, {}, static_cast<double>(value));
+      } else {
+        AddGauge(family, {}, static_cast<double>(value));
+      }
+      families.push_back(std::move(family));
+    }
   }
 
   void CollectCalls(std::vector<MetricFamily>& families) const {

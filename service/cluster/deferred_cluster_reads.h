@@ -82,6 +82,10 @@ class DeferredClusterReads final : public ClusterReads {
     std::shared_ptr<ClusterReads> reads = Get();
     return reads == nullptr ? nullptr : reads->ClusterWatchSource();
   }
+  ClusterReadStats stats() const override {
+    std::shared_ptr<ClusterReads> reads = Get();
+    return reads == nullptr ? ClusterReadStats{} : reads->stats();
+  }
 
  private:
   static absl::Status NotJoined() {

@@ -27,4 +27,16 @@ std::vector<ClusterVersion> EtcdClusterReads::ListNames(absl::string_view prefix
   return names;
 }
 
+ClusterReadStats EtcdClusterReads::stats() const {
+  const ReadThroughStats pulls = read_through_->stats();
+  const DirectoryStats directory = directory_->stats();
+  return ClusterReadStats{.pulls = pulls.pulls,
+                          .pulled_bytes = pulls.pulled_bytes,
+                          .pull_failures = pulls.pull_failures,
+                          .pulls_joined = pulls.joined,
+                          .remote_deletes = directory.remote_deletes,
+                          .registered_names = directory.registered,
+                          .directory_names = directory.names};
+}
+
 }  // namespace tensord

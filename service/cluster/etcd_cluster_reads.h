@@ -41,6 +41,7 @@ class EtcdClusterReads final : public ClusterReads {
                                         size_t max_names) const override;
 
   WatchSource* ClusterWatchSource() const override { return directory_.get(); }
+  ClusterReadStats stats() const override;
 
   const ReadThrough& read_through() const { return *read_through_; }
   const ClusterDirectory& directory() const { return *directory_; }

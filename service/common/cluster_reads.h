@@ -29,6 +29,17 @@ struct ClusterVersion {
   uint32_t crc32c = 0;
 };
 
+// Counters since start, for metrics.
+struct ClusterReadStats {
+  uint64_t pulls = 0;             // versions copied here from another node
+  uint64_t pulled_bytes = 0;
+  uint64_t pull_failures = 0;     // pulls from one holder that failed
+  uint64_t pulls_joined = 0;      // reads that waited on a pull already running
+  uint64_t remote_deletes = 0;    // copies dropped for deletes on other nodes
+  uint64_t registered_names = 0;  // names this node has in the directory
+  uint64_t directory_names = 0;   // names the directory lists, every node's
+};
+
 // Thread-safe.
 class ClusterReads {
  public:
@@ -77,6 +88,8 @@ class ClusterReads {
   // What a cluster watch reads (every node's publishes and deletes, by etcd
   // revision), or null while the node is not in the directory.
   virtual WatchSource* ClusterWatchSource() const = 0;
+
+  virtual ClusterReadStats stats() const = 0;
 };
 
 }  // namespace tensord

@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   }
   server->tokens_ = std::make_unique<HandoffTokens>();
   server->cluster_ = options.cluster;
+  server->cluster_reads_ = options.cluster_reads;
   server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
                                                      *server->metrics_, server->snapshots_.get());
   if (!options.handoff.socket_path.empty()) {

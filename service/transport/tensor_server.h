@@ -48,6 +48,8 @@ class TensorServer {
   size_t open_watches() const;
   // Null for a single node (no --etcd-endpoints).
   const ClusterView* cluster() const { return cluster_.get(); }
+  // Null for a single node.
+  const ClusterReads* cluster_reads() const { return cluster_reads_.get(); }
   // Null without --snapshot-dir.
   SnapshotStore* snapshots() { return snapshots_.get(); }
 
@@ -71,6 +73,7 @@ class TensorServer {
   std::unique_ptr<ConnectionListener> listener_;
   std::vector<std::string> bound_addresses_;
   std::shared_ptr<const ClusterView> cluster_;
+  std::shared_ptr<const ClusterReads> cluster_reads_;
 };
 
 }  // namespace tensord

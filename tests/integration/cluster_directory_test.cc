@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -38,7 +39,7 @@ class ClusterDirectoryTest : public ::testing::Test {
       ServerProcessOptions options;
       options.flags = {"--etcd-endpoints=" + etcd_->endpoint(), absl::StrCat("--node-name=", name),
                        absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
-                       "--etcd-prefix=/tensord-dir-test"};
+                       "--etcd-prefix=/tensord-dir-test", "--metrics-listen=127.0.0.1:0"};
       absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
       ASSERT_TRUE(node.ok()) << node.status();
       clients_.push_back(ConnectClient((*node)->address(), RemoteClientOptions()));
@@ -136,6 +137,13 @@ TEST_F(ClusterDirectoryTest, ConcurrentMissesOnOneNodePullOnce) {
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(right.load(), kReaders);
   EXPECT_EQ(LoggedFor(1, "cluster_pulled", "kv/block"), 1u) << nodes_[1]->StderrTail();
+  absl::StatusOr<std::string> scraped =
+      HttpGet(LogField(nodes_[1]->Stderr(), "metrics_serving", "address"), "/metrics");
+  ASSERT_TRUE(scraped.ok()) << scraped.status();
+  EXPECT_TRUE(absl::StrContains(*scraped, "\ntensord_cluster_pulls_total 1\n")) << *scraped;
+  EXPECT_TRUE(absl::StrContains(*scraped, absl::StrCat("\ntensord_cluster_pulled_bytes_total ",
+                                                       8 << 20, "\n")))
+      << *scraped;
 }
 
 TEST_F(ClusterDirectoryTest, TheLatestVersionIsTheSameOnEveryNode) {

@@ -228,6 +228,14 @@ ABSL_FLAG(std::string, cluster_token_file, "",
           "File holding the bearer token this node presents to other nodes when it pulls a "
           "tensor from them (read-through), for clusters whose nodes run with --tokens-file; "
           "it needs read permission on the names pulled. Env: TENSORD_CLUSTER_TOKEN_FILE.");
+ABSL_FLAG(std::string, cluster_ca, "",
+          "PEM CA bundle (contents or path) that signed the other nodes' --tls-cert: nodes then "
+          "pull from each other over TLS, presenting this node's --tls-cert as client "
+          "certificate (for nodes with --tls-client-ca). Env: TENSORD_CLUSTER_CA.");
+ABSL_FLAG(std::string, cluster_tls_server_name, "",
+          "Name the other nodes' certificates are checked against, when not the host of their "
+          "--advertise-address (e.g. one name on every node's certificate). Needs --cluster-ca. "
+          "Env: TENSORD_CLUSTER_TLS_SERVER_NAME.");
 ABSL_FLAG(std::string, default_replicas, "",
           "Copies a put is acknowledged after when it does not ask (PutOptions::replicas 0): "
           "'N' for every name and 'PREFIX=N' for names under PREFIX, comma-separated, the "
@@ -250,7 +258,9 @@ ClusterFlags ClusterFlagValues() {
                       .user = absl::GetFlag(FLAGS_etcd_user),
                       .password_file = absl::GetFlag(FLAGS_etcd_password_file),
                       .cluster_token_file = absl::GetFlag(FLAGS_cluster_token_file),
-                      .default_replicas = absl::GetFlag(FLAGS_default_replicas)};
+                      .default_replicas = absl::GetFlag(FLAGS_default_replicas),
+                      .cluster_ca = absl::GetFlag(FLAGS_cluster_ca),
+                      .cluster_tls_server_name = absl::GetFlag(FLAGS_cluster_tls_server_name)};
 }
 
 // Without --etcd-endpoints a cluster flag would silently do nothing:
@@ -271,7 +281,10 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
                              Given{"--etcd-user", !flags.user.empty()},
                              Given{"--etcd-password-file", !flags.password_file.empty()},
                              Given{"--cluster-token-file", !flags.cluster_token_file.empty()},
-                             Given{"--default-replicas", !flags.default_replicas.empty()}}) {
+                             Given{"--default-replicas", !flags.default_replicas.empty()},
+                             Given{"--cluster-ca", !flags.cluster_ca.empty()},
+                             Given{"--cluster-tls-server-name",
+                                   !flags.cluster_tls_server_name.empty()}}) {
     if (given.set) {
       return absl::InvalidArgumentError(absl::StrCat(
           given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
@@ -652,7 +665,12 @@ int Run(int argc, char** argv) {
     directory->Start();
     leave_cluster.directory = directory;
     auto read_through = std::make_shared<ReadThrough>(
-        directory, registry, ReadThroughOptions{.bearer_token = cluster_config->peer_token});
+        directory, registry,
+        ReadThroughOptions{.bearer_token = cluster_config->peer_token,
+                           .peer_ca_pem = cluster_config->peer_ca_pem,
+                           .peer_tls_server_name = cluster_config->peer_tls_server_name,
+                           .client_cert_pem = options.tls.cert_chain_pem,
+                           .client_key_pem = options.tls.private_key_pem});
     cluster_reads->Set(std::make_shared<EtcdClusterReads>(
         directory, read_through,
         std::make_unique<PutReplication>(directory, read_through, membership, registry,

@@ -97,10 +97,11 @@ class PythonClient {
     return FetchedTensor(ValueOrThrow(std::move(tensor)));
   }
 
-  TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c) {
+  TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c, uint32_t replicas) {
     ImportedTensor imported = ImportDlpack(producer, "put");
     PutOptions options;
     options.send_crc32c = send_crc32c;
+    options.replicas = replicas;
     absl::StatusOr<TensorInfo> info;
     {
       // The imported tensor keeps the producer's memory alive meanwhile.
@@ -203,9 +204,17 @@ class PythonClient {
     return ValueOrThrow(client_->Stat(name, wanted));
   }
 
-  std::vector<TensorInfo> List(const std::string& prefix) {
+  std::vector<TensorInfo> List(const std::string& prefix, bool cluster) {
     nb::gil_scoped_release released;
-    return ValueOrThrow(client_->ListAll(prefix));
+    if (!cluster) return ValueOrThrow(client_->ListAll(prefix));
+    std::vector<TensorInfo> all;
+    std::string token;
+    do {
+      ListResult page = ValueOrThrow(client_->ListCluster(prefix, 1000, token));
+      for (TensorInfo& info : page.tensors) all.push_back(std::move(info));
+      token = std::move(page.next_page_token);
+    } while (!token.empty());
+    return all;
   }
 
   uint64_t Delete(const std::string& name, std::optional<int64_t> version) {
@@ -307,8 +316,9 @@ class PythonClient {
 
   // The call starts before this returns (a refusal raises here).
   PythonWatch Watch(nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,
-                    bool send_existing, size_t max_buffered_events) {
+                    bool send_existing, size_t max_buffered_events, bool cluster) {
     WatchOptions options;
+    options.cluster = cluster;
     options.from_version = VersionArgument(from_version);
     options.send_existing = send_existing;
     options.max_buffered_events = max_buffered_events;
@@ -381,6 +391,8 @@ void BindTensorInfo(nb::module_& m) {
                    "Open leases (in-flight fetches and local handoffs) on this version.")
       .def_prop_ro("retention", [](const TensorInfo& i) { return std::string(RetentionName(i.retention)); },
                    "'default', 'pinned' or 'cache' (evictable).")
+      .def_ro("node", &TensorInfo::node,
+              "Cluster listings and watches: the node holding the version; '' otherwise.")
       .def("__repr__", &InfoRepr);
 }
 
@@ -468,9 +480,15 @@ void BindClient(nb::module_& m) {
            "under one version number at once, or none is. Returns their TensorInfos in order; every "
            "writer is finished afterwards either way.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
-           "Publishes any object with __dlpack__ (host memory, any strides) as a new version.")
+           "replicas"_a = 0,
+           "Publishes any object with __dlpack__ (host memory, any strides) as a new version. "
+           "replicas=N (in a cluster): acknowledged once N nodes hold it; 0 takes the server's "
+           "default for the name.")
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
-      .def("list", &PythonClient::List, "prefix"_a = "", "TensorInfo of every name starting with prefix.")
+      .def("list", &PythonClient::List, "prefix"_a = "", nb::kw_only(), "cluster"_a = false,
+           "TensorInfo of every name starting with prefix. cluster=True (in a cluster): every "
+           "node's names from the cluster directory, with TensorInfo.node set and only name, "
+           "version (on that node), total_bytes and crc32c known.")
       .def("delete", &PythonClient::Delete, "name"_a, "version"_a = nb::none(),
            "Removes `name` (only while at `version`, when given); returns the removed version.")
       .def("batch_put", &PythonClient::BatchPut, "items"_a, nb::kw_only(), "atomic"_a = false,
@@ -498,18 +516,19 @@ void BindClient(nb::module_& m) {
       .def(
           "watch",
           [](nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,
-             bool send_existing, size_t max_buffered_events) {
+             bool send_existing, size_t max_buffered_events, bool cluster) {
             return nb::cast<PythonClient&>(self).Watch(self, prefix, from_version, send_existing,
-                                                       max_buffered_events);
+                                                       max_buffered_events, cluster);
           },
           "prefix"_a = "", nb::kw_only(), "from_version"_a = nb::none(),
-          "send_existing"_a = false, "max_buffered_events"_a = 4096,
+          "send_existing"_a = false, "max_buffered_events"_a = 4096, "cluster"_a = false,
           "A tensord.Watch of the changes to names starting with prefix, in the server's order: "
           "an event per publish (an atomic group is one event), delete and eviction. "
           "send_existing=True first sends the latest version of each matching name; "
           "from_version=V resumes after V (Watch.position of an earlier watch). A watcher that "
           "fell further behind than the server's history gets a 'fell_behind' event naming what "
-          "it may have missed.")
+          "it may have missed. cluster=True (in a cluster): every node's publishes and deletes, "
+          "positioned by etcd revision, items naming their node.")
       .def("health", &PythonClient::Health, "service"_a = "",
            "The server's grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ...")
       .def_prop_ro("local", &PythonClient::local, "True when calls take the local handoff path.");

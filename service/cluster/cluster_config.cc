@@ -114,6 +114,16 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
                              ReadSecretFile(flags.cluster_token_file, "--cluster-token-file"));
   }
   TENSORD_ASSIGN_OR_RETURN(config.replica_rules, ParseReplicaRules(flags.default_replicas));
+  if (!flags.cluster_ca.empty()) {
+    TENSORD_ASSIGN_OR_RETURN(config.peer_ca_pem,
+                             PemFromPathOrContents(flags.cluster_ca, "--cluster-ca"));
+  }
+  if (!flags.cluster_tls_server_name.empty() && flags.cluster_ca.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cluster-tls-server-name '", flags.cluster_tls_server_name,
+        "' needs --cluster-ca (the nodes talk plaintext without it)"));
+  }
+  config.peer_tls_server_name = flags.cluster_tls_server_name;
   // Every call must be able to fail over within a renewal period.
   config.etcd.call_timeout =
       std::clamp(flags.lease_ttl / 3, absl::Milliseconds(500), absl::Seconds(2));

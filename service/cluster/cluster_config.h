@@ -33,6 +33,12 @@ struct ClusterFlags {
   std::string cluster_token_file;
   // --default-replicas: "N" and "PREFIX=N" entries.
   std::string default_replicas;
+  // PEM (contents or path) of the CA that signed the other nodes' server
+  // certificates: nodes then pull from each other over TLS.
+  std::string cluster_ca;
+  // The name their certificates are checked against, when not their
+  // advertise host.
+  std::string cluster_tls_server_name;
 };
 
 struct ClusterConfig {
@@ -41,6 +47,9 @@ struct ClusterConfig {
   // From --cluster-token-file; empty when the nodes need no token.
   std::string peer_token;
   std::vector<ReplicaRule> replica_rules;
+  // From --cluster-ca and --cluster-tls-server-name; empty CA: plaintext.
+  std::string peer_ca_pem;
+  std::string peer_tls_server_name;
 };
 
 // INVALID_ARGUMENT naming the flag and its value for anything malformed:

@@ -158,7 +158,18 @@ std::shared_ptr<grpc::Channel> ReadThrough::ChannelTo(const std::string& address
   if (channel == nullptr) {
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(options_.max_message_bytes);
-    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!options_.peer_ca_pem.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = options_.peer_ca_pem;
+      ssl.pem_cert_chain = options_.client_cert_pem;
+      ssl.pem_private_key = options_.client_key_pem;
+      credentials = grpc::SslCredentials(ssl);
+      if (!options_.peer_tls_server_name.empty()) {
+        arguments.SetSslTargetNameOverride(options_.peer_tls_server_name);
+      }
+    }
+    channel = grpc::CreateCustomChannel(address, credentials, arguments);
   }
   return channel;
 }

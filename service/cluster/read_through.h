@@ -36,6 +36,14 @@ struct ReadThroughOptions {
   // Bearer token this node presents to other nodes (--cluster-token-file);
   // empty when the nodes run without authentication.
   std::string bearer_token;
+  // TLS to the other nodes: the CA of their server certificates (empty:
+  // plaintext), the name to check them against (empty: the advertise
+  // host), and this node's certificate and key, presented to nodes that
+  // require client certificates.
+  std::string peer_ca_pem;
+  std::string peer_tls_server_name;
+  std::string client_cert_pem;
+  std::string client_key_pem;
   // gRPC's receive limit on the pulling channel (the holder's chunk size
   // must fit).
   int max_message_bytes = 64 << 20;

@@ -25,6 +25,7 @@
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/etcd_process.h"
+#include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
@@ -257,6 +258,46 @@ TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce)
   local.reset();
   node_b->reset();
   std::system(absl::StrCat("rm -rf '", pattern, "'").c_str());
+}
+
+TEST_F(ClusterReplicationTest, NodesWithTlsPullFromEachOtherOverTls) {
+  absl::StatusOr<std::unique_ptr<TestPki>> pki = TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  // Every node serves TLS and requires client certificates from the test CA;
+  // nodes a and b trust it for their pulls, node c was not told to.
+  const std::vector<std::string> tls = {
+      absl::StrCat("--tls-cert=", (*pki)->Path("server.pem")),
+      absl::StrCat("--tls-key=", (*pki)->Path("server.key")),
+      absl::StrCat("--tls-client-ca=", (*pki)->Path("ca.pem"))};
+  std::vector<std::string> trusting = tls;
+  trusting.push_back(absl::StrCat("--cluster-ca=", (*pki)->Path("ca.pem")));
+  std::vector<std::unique_ptr<ServerProcess>> nodes;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (const char* name : {"node-a", "node-b", "node-c"}) {
+    ServerProcessOptions options;
+    options.flags = NodeFlags(name);
+    const std::vector<std::string>& extra = std::string(name) == "node-c" ? tls : trusting;
+    options.flags.insert(options.flags.end(), extra.begin(), extra.end());
+    absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
+    ASSERT_TRUE(node.ok()) << node.status();
+    ClientOptions client = RemoteClientOptions();
+    client.tls_root_ca = (*pki)->Path("ca.pem");
+    client.tls_client_cert = (*pki)->Path("client.pem");
+    client.tls_client_key = (*pki)->Path("client.key");
+    clients.push_back(ConnectClient((*node)->address(), client));
+    ASSERT_NE(clients.back(), nullptr);
+    nodes.push_back(std::move(*node));
+  }
+  const HostTensor tensor = Pattern(512 << 10, 81);
+  ASSERT_TRUE(clients[0]->Put("tls/w", tensor.dl()).ok());
+  absl::StatusOr<Tensor> pulled = clients[1]->Fetch("tls/w");
+  ASSERT_TRUE(pulled.ok()) << pulled.status() << nodes[1]->StderrTail();
+  EXPECT_EQ(TensorBytes(*pulled), tensor.storage);
+  // A node that speaks plaintext to TLS peers cannot pull, and says so.
+  absl::StatusOr<Tensor> refused = clients[2]->Fetch("tls/w");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "could not pull it from"))
+      << refused.status();
 }
 
 }  // namespace

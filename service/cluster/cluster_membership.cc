@@ -84,6 +84,9 @@ ClusterMembership::ClusterMembership(std::shared_ptr<EtcdClient> etcd, Membershi
       name_conflict_log_("cluster_name_conflict", 2 * options_.lease_ttl + absl::Seconds(10)),
       granted_ttl_(options_.lease_ttl) {}
 
+// How long a start waits for an etcd that answers too slowly to join.
+constexpr absl::Duration kJoinPatience = absl::Seconds(20);
+
 ClusterMembership::~ClusterMembership() { Leave(); }
 
 absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity) {
@@ -96,7 +99,17 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
   self.instance_id = absl::StrCat(BootId(), "/", getpid(), "/", self.start_time_unix_ms);
   self_ = std::move(self);
   capacity_ = std::move(capacity);
-  TENSORD_RETURN_IF_ERROR(RegisterWithNewLease());
+  // etcd that answers but slowly (a busy disk under its fsyncs) is given
+  // time; etcd that cannot be reached fails the start at once.
+  const absl::Time give_up = absl::Now() + kJoinPatience;
+  for (absl::Status registered = RegisterWithNewLease(); !registered.ok();
+       registered = RegisterWithNewLease()) {
+    if (registered.code() != absl::StatusCode::kDeadlineExceeded || absl::Now() >= give_up) {
+      return registered;
+    }
+    Log(LogLevel::kWarning, "cluster_join_slow",
+        {{"node", options_.node_name}, {"error", registered.ToString()}});
+  }
   if (absl::StatusOr<std::vector<ClusterMember>> members = ListNodes(); members.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     members_ = std::move(*members);

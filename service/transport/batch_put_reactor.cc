@@ -54,7 +54,17 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void OnReadDone(bool ok) override {
     if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (!ok) {
-      FinishWith(EndOfStream());
+      absl::Status answered = EndOfStream();
+      if (answered.ok() && published_ > 0 && options_.cluster_reads != nullptr) {
+        // As a put: acknowledged once the directory has every item, so a
+        // read on any node then finds them (one copy each; a batch asks for
+        // no replicas).
+        stream_slot_.reset();
+        options_.cluster_reads->AfterPut(std::string(), last_published_version_, 1,
+                                         [this](absl::Status status) { FinishWith(status); });
+        return;
+      }
+      FinishWith(answered);
       return;
     }
     if (absl::Status status = HandleMessage(); !status.ok()) {
@@ -273,6 +283,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void SetPublished(size_t index, const VersionInfo& info) {
     ItemResult& result = results_[index];
     result.version = info.version;
+    last_published_version_ = std::max(last_published_version_, info.version);
     result.crc32c = info.crc32c;
     result.created_unix_nanos = absl::ToUnixNanos(info.created);
     ++published_;
@@ -406,6 +417,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   };
   std::vector<ItemResult> results_;
   uint64_t group_version_ = 0;
+  uint64_t last_published_version_ = 0;  // the acknowledgement waits for its registration
   std::string first_failure_;
   size_t message_bytes_ = 0;
   uint64_t published_ = 0;

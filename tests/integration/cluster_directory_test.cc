@@ -156,8 +156,9 @@ TEST_F(ClusterDirectoryTest, TheLatestVersionIsTheSameOnEveryNode) {
   // second version once the directory has it, node b dropping its stale copy.
   for (int node : {0, 1, 2}) {
     EXPECT_TRUE(WaitUntil([&] { return bool(FetchesAs(node, "model/w", second)); },
-                          absl::Seconds(5)))
-        << "node " << node << ": " << FetchesAs(node, "model/w", second).message();
+                          absl::Seconds(15)))
+        << "node " << node << ": " << FetchesAs(node, "model/w", second).message() << "\n"
+        << nodes_[node]->StderrTail();
   }
 }
 

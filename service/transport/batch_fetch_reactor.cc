@@ -3,6 +3,8 @@
 // many per message; a larger one as an item message followed by chunks whose
 // slices point into its sealed memory, as Fetch sends them.
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -46,6 +48,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       Finish(ToGrpcStatus(status));
       return;
     }
+    if (options.cluster_reads != nullptr && PullMissing(*options.cluster_reads, registry)) return;
     WriteNext();
   }
 
@@ -123,12 +126,70 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       wanted.push_back({item.name(), item.version()});
       wanted_index.push_back(static_cast<uint32_t>(i));
     }
+    requested_ = wanted;
+    requested_index_ = wanted_index;
     std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);
     for (size_t i = 0; i < leases.size(); ++i) {
       entries_[wanted_index[i]].lease = std::move(leases[i]);
     }
     return absl::OkStatus();
   }
+
+  // In a cluster: named items (latest version) that this node lacks or
+  // holds older than another node are pulled first, each once, and then
+  // leased; the call goes on from the last pull's thread. False when none
+  // needs a pull.
+  bool PullMissing(ClusterReads& reads, Registry& registry) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < requested_.size(); ++i) {
+      const NameVersion& item = requested_[i];
+      if (item.version != 0) continue;
+      const absl::StatusOr<Lease>& lease = entries_[requested_index_[i]].lease;
+      const bool missing = !lease.ok() && lease.status().code() == absl::StatusCode::kNotFound;
+      if (missing || (lease.ok() && !reads.HoldsLatest(item.name))) names.push_back(item.name);
+    }
+    if (names.empty()) return false;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    auto pulls = std::make_shared<PendingPulls>();
+    pulls->left = names.size();
+    pulls->names = names;
+    for (const std::string& name : names) {
+      reads.PullLatest(name, [this, pulls, name, &registry](absl::Status pulled) {
+        {
+          std::lock_guard<std::mutex> lock(pulls->mu);
+          if (!pulled.ok()) pulls->failed.emplace(name, pulled);
+        }
+        if (pulls->left.fetch_sub(1) != 1) return;
+        // Every pull is done: lease the pulled items now; an item whose
+        // pull failed answers with the pull's status.
+        std::vector<NameVersion> again;
+        std::vector<uint32_t> again_index;
+        for (size_t i = 0; i < requested_.size(); ++i) {
+          const NameVersion& item = requested_[i];
+          if (item.version != 0) continue;
+          if (!std::binary_search(pulls->names.begin(), pulls->names.end(), item.name)) continue;
+          if (auto failed = pulls->failed.find(item.name); failed != pulls->failed.end()) {
+            entries_[requested_index_[i]].lease = failed->second;
+            continue;
+          }
+          again.push_back(item);
+          again_index.push_back(requested_index_[i]);
+        }
+        std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(again);
+        for (size_t i = 0; i < leases.size(); ++i) entries_[again_index[i]].lease = std::move(leases[i]);
+        WriteNext();
+      });
+    }
+    return true;
+  }
+
+  struct PendingPulls {
+    std::atomic<size_t> left{0};
+    std::vector<std::string> names;  // sorted
+    std::mutex mu;
+    std::map<std::string, absl::Status> failed;  // guarded by mu
+  };
 
   // The bytes of a small version, copied out (device versions included).
   absl::StatusOr<std::string> CopyOut(const TensorVersion& version) const {
@@ -250,6 +311,9 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   CallRecord call_;
   absl::Status outcome_;
   std::vector<BatchEntry> entries_;
+  // The named items asked for (not denied by the token) and their entries.
+  std::vector<NameVersion> requested_;
+  std::vector<uint32_t> requested_index_;
   size_t next_entry_ = 0;
   // The large item whose chunks are being sent, and the next chunk's offset.
   PayloadHold* large_ = nullptr;

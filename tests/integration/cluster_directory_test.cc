@@ -115,6 +115,26 @@ TEST_F(ClusterDirectoryTest, ANamePutOnOneNodeIsReadOnEveryOther) {
       << missing.status();
 }
 
+TEST_F(ClusterDirectoryTest, ABatchFetchPullsTheItemsHeldElsewhere) {
+  const HostTensor a = Pattern(64 << 10, 91);
+  const HostTensor b = Pattern(300, 92);
+  Put(0, "bf/a", a);
+  Put(2, "bf/b", b);
+  const HostTensor local = Pattern(50, 93);
+  Put(1, "bf/local", local);
+  const std::vector<TensorRef> wanted = {{"bf/a", 0}, {"bf/none", 0}, {"bf/local", 0}, {"bf/b", 0}};
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = clients_[1]->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), 4u);
+  ASSERT_TRUE((*fetched)[0].ok()) << (*fetched)[0].status();
+  EXPECT_EQ(TensorBytes(*(*fetched)[0]), a.storage);
+  EXPECT_EQ((*fetched)[1].status().code(), absl::StatusCode::kNotFound) << (*fetched)[1].status();
+  ASSERT_TRUE((*fetched)[2].ok()) << (*fetched)[2].status();
+  EXPECT_EQ(TensorBytes(*(*fetched)[2]), local.storage);
+  ASSERT_TRUE((*fetched)[3].ok()) << (*fetched)[3].status();
+  EXPECT_EQ(TensorBytes(*(*fetched)[3]), b.storage);
+}
+
 TEST_F(ClusterDirectoryTest, ConcurrentMissesOnOneNodePullOnce) {
   const HostTensor tensor = Pattern(8 << 20, 9);
   Put(0, "kv/block", tensor);

@@ -43,9 +43,9 @@ install_module modern
 run_tests legacy 'import torch, numpy; assert numpy.__version__.startswith("1."), numpy.__version__' \
   tests/python/test_api.py tests/python/test_batch.py tests/python/test_legacy_consumers.py \
   tests/python/test_create.py tests/python/test_fetch_into_buffer.py tests/python/test_device_handoff.py \
-  tests/python/test_stubs.py tests/python/test_watch.py
+  tests/python/test_stubs.py tests/python/test_watch.py tests/python/test_cluster.py
 run_tests modern 'import jax, grpc_tools, numpy; assert numpy.__version__.startswith("2."), numpy.__version__' \
   tests/python/test_api.py tests/python/test_batch.py tests/python/test_versioned_consumers.py \
   tests/python/test_raw_grpc.py tests/python/test_create.py tests/python/test_fetch_into_buffer.py \
-  tests/python/test_device_handoff.py tests/python/test_stubs.py tests/python/test_watch.py
+  tests/python/test_device_handoff.py tests/python/test_stubs.py tests/python/test_watch.py tests/python/test_cluster.py
 exit $status

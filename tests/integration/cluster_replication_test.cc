@@ -88,7 +88,7 @@ class ClusterReplicationTest : public ::testing::Test {
 };
 
 TEST_F(ClusterReplicationTest, APutWithTwoReplicasIsAcknowledgedOnceTwoNodesHoldIt) {
-  StartNodes(3);
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
   const HostTensor tensor = Pattern(2 << 20, 11);
   PutOptions options;
   options.replicas = 2;
@@ -118,7 +118,7 @@ TEST_F(ClusterReplicationTest, APutWithTwoReplicasIsAcknowledgedOnceTwoNodesHold
 }
 
 TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) {
-  StartNodes(3);
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
   const HostTensor tensor = Pattern(256 << 10, 21);
   PutOptions options;
   options.replicas = 2;
@@ -169,7 +169,7 @@ TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) 
 }
 
 TEST_F(ClusterReplicationTest, PutsWhileEtcdIsDownAreRegisteredWhenItReturns) {
-  StartNodes(2);
+  ASSERT_NO_FATAL_FAILURE(StartNodes(2));
   ASSERT_TRUE(etcd_->Stop(SIGKILL).ok());
   const HostTensor tensor = Pattern(4096, 31);
   // A put with one copy stands on its node and is acknowledged promptly.
@@ -202,7 +202,6 @@ TEST_F(ClusterReplicationTest, ANodeRestartedFromItsSnapshotAnnouncesItsTensorsA
   a.flags.push_back("--snapshot-dir=" + snapshot_dir);
   absl::StatusOr<std::unique_ptr<ServerProcess>> node_a = ServerProcess::Start(a);
   ASSERT_TRUE(node_a.ok()) << node_a.status();
-  StartNodes(0);
   ServerProcessOptions b;
   b.flags = NodeFlags("node-b");
   absl::StatusOr<std::unique_ptr<ServerProcess>> node_b = ServerProcess::Start(b);
@@ -232,7 +231,7 @@ TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce)
   char pattern[] = "/tmp/tensord-rep-handoff-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const std::string socket = absl::StrCat(pattern, "/handoff.sock");
-  StartNodes(1);
+  ASSERT_NO_FATAL_FAILURE(StartNodes(1));
   ServerProcessOptions b;
   b.flags = NodeFlags("node-b");
   b.flags.push_back("--handoff-socket=" + socket);

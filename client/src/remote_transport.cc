@@ -339,17 +339,7 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
   TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::List, request, response));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
-    if (cluster) {
-      // The directory knows no layout: only what it lists.
-      TensorInfo info;
-      info.name = proto.name();
-      info.version = proto.version();
-      info.total_bytes = proto.total_bytes();
-      info.crc32c = proto.crc32c();
-      info.node = proto.node();
-      result.tensors.push_back(std::move(info));
-      continue;
-    }
+    // Cluster entries carry a node and no layout: InfoFromProto takes them as they are.
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(proto));
     result.tensors.push_back(std::move(info));
   }

@@ -62,12 +62,18 @@ void ClusterDirectory::Stop() {
   RunDueWaiters(/*stopping=*/true);
 }
 
-int64_t ClusterDirectory::MaxOtherOrigin(const NameEntry& entry, absl::string_view self) {
+int64_t ClusterDirectory::MaxOtherOrigin(const NameEntry& entry, absl::string_view self,
+                                         int64_t deleted_at) {
   int64_t origin = 0;
   for (const auto& [node, record] : entry.holders) {
-    if (node != self) origin = std::max(origin, record.origin);
+    if (node != self && record.origin > deleted_at) origin = std::max(origin, record.origin);
   }
   return origin;
+}
+
+int64_t ClusterDirectory::DeletedAtLocked(absl::string_view name) const {
+  auto it = tombstones_.find(name);
+  return it == tombstones_.end() ? 0 : it->second;
 }
 
 bool ClusterDirectory::HoldsLatest(absl::string_view name) const {
@@ -75,7 +81,7 @@ bool ClusterDirectory::HoldsLatest(absl::string_view name) const {
   ReaderMutexLock lock(&mu_);
   auto entry = names_.find(name);
   if (entry == names_.end()) return true;
-  const int64_t other = MaxOtherOrigin(entry->second, options_.node_name);
+  const int64_t other = MaxOtherOrigin(entry->second, options_.node_name, DeletedAtLocked(name));
   if (other == 0) return true;
   if (held == 0) return false;
   if (auto local = local_.find(std::string(name)); local != local_.end() && local->second.version == held) {
@@ -101,10 +107,13 @@ int64_t ClusterDirectory::OriginOf(absl::string_view name, uint64_t version) con
 }
 
 absl::StatusOr<NameLocation> ClusterDirectory::Locate(absl::string_view name) {
-  auto locate = [&](const std::map<std::string, HolderRecord>& holders) {
+  // Copies older than the name's delete are not versions of it any more.
+  auto locate = [&](const std::map<std::string, HolderRecord>& holders, int64_t deleted_at) {
     NameLocation location;
     for (const auto& [node, record] : holders) {
-      if (node != options_.node_name) location.origin = std::max(location.origin, record.origin);
+      if (node != options_.node_name && record.origin > deleted_at) {
+        location.origin = std::max(location.origin, record.origin);
+      }
     }
     for (const auto& [node, record] : holders) {
       if (node != options_.node_name && record.origin == location.origin && location.origin != 0) {
@@ -118,12 +127,15 @@ absl::StatusOr<NameLocation> ClusterDirectory::Locate(absl::string_view name) {
   {
     ReaderMutexLock lock(&mu_);
     if (auto entry = names_.find(name); entry != names_.end()) {
-      NameLocation location = locate(entry->second.holders);
+      NameLocation location = locate(entry->second.holders, DeletedAtLocked(name));
       if (location.origin != 0) return location;
     }
   }
   TENSORD_ASSIGN_OR_RETURN(EtcdRangeResult range,
                            etcd_->RangePrefix(HolderKeysOf(options_.prefix, name)));
+  TENSORD_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> tombstone,
+                           etcd_->Get(TombstoneKey(options_.prefix, name)));
+  const int64_t deleted_at = tombstone.has_value() ? tombstone->mod_revision : 0;
   std::map<std::string, HolderRecord> holders;
   for (const EtcdKeyValue& kv : range.values) {
     absl::StatusOr<HolderRecord> record = DecodeHolder(options_.prefix, kv);
@@ -133,7 +145,7 @@ absl::StatusOr<NameLocation> ClusterDirectory::Locate(absl::string_view name) {
     }
     if (record->name == name) holders[record->node] = *std::move(record);
   }
-  return locate(holders);
+  return locate(holders, deleted_at);
 }
 
 absl::StatusOr<VersionInfo> ClusterDirectory::PublishReplica(PendingVersion pending,
@@ -143,6 +155,13 @@ absl::StatusOr<VersionInfo> ClusterDirectory::PublishReplica(PendingVersion pend
   // registrar (which takes it before reading origins) never registers the
   // copy as an original.
   std::lock_guard<std::mutex> publishing(replica_publish_mu_);
+  {
+    ReaderMutexLock lock(&mu_);
+    if (const int64_t deleted_at = DeletedAtLocked(source.name); source.origin <= deleted_at) {
+      return absl::NotFoundError(absl::StrCat("tensor '", source.name, "' was deleted (revision ",
+                                              deleted_at, ") after the version pulled"));
+    }
+  }
   TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry_.Publish(std::move(pending), crc32c));
   MutexLock lock(&mu_);
   replicas_[std::pair(info.name, info.version)] = source;
@@ -234,7 +253,9 @@ std::vector<HolderRecord> ClusterDirectory::ListNames(absl::string_view name_pre
        it != names_.end() && absl::StartsWith(it->first, name_prefix) && names.size() < max_names;
        ++it) {
     const HolderRecord* latest = nullptr;
+    const int64_t deleted_at = DeletedAtLocked(it->first);
     for (const auto& [node, record] : it->second.holders) {
+      if (record.origin <= deleted_at) continue;
       if (latest == nullptr || record.origin > latest->origin) latest = &record;
     }
     if (latest != nullptr) names.push_back(*latest);
@@ -295,6 +316,8 @@ absl::Status ClusterDirectory::MirrorOnce() {
   {
     MutexLock lock(&mu_);
     names_ = std::move(names);
+    tombstones_.clear();
+    for (const auto& [name, revision] : tombstones) tombstones_[name] = revision;
     // Changes before this read were not seen here: a cluster watcher
     // positioned before it is told it may have missed some.
     if (range.revision > mirror_revision_) {
@@ -316,7 +339,12 @@ absl::Status ClusterDirectory::MirrorOnce() {
             absl::StatusOr<DirectoryKey> key = ParseDirectoryKey(options_.prefix, event.kv.key);
             if (!key.ok()) continue;
             if (key->kind == DirectoryKey::Kind::kTombstone) {
-              if (!event.deleted) deleted.emplace_back(key->name, event.kv.mod_revision);
+              if (event.deleted) {
+                tombstones_.erase(key->name);  // its lease ran out
+              } else {
+                tombstones_[key->name] = event.kv.mod_revision;
+                deleted.emplace_back(key->name, event.kv.mod_revision);
+              }
               continue;
             }
             ApplyMirrorEvent(event);
@@ -402,7 +430,9 @@ absl::StatusOr<WatchStart> ClusterDirectory::StartWatch(absl::string_view prefix
   for (auto it = names_.lower_bound(prefix); it != names_.end() && absl::StartsWith(it->first, prefix);
        ++it) {
     const HolderRecord* latest = nullptr;
+    const int64_t deleted_at = DeletedAtLocked(it->first);
     for (const auto& [node, record] : it->second.holders) {
+      if (record.origin <= deleted_at) continue;
       if (latest == nullptr || record.origin > latest->origin ||
           (record.origin == latest->origin && !record.replica && latest->replica)) {
         latest = &record;
@@ -446,15 +476,13 @@ void ClusterDirectory::ApplyMirrorEvent(const EtcdWatchEvent& event) {
 }
 
 void ClusterDirectory::ApplyTombstone(const std::string& name, int64_t revision) {
-  uint64_t version = 0;
+  const uint64_t version = registry_.LatestVersionOf(name);
+  if (version == 0) return;
   {
-    ReaderMutexLock lock(&mu_);
-    auto local = local_.find(name);
+    // A replica being published now has recorded its origin once this is held.
+    std::lock_guard<std::mutex> publishing(replica_publish_mu_);
     // Unregistered local publishes are newer than any delete registered.
-    if (local == local_.end() || local->second.origin == 0 || local->second.origin >= revision) {
-      return;
-    }
-    version = local->second.version;
+    if (OriginOf(name, version) >= revision) return;
   }
   absl::StatusOr<uint64_t> removed = registry_.Delete(name, version);
   if (!removed.ok()) return;  // replaced by a newer publish meanwhile, or gone

@@ -159,7 +159,11 @@ class ClusterDirectory final : public WatchSource {
   // One batch of holder puts and deletes; the puts' origins come back.
   absl::Status WriteOps(int64_t lease, const std::vector<VersionInfo>& publish,
                         const std::vector<std::string>& unregister);
-  static int64_t MaxOtherOrigin(const NameEntry& entry, absl::string_view self);
+  // The newest origin among other nodes' copies newer than `deleted_at`.
+  static int64_t MaxOtherOrigin(const NameEntry& entry, absl::string_view self,
+                                int64_t deleted_at);
+  // The revision of `name`'s live tombstone, 0 when none.
+  int64_t DeletedAtLocked(absl::string_view name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<EtcdClient> etcd_;
   Registry& registry_;
@@ -170,6 +174,9 @@ class ClusterDirectory final : public WatchSource {
 
   mutable Mutex mu_;
   std::map<std::string, NameEntry, std::less<>> names_ ABSL_GUARDED_BY(mu_);
+  // Deletes still in etcd (their lease is short), by name: copies with an
+  // older origin are stale wherever they are still listed.
+  absl::flat_hash_map<std::string, int64_t> tombstones_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, LocalEntry> local_ ABSL_GUARDED_BY(mu_);
   // Pulled copies not yet seen by the registrar: their origin, by (name, version).
   absl::flat_hash_map<std::pair<std::string, uint64_t>, HolderRecord> replicas_ ABSL_GUARDED_BY(mu_);

@@ -17,29 +17,21 @@
 #include "gtest/gtest.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
-#include "tests/integration/etcd_process.h"
+#include "tests/integration/cluster_test_support.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
 namespace {
 
-constexpr absl::Duration kTtl = absl::Seconds(2);
-
-class ClusterDirectoryTest : public ::testing::Test {
+class ClusterDirectoryTest : public EtcdClusterTest {
  protected:
   void SetUp() override {
-    if (!EtcdProcess::Available()) {
-      GTEST_SKIP() << kEtcdBinary << " is absent: install etcd-server (deploy/install-deps.sh "
-                   << "does) to run the cluster tests";
-    }
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start();
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = std::move(*etcd);
+    EtcdClusterTest::SetUp();
+    if (etcd_ == nullptr) return;  // skipped or failed
     for (const char* name : {"node-a", "node-b", "node-c"}) {
       ServerProcessOptions options;
-      options.flags = {"--etcd-endpoints=" + etcd_->endpoint(), absl::StrCat("--node-name=", name),
-                       absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
-                       "--etcd-prefix=/tensord-dir-test", "--metrics-listen=127.0.0.1:0"};
+      options.flags = NodeFlags(name, "/tensord-dir-test");
+      options.flags.push_back("--metrics-listen=127.0.0.1:0");
       absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
       ASSERT_TRUE(node.ok()) << node.status();
       clients_.push_back(ConnectClient((*node)->address(), RemoteClientOptions()));
@@ -84,7 +76,6 @@ class ClusterDirectoryTest : public ::testing::Test {
     return count;
   }
 
-  std::unique_ptr<EtcdProcess> etcd_;
   std::vector<std::unique_ptr<ServerProcess>> nodes_;
   std::vector<std::unique_ptr<Client>> clients_;
 };

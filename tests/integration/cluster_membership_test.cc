@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "service/cluster/etcd_client.h"
 #include "tensord/client.h"
+#include "tests/integration/cluster_test_support.h"
 #include "tests/integration/etcd_process.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/client_test_support.h"
@@ -34,31 +35,12 @@
 namespace tensord::testing {
 namespace {
 
-// etcd's smallest TTL with its default heartbeat is 2 s; short keeps the
-// tests fast.
-constexpr absl::Duration kTtl = absl::Seconds(2);
 // etcd checks for expired leases every 500 ms and a node rereads the member
 // list every TTL/3: a killed node may stay listed that much past its TTL.
 constexpr absl::Duration kExpirySlack = absl::Milliseconds(1500);
 
-class ClusterMembershipTest : public ::testing::Test {
+class ClusterMembershipTest : public EtcdClusterTest {
  protected:
-  void SetUp() override {
-    if (!EtcdProcess::Available()) {
-      GTEST_SKIP() << kEtcdBinary << " is absent: install etcd-server (deploy/install-deps.sh "
-                   << "does) to run the cluster tests";
-    }
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start();
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = std::move(*etcd);
-  }
-
-  std::vector<std::string> NodeFlags(const std::string& name) const {
-    return {"--etcd-endpoints=" + etcd_->endpoint(), "--node-name=" + name,
-            absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
-            "--etcd-prefix=/tensord-test"};
-  }
-
   absl::StatusOr<std::unique_ptr<ServerProcess>> StartNode(const std::string& name) {
     ServerProcessOptions options;
     options.flags = NodeFlags(name);
@@ -96,7 +78,6 @@ class ClusterMembershipTest : public ::testing::Test {
     return absl::Now() - start;
   }
 
-  std::unique_ptr<EtcdProcess> etcd_;
 };
 
 TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {

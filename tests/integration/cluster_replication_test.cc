@@ -24,32 +24,19 @@
 #include "service/cluster/etcd_client.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
-#include "tests/integration/etcd_process.h"
+#include "tests/integration/cluster_test_support.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
 namespace {
 
-constexpr absl::Duration kTtl = absl::Seconds(2);
 constexpr char kPrefix[] = "/tensord-rep-test";
 
-class ClusterReplicationTest : public ::testing::Test {
+class ClusterReplicationTest : public EtcdClusterTest {
  protected:
-  void SetUp() override {
-    if (!EtcdProcess::Available()) {
-      GTEST_SKIP() << kEtcdBinary << " is absent: install etcd-server (deploy/install-deps.sh "
-                   << "does) to run the cluster tests";
-    }
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start();
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = std::move(*etcd);
-  }
-
   std::vector<std::string> NodeFlags(const std::string& name) const {
-    return {"--etcd-endpoints=" + etcd_->endpoint(), "--node-name=" + name,
-            absl::StrCat("--etcd-lease-ttl=", absl::FormatDuration(kTtl)),
-            absl::StrCat("--etcd-prefix=", kPrefix)};
+    return EtcdClusterTest::NodeFlags(name, kPrefix);
   }
 
   void StartNodes(int count, std::vector<std::string> extra = {}) {
@@ -82,7 +69,6 @@ class ClusterReplicationTest : public ::testing::Test {
     return nodes;
   }
 
-  std::unique_ptr<EtcdProcess> etcd_;
   std::vector<std::unique_ptr<ServerProcess>> nodes_;
   std::vector<std::unique_ptr<Client>> clients_;
 };

@@ -299,10 +299,13 @@ struct LeaveClusterOnExit {
   ClusterMembership* membership = nullptr;
   DeferredClusterReads* reads = nullptr;
   std::shared_ptr<ClusterDirectory> directory;
+  // Leaving revokes the lease (the directory entries go with it); stopping
+  // the directory answers the puts waiting on it; only then go the pull
+  // threads and the replication their jobs use.
   ~LeaveClusterOnExit() {
-    if (reads != nullptr) reads->Reset();  // ends the read-through pulls' threads
     if (membership != nullptr) membership->Leave();
     if (directory != nullptr) directory->Stop();
+    if (reads != nullptr) reads->Reset();
   }
 };
 
@@ -673,7 +676,7 @@ int Run(int argc, char** argv) {
                            .client_key_pem = options.tls.private_key_pem});
     cluster_reads->Set(std::make_shared<EtcdClusterReads>(
         directory, read_through,
-        std::make_unique<PutReplication>(directory, read_through, membership, registry,
+        std::make_unique<PutReplication>(directory, *read_through, membership, registry,
                                          PutReplicationOptions{
                                              .defaults = cluster_config->replica_rules,
                                              .read_members = [member = membership.get()] {
@@ -722,9 +725,9 @@ int Run(int argc, char** argv) {
   // (revoking the lease drops this node's directory entries too); reads go
   // on from this node's own registry.
   if (membership != nullptr) {
-    cluster_reads->Reset();
     membership->Leave();
     directory->Stop();
+    cluster_reads->Reset();
   }
   (*server)->Shutdown(options.shutdown_grace);
   (*server)->Wait();

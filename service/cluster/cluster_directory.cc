@@ -59,6 +59,10 @@ void ClusterDirectory::Stop() {
   if (mirror_.joinable()) mirror_.join();
   if (registrar_.joinable()) registrar_.join();
   subscription_.reset();
+  {
+    MutexLock lock(&mu_);
+    stopped_ = true;
+  }
   RunDueWaiters(/*stopping=*/true);
 }
 
@@ -104,6 +108,26 @@ int64_t ClusterDirectory::OriginOf(absl::string_view name, uint64_t version) con
     return replica->second.origin;
   }
   return INT64_MAX;
+}
+
+absl::StatusOr<HolderRecord> ClusterDirectory::HolderOf(absl::string_view name,
+                                                        absl::string_view node) {
+  {
+    ReaderMutexLock lock(&mu_);
+    if (auto entry = names_.find(name); entry != names_.end()) {
+      if (auto holder = entry->second.holders.find(std::string(node));
+          holder != entry->second.holders.end()) {
+        return holder->second;
+      }
+    }
+  }
+  TENSORD_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv,
+                           etcd_->Get(HolderKey(options_.prefix, name, node)));
+  if (!kv.has_value()) {
+    return absl::NotFoundError(absl::StrCat("the cluster directory lists no copy of '", name,
+                                            "' on node ", node));
+  }
+  return DecodeHolder(options_.prefix, *kv);
 }
 
 absl::StatusOr<NameLocation> ClusterDirectory::Locate(absl::string_view name) {
@@ -202,7 +226,9 @@ void ClusterDirectory::AfterRegistered(uint64_t position, absl::Duration timeout
   absl::Status now;
   {
     MutexLock lock(&mu_);
-    if (registered_position_ >= position) {
+    if (stopped_) {
+      now = absl::UnavailableError("the node is leaving the cluster");
+    } else if (registered_position_ >= position) {
       now = absl::OkStatus();
     } else if (!registrar_status_.ok()) {
       now = absl::UnavailableError(absl::StrCat("the cluster directory cannot be written now: ",
@@ -274,12 +300,18 @@ DirectoryStats ClusterDirectory::stats() const {
 
 void ClusterDirectory::MirrorLoop() {
   absl::Duration backoff = absl::Milliseconds(100);
+  // A broken watch resumes where it stopped (etcd keeps the history), so
+  // cluster watchers miss nothing; the directory is read again only at
+  // start and when etcd compacted the revisions the watch needs.
+  bool read_again = true;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(signal_mu_);
       if (stopping_) return;
     }
-    const absl::Status status = MirrorOnce();
+    const absl::Status status = MirrorOnce(read_again);
+    read_again = !status.ok() && status.code() != absl::StatusCode::kUnavailable &&
+                 status.code() != absl::StatusCode::kDeadlineExceeded;
     std::unique_lock<std::mutex> lock(signal_mu_);
     if (stopping_) return;
     if (status.ok()) {
@@ -294,7 +326,20 @@ void ClusterDirectory::MirrorLoop() {
   }
 }
 
-absl::Status ClusterDirectory::MirrorOnce() {
+absl::Status ClusterDirectory::MirrorOnce(bool read_again) {
+  const std::string directory = DirectoryPrefix(options_.prefix);
+  int64_t watch_from = 0;
+  {
+    ReaderMutexLock lock(&mu_);
+    watch_from = mirror_revision_ + 1;
+  }
+  if (read_again || watch_from == 1) {
+    TENSORD_ASSIGN_OR_RETURN(watch_from, ReadDirectory());
+  }
+  return WatchDirectory(watch_from);
+}
+
+absl::StatusOr<int64_t> ClusterDirectory::ReadDirectory() {
   const std::string directory = DirectoryPrefix(options_.prefix);
   TENSORD_ASSIGN_OR_RETURN(EtcdRangeResult range, etcd_->RangePrefix(directory));
   std::map<std::string, NameEntry, std::less<>> names;
@@ -325,10 +370,18 @@ absl::Status ClusterDirectory::MirrorOnce() {
       mirror_revision_ = range.revision;
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(signal_mu_);
+    signal_.notify_all();  // a registrar waiting for the first read
+  }
   mirror_log_.Tick(absl::Now() + absl::Hours(1));
   for (const auto& [name, revision] : tombstones) ApplyTombstone(name, revision);
+  return range.revision + 1;
+}
+
+absl::Status ClusterDirectory::WatchDirectory(int64_t from_revision) {
   return etcd_->WatchPrefix(
-      directory, range.revision + 1,
+      DirectoryPrefix(options_.prefix), from_revision,
       [this](std::vector<EtcdWatchEvent> events) {
         std::vector<std::pair<std::string, int64_t>> deleted;
         std::vector<std::pair<std::string, int64_t>> newer;
@@ -476,11 +529,13 @@ void ClusterDirectory::ApplyMirrorEvent(const EtcdWatchEvent& event) {
 }
 
 void ClusterDirectory::ApplyTombstone(const std::string& name, int64_t revision) {
-  const uint64_t version = registry_.LatestVersionOf(name);
-  if (version == 0) return;
+  uint64_t version = 0;
   {
-    // A replica being published now has recorded its origin once this is held.
+    // A replica being published now has recorded its origin once this is
+    // held, and the version read under it is the one to judge.
     std::lock_guard<std::mutex> publishing(replica_publish_mu_);
+    version = registry_.LatestVersionOf(name);
+    if (version == 0) return;
     // Unregistered local publishes are newer than any delete registered.
     if (OriginOf(name, version) >= revision) return;
   }
@@ -530,7 +585,7 @@ void ClusterDirectory::RegistrarLoop() {
     if (lease == 0) {
       status = absl::UnavailableError("this node holds no etcd lease at the moment");
     } else if (need_full || lease != registered_lease) {
-      status = RegisterAll(lease, position);
+      status = RegisterAll(lease, position, /*at_start=*/registered_lease == 0);
       if (status.ok()) {
         if (registered_lease != 0) {
           Log(LogLevel::kInfo, "cluster_names_registered_again",
@@ -569,7 +624,18 @@ void ClusterDirectory::RegistrarLoop() {
   }
 }
 
-absl::Status ClusterDirectory::RegisterAll(int64_t lease, uint64_t& position) {
+absl::Status ClusterDirectory::RegisterAll(int64_t lease, uint64_t& position, bool at_start) {
+  absl::flat_hash_set<std::string> oldest;
+  if (at_start) {
+    // What a node holds when it starts (a restored snapshot, a preload) may
+    // be older than what others published meanwhile: judged against the
+    // directory, once the mirror has read it.
+    std::unique_lock<std::mutex> lock(signal_mu_);
+    signal_.wait_for(lock, std::chrono::seconds(10), [this] {
+      ReaderMutexLock state(&mu_);
+      return stopping_ || mirror_revision_ > 0;
+    });
+  }
   TENSORD_ASSIGN_OR_RETURN(WatchStart start,
                            registry_.StartWatch("", /*with_existing=*/true, 0,
                                                 std::max<uint64_t>(registry_.max_tensors(), 1)));
@@ -589,7 +655,45 @@ absl::Status ClusterDirectory::RegisterAll(int64_t lease, uint64_t& position) {
   }
   std::sort(unregister.begin(), unregister.end());
   unregister.erase(std::unique(unregister.begin(), unregister.end()), unregister.end());
-  TENSORD_RETURN_IF_ERROR(WriteOps(lease, start.existing, unregister));
+  std::vector<VersionInfo> publish;
+  std::vector<std::pair<std::string, uint64_t>> deleted_meanwhile;
+  if (at_start) {
+    ReaderMutexLock lock(&mu_);
+    for (VersionInfo& info : start.existing) {
+      if (DeletedAtLocked(info.name) != 0) {
+        deleted_meanwhile.emplace_back(info.name, info.version);  // deleted while this node was away
+        continue;
+      }
+      // Another node holds a version: this one counts as the oldest, so it
+      // never outranks a publish made while this node was away.
+      auto entry = names_.find(info.name);
+      if (entry != names_.end() && MaxOtherOrigin(entry->second, options_.node_name, 0) > 0) {
+        oldest.insert(info.name);
+      }
+      publish.push_back(std::move(info));
+    }
+  } else {
+    publish = std::move(start.existing);
+  }
+  for (const auto& [name, version] : deleted_meanwhile) {
+    if (registry_.Delete(name, version).ok()) {
+      Log(LogLevel::kInfo, "cluster_delete_applied", {{"name", name}, {"version", version},
+                                                      {"reason", "deleted while this node was away"}});
+    }
+  }
+  TENSORD_RETURN_IF_ERROR(WriteOps(lease, publish, unregister, &oldest));
+  {
+    MutexLock lock(&mu_);
+    // Pending replica origins of versions no longer held are dropped.
+    for (auto it = replicas_.begin(); it != replicas_.end();) {
+      auto held_it = held.find(it->first.first);
+      if (held_it == held.end() || held_it->second != it->first.second) {
+        replicas_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
   position = start.position;
   return absl::OkStatus();
 }
@@ -626,11 +730,19 @@ absl::Status ClusterDirectory::RegisterChanges(int64_t lease, uint64_t& position
     }
     TENSORD_RETURN_IF_ERROR(WriteOps(lease, publish, unregister));
     position = read_to;
+    // Puts waiting on their registration hear it batch by batch, even while
+    // new changes keep coming.
+    {
+      MutexLock lock(&mu_);
+      registered_position_ = position;
+    }
+    RunDueWaiters(/*stopping=*/false);
   }
 }
 
 absl::Status ClusterDirectory::WriteOps(int64_t lease, const std::vector<VersionInfo>& publish,
-                                        const std::vector<std::string>& unregister) {
+                                        const std::vector<std::string>& unregister,
+                                        const absl::flat_hash_set<std::string>* oldest) {
   // Waits for a pull whose publish the feed already shows to record its origin.
   { std::lock_guard<std::mutex> publishing(replica_publish_mu_); }
   size_t next_publish = 0;
@@ -657,6 +769,9 @@ absl::Status ClusterDirectory::WriteOps(int64_t lease, const std::vector<Version
         } else if (auto local = local_.find(info.name);
                    local != local_.end() && local->second.version == info.version) {
           record.origin = local->second.origin;  // registered before, under another lease
+          record.replica = local->second.replica;
+        } else if (oldest != nullptr && oldest->contains(info.name)) {
+          record.origin = 1;
         }
         etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
         put->set_key(HolderKey(options_.prefix, info.name, options_.node_name));
@@ -674,14 +789,25 @@ absl::Status ClusterDirectory::WriteOps(int64_t lease, const std::vector<Version
     }
     TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response, etcd_->Txn(txn));
     const int64_t revision = response.header().revision();
-    MutexLock lock(&mu_);
-    for (const auto& [info, record] : written) {
-      local_[info->name] = LocalEntry{.version = info->version,
-                                      .origin = record.origin != 0 ? record.origin : revision,
-                                      .replica = record.replica};
-      replicas_.erase(std::pair(info->name, info->version));
+    // Copies registered under an origin older than a delete the mirror saw
+    // meanwhile (its tombstone came before this answer) are dropped now.
+    std::vector<std::pair<std::string, uint64_t>> stale;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [info, record] : written) {
+        const int64_t origin = record.origin != 0 ? record.origin : revision;
+        local_[info->name] =
+            LocalEntry{.version = info->version, .origin = origin, .replica = record.replica};
+        replicas_.erase(std::pair(info->name, info->version));
+        if (origin < DeletedAtLocked(info->name)) stale.emplace_back(info->name, info->version);
+      }
+      for (const std::string* name : removed) local_.erase(*name);
     }
-    for (const std::string* name : removed) local_.erase(*name);
+    for (const auto& [name, version] : stale) {
+      if (registry_.Delete(name, version).ok()) {
+        Log(LogLevel::kInfo, "cluster_delete_applied", {{"name", name}, {"version", version}});
+      }
+    }
   }
   return absl::OkStatus();
 }

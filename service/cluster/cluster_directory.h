@@ -28,6 +28,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "service/cluster/directory_record.h"
@@ -90,6 +91,10 @@ class ClusterDirectory final : public WatchSource {
   // (newer than anything registered before it).
   int64_t OriginOf(absl::string_view name, uint64_t version) const;
 
+  // `node`'s holder record of `name`, from the mirror or else from etcd;
+  // NOT_FOUND when the directory lists none.
+  absl::StatusOr<HolderRecord> HolderOf(absl::string_view name, absl::string_view node);
+
   // The latest version's holders other than this node. From the mirror;
   // when it knows no holder (it may lag a publish elsewhere by a watch
   // delivery), read from etcd now, so a name put on one node is found on
@@ -138,7 +143,12 @@ class ClusterDirectory final : public WatchSource {
 
   // Mirror thread.
   void MirrorLoop();
-  absl::Status MirrorOnce();
+  // Reads the directory (when `read_again`, or never yet) and watches it
+  // from there, or else resumes the watch after the last revision seen.
+  absl::Status MirrorOnce(bool read_again);
+  // Replaces the mirror with a read of the directory; the revision to watch from.
+  absl::StatusOr<int64_t> ReadDirectory();
+  absl::Status WatchDirectory(int64_t from_revision);
   void ApplyMirrorEvent(const EtcdWatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the cluster changes in `events` (one or more revisions, in
   // order) to cluster_changes_.
@@ -154,11 +164,15 @@ class ClusterDirectory final : public WatchSource {
   void RegistrarLoop();
   // Registers every name the registry holds (and unregisters what it no
   // longer does); `position` becomes the feed position it is current as of.
-  absl::Status RegisterAll(int64_t lease, uint64_t& position);
+  // `at_start`: the first registration of this process, which judges what
+  // it holds against the directory (see RegisterAll).
+  absl::Status RegisterAll(int64_t lease, uint64_t& position, bool at_start);
   absl::Status RegisterChanges(int64_t lease, uint64_t& position, bool& missed);
   // One batch of holder puts and deletes; the puts' origins come back.
+  // `oldest`: names registered with origin 1 (older than any publish).
   absl::Status WriteOps(int64_t lease, const std::vector<VersionInfo>& publish,
-                        const std::vector<std::string>& unregister);
+                        const std::vector<std::string>& unregister,
+                        const absl::flat_hash_set<std::string>* oldest = nullptr);
   // The newest origin among other nodes' copies newer than `deleted_at`.
   static int64_t MaxOtherOrigin(const NameEntry& entry, absl::string_view self,
                                 int64_t deleted_at);
@@ -194,6 +208,7 @@ class ClusterDirectory final : public WatchSource {
     Done done;
   };
   std::vector<RegisteredWaiter> waiters_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // waiters are answered at once
   // Runs the waiters that are due (registered, expired, or all at stop).
   void RunDueWaiters(bool stopping);
   absl::Status registrar_status_ ABSL_GUARDED_BY(mu_);

@@ -6,9 +6,15 @@ namespace tensord {
 
 void EtcdClusterReads::PropagateDelete(std::string name, Done done) {
   auto shared = std::make_shared<Done>(std::move(done));
-  read_through_->Enqueue([directory = directory_, name = std::move(name), shared]() mutable {
-    std::move(*shared)(directory->PropagateDelete(name));
-  });
+  read_through_->Enqueue(
+      [directory = directory_, name = std::move(name), shared]() mutable {
+        std::move(*shared)(directory->PropagateDelete(name));
+      },
+      [shared] {
+        std::move(*shared)(absl::UnavailableError(
+            "the server is shutting down; the delete was applied here but not recorded for the "
+            "other nodes"));
+      });
 }
 
 std::vector<ClusterVersion> EtcdClusterReads::ListNames(absl::string_view prefix,

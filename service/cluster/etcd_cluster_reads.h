@@ -20,8 +20,8 @@ class EtcdClusterReads final : public ClusterReads {
                    std::shared_ptr<ReadThrough> read_through,
                    std::unique_ptr<PutReplication> replication)
       : directory_(std::move(directory)),
-        read_through_(std::move(read_through)),
-        replication_(std::move(replication)) {}
+        replication_(std::move(replication)),
+        read_through_(std::move(read_through)) {}
 
   bool HoldsLatest(absl::string_view name) const override { return directory_->HoldsLatest(name); }
   void PullLatest(std::string name, Done done) override {
@@ -47,9 +47,11 @@ class EtcdClusterReads final : public ClusterReads {
   const ClusterDirectory& directory() const { return *directory_; }
 
  private:
+  // Destroyed last to first: the pull threads (read_through_) are joined
+  // while the replication their jobs use still lives.
   const std::shared_ptr<ClusterDirectory> directory_;
-  const std::shared_ptr<ReadThrough> read_through_;
   const std::unique_ptr<PutReplication> replication_;
+  const std::shared_ptr<ReadThrough> read_through_;
 };
 
 }  // namespace tensord

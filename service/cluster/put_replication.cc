@@ -50,11 +50,11 @@ absl::StatusOr<std::vector<ReplicaRule>> ParseReplicaRules(absl::string_view tex
 }
 
 PutReplication::PutReplication(std::shared_ptr<ClusterDirectory> directory,
-                               std::shared_ptr<ReadThrough> read_through,
+                               ReadThrough& read_through,
                                std::shared_ptr<const ClusterView> members, Registry& registry,
                                PutReplicationOptions options)
     : directory_(std::move(directory)),
-      read_through_(std::move(read_through)),
+      read_through_(read_through),
       members_(std::move(members)),
       registry_(registry),
       options_(std::move(options)) {}
@@ -183,9 +183,9 @@ void PutReplication::SendReplicas(std::string name, uint64_t version, uint32_t r
     auto call = std::make_shared<Call>();
     call->node = target.node_name;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.replicate_timeout));
-    if (!read_through_->bearer_token().empty()) {
+    if (!read_through_.bearer_token().empty()) {
       call->context.AddMetadata("authorization",
-                                absl::StrCat("Bearer ", read_through_->bearer_token()));
+                                absl::StrCat("Bearer ", read_through_.bearer_token()));
     }
     call->request.set_name(name);
     call->request.set_source_node(directory_->options().node_name);
@@ -194,7 +194,7 @@ void PutReplication::SendReplicas(std::string name, uint64_t version, uint32_t r
     call->request.set_origin(origin);
     call->request.set_total_bytes(info->total_bytes);
     call->request.set_crc32c(info->crc32c);
-    call->stub = v1::TensorService::NewStub(read_through_->ChannelTo(target.advertise_address));
+    call->stub = v1::TensorService::NewStub(read_through_.ChannelTo(target.advertise_address));
     Call* raw = call.get();
     raw->stub->async()->Replicate(
         &raw->context, &raw->request, &raw->response,
@@ -219,31 +219,41 @@ void PutReplication::SendReplicas(std::string name, uint64_t version, uint32_t r
 
 void PutReplication::Replicate(ClusterVersion source, Done done) {
   auto shared_done = std::make_shared<Done>(std::move(done));
-  read_through_->Enqueue([this, source = std::move(source), shared_done]() mutable {
-    const HolderRecord holder{.name = source.name,
-                              .node = source.node,
-                              .address = source.address,
-                              .version = source.version,
-                              .origin = source.origin,
-                              .total_bytes = source.total_bytes,
-                              .crc32c = source.crc32c};
-    absl::Status status;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      const uint64_t held = registry_.LatestVersionOf(source.name);
-      if (held != 0 && directory_->OriginOf(source.name, held) >= source.origin) {
-        status = absl::OkStatus();  // this node has it, or newer
-        break;
-      }
-      status = read_through_->PullFrom(holder, held, Retention::kDefault);
-      if (status.code() != absl::StatusCode::kAborted) break;
-    }
-    if (!status.ok()) {
-      std::move(*shared_done)(status);
-      return;
-    }
-    directory_->AfterRegistered(registry_.LatestVersionOf(source.name), options_.register_timeout,
-                                std::move(*shared_done));
-  });
+  read_through_.Enqueue(
+      [this, source = std::move(source), shared_done]() mutable {
+        // The caller names the version; the directory says where it is and
+        // what it is, so a caller cannot point this node (and its token)
+        // at another host or claim an origin that was never registered.
+        absl::StatusOr<HolderRecord> holder = directory_->HolderOf(source.name, source.node);
+        if (holder.ok() && (holder->version != source.version || holder->origin != source.origin)) {
+          holder = absl::FailedPreconditionError(absl::StrCat(
+              "node ", source.node, " holds '", source.name, "' v", holder->version, " (origin ",
+              holder->origin, "), not v", source.version, " (origin ", source.origin, ")"));
+        }
+        if (!holder.ok()) {
+          std::move(*shared_done)(holder.status());
+          return;
+        }
+        absl::Status status;
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          const uint64_t held = registry_.LatestVersionOf(source.name);
+          if (held != 0 && directory_->OriginOf(source.name, held) >= holder->origin) {
+            status = absl::OkStatus();  // this node has it, or newer
+            break;
+          }
+          status = read_through_.PullFrom(*holder, held, Retention::kDefault);
+          if (status.code() != absl::StatusCode::kAborted) break;
+        }
+        if (!status.ok()) {
+          std::move(*shared_done)(status);
+          return;
+        }
+        directory_->AfterRegistered(registry_.LatestVersionOf(source.name),
+                                    options_.register_timeout, std::move(*shared_done));
+      },
+      [shared_done] {
+        std::move(*shared_done)(absl::UnavailableError("the node is shutting down"));
+      });
 }
 
 }  // namespace tensord

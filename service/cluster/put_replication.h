@@ -51,8 +51,9 @@ struct PutReplicationOptions {
 class PutReplication {
  public:
   using Done = ClusterReads::Done;
-  PutReplication(std::shared_ptr<ClusterDirectory> directory,
-                 std::shared_ptr<ReadThrough> read_through,
+  // `read_through` must outlive this, and its threads must be joined
+  // before this is destroyed (they run Replicate's jobs).
+  PutReplication(std::shared_ptr<ClusterDirectory> directory, ReadThrough& read_through,
                  std::shared_ptr<const ClusterView> members, Registry& registry,
                  PutReplicationOptions options);
 
@@ -72,7 +73,7 @@ class PutReplication {
   std::vector<ClusterMember> LiveMembers(size_t needed) const;
 
   const std::shared_ptr<ClusterDirectory> directory_;
-  const std::shared_ptr<ReadThrough> read_through_;
+  ReadThrough& read_through_;
   const std::shared_ptr<const ClusterView> members_;
   Registry& registry_;
   const PutReplicationOptions options_;

@@ -33,16 +33,19 @@ ReadThrough::ReadThrough(std::shared_ptr<ClusterDirectory> directory, Registry& 
 }
 
 ReadThrough::~ReadThrough() {
-  std::deque<absl::AnyInvocable<void() &&>> abandoned;
+  std::deque<Job> abandoned;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     abandoned.swap(queue_);
+    for (grpc::ClientContext* pull : pulling_) pull->TryCancel();
     work_ready_.notify_all();
   }
   for (std::thread& thread : threads_) thread.join();
-  // Queued work never ran: its waiters hear why.
-  abandoned.clear();
+  // Queued work never ran: its callers hear why.
+  for (Job& job : abandoned) {
+    if (job.abandon) std::move(job.abandon)();
+  }
   std::vector<Done> waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,20 +59,26 @@ ReadThrough::~ReadThrough() {
   }
 }
 
-void ReadThrough::Enqueue(absl::AnyInvocable<void() &&> work) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(std::move(work));
-  work_ready_.notify_one();
+void ReadThrough::Enqueue(Work work, Work abandon) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(Job{std::move(work), std::move(abandon)});
+      work_ready_.notify_one();
+      return;
+    }
+  }
+  if (abandon) std::move(abandon)();
 }
 
 void ReadThrough::WorkLoop() {
   while (true) {
-    absl::AnyInvocable<void() &&> work;
+    Work work;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      work = std::move(queue_.front());
+      work = std::move(queue_.front().work);
       queue_.pop_front();
     }
     std::move(work)();
@@ -87,7 +96,8 @@ void ReadThrough::PullLatest(std::string name, Done done) {
       return;
     } else {
       in_flight_[name].push_back(std::move(done));
-      queue_.push_back([this, name] {
+      // Abandoned at shutdown, its waiters are answered from in_flight_.
+      queue_.push_back(Job{.work = [this, name] {
         const absl::Status status = Pull(name);
         std::vector<Done> waiting;
         {
@@ -99,7 +109,7 @@ void ReadThrough::PullLatest(std::string name, Done done) {
           }
         }
         for (Done& waiter : waiting) std::move(waiter)(status);
-      });
+      }});
       work_ready_.notify_one();
       return;
     }
@@ -181,6 +191,19 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
                                          channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.pull_timeout));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+    pulling_.insert(&context);
+  }
+  struct Unlist {
+    ReadThrough* self;
+    grpc::ClientContext* context;
+    ~Unlist() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->pulling_.erase(context);
+    }
+  } unlist{this, &context};
   if (!options_.bearer_token.empty()) {
     context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
   }
@@ -213,6 +236,14 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
             "; read-through copies host tensors only: fetch it from ", holder.address));
       }
       total = header.info().total_bytes();
+      // The directory said what the version is; a holder answering with
+      // something else (another size, other bytes) is not trusted.
+      if (total != holder.total_bytes || header.info().crc32c() != holder.crc32c) {
+        return absl::DataLossError(absl::StrCat(
+            "node ", holder.node, " sent '", holder.name, "' v", holder.version, " as ", total,
+            " bytes with CRC-32C ", header.info().crc32c(), "; the directory lists ",
+            holder.total_bytes, " bytes with ", holder.crc32c));
+      }
       if (header.range().offset() != 0 || header.range().length() != total ||
           header.info().version() != holder.version) {
         return absl::DataLossError(absl::StrCat("node ", holder.node, " answered the fetch of '",

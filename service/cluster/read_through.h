@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "service/cluster/cluster_directory.h"
 #include "service/common/cluster_reads.h"
@@ -24,6 +25,7 @@
 
 namespace grpc {
 class Channel;
+class ClientContext;
 }  // namespace grpc
 
 namespace tensord {
@@ -62,7 +64,8 @@ class ReadThrough {
   using Done = ClusterReads::Done;
   ReadThrough(std::shared_ptr<ClusterDirectory> directory, Registry& registry,
               ReadThroughOptions options);
-  // Runs the queued work's `done` with UNAVAILABLE and waits for running pulls.
+  // Cancels the running pulls, waits for their threads, and answers what
+  // never ran (UNAVAILABLE).
   ~ReadThrough();
   ReadThrough(const ReadThrough&) = delete;
   ReadThrough& operator=(const ReadThrough&) = delete;
@@ -75,8 +78,10 @@ class ReadThrough {
   // name meanwhile (its latest is no longer `held_version`). Blocks.
   absl::Status PullFrom(const HolderRecord& holder, uint64_t held_version, Retention retention);
 
-  // Runs `work` on one of the pull threads, in turn.
-  void Enqueue(absl::AnyInvocable<void() &&> work);
+  // Runs `work` on one of the pull threads, in turn; `abandon` instead when
+  // the work will never run (shutdown), so its caller still gets an answer.
+  using Work = absl::AnyInvocable<void() &&>;
+  void Enqueue(Work work, Work abandon);
 
   // A channel to another node, one per address, kept.
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
@@ -99,7 +104,14 @@ class ReadThrough {
 
   std::mutex mu_;
   std::condition_variable work_ready_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_;  // guarded by mu_
+  struct Job {
+    Work work;
+    Work abandon;
+  };
+  std::deque<Job> queue_;  // guarded by mu_
+  // The calls of the pulls running now: cancelled at shutdown, so it does
+  // not wait out their deadlines.
+  absl::flat_hash_set<grpc::ClientContext*> pulling_;  // guarded by mu_
   // Reads waiting on the pull of each name (the first one started it).
   absl::flat_hash_map<std::string, std::vector<Done>> in_flight_;  // guarded by mu_
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_

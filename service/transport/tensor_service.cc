@@ -227,13 +227,23 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
   if (absl::Status allowed = CheckName(*grant, "Delete", request->name()); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
+  ClusterReads* reads = options_.cluster_reads.get();
+  if (reads != nullptr && request->version() != 0 && !reads->HoldsLatest(request->name())) {
+    // "Only while at version V" names this node's version; another node
+    // published newer, which a delete here would remove everywhere.
+    return FinishUnary(context,
+                       absl::FailedPreconditionError(absl::StrCat(
+                           "'", request->name(), "' has a newer version on another node than v",
+                           request->version(), " here; delete without a version to remove it "
+                           "everywhere")),
+                       call);
+  }
   absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
   if (removed.ok()) {
     response->set_version(*removed);
     Log(LogLevel::kInfo, "delete",
         {{"name", request->name()}, {"version", *removed}, {"request_id", call.request_id()}});
   }
-  ClusterReads* reads = options_.cluster_reads.get();
   // In a cluster a delete removes the name from every node, also when only
   // other nodes hold it (version numbers are per node: only an
   // unconditional delete reaches them).

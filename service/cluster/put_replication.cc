@@ -142,6 +142,91 @@ void PutReplication::AfterPut(std::string name, uint64_t version, uint32_t repli
       });
 }
 
+namespace {
+
+// One put's copies in flight: the ranked candidates, the calls running,
+// and what came back. A target that fails (a node killed but still listed
+// within its TTL) hands its copy to the next candidate.
+struct ReplicaRound : std::enable_shared_from_this<ReplicaRound> {
+  struct Call {
+    grpc::ClientContext context;
+    v1::ReplicateResponse response;
+    std::unique_ptr<v1::TensorService::Stub> stub;
+    std::string node;
+  };
+
+  std::vector<ClusterMember> candidates;  // best first
+  // One per candidate, taken up front: the round may outlive the node's
+  // pull threads at shutdown, so it holds its channels itself.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  v1::ReplicateRequest request;
+  std::string bearer_token;
+  absl::Duration timeout;
+  size_t wanted = 0;
+  ClusterReads::Done done;
+
+  std::mutex mu;
+  size_t next_candidate = 0;  // guarded by mu
+  size_t succeeded = 0;       // guarded by mu
+  size_t running = 0;         // guarded by mu
+  std::vector<std::string> failures;  // guarded by mu
+
+  // Starts calls until `wanted` succeeded or are running, while candidates last.
+  void Launch() {
+    std::vector<size_t> starting;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      while (succeeded + running < wanted && next_candidate < candidates.size()) {
+        starting.push_back(next_candidate++);
+        ++running;
+      }
+    }
+    for (size_t candidate : starting) Send(candidate);
+  }
+
+  void Send(size_t candidate) {
+    auto call = std::make_shared<Call>();
+    call->node = candidates[candidate].node_name;
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    if (!bearer_token.empty()) {
+      call->context.AddMetadata("authorization", absl::StrCat("Bearer ", bearer_token));
+    }
+    call->stub = v1::TensorService::NewStub(channels[candidate]);
+    Call* raw = call.get();
+    raw->stub->async()->Replicate(&raw->context, &request, &raw->response,
+                                  [self = shared_from_this(), call](grpc::Status status) {
+                                    self->Answered(*call, status);
+                                  });
+  }
+
+  void Answered(const Call& call, const grpc::Status& status) {
+    bool finished = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+      if (status.ok()) {
+        ++succeeded;
+      } else {
+        failures.push_back(absl::StrCat(call.node, ": ", FromGrpcStatus(status).ToString()));
+      }
+      finished = running == 0 && (succeeded >= wanted || next_candidate >= candidates.size());
+    }
+    if (!finished) {
+      Launch();
+      return;
+    }
+    absl::Status outcome;
+    if (succeeded < wanted) {
+      outcome = absl::UnavailableError(absl::StrCat(
+          "'", request.name(), "' is published on this node, but only ", succeeded, " of its ",
+          wanted, " copies could be made: ", absl::StrJoin(failures, "; ")));
+    }
+    std::move(done)(outcome);
+  }
+};
+
+}  // namespace
+
 void PutReplication::SendReplicas(std::string name, uint64_t version, uint32_t replicas,
                                   Done done) {
   const int64_t origin = directory_->OriginOf(name, version);
@@ -151,70 +236,43 @@ void PutReplication::SendReplicas(std::string name, uint64_t version, uint32_t r
         "'", name, "' v", version, " was replaced or removed before its copies were made")));
     return;
   }
-  const std::vector<ClusterMember> targets = ChooseTargets(
-      name, LiveMembers(replicas), directory_->options().node_name, replicas - 1);
-  if (targets.size() + 1 < replicas) {
+  // The members read now, not the list kept since the last renewal: a put
+  // with copies is worth one etcd read to see every live node.
+  std::vector<ClusterMember> live = members_->members();
+  if (options_.read_members) {
+    if (absl::StatusOr<std::vector<ClusterMember>> fresh = options_.read_members(); fresh.ok()) {
+      live = *std::move(fresh);
+    }
+  }
+  std::vector<ClusterMember> ranked =
+      ChooseTargets(name, std::move(live), directory_->options().node_name, kMaxReplicas * 4);
+  if (ranked.size() + 1 < replicas) {
     std::move(done)(absl::UnavailableError(absl::StrCat(
-        "'", name, "' is published on this node, but only ", targets.size(),
+        "'", name, "' is published on this node, but only ", ranked.size(),
         " other live nodes can take its ", replicas - 1, " copies")));
     return;
   }
-  struct Call {
-    grpc::ClientContext context;
-    v1::ReplicateRequest request;
-    v1::ReplicateResponse response;
-    std::unique_ptr<v1::TensorService::Stub> stub;
-    std::string node;
-  };
-  struct Pending {
-    std::atomic<size_t> left;
-    std::mutex mu;
-    std::vector<std::string> failures;
-    Done done;
-    std::string name;
-    uint32_t replicas;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->left = targets.size();
-  pending->done = std::move(done);
-  pending->name = name;
-  pending->replicas = replicas;
-  for (const ClusterMember& target : targets) {
-    auto call = std::make_shared<Call>();
-    call->node = target.node_name;
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.replicate_timeout));
-    if (!read_through_.bearer_token().empty()) {
-      call->context.AddMetadata("authorization",
-                                absl::StrCat("Bearer ", read_through_.bearer_token()));
-    }
-    call->request.set_name(name);
-    call->request.set_source_node(directory_->options().node_name);
-    call->request.set_source_address(directory_->options().advertise_address);
-    call->request.set_source_version(version);
-    call->request.set_origin(origin);
-    call->request.set_total_bytes(info->total_bytes);
-    call->request.set_crc32c(info->crc32c);
-    call->stub = v1::TensorService::NewStub(read_through_.ChannelTo(target.advertise_address));
-    Call* raw = call.get();
-    raw->stub->async()->Replicate(
-        &raw->context, &raw->request, &raw->response,
-        [call, pending](grpc::Status status) {
-          if (!status.ok()) {
-            std::lock_guard<std::mutex> lock(pending->mu);
-            pending->failures.push_back(
-                absl::StrCat(call->node, ": ", FromGrpcStatus(status).ToString()));
-          }
-          if (pending->left.fetch_sub(1) != 1) return;
-          absl::Status outcome;
-          if (!pending->failures.empty()) {
-            outcome = absl::UnavailableError(absl::StrCat(
-                "'", pending->name, "' is published on this node, but ", pending->failures.size(),
-                " of its ", pending->replicas - 1, " copies failed: ",
-                absl::StrJoin(pending->failures, "; ")));
-          }
-          std::move(pending->done)(outcome);
-        });
+  // A few fallbacks beyond the copies wanted: enough for nodes killed but
+  // still listed; more would only delay the answer.
+  constexpr size_t kFallbacks = 4;
+  if (ranked.size() > replicas - 1 + kFallbacks) ranked.resize(replicas - 1 + kFallbacks);
+  auto round = std::make_shared<ReplicaRound>();
+  for (const ClusterMember& candidate : ranked) {
+    round->channels.push_back(read_through_.ChannelTo(candidate.advertise_address));
   }
+  round->candidates = std::move(ranked);
+  round->request.set_name(name);
+  round->request.set_source_node(directory_->options().node_name);
+  round->request.set_source_address(directory_->options().advertise_address);
+  round->request.set_source_version(version);
+  round->request.set_origin(origin);
+  round->request.set_total_bytes(info->total_bytes);
+  round->request.set_crc32c(info->crc32c);
+  round->bearer_token = read_through_.bearer_token();
+  round->timeout = options_.replicate_timeout;
+  round->wanted = replicas - 1;
+  round->done = std::move(done);
+  round->Launch();
 }
 
 void PutReplication::Replicate(ClusterVersion source, Done done) {

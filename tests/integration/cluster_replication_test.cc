@@ -154,6 +154,23 @@ TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) 
   EXPECT_EQ(failures.load(), 0) << "of " << reads.load() << " reads; first: " << first_failure;
 }
 
+TEST_F(ClusterReplicationTest, ACopyMeantForAKilledNodeGoesToTheNextLiveOne) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
+  // Within the TTL the killed node is still listed; rendezvous hashing picks
+  // it for about half the names. Each put must still get its two copies.
+  ASSERT_TRUE(nodes_[0]->Stop(SIGKILL).ok());
+  const HostTensor tensor = Pattern(4096, 101);
+  PutOptions options;
+  options.replicas = 2;
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = absl::StrCat("fallback/n", i);
+    absl::StatusOr<TensorInfo> put = clients_[1]->Put(name, tensor.dl(), options);
+    ASSERT_TRUE(put.ok()) << name << ": " << put.status();
+    const std::vector<std::string> holders = Holders(name);
+    EXPECT_EQ(holders, (std::vector<std::string>{"node-b", "node-c"})) << name;
+  }
+}
+
 TEST_F(ClusterReplicationTest, PutsWhileEtcdIsDownAreRegisteredWhenItReturns) {
   ASSERT_NO_FATAL_FAILURE(StartNodes(2));
   ASSERT_TRUE(etcd_->Stop(SIGKILL).ok());

@@ -13,7 +13,7 @@
 # compares the bytes and times each fetch; waits for a to leave the member
 # list; prints a summary. Exits non-zero on any mismatch or failed call.
 # Every process it starts is stopped by its PID when it exits, even on
-# failure. Needs no network. About 10 s once built.
+# failure. Needs no network. About 5 s once built (2 cores).
 #
 # Usage: scripts/cluster-demo.sh [--build-dir DIR]   (default build)
 set -euo pipefail

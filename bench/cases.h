@@ -32,6 +32,8 @@ inline constexpr char kBatchSection[] = "Batch calls (BatchPut / BatchFetch), on
 inline constexpr char kMemorySection[] = "Server resident memory during a remote fetch";
 inline constexpr char kDeviceSection[] =
     "Device tensors over gRPC (staged through pinned host memory on the server)";
+inline constexpr char kClusterSection[] =
+    "Cluster: etcd and 3 tensord nodes on 127.0.0.1 (kRemote clients)";
 
 struct BenchConfig {
   std::string mode;  // "full" or "smoke"
@@ -53,6 +55,13 @@ struct BenchConfig {
   RepeatPolicy first_touch_policy;  // page-touch and memcpy of local sizes
   // Repeats for the cases of one batch of `count` tensors.
   RepeatPolicy (*batch_policy)(int count) = nullptr;
+  // The cluster section (opt-in): the large tensor of its read-through and
+  // replicated-put rows, the small one of its directory-overhead rows, and
+  // their repeats (each large round moves the tensor ~6 times).
+  uint64_t cluster_large_bytes = 0;
+  uint64_t cluster_small_bytes = 0;
+  RepeatPolicy cluster_large_policy;
+  RepeatPolicy cluster_small_policy;
 
   // The largest buffer any section needs.
   uint64_t LargestBytes() const;
@@ -69,6 +78,7 @@ struct BenchEnv {
   std::string empty_target;    // the empty-call server
   pid_t empty_pid = -1;
   std::string device_backend;  // tensord's --device-backend
+  std::string tensord_binary;  // for sections that start more servers (cluster)
   // Pre-faulted, LargestBytes() long; source holds FillPattern(kPatternSeed).
   const Buffer& source;
   Buffer& destination;
@@ -113,6 +123,8 @@ absl::Status RunSmallOpSection(const BenchEnv& env);
 absl::Status RunLocalSection(const BenchEnv& env);
 absl::Status RunBatchSection(const BenchEnv& env);
 absl::Status RunDeviceSection(const BenchEnv& env);
+// Starts its own etcd and nodes; a "skipped" row when /usr/bin/etcd is absent.
+absl::Status RunClusterSection(const BenchEnv& env);
 
 }  // namespace tensord::bench
 

@@ -58,9 +58,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
-    const std::vector<std::string>& argv, const std::string& ready_path,
-    const std::string& log_path, absl::Duration ready_timeout) {
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::string& log_path) {
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->log_path_ = log_path;
   // Everything the child needs is built before fork(): afterwards it may
@@ -95,30 +94,59 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     _exit(127);
   }
   child->pid_ = pid;
+  return child;
+}
 
-  const absl::Time deadline = absl::Now() + ready_timeout;
-  while (true) {
-    struct stat ready_stat;
-    if (stat(ready_path.c_str(), &ready_stat) == 0) break;
-    if (!child->Alive()) {
+absl::Status ChildProcess::AwaitReady(const std::string& program,
+                                      const std::function<bool()>& ready, absl::Duration timeout,
+                                      absl::Duration poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!ready()) {
+    if (!Alive()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(argv[0], " ", DescribeWaitStatus(child->wait_status_),
-                       " before it was ready; its output:\n", child->LogTail()));
+          absl::StrCat(program, " ", DescribeWaitStatus(wait_status_),
+                       " before it was ready; its output:\n", LogTail()));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(argv[0], " was not ready within ",
-                                                      absl::FormatDuration(ready_timeout),
-                                                      "; its output:\n", child->LogTail()));
+      return absl::DeadlineExceededError(absl::StrCat(program, " was not ready within ",
+                                                      absl::FormatDuration(timeout),
+                                                      "; its output:\n", LogTail()));
     }
-    absl::SleepFor(absl::Milliseconds(5));
+    absl::SleepFor(poll);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
+    const std::vector<std::string>& argv, const std::string& ready_path,
+    const std::string& log_path, absl::Duration ready_timeout) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = Spawn(argv, log_path);
+  if (!child.ok()) return child.status();
+  absl::Status ready = (*child)->AwaitReady(
+      argv[0],
+      [&] {
+        struct stat ready_stat;
+        return stat(ready_path.c_str(), &ready_stat) == 0;
+      },
+      ready_timeout, absl::Milliseconds(5));
+  if (!ready.ok()) return ready;
   for (absl::string_view line :
        absl::StrSplit(ReadWholeFile(ready_path), '\n', absl::SkipWhitespace())) {
-    child->ready_lines_.emplace_back(line);
+    (*child)->ready_lines_.emplace_back(line);
   }
-  if (child->ready_lines_.empty()) {
+  if ((*child)->ready_lines_.empty()) {
     return absl::InternalError(absl::StrCat("ready file ", ready_path, " is empty"));
   }
+  return child;
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::StartWhen(
+    const std::vector<std::string>& argv, const std::function<bool()>& ready,
+    const std::string& log_path, absl::Duration ready_timeout) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = Spawn(argv, log_path);
+  if (!child.ok()) return child.status();
+  absl::Status status = (*child)->AwaitReady(argv[0], ready, ready_timeout, absl::Milliseconds(50));
+  if (!status.ok()) return status;
   return child;
 }
 

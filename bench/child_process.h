@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +41,11 @@ class ChildProcess {
                                                              const std::string& ready_path,
                                                              const std::string& log_path,
                                                              absl::Duration ready_timeout);
+  // The same for a program that writes no ready file (etcd): waits until
+  // `ready()` (polled every 50 ms) returns true. ready_lines() stays empty.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> StartWhen(
+      const std::vector<std::string>& argv, const std::function<bool()>& ready,
+      const std::string& log_path, absl::Duration ready_timeout);
   // SIGTERM, then SIGKILL if it has not exited after 10 s; always reaped.
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
@@ -53,6 +59,13 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
+  // fork + exec with stdout and stderr going to `log_path`.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
+                                                             const std::string& log_path);
+  // Polls `ready` every `poll` until it is true; fails (with the log's tail)
+  // when the child exits first or `timeout` passes.
+  absl::Status AwaitReady(const std::string& program, const std::function<bool()>& ready,
+                          absl::Duration timeout, absl::Duration poll);
   bool Reap(absl::Duration timeout);
 
   pid_t pid_ = -1;

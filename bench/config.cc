@@ -44,6 +44,7 @@ uint64_t BenchConfig::LargestBytes() const {
   for (uint64_t bytes : transfer_sizes) largest = std::max(largest, bytes);
   for (uint64_t bytes : local_sizes) largest = std::max(largest, bytes);
   for (uint64_t bytes : device_sizes) largest = std::max(largest, bytes);
+  largest = std::max({largest, cluster_large_bytes, cluster_small_bytes});
   // The raw TCP baseline of a whole batch.
   for (uint64_t bytes : batch_tensor_sizes) {
     for (int count : batch_counts) largest = std::max(largest, bytes * static_cast<uint64_t>(count));
@@ -70,6 +71,10 @@ BenchConfig FullConfig() {
   config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 9, .budget_s = 0.4};
   config.batch_policy = &FullBatchPolicy;
+  config.cluster_large_bytes = 256 * kMiB;
+  config.cluster_small_bytes = 4 * kKiB;
+  config.cluster_large_policy = {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 1.0};
+  config.cluster_small_policy = {.warmup = 20, .min_runs = 50, .max_runs = 1000, .budget_s = 0.3};
   return config;
 }
 
@@ -91,6 +96,10 @@ BenchConfig SmokeConfig() {
   config.latency_policy = {.warmup = 3, .min_runs = 20, .max_runs = 500, .budget_s = 0.02};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 3, .budget_s = 0.05};
   config.batch_policy = &SmokeBatchPolicy;
+  config.cluster_large_bytes = kMiB;
+  config.cluster_small_bytes = 4 * kKiB;
+  config.cluster_large_policy = {.warmup = 1, .min_runs = 2, .max_runs = 2, .budget_s = 0.05};
+  config.cluster_small_policy = {.warmup = 1, .min_runs = 5, .max_runs = 10, .budget_s = 0.01};
   return config;
 }
 

@@ -9,8 +9,6 @@
 #include "nlohmann/json.hpp"
 
 namespace tensord::bench {
-namespace {
-
 std::string FormatValue(double value) {
   const double magnitude = std::fabs(value);
   if (magnitude >= 1000) return absl::StrFormat("%.0f", value);
@@ -19,6 +17,8 @@ std::string FormatValue(double value) {
   if (magnitude == 0) return "0";
   return absl::StrFormat("%.3g", value);
 }
+
+namespace {
 
 std::string FormatBound(const Row& row) {
   const Target& target = *row.target;

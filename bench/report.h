@@ -64,6 +64,8 @@ class Report {
 
 // "4 KiB", "256 MiB", "1 GiB" (exact binary units), or "-" for 0.
 std::string FormatBytes(uint64_t bytes);
+// A row's value as the table prints it: 3 significant digits or more.
+std::string FormatValue(double value);
 
 // "met", "MISSED" or "" (no target, or no value to compare).
 std::string TargetVerdict(const Row& row);

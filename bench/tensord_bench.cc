@@ -6,6 +6,9 @@
 //
 //   tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]
 //                 [--device-backend auto|cuda|simulated]
+//
+// The cluster section (its own etcd and three tensord nodes) runs only when
+// --sections names it.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -39,7 +42,8 @@ constexpr char kUsage[] =
     "  --smoke          a short run (small sizes, few repeats) that checks the benchmark works\n"
     "  --json PATH      also write every row as JSON to PATH\n"
     "  --sections LIST  run only these, comma-separated: memory,remote,small,local,batch,\n"
-    "                   device (default all)\n"
+    "                   device (default: these six), cluster (opt-in: starts /usr/bin/etcd\n"
+    "                   and three tensord nodes of its own)\n"
     "  --device-backend tensord's device backend for the device section (default auto: CUDA\n"
     "                   when a GPU is present, else the section is skipped; simulated anywhere)\n"
     "  --tensord PATH   the tensord binary to start (default: the one built with this)\n";
@@ -91,9 +95,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   }
   for (absl::string_view name : absl::StrSplit(line.sections, ',', absl::SkipEmpty())) {
     if (name != "memory" && name != "remote" && name != "small" && name != "local" &&
-        name != "batch" && name != "device") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--sections: unknown section '", name, "' (memory, remote, small, local, batch, device)"));
+        name != "batch" && name != "device" && name != "cluster") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sections: unknown section '", name,
+                       "' (memory, remote, small, local, batch, device, cluster)"));
     }
   }
   if (line.device_backend != "auto" && line.device_backend != "cuda" &&
@@ -152,6 +157,9 @@ absl::Status Run(const CommandLine& line) {
   report.Section(kDeviceSection,
                  "GB/s; ratio vs raw TCP of the same bytes in the same rounds; the device "
                  "copies are this process's own, through the same backend kind");
+  report.Section(kClusterSection,
+                 "ratio vs the row named, measured in the same rounds (GB/s: higher is better; "
+                 "us: lower is better); the single node is the bench's own tensord");
   report.Section(kMemorySection,
                  "tensord's /proc/PID/status sampled while one client fetches the tensor; "
                  "stored tensors live in memfd (shmem) pages");
@@ -162,6 +170,7 @@ absl::Status Run(const CommandLine& line) {
                .empty_target = empty_server->ready_lines().front(),
                .empty_pid = empty_server->pid(),
                .device_backend = line.device_backend,
+               .tensord_binary = line.tensord,
                .source = source,
                .destination = destination};
 
@@ -173,7 +182,8 @@ absl::Status Run(const CommandLine& line) {
   // Memory first, while the server holds nothing else.
   for (const Step& step : {Step{"memory", &RunMemorySection}, Step{"remote", &RunRemoteSection},
                            Step{"small", &RunSmallOpSection}, Step{"local", &RunLocalSection},
-                           Step{"batch", &RunBatchSection}, Step{"device", &RunDeviceSection}}) {
+                           Step{"batch", &RunBatchSection}, Step{"device", &RunDeviceSection},
+                           Step{"cluster", &RunClusterSection}}) {
     if (std::find(wanted.begin(), wanted.end(), step.name) == wanted.end()) continue;
     const Clock::time_point start = Clock::now();
     absl::Status status = step.run(env);
@@ -188,6 +198,9 @@ absl::Status Run(const CommandLine& line) {
                  SecondsSince(start));
   }
 
+  if (std::find(wanted.begin(), wanted.end(), "cluster") == wanted.end()) {
+    std::fprintf(stderr, "tensord-bench: cluster section not run (opt-in: --sections ...,cluster)\n");
+  }
   std::printf("tensord-bench (%s): %u CPUs, gRPC %s, tensord pid %d, total %.1f s\n",
               config.mode.c_str(), std::thread::hardware_concurrency(), grpc::Version().c_str(),
               static_cast<int>(tensord->pid()), SecondsSince(begun));

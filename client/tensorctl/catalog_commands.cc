@@ -173,7 +173,8 @@ absl::Status RunNodes(Client& client, const Invocation&) {
     }
     std::printf("%s\n", line.c_str());
   }
-  std::printf("%zu nodes (* = the node asked: %s)\n", members.nodes.size(), members.node_name.c_str());
+  std::printf("%zu %s (* = the node asked: %s)\n", members.nodes.size(),
+              members.nodes.size() == 1 ? "node" : "nodes", members.node_name.c_str());
   return absl::OkStatus();
 }
 

@@ -136,17 +136,23 @@ TEST_F(ClusterDirectoryTest, ConcurrentMissesOnOneNodePullOnce) {
     ASSERT_NE(readers.back(), nullptr);
   }
   std::atomic<int> right{0};
+  std::vector<std::string> outcomes(kReaders);
   std::vector<std::thread> threads;
   for (int i = 0; i < kReaders; ++i) {
     threads.emplace_back([&, i] {
       absl::StatusOr<Tensor> fetched = readers[i]->Fetch("kv/block");
-      if (fetched.ok() && TensorBytes(*fetched) == tensor.storage) {
+      if (!fetched.ok()) {
+        outcomes[i] = fetched.status().ToString();
+      } else if (TensorBytes(*fetched) != tensor.storage) {
+        outcomes[i] = "wrong bytes";
+      } else {
         right.fetch_add(1);
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(right.load(), kReaders);
+  EXPECT_EQ(right.load(), kReaders) << ::testing::PrintToString(outcomes) << "\n"
+                                    << nodes_[1]->StderrTail();
   EXPECT_EQ(LoggedFor(1, "cluster_pulled", "kv/block"), 1u) << nodes_[1]->StderrTail();
   absl::StatusOr<std::string> scraped =
       HttpGet(LogField(nodes_[1]->Stderr(), "metrics_serving", "address"), "/metrics");
@@ -213,6 +219,14 @@ TEST_F(ClusterDirectoryTest, AClusterWatchLetsAReaderSwapToEachVersionPublishedA
   options.send_existing = true;
   const HostTensor first = Pattern(32 << 10, 61);
   Put(0, "model/w", first);
+  // The existing versions come from node c's mirror of the directory, which
+  // follows etcd by a watch delivery: wait until it lists the name.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<ListResult> listed = clients_[2]->ListCluster("model/");
+        return listed.ok() && listed->tensors.size() == 1;
+      },
+      absl::Seconds(5)));
   absl::StatusOr<std::unique_ptr<WatchStream>> watch = clients_[2]->Watch("model/", options);
   ASSERT_TRUE(watch.ok()) << watch.status();
   absl::StatusOr<WatchEvent> existing = (*watch)->Next(absl::Seconds(5));

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,6 +192,13 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
   ASSERT_TRUE(seed->Put("metrics/shared", shared.dl()).ok());
 
   std::atomic<int> failures{0};
+  std::mutex first_failure_mu;
+  std::string first_failure;
+  auto note_failure = [&](const absl::Status& status) {
+    failures++;
+    std::lock_guard<std::mutex> lock(first_failure_mu);
+    if (first_failure.empty()) first_failure = status.ToString();
+  };
   std::vector<std::thread> workers;
   for (int worker = 0; worker < 2; ++worker) {
     workers.emplace_back([&, worker] {
@@ -199,10 +207,16 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
         failures++;
         return;
       }
+      // The counts below are about calls, not about connecting: a first
+      // connection refused on a loaded host (calls then fail fast while
+      // gRPC backs off) is waited out here, bounded.
+      WaitUntil([&] { return client->Health().ok(); }, absl::Seconds(20));
       HostTensor tensor = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, worker));
       const std::string name = absl::StrCat("metrics/worker", worker);
       for (int round = 0; round < kRounds; ++round) {
-        if (!client->Put(name, tensor.dl()).ok() || !client->Fetch(name).ok()) failures++;
+        absl::Status status = client->Put(name, tensor.dl()).status();
+        if (status.ok()) status = client->Fetch(name).status();
+        if (!status.ok()) note_failure(status);
       }
     });
   }
@@ -226,7 +240,7 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
     last_puts = puts;
   }
   for (std::thread& worker : workers) worker.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << "first: " << first_failure;
   EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Put\",code=\"OK\"}", 1 + 2 * kRounds));
   EXPECT_TRUE(ScrapeUntil("tensord_rpc_requests_total{rpc=\"Fetch\",code=\"OK\"}", 2 * kRounds));
   EXPECT_TRUE(ScrapeUntil("tensord_remote_bytes_total{direction=\"received\"}",

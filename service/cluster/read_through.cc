@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/common/crc32c.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/wire/byte_buffer_codec.h"
@@ -218,6 +219,9 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
   std::optional<PendingVersion> pending;
   uint32_t crc32c = 0;
   uint64_t received = 0;
+  // Computed while the bytes are hot, so Publish checks it against the
+  // holder's instead of reading the whole version again.
+  uint32_t received_crc = 0;
   uint64_t total = 0;
   absl::Status failure;
   auto receive = [&]() -> absl::Status {
@@ -263,6 +267,7 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
                                                   holder.name, "', which has ", total));
         }
         TENSORD_RETURN_IF_ERROR(pending->buffer->Write(0, header.inline_data().data(), total));
+        received_crc = Crc32cExtend(received_crc, header.inline_data().data(), total);
         received = total;
       }
       return absl::OkStatus();
@@ -274,6 +279,9 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
                                               " where ", received, " was next"));
     }
     TENSORD_RETURN_IF_ERROR(pending->buffer->Write(received, decoded.chunk_pieces));
+    for (std::span<const uint8_t> piece : decoded.chunk_pieces) {
+      received_crc = Crc32cExtend(received_crc, piece.data(), piece.size());
+    }
     received += decoded.chunk_size;
     return absl::OkStatus();
   };
@@ -289,6 +297,7 @@ absl::Status ReadThrough::PullFrom(const HolderRecord& holder, uint64_t held_ver
                                             holder.name, "' after ", received, " of ", total,
                                             " bytes"));
   }
+  pending->crc32c = received_crc;
   absl::StatusOr<VersionInfo> published =
       directory_->PublishReplica(*std::move(pending), crc32c, holder);
   if (!published.ok()) return published.status();

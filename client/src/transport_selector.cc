@@ -26,6 +26,9 @@ bool TransportSelector::FallBackFrom(const std::shared_ptr<LocalTransport>& loca
                                       const absl::Status& status) {
   if (path_ != TransferPath::kAuto) return false;
   if (IsUseRemote(status)) return true;  // the connection is fine
+  // Published here; only its cluster copies failed: a put over gRPC would
+  // publish it again.
+  if (IsSealed(status)) return false;
   if (status.code() != absl::StatusCode::kUnavailable) return false;
   MutexLock lock(&mutex_);
   if (local_ == local) {
@@ -60,7 +63,7 @@ absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Discover() {
         }
         return alive->IssueHandoffToken();
       }));
-  return std::make_shared<LocalTransport>(std::move(connection));
+  return std::make_shared<LocalTransport>(std::move(connection), remote);
 }
 
 }  // namespace tensord

@@ -138,11 +138,12 @@ class PythonClient {
 
   // A zero-copy writer for a new version of `name` (local handoff only).
   PythonTensorWriter Create(const std::string& name, nb::handle dtype, const std::vector<int64_t>& shape,
-                            const std::string& retention, nb::handle device) {
+                            const std::string& retention, nb::handle device, uint32_t replicas) {
     const DLDataType parsed_dtype = DtypeArgument(dtype);
     CreateOptions options;
     options.retention = RetentionArgument(retention);
     options.device = DeviceArgument(device);
+    options.replicas = replicas;
     absl::StatusOr<std::unique_ptr<TensorWriter>> writer;
     {
       nb::gil_scoped_release released;
@@ -469,12 +470,13 @@ void BindClient(nb::module_& m) {
            "format; a 1-D byte buffer ('B', 'b', 'c') of exactly the tensor's size takes its bytes in "
            "row-major order. Returns its TensorInfo.")
       .def("create", &PythonClient::Create, "name"_a, "dtype"_a, "shape"_a, nb::kw_only(),
-           "retention"_a = "default", "device"_a = nb::none(),
+           "retention"_a = "default", "device"_a = nb::none(), "replicas"_a = 0,
            "A tensord.TensorWriter: a buffer in the server's memory for a new version of `name`, "
            "filled in place, published by seal(). Needs the local handoff (tensord.Error UNAVAILABLE "
            "otherwise). dtype: 'float32', a numpy or torch dtype. retention: 'default', 'pinned' or "
            "'cache'. device: None (host memory), 'cuda:N' or (2, N) for device memory of the server's "
-           "device backend.")
+           "device backend. replicas=N (in a cluster): seal() returns once N nodes hold the version; "
+           "0 takes the server's default for the name.")
       .def("seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(), "send_crc32c"_a = false,
            "Seals writers of this client's create as one atomic group: every version is published "
            "under one version number at once, or none is. Returns their TensorInfos in order; every "

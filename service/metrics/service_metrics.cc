@@ -16,6 +16,7 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kBatchFetch: return "BatchFetch";
     case Rpc::kWatch: return "Watch";
     case Rpc::kReplicate: return "Replicate";
+    case Rpc::kAwaitCopies: return "AwaitCopies";
   }
   return "Unknown";
 }

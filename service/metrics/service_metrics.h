@@ -31,8 +31,9 @@ enum class Rpc : uint8_t {
   kBatchFetch,
   kWatch,
   kReplicate,
+  kAwaitCopies,
 };
-inline constexpr size_t kRpcCount = 12;
+inline constexpr size_t kRpcCount = 13;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 

@@ -16,6 +16,8 @@ constexpr RpcRule kRules[] = {
     {"Delete", kPermissionWrite},
     // Another node asks this one to copy a version it holds.
     {"Replicate", kPermissionWrite},
+    // A producer waits for the copies of a version it sealed locally.
+    {"AwaitCopies", kPermissionWrite},
     // Discovery of the handoff socket; carries no tensor data.
     {"GetServerInfo", 0},
     // A handoff token admits its holder to the handoff socket with the

@@ -214,6 +214,19 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
   TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
+  // The copies are checked before anything is allocated, as a Put's header
+  // is. ReplicasFor answers from memory, except that it rereads the member
+  // list from etcd when the kept one has fewer live nodes than asked for
+  // (a node that just joined): rare, and bounded by the etcd call's
+  // deadline, but it does hold this event loop for that read.
+  uint32_t replicas = 0;  // single node: nothing for the producer to await
+  if (cluster_reads_ != nullptr) {
+    TENSORD_ASSIGN_OR_RETURN(replicas, cluster_reads_->ReplicasFor(put.name, request.replicas()));
+  } else if (request.replicas() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "create of '", put.name, "' asks for replicas=", request.replicas(),
+        ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
+  }
   // A device layout reserves against its device's budget and allocates on
   // the device backend (Registry::Prepare); the producer imports it.
   PendingCreate create;
@@ -237,6 +250,7 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   create.deadline = now + limits_.create_timeout;
   uint64_t id = next_id_++;
   response.set_create_id(id);
+  response.set_replicas(replicas);
   creates_.emplace(id, std::move(create));
   return absl::OkStatus();
 }

@@ -218,6 +218,65 @@ grpc::ServerUnaryReactor* TensorService::Replicate(grpc::CallbackServerContext* 
   return reactor;
 }
 
+grpc::ServerUnaryReactor* TensorService::AwaitCopies(grpc::CallbackServerContext* context,
+                                                     const v1::AwaitCopiesRequest* request,
+                                                     v1::AwaitCopiesResponse* response) {
+  CallRecord call(Rpc::kAwaitCopies, *context, metrics_);
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "AwaitCopies", request->name());
+  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
+  absl::Status valid = CheckName(*grant, "AwaitCopies", request->name());
+  if (valid.ok()) {
+    if (absl::Status name = ValidateTensorName(request->name()); !name.ok()) {
+      valid = absl::InvalidArgumentError(absl::StrCat("AwaitCopies of '", request->name(),
+                                                      "': ", name.message()));
+    }
+  }
+  if (valid.ok() && request->version() == 0) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "AwaitCopies of '", request->name(),
+        "' needs the version this node published (the seal's answer), not version 0"));
+  }
+  if (!valid.ok()) return FinishUnary(context, valid, call);
+  ClusterReads* reads = options_.cluster_reads.get();
+  if (reads == nullptr) {
+    if (request->replicas() > 1) {
+      return FinishUnary(
+          context,
+          absl::FailedPreconditionError(absl::StrCat(
+              "AwaitCopies of '", request->name(), "' v", request->version(), " asks for replicas=",
+              request->replicas(), ", but this server is a single node (start it with "
+              "--etcd-endpoints to form a cluster); the version stands on this node")),
+          call);
+    }
+    response->set_replicas(1);
+    return FinishUnary(context, absl::OkStatus(), call);
+  }
+  // The version must be this node's: its copies are pulled from here.
+  if (absl::StatusOr<VersionInfo> held = registry_.Stat(request->name(), request->version());
+      !held.ok()) {
+    return FinishUnary(context,
+                       absl::Status(held.status().code(),
+                                    absl::StrCat("AwaitCopies of '", request->name(), "' v",
+                                                 request->version(), ": ",
+                                                 held.status().message())),
+                       call);
+  }
+  // May read the member list from etcd when the kept one is short (as a
+  // Put's header check does); this is a gRPC callback thread, not the
+  // handoff event loop.
+  absl::StatusOr<uint32_t> replicas = reads->ReplicasFor(request->name(), request->replicas());
+  if (!replicas.ok()) return FinishUnary(context, replicas.status(), call);
+  response->set_replicas(*replicas);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto record = std::make_shared<CallRecord>(std::move(call));
+  reads->AfterPut(request->name(), request->version(), *replicas,
+                  [reactor, record](absl::Status status) {
+                    record->End(status);
+                    reactor->Finish(ToGrpcStatus(status));
+                  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* context,
                                                 const v1::DeleteRequest* request,
                                                 v1::DeleteResponse* response) {

@@ -31,7 +31,8 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                             v1::TensorService::WithRawCallbackMethod_BatchFetch<
                                 v1::TensorService::WithCallbackMethod_Watch<
                                     v1::TensorService::WithCallbackMethod_Replicate<
-                                        v1::TensorService::Service>>>>>>>>>>>>;
+                                        v1::TensorService::WithCallbackMethod_AwaitCopies<
+                                            v1::TensorService::Service>>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -76,6 +77,11 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const v1::ReplicateRequest* request,
                                       v1::ReplicateResponse* response) override;
+  // After a local create/seal: answers once the cluster has the version's
+  // copies (ClusterReads::AfterPut), as a Put is acknowledged.
+  grpc::ServerUnaryReactor* AwaitCopies(grpc::CallbackServerContext* context,
+                                        const v1::AwaitCopiesRequest* request,
+                                        v1::AwaitCopiesResponse* response) override;
 
   // watch_reactor.cc.
   grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,

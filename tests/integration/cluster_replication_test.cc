@@ -8,8 +8,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -263,6 +265,71 @@ TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce)
   second = absl::UnknownError("released");
   local.reset();
   node_b->reset();
+  std::system(absl::StrCat("rm -rf '", pattern, "'").c_str());
+}
+
+TEST_F(ClusterReplicationTest, ACreateSealWithTwoReplicasReturnsOnceTwoNodesHoldIt) {
+  char pattern[] = "/tmp/tensord-rep-create-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string socket = absl::StrCat(pattern, "/handoff.sock");
+  ASSERT_NO_FATAL_FAILURE(StartNodes(2));  // node-a, node-b
+  ServerProcessOptions c;
+  c.flags = NodeFlags("node-c");
+  c.flags.push_back("--handoff-socket=" + socket);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> node_c = ServerProcess::Start(c);
+  ASSERT_TRUE(node_c.ok()) << node_c.status();
+  ClientOptions local_options = RemoteClientOptions();
+  local_options.path = TransferPath::kAuto;
+  local_options.handoff_socket = socket;
+  std::unique_ptr<Client> local = ConnectClient((*node_c)->address(), local_options);
+  ASSERT_NE(local, nullptr);
+  const HostTensor tensor = Pattern(1 << 20, 61);
+  CreateOptions options;
+  options.replicas = 2;
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+      local->Create("made/w", kU8, std::vector<int64_t>{1 << 20}, options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_TRUE(absl::StrContains(MapsLineOf((*writer)->data()), "memfd:"));  // the local path
+  std::memcpy((*writer)->data(), tensor.storage.data(), tensor.storage.size());
+  absl::StatusOr<TensorInfo> sealed = (*writer)->Seal(/*send_crc32c=*/true);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  // At the seal's return both copies are registered: no waiting here.
+  std::vector<std::string> holders = Holders("made/w");
+  ASSERT_EQ(holders.size(), 2u) << ::testing::PrintToString(holders);
+  std::sort(holders.begin(), holders.end());  // listed in key order
+  EXPECT_EQ(holders[1], "node-c");
+  ASSERT_TRUE(holders[0] == "node-a" || holders[0] == "node-b") << holders[0];
+  // The other holder serves the bytes from its own copy.
+  Client& other = *clients_[holders[0] == "node-a" ? 0 : 1];
+  absl::StatusOr<Tensor> fetched = other.Fetch("made/w");
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(TensorBytes(*fetched), tensor.storage);
+
+  // A group: every version of it gets its copies before SealGroup returns.
+  std::vector<std::unique_ptr<TensorWriter>> group;
+  for (const char* name : {"made/g1", "made/g2"}) {
+    absl::StatusOr<std::unique_ptr<TensorWriter>> member =
+        local->Create(name, kU8, std::vector<int64_t>{4096}, options);
+    ASSERT_TRUE(member.ok()) << member.status();
+    std::memset((*member)->data(), 3, 4096);
+    group.push_back(*std::move(member));
+  }
+  absl::StatusOr<std::vector<TensorInfo>> sealed_group = local->SealGroup(group);
+  ASSERT_TRUE(sealed_group.ok()) << sealed_group.status();
+  EXPECT_EQ(Holders("made/g1").size(), 2u);
+  EXPECT_EQ(Holders("made/g2").size(), 2u);
+
+  // More copies than live nodes: refused at Create, before any byte.
+  options.replicas = 4;
+  absl::StatusOr<std::unique_ptr<TensorWriter>> too_many =
+      local->Create("made/x", kU8, std::vector<int64_t>{4096}, options);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kFailedPrecondition) << too_many.status();
+  EXPECT_TRUE(absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
+      << too_many.status();
+  EXPECT_EQ(local->Stat("made/x").status().code(), absl::StatusCode::kNotFound);
+  fetched = absl::UnknownError("released");
+  local.reset();
+  node_c->reset();
   std::system(absl::StrCat("rm -rf '", pattern, "'").c_str());
 }
 

@@ -150,6 +150,27 @@ TEST_F(LocalHandoffTest, CreateSealPublishesWhatWasWrittenInPlace) {
   for (int i = 0; i < 128 * 64; ++i) ASSERT_EQ(read[i], static_cast<float>(i) * 0.25f) << i;
 }
 
+TEST_F(LocalHandoffTest, CreateAskingForCopiesOnASingleNodeIsRefusedBeforeAnyByte) {
+  CreateOptions options;
+  options.replicas = 2;
+  const uint64_t before = remote_->List("").value().total_bytes;
+  absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
+      local_->Create("single/copies", kU8, std::vector<int64_t>{4096}, options);
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kFailedPrecondition) << writer.status();
+  EXPECT_TRUE(absl::StrContains(writer.status().message(), "replicas=2"))
+      << writer.status();
+  EXPECT_TRUE(absl::StrContains(writer.status().message(), "single node")) << writer.status();
+  EXPECT_EQ(remote_->List("").value().total_bytes, before);
+  // One copy is this node: sealed as ever.
+  options.replicas = 1;
+  writer = local_->Create("single/copies", kU8, std::vector<int64_t>{4096}, options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::memset((*writer)->data(), 7, 4096);
+  absl::StatusOr<TensorInfo> sealed = (*writer)->Seal(/*send_crc32c=*/false);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(remote_->Stat("single/copies").value().version, sealed->version);
+}
+
 TEST_F(LocalHandoffTest, AbandonedCreatePublishesNothingAndFreesItsBytes) {
   const uint64_t before = remote_->List("").value().total_bytes;
   {

@@ -148,6 +148,16 @@ struct CreateOptions {
   // device pointer (write it with cudaMemcpy or a kernel; with the simulated
   // backend it is host memory).
   std::optional<DLDevice> device;
+  // Copies, in a cluster: Seal (and SealGroup) return once this server has
+  // published the version, the cluster directory registered it and
+  // replicas-1 other live nodes hold a copy, as a Put is acknowledged. 0
+  // takes the server's default for the name (--default-replicas), 1 this
+  // server only. Checked at Create, before anything is allocated:
+  // FAILED_PRECONDITION when fewer nodes are live, or when the server is a
+  // single node and this is above 1. On a single node the seal waits for
+  // nothing more. When the copies fail, the seal returns that error, but the
+  // version stands on this server.
+  uint32_t replicas = 0;
 };
 
 struct ListResult {

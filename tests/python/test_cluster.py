@@ -58,7 +58,9 @@ def etcd():
 
 @pytest.fixture(scope="module")
 def nodes(etcd):
-    started = [TensordServer(extra_flags=[f"--etcd-endpoints={etcd}", f"--node-name=py-{letter}",
+    # Node a also serves the local handoff, for the create/seal test.
+    started = [TensordServer(handoff=(letter == "a"),
+                             extra_flags=[f"--etcd-endpoints={etcd}", f"--node-name=py-{letter}",
                                           "--etcd-lease-ttl=2s", "--etcd-prefix=/tensord-py"])
                for letter in "ab"]
     yield started
@@ -78,6 +80,21 @@ def test_a_replicated_put_is_read_on_the_other_node_and_listed(nodes):
     assert listed[0].node in ("py-a", "py-b")
     with pytest.raises(tensord.Error) as refused:
         a.put("py/x", weights, replicas=3)
+    assert refused.value.code == tensord.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_local_create_with_two_replicas_is_held_by_both_nodes_once_sealed(nodes):
+    local = tensord.Client(nodes[0].address, path="local")
+    b = tensord.Client(nodes[1].address, path="remote")
+    with local.create("pyc/w", "float32", (256,), replicas=2) as writer:
+        np.asarray(writer)[:] = np.arange(256, dtype=np.float32)
+    # The seal returned once both nodes registered a copy: node b lists its
+    # own copy (its local listing, before any read could pull one) and
+    # answers from it.
+    assert [i.name for i in b.list("pyc/")] == ["pyc/w"]
+    np.testing.assert_array_equal(np.from_dlpack(b.fetch("pyc/w")), np.arange(256, dtype=np.float32))
+    with pytest.raises(tensord.Error) as refused:
+        local.create("pyc/x", "uint8", (4,), replicas=3)
     assert refused.value.code == tensord.StatusCode.FAILED_PRECONDITION
 
 

@@ -87,7 +87,11 @@ struct BenchEnv {
 inline constexpr uint64_t kPatternSeed = 0x7e45;
 
 // A Client of its own (own TCP connection) on `path`.
-absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path);
+// `receive_pool_bytes`: ClientOptions::receive_pool_bytes (0: every Fetch
+// receives into new memory).
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
+    const BenchEnv& env, TransferPath path,
+    uint64_t receive_pool_bytes = ClientOptions().receive_pool_bytes);
 
 // A 1-D uint8 DLTensor over `data`; `shape` must outlive it.
 DLTensor ByteTensor(const void* data, const int64_t* shape);

@@ -6,8 +6,10 @@
 
 namespace tensord::bench {
 
-absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path) {
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path,
+                                                     uint64_t receive_pool_bytes) {
   ClientOptions options;
+  options.receive_pool_bytes = receive_pool_bytes;
   options.server = env.tensord_target;
   options.own_connection = true;
   options.path = path;

@@ -1,6 +1,7 @@
 // Remote fetch and put throughput against a raw TCP stream of the same bytes,
 // and the memcpy baseline.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/baselines.h"
 #include "bench/cases.h"
 #include "service/common/crc32c.h"
@@ -60,6 +61,9 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<RawTcpLink> link,
                            RawTcpLink::Open(env.source, env.destination));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  // Fetch with the receive pool off: every sample receives into new memory.
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> unpooled_client,
+                           ConnectClient(env, TransferPath::kRemote, /*receive_pool_bytes=*/0));
   for (uint64_t bytes : env.config.transfer_sizes) {
     const std::string name = TensorName("remote", bytes);
     const std::string put_name = TensorName("put", bytes);
@@ -102,14 +106,16 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
         });
       }
     }
-    // What memory new to the process costs to write once: Fetch's new
-    // buffer and a put's new memfd pay it, the raw TCP receiver does not.
-    // Up to 256 MiB: a GiB of new memory costs seconds a sample on the dev
-    // VMs, which the 3-minute budget cannot afford.
+    // What memory new to the process costs to write once: an unpooled
+    // Fetch's new buffer and a put's new memfd pay it, the raw TCP receiver
+    // does not. Up to 256 MiB: a GiB of new memory costs seconds a sample on
+    // the dev VMs, which the 3-minute budget cannot afford.
     const bool time_first_touch = bytes <= 256 * kMiB;
     const size_t fresh_memory_case = cases.size();
+    const size_t unpooled_fetch_case = fresh_memory_case + 1;
     if (time_first_touch) {
       cases.push_back([&]() -> absl::StatusOr<double> { return TimeFirstTouch(bytes); });
+      cases.push_back([&] { return TimedFetch(*unpooled_client, name, bytes); });
     }
     TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
                              RepeatInterleaved(env.config.transfer_policy(bytes), cases));
@@ -129,7 +135,19 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     }
     AddThroughputRow(env, "fetch, warm channel (Fetch)", bytes, samples[kFetch], raw_gbps,
                      large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
-                     "into a new buffer each time: its page faults are counted");
+                     "a new tensor each time, received into the buffer the last one released "
+                     "(receive pool)");
+    if (time_first_touch) {
+      const double first_touch_s = Median(samples[fresh_memory_case]);
+      const double unpooled_s = Median(samples[unpooled_fetch_case]);
+      AddThroughputRow(
+          env, "fetch, warm channel (Fetch, receive pool off)", bytes,
+          samples[unpooled_fetch_case], raw_gbps, std::nullopt,
+          absl::StrCat("into new memory each time; ",
+                       absl::StrFormat("%.1f ms over FetchInto, first touch %.1f ms",
+                                       (unpooled_s - Median(samples[kFetchInto])) * 1e3,
+                                       first_touch_s * 1e3)));
+    }
     AddThroughputRow(env, "fetch, warm channel (FetchInto)", bytes, samples[kFetchInto], raw_gbps,
                      large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
                      "into a pre-faulted, reused buffer, like the raw TCP receiver");

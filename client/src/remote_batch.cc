@@ -13,6 +13,7 @@
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/info_conversion.h"
+#include "client/src/receive_buffer_pool.h"
 #include "client/src/slice_latch.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
@@ -175,7 +176,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
     grpc::ClientContext& context, const v1::BatchFetchRequest& request,
-    const FetchOptions& options) {
+    const FetchOptions& options, ReceiveBufferPool& receive_pool) {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel, method, &context, SerializeToByteBuffer(request)));
@@ -266,7 +267,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
         continue;
       }
       absl::StatusOr<std::shared_ptr<HeapTensorMemory>> memory =
-          HeapTensorMemory::Allocate(info->total_bytes);
+          receive_pool.Allocate(info->total_bytes);
       if (!memory.ok()) {
         failure = memory.status();
         break;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/src/receive_buffer_pool.h"
 #include "tensord/client.h"
 #include "tensord/v1/tensor_service.pb.h"
 
@@ -28,11 +29,12 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               uint32_t chunk_bytes);
 
 // One BatchFetch call: the items in the server's order (request order, or
-// name order for a prefix or group), each a host copy or its failure.
+// name order for a prefix or group), each a host copy or its failure;
+// items of 2 MiB or more receive into `receive_pool`'s buffers.
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
     grpc::ClientContext& context, const v1::BatchFetchRequest& request,
-    const FetchOptions& options);
+    const FetchOptions& options, ReceiveBufferPool& receive_pool);
 
 }  // namespace tensord
 

@@ -13,6 +13,7 @@
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/info_conversion.h"
+#include "client/src/receive_buffer_pool.h"
 #include "client/src/remote_batch.h"
 #include "client/src/slice_latch.h"
 #include "client/src/watch_stream.h"
@@ -92,7 +93,9 @@ struct RemoteTransport::Rep {
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                            channel),
-        watch_method(kWatchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
+        watch_method(kWatchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
+        receive_pool(ReceiveBufferPool::Create(opts.receive_pool_bytes,
+                                               opts.receive_pool_idle_release)) {}
 
   // `with_deadline` false: a call that lasts as long as its caller wants
   // (Watch).
@@ -142,6 +145,8 @@ struct RemoteTransport::Rep {
   const grpc::internal::RpcMethod batch_put_method;
   const grpc::internal::RpcMethod batch_fetch_method;
   const grpc::internal::RpcMethod watch_method;
+  // Fetch's new buffers; shared with the tensors they went to.
+  const std::shared_ptr<ReceiveBufferPool> receive_pool;
 };
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::StreamFetch(
@@ -256,7 +261,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
   grpc::ClientContext context;
   rep_->PrepareContext(context);
   return StreamBatchFetch(rep_->channel.get(), rep_->batch_fetch_method, context, request,
-                          options);
+                          options, *rep_->receive_pool);
 }
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {
@@ -265,8 +270,8 @@ absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const Fetc
       TensorInfo info,
       rep_->StreamFetch(FetchRequestFor(name, options), options,
                         [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-                          TENSORD_ASSIGN_OR_RETURN(memory,
-                                                   HeapTensorMemory::Allocate(header.total_bytes));
+                          TENSORD_ASSIGN_OR_RETURN(
+                              memory, rep_->receive_pool->Allocate(header.total_bytes));
                           return static_cast<uint8_t*>(memory->data());
                         }));
   return Tensor(std::move(info), std::move(memory));
@@ -289,7 +294,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
             if (direct) {
               return static_cast<uint8_t*>(destination.data) + target.byte_offset;
             }
-            TENSORD_ASSIGN_OR_RETURN(staging, HeapTensorMemory::Allocate(header.total_bytes));
+            TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
             return static_cast<uint8_t*>(staging->data());
           }));
   if (!direct) {

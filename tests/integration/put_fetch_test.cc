@@ -431,6 +431,41 @@ TEST_P(LargeTensorTest, QuarterGibibyteRoundTrip) {
   EXPECT_TRUE(client().Delete(name).ok());
 }
 
+// Fetch's receive pool: a released tensor's buffer serves the next fetch
+// that fits, and the reused buffer holds exactly the new tensor's bytes.
+TEST_P(LargeTensorTest, AReleasedFetchBufferIsReusedWithTheNextTensorsBytesOnly) {
+  const std::string first_name = TestTensorName("pool-a");
+  const std::string second_name = TestTensorName("pool-b");
+  constexpr int64_t kFirstBytes = 8 << 20;
+  constexpr int64_t kSecondBytes = kFirstBytes - 4096;
+  HostTensor first = CompactTensor(kU8, {kFirstBytes}, std::vector<uint8_t>(kFirstBytes, 0x11));
+  HostTensor second = CompactTensor(kU8, {kSecondBytes}, std::vector<uint8_t>(kSecondBytes, 0x22));
+  ASSERT_TRUE(client().Put(first_name, first.dl()).ok());
+  ASSERT_TRUE(client().Put(second_name, second.dl()).ok());
+
+  absl::StatusOr<Tensor> held = client().Fetch(first_name);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const void* first_address = held->dl_tensor().data;
+  absl::StatusOr<Tensor> alongside = client().Fetch(second_name);
+  ASSERT_TRUE(alongside.ok()) << alongside.status();
+  EXPECT_NE(alongside->dl_tensor().data, first_address) << "a held buffer is never handed out";
+  *alongside = Tensor();
+  *held = Tensor();  // both back in the pool
+
+  absl::StatusOr<Tensor> reused = client().Fetch(second_name);
+  ASSERT_TRUE(reused.ok()) << reused.status();
+  EXPECT_EQ(reused->data_bytes(), second.storage.size());
+  EXPECT_TRUE(BytesEqual(reused->dl_tensor().data, reused->data_bytes(), second.storage));
+  absl::StatusOr<Tensor> again = client().Fetch(first_name);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(BytesEqual(again->dl_tensor().data, again->data_bytes(), first.storage));
+  EXPECT_TRUE(again->dl_tensor().data == first_address ||
+              reused->dl_tensor().data == first_address)
+      << "one of the two fetches reuses the first buffer";
+  EXPECT_TRUE(client().Delete(first_name).ok());
+  EXPECT_TRUE(client().Delete(second_name).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tcp, LargeTensorTest, ::testing::Values(Transport::kTcp),
                          TransportParamName);
 

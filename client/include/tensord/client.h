@@ -59,6 +59,15 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on every call (servers run with
   // --tokens-file); empty sends none.
   std::string bearer_token;
+  // Remote Fetch of a tensor of 2 MiB or more receives into memory that a
+  // released fetched tensor left behind, when one fits, so it does not pay
+  // the first touch of every page again. Up to this many bytes of released
+  // buffers are kept per client; the kernel may reclaim them under memory
+  // pressure (they are MADV_FREE'd), and a buffer unused for
+  // receive_pool_idle_release is unmapped at the client's next Fetch or
+  // release. 0 turns the pool off.
+  uint64_t receive_pool_bytes = uint64_t{1} << 30;
+  absl::Duration receive_pool_idle_release = absl::Seconds(30);
 };
 
 // Called as bytes move: (bytes done, bytes in total).

@@ -110,7 +110,8 @@ absl::StatusOr<double> TimedRawTransfer(const BenchEnv& env, RawTcpLink& link, u
 // A FetchInto of `name` into env.destination (pre-faulted, reused), timed
 // from `start`; the spot marks (set before `start`) and the check are not.
 absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
-                                      uint64_t bytes, Clock::time_point start = Clock::now());
+                                      uint64_t bytes, Clock::time_point start = Clock::now(),
+                                      const FetchOptions& options = {});
 
 // Puts the first `bytes` of env.source as TensorName(kind, bytes) through
 // `client` and checks what the server says it stored.

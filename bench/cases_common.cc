@@ -70,10 +70,11 @@ absl::StatusOr<double> TimedRawTransfer(const BenchEnv& env, RawTcpLink& link, u
 }
 
 absl::StatusOr<double> TimedFetchInto(const BenchEnv& env, Client& client, const std::string& name,
-                                      uint64_t bytes, Clock::time_point start) {
+                                      uint64_t bytes, Clock::time_point start,
+                                      const FetchOptions& options) {
   const int64_t shape = static_cast<int64_t>(bytes);
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
-                           client.FetchInto(name, ByteTensor(env.destination.data(), &shape)));
+  TENSORD_ASSIGN_OR_RETURN(
+      TensorInfo info, client.FetchInto(name, ByteTensor(env.destination.data(), &shape), options));
   const double seconds = SecondsSince(start);
   if (info.total_bytes != bytes) {
     return absl::DataLossError(absl::StrCat("FetchInto of ", name, " says ", info.total_bytes,

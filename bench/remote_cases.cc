@@ -106,6 +106,19 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
         });
       }
     }
+    // The same FetchInto in 1, 2 and 4 concurrent streams (large sizes).
+    constexpr uint32_t kStreamCounts[] = {1, 2, 4};
+    const size_t first_streams_case = cases.size();
+    if (large) {
+      for (uint32_t streams : kStreamCounts) {
+        cases.push_back([&, streams] {
+          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+          FetchOptions options;
+          options.streams = streams;
+          return TimedFetchInto(env, *client, name, bytes, Clock::now(), options);
+        });
+      }
+    }
     // What memory new to the process costs to write once: an unpooled
     // Fetch's new buffer and a put's new memfd pay it, the raw TCP receiver
     // does not. Up to 256 MiB: a GiB of new memory costs seconds a sample on
@@ -141,9 +154,9 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
       const double first_touch_s = Median(samples[fresh_memory_case]);
       const double unpooled_s = Median(samples[unpooled_fetch_case]);
       AddThroughputRow(
-          env, "fetch, warm channel (Fetch, receive pool off)", bytes,
+          env, "fetch, warm, new memory (Fetch)", bytes,
           samples[unpooled_fetch_case], raw_gbps, std::nullopt,
-          absl::StrCat("into new memory each time; ",
+          absl::StrCat("receive pool off: into new memory each time; ",
                        absl::StrFormat("%.1f ms over FetchInto, first touch %.1f ms",
                                        (unpooled_s - Median(samples[kFetchInto])) * 1e3,
                                        first_touch_s * 1e3)));
@@ -151,6 +164,14 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     AddThroughputRow(env, "fetch, warm channel (FetchInto)", bytes, samples[kFetchInto], raw_gbps,
                      large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
                      "into a pre-faulted, reused buffer, like the raw TCP receiver");
+    if (large) {
+      for (size_t i = 0; i < std::size(kStreamCounts); ++i) {
+        AddThroughputRow(env, absl::StrCat("fetch, warm (FetchInto, ", kStreamCounts[i],
+                                           kStreamCounts[i] == 1 ? " stream)" : " streams)"),
+                         bytes, samples[first_streams_case + i], raw_gbps, std::nullopt,
+                         "FetchOptions::streams; each stream its own TCP connection");
+      }
+    }
     if (fresh) {
       AddThroughputRow(env, "fetch, fresh channel (Fetch)", bytes, samples[kFreshFetch], raw_gbps,
                        Target::RatioAtLeast(0.85), "connect + fetch, new Client each time");

@@ -27,6 +27,14 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
     return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
                                             ") of a ", info.total_bytes, "-byte tensor"));
   }
+  if (header.split()) {
+    // No bytes follow; the caller fetches the range in parts.
+    info_ = std::move(info);
+    range_offset_ = offset;
+    range_length_ = length;
+    split_ = true;
+    return absl::OkStatus();
+  }
   // The destination is asked for first: a caller's own mismatch (FetchInto's
   // dtype or shape) is reported before the server's inline-size fault.
   TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
@@ -69,6 +77,7 @@ void FetchStreamReceiver::Accepted(uint64_t size) {
 
 absl::StatusOr<TensorInfo> FetchStreamReceiver::Finish() {
   if (!info_.has_value()) return absl::InternalError("fetch stream ended without a header");
+  if (split_) return *std::move(info_);
   if (received_ != range_length_) {
     return absl::DataLossError(absl::StrCat("fetch of '", info_->name, "' ended after ", received_,
                                             " of ", range_length_, " bytes"));

@@ -37,7 +37,17 @@ class FetchStreamReceiver {
 
   // True once the header and every byte of its range are in: the server
   // sent its status with the last message, so no further Read is needed.
-  bool complete() const { return info_.has_value() && received_ == range_length_; }
+  // A `split` header (FetchRequest.split_above_bytes) completes the stream
+  // with no bytes.
+  bool complete() const { return info_.has_value() && (split_ || received_ == range_length_); }
+
+  // After a complete stream: whether the server asked for the range in
+  // parts, the range it resolved, and (verify_crc32c) the CRC-32C of the
+  // range's received bytes.
+  bool split() const { return split_; }
+  uint64_t range_offset() const { return range_offset_; }
+  uint64_t range_length() const { return range_length_; }
+  uint32_t received_crc32c() const { return crc_; }
 
   // Once the stream ended well: the version's info, or DATA_LOSS when bytes
   // are missing or (verify_crc32c, whole tensor) do not match its CRC-32C.
@@ -57,6 +67,7 @@ class FetchStreamReceiver {
   uint64_t range_length_ = 0;
   uint64_t received_ = 0;
   uint32_t crc_ = 0;
+  bool split_ = false;
 };
 
 }  // namespace tensord

@@ -5,6 +5,9 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -16,6 +19,7 @@
 #include "client/src/receive_buffer_pool.h"
 #include "client/src/remote_batch.h"
 #include "client/src/slice_latch.h"
+#include "client/src/transfer_streams.h"
 #include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
 #include "service/common/pem_source.h"
@@ -83,9 +87,21 @@ v1::FetchRequest FetchRequestFor(absl::string_view name, const FetchOptions& opt
 
 }  // namespace
 
+// What one Fetch stream delivered.
+struct StreamedRange {
+  TensorInfo info;
+  bool split = false;  // the server asked for the range in parts; no bytes came
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint32_t crc32c = 0;  // of the received bytes, with verify_crc32c
+};
+
 struct RemoteTransport::Rep {
-  Rep(const ClientOptions& opts, std::shared_ptr<grpc::Channel> ch)
+  Rep(const ClientOptions& opts, std::shared_ptr<grpc::Channel> ch,
+      std::shared_ptr<grpc::ChannelCredentials> creds, grpc::ChannelArguments args)
       : options(opts),
+        credentials(std::move(creds)),
+        arguments(std::move(args)),
         channel(std::move(ch)),
         tensor_service(v1::TensorService::NewStub(channel)),
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
@@ -130,13 +146,29 @@ struct RemoteTransport::Rep {
     return Unary(*tensor_service, method, request, response);
   }
 
-  // Streams `request`'s bytes to where `destination_for` says.
-  absl::StatusOr<TensorInfo> StreamFetch(const v1::FetchRequest& request,
-                                         const FetchOptions& fetch_options,
-                                         FetchStreamReceiver::DestinationFor destination_for);
+  // One Fetch stream on `on`: `request`'s bytes to where `destination_for`
+  // says, or a split header.
+  absl::StatusOr<StreamedRange> StreamFetch(grpc::Channel& on, grpc::ClientContext& context,
+                                            const v1::FetchRequest& request,
+                                            const FetchOptions& fetch_options,
+                                            FetchStreamReceiver::DestinationFor destination_for);
+
+  // A whole Fetch/FetchInto: one stream, or (when the server answers a
+  // large range with a split header) its parts on several streams at once,
+  // each received into its place.
+  absl::StatusOr<TensorInfo> FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
+                                          FetchStreamReceiver::DestinationFor destination_for);
+
+  // The channel of the part at `index`: the client's own for 0, else one of
+  // its own TCP connection, made on first use and kept.
+  grpc::Channel& PartChannel(size_t index);
 
   const ClientOptions options;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials;
+  const grpc::ChannelArguments arguments;
   const std::shared_ptr<grpc::Channel> channel;
+  std::mutex part_channels_mutex;
+  std::vector<std::shared_ptr<grpc::Channel>> part_channels;  // [i - 1] for part i
   // gRPC's generated client class for TensorService's unary calls.
   const std::unique_ptr<v1::TensorService::Stub> tensor_service;
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
@@ -149,14 +181,12 @@ struct RemoteTransport::Rep {
   const std::shared_ptr<ReceiveBufferPool> receive_pool;
 };
 
-absl::StatusOr<TensorInfo> RemoteTransport::Rep::StreamFetch(
-    const v1::FetchRequest& request, const FetchOptions& fetch_options,
-    FetchStreamReceiver::DestinationFor destination_for) {
-  grpc::ClientContext context;
-  PrepareContext(context);
+absl::StatusOr<StreamedRange> RemoteTransport::Rep::StreamFetch(
+    grpc::Channel& on, grpc::ClientContext& context, const v1::FetchRequest& request,
+    const FetchOptions& fetch_options, FetchStreamReceiver::DestinationFor destination_for) {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channel.get(), fetch_method, &context, SerializeToByteBuffer(request)));
+          &on, fetch_method, &context, SerializeToByteBuffer(request)));
   FetchStreamReceiver receiver(fetch_options, destination_for);
   grpc::ByteBuffer message;
   ByteBufferDecoder decoder;
@@ -173,7 +203,112 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::StreamFetch(
   grpc::Status status = reader->Finish();
   TENSORD_RETURN_IF_ERROR(failure);
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
-  return receiver.Finish();
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
+  return StreamedRange{.info = std::move(info),
+                       .split = receiver.split(),
+                       .offset = receiver.range_offset(),
+                       .length = receiver.range_length(),
+                       .crc32c = receiver.received_crc32c()};
+}
+
+grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
+  if (index == 0) return *channel;
+  std::lock_guard<std::mutex> lock(part_channels_mutex);
+  while (part_channels.size() < index) {
+    grpc::ChannelArguments part_arguments = arguments;
+    // Channels with different arguments never share a connection.
+    part_arguments.SetInt("tensord.part_stream", static_cast<int>(part_channels.size() + 1));
+    part_arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    part_channels.push_back(grpc::CreateCustomChannel(options.server, credentials, part_arguments));
+  }
+  return *part_channels[index - 1];
+}
+
+absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
+    absl::string_view name, const FetchOptions& fetch_options,
+    FetchStreamReceiver::DestinationFor destination_for) {
+  TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
+  const unsigned cores = std::thread::hardware_concurrency();
+  v1::FetchRequest request = FetchRequestFor(name, fetch_options);
+  request.set_split_above_bytes(SplitAboveBytes(fetch_options.streams, cores));
+  StreamedRange whole;
+  {
+    grpc::ClientContext context;
+    PrepareContext(context);
+    TENSORD_ASSIGN_OR_RETURN(whole, StreamFetch(*channel, context, request, fetch_options,
+                                                destination_for));
+  }
+  if (!whole.split) return std::move(whole.info);
+
+  // Every part asks for the version the header named, so a put meanwhile
+  // cannot mix two versions; the destination is asked for once.
+  TENSORD_ASSIGN_OR_RETURN(uint8_t* destination, destination_for(whole.info, whole.length));
+  const std::vector<TransferPart> parts = SplitIntoParts(
+      whole.offset, whole.length, TransferStreamsFor(whole.length, fetch_options.streams, cores));
+  FetchOptions part_options = fetch_options;
+  std::mutex progress_mutex;
+  std::atomic<uint64_t> received{0};
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    PrepareContext(*contexts.back());
+  }
+  std::vector<absl::StatusOr<StreamedRange>> results(parts.size(), absl::UnknownError("not run"));
+  auto fetch_part = [&](size_t index) {
+    const TransferPart part = parts[index];
+    v1::FetchRequest part_request;
+    part_request.set_name(std::string(name));
+    part_request.set_version(whole.info.version);
+    part_request.mutable_range()->set_offset(part.offset);
+    part_request.mutable_range()->set_length(part.length);
+    FetchOptions options_for_part = part_options;
+    uint64_t reported = 0;
+    if (fetch_options.progress) {
+      options_for_part.progress = [&](uint64_t done, uint64_t) {
+        const uint64_t total = received.fetch_add(done - reported) + (done - reported);
+        reported = done;
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        fetch_options.progress(total, whole.length);
+      };
+    }
+    results[index] = StreamFetch(
+        PartChannel(index), *contexts[index], part_request, options_for_part,
+        [&](const TensorInfo&, uint64_t length) -> absl::StatusOr<uint8_t*> {
+          if (length != part.length) {
+            return absl::InternalError(absl::StrCat("server sent ", length, " bytes for part [",
+                                                    part.offset, ", +", part.length, ")"));
+          }
+          return destination + (part.offset - whole.offset);
+        });
+    // One part failing ends the others at once.
+    if (!results[index].ok()) {
+      for (const auto& context : contexts) context->TryCancel();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(fetch_part, i);
+  fetch_part(0);
+  for (std::thread& thread : threads) thread.join();
+
+  // The first failure that is not another part's cancellation names the cause.
+  absl::Status failure;
+  for (const absl::StatusOr<StreamedRange>& result : results) {
+    if (result.ok()) continue;
+    if (failure.ok() || failure.code() == absl::StatusCode::kCancelled) failure = result.status();
+  }
+  TENSORD_RETURN_IF_ERROR(failure);
+  if (fetch_options.verify_crc32c && whole.offset == 0 && whole.length == whole.info.total_bytes) {
+    uint32_t crc = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      crc = Crc32cCombine(crc, results[i]->crc32c, parts[i].length);
+    }
+    if (crc != whole.info.crc32c) {
+      return absl::DataLossError(absl::StrCat("fetched bytes of '", whole.info.name,
+                                              "' have crc32c ", crc, "; the server stored ",
+                                              whole.info.crc32c));
+    }
+  }
+  return std::move(whole.info);
 }
 
 RemoteTransport::RemoteTransport(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
@@ -193,8 +328,8 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", options.server, "'"));
   }
-  return std::shared_ptr<RemoteTransport>(
-      new RemoteTransport(std::make_unique<Rep>(options, std::move(channel))));
+  return std::shared_ptr<RemoteTransport>(new RemoteTransport(
+      std::make_unique<Rep>(options, std::move(channel), std::move(credentials), arguments)));
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DLTensor& tensor,
@@ -268,8 +403,8 @@ absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const Fetc
   std::shared_ptr<HeapTensorMemory> memory;
   TENSORD_ASSIGN_OR_RETURN(
       TensorInfo info,
-      rep_->StreamFetch(FetchRequestFor(name, options), options,
-                        [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+      rep_->FetchInParts(name, options,
+                         [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
                           TENSORD_ASSIGN_OR_RETURN(
                               memory, rep_->receive_pool->Allocate(header.total_bytes));
                           return static_cast<uint8_t*>(memory->data());
@@ -285,8 +420,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
   bool direct = false;
   TENSORD_ASSIGN_OR_RETURN(
       TensorInfo info,
-      rep_->StreamFetch(
-          FetchRequestFor(name, options), options,
+      rep_->FetchInParts(
+          name, options,
           [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
             TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
             direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
@@ -317,11 +452,16 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchBytes(absl::string_view name, u
   request.mutable_range()->set_offset(offset);
   request.mutable_range()->set_length(length);
   const size_t start = out.size();
-  return rep_->StreamFetch(request, options,
-                           [&](const TensorInfo&, uint64_t range_length) -> absl::StatusOr<uint8_t*> {
-                             out.resize(start + range_length);
-                             return reinterpret_cast<uint8_t*>(out.data() + start);
-                           });
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  TENSORD_ASSIGN_OR_RETURN(
+      StreamedRange fetched,
+      rep_->StreamFetch(*rep_->channel, context, request, options,
+                        [&](const TensorInfo&, uint64_t range_length) -> absl::StatusOr<uint8_t*> {
+                          out.resize(start + range_length);
+                          return reinterpret_cast<uint8_t*>(out.data() + start);
+                        }));
+  return std::move(fetched.info);
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_t version) {

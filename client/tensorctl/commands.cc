@@ -39,6 +39,8 @@ std::span<const OptionSpec> Options() {
       {kForOption, "", OptionKind::kText, "DURATION", "stop after this long (e.g. 30s, 5m)"},
       {kReplicasOption, "", OptionKind::kCount, "N",
        "in a cluster: acknowledged once N nodes hold it (default: the server's --default-replicas)"},
+      {kStreamsOption, "", OptionKind::kCount, "N",
+       "remote fetch in N concurrent streams, 1..8 (default: chosen from the size and the cores)"},
       {kClusterOption, "", OptionKind::kFlag, "",
        "ls: every node's names, with the node holding each; watch: every node's changes "
        "(positions are etcd revisions)"},
@@ -67,7 +69,7 @@ std::span<const CommandSpec> Commands() {
        .summary = "fetch NAME into a .npy file (written compact, C order)",
        .min_arguments = 1,
        .max_arguments = 1,
-       .options = {kOutputOption, kVersionOption},
+       .options = {kOutputOption, kVersionOption, kStreamsOption},
        .required_options = {kOutputOption},
        .run = RunGet},
       {.name = "get-raw",

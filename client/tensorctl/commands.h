@@ -34,6 +34,7 @@ inline constexpr std::string_view kExistingOption = "--existing";
 inline constexpr std::string_view kCountOption = "--count";
 inline constexpr std::string_view kForOption = "--for";
 inline constexpr std::string_view kReplicasOption = "--replicas";
+inline constexpr std::string_view kStreamsOption = "--streams";
 inline constexpr std::string_view kClusterOption = "--cluster";
 
 // Where --server falls back to: $TENSORD_SERVER, else this.

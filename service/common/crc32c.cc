@@ -201,6 +201,37 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t size) {
 
 }  // namespace crc32c_internal
 
+namespace {
+
+// Polynomials over GF(2) modulo the (reflected) Castagnoli polynomial, bit
+// 31 holding x^0. a * b mod P by shift-and-add.
+uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if ((a & bit) != 0) product ^= b;
+    b = (b & 1u) != 0 ? (b >> 1) ^ kPoly : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8 * bytes) mod P: appending `bytes` zero bytes multiplies a CRC by it.
+uint32_t ShiftForBytes(uint64_t bytes) {
+  uint32_t power = 1u << 31;            // x^0
+  uint32_t square = 1u << 23;           // x^8: one byte
+  for (; bytes != 0; bytes >>= 1) {
+    if ((bytes & 1u) != 0) power = MultiplyModP(power, square);
+    square = MultiplyModP(square, square);
+  }
+  return power;
+}
+
+}  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  // The pre- and post-inversions of the two CRCs cancel in this sum.
+  return MultiplyModP(ShiftForBytes(length_b), crc_a) ^ crc_b;
+}
+
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
   static const ExtendFn extend = ChooseExtend();
   return extend(crc, static_cast<const unsigned char*>(data), size);

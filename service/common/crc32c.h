@@ -14,6 +14,11 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size);
 
 inline uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
 
+// The CRC-32C of A followed by B from the CRC-32Cs of A and of B and B's
+// length, without the bytes: how ranges received in parallel are checked
+// as one tensor. O(log length).
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+
 // The two implementations Crc32cExtend chooses between, exposed so tests can
 // check that they agree. Crc32cExtendHardware may only be called when
 // Crc32cHardwareAvailable() is true.

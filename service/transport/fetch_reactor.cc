@@ -120,6 +120,9 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       chunk_bytes_ = std::min(chunk_bytes_, request_.max_chunk_bytes());
     }
     hold_ = new PayloadHold(std::move(lease), live_payloads_);
+    // A client that fetches large ranges in parallel asked for the header only.
+    split_ = request_.split_above_bytes() != 0 && range.length > request_.split_above_bytes();
+    if (split_) return absl::OkStatus();
     const TensorVersion& version = hold_->version();
     if (version.device_memory != nullptr && range.length > kMaxInlineFetchBytes) {
       TENSORD_ASSIGN_OR_RETURN(
@@ -158,7 +161,11 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     InfoToProto(InfoOf(version), header->mutable_info());
     header->mutable_range()->set_offset(next_offset_);
     header->mutable_range()->set_length(end_offset_ - next_offset_);
-    if (end_offset_ - next_offset_ <= kMaxInlineFetchBytes) {
+    if (split_) {
+      header->set_split(true);
+      next_offset_ = end_offset_;  // nothing follows; OnDone counts no bytes sent
+      start_offset_ = end_offset_;
+    } else if (end_offset_ - next_offset_ <= kMaxInlineFetchBytes) {
       // One message instead of two: a small copy beats a second write.
       absl::StatusOr<std::string> bytes =
           CopyOut(version, device_backend_, next_offset_, end_offset_ - next_offset_);
@@ -236,6 +243,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   uint64_t end_offset_ = 0;
   uint32_t chunk_bytes_ = 0;
   bool finished_ = false;
+  bool split_ = false;  // header only: the client fetches the range in parts
   DeviceBackend* device_backend_ = nullptr;
   // Device tensors fetched in chunks only.
   std::unique_ptr<DeviceDownload> download_;

@@ -466,6 +466,46 @@ TEST_P(LargeTensorTest, AReleasedFetchBufferIsReusedWithTheNextTensorsBytesOnly)
   EXPECT_TRUE(client().Delete(second_name).ok());
 }
 
+// A fetch in several streams: each part on its own connection, received
+// into its place; the whole checked against the server's CRC-32C.
+TEST_P(LargeTensorTest, AFetchInSeveralStreamsAssemblesEveryByteInPlace) {
+  const std::string name = TestTensorName("streams");
+  constexpr int64_t kBytes = (int64_t{48} << 20) + 12345;
+  std::vector<uint8_t> bytes(kBytes);
+  for (int64_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  HostTensor tensor = CompactTensor(kU8, {kBytes}, bytes);
+  absl::StatusOr<TensorInfo> put = client().Put(name, tensor.dl());
+  ASSERT_TRUE(put.ok()) << put.status();
+
+  for (uint32_t streams : {2u, 3u}) {
+    FetchOptions options;
+    options.streams = streams;
+    options.verify_crc32c = true;
+    uint64_t last_progress = 0;
+    bool monotonic = true;
+    options.progress = [&](uint64_t done, uint64_t total) {
+      monotonic = monotonic && done >= last_progress && total == static_cast<uint64_t>(kBytes);
+      last_progress = done;
+    };
+    absl::StatusOr<Tensor> fetched = client().Fetch(name, options);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    EXPECT_EQ(fetched->info().version, put->version);
+    EXPECT_TRUE(BytesEqual(fetched->dl_tensor().data, fetched->data_bytes(), bytes)) << streams;
+    EXPECT_TRUE(monotonic);
+    EXPECT_EQ(last_progress, static_cast<uint64_t>(kBytes));
+
+    HostTensor destination = CompactTensor(kU8, {kBytes}, std::vector<uint8_t>(kBytes, 0));
+    absl::StatusOr<TensorInfo> landed = client().FetchInto(name, destination.dl(), options);
+    ASSERT_TRUE(landed.ok()) << landed.status();
+    EXPECT_TRUE(destination.storage == bytes) << streams;
+  }
+  FetchOptions too_many;
+  too_many.streams = kMaxFetchStreams + 1;
+  absl::StatusOr<Tensor> refused = client().Fetch(name, too_many);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_TRUE(client().Delete(name).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tcp, LargeTensorTest, ::testing::Values(Transport::kTcp),
                          TransportParamName);
 

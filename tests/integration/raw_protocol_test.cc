@@ -130,6 +130,30 @@ TEST_P(RawProtocolTest, FetchRangeStartsAtItsOffset) {
   EXPECT_EQ(fetched.bytes.size(), 0u);
 }
 
+// split_above_bytes: a longer range is answered with its header alone,
+// marked split, naming the version; a range within it streams as usual.
+TEST_P(RawProtocolTest, ARangeLongerThanSplitAboveBytesIsAnsweredWithASplitHeader) {
+  const std::string name = TestTensorName("split");
+  const std::string bytes = AsString(PatternBytes(300'000, 3));
+  v1::PutResponse put;
+  ASSERT_TRUE(RawPutBytes(*stub_, name, bytes, &put).ok());
+  v1::FetchRequest request;
+  request.set_name(name);
+  request.set_split_above_bytes(100'000);
+  RawFetchResult fetched;
+  ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
+  EXPECT_TRUE(fetched.header.split());
+  EXPECT_EQ(fetched.header.info().version(), put.info().version());
+  EXPECT_EQ(fetched.header.range().offset(), 0u);
+  EXPECT_EQ(fetched.header.range().length(), bytes.size());
+  EXPECT_EQ(fetched.bytes.size(), 0u);
+
+  request.mutable_range()->set_offset(250'000);  // 50,000 bytes: under the bound
+  ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
+  EXPECT_FALSE(fetched.header.split());
+  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 250'000, 50'000));
+}
+
 TEST_P(RawProtocolTest, StridedLayoutWithByteOffsetIsStoredAsSent) {
   // float32[2,3] column-major (strides {1,2}) after 8 bytes of padding.
   const std::string name = TestTensorName("t");

@@ -101,6 +101,27 @@ TEST(Crc32cTest, DispatchMatchesPortable) {
   }
 }
 
+TEST(Crc32cTest, CombineOfTwoPartsIsTheWholesCrc) {
+  std::vector<unsigned char> data = RandomBytes(70000, 6);
+  const uint32_t whole = Crc32c(data.data(), data.size());
+  std::mt19937 rng(7);
+  for (size_t split : {size_t{0}, size_t{1}, size_t{4096}, data.size() - 1, data.size()}) {
+    EXPECT_EQ(Crc32cCombine(Crc32c(data.data(), split), Crc32c(data.data() + split, data.size() - split),
+                            data.size() - split),
+              whole)
+        << "split=" << split;
+  }
+  for (int trial = 0; trial < 100; ++trial) {
+    // Three parts, combined left to right, as parallel ranges are.
+    size_t first = rng() % (data.size() + 1);
+    size_t second = first + rng() % (data.size() - first + 1);
+    uint32_t crc = Crc32c(data.data(), first);
+    crc = Crc32cCombine(crc, Crc32c(data.data() + first, second - first), second - first);
+    crc = Crc32cCombine(crc, Crc32c(data.data() + second, data.size() - second), data.size() - second);
+    EXPECT_EQ(crc, whole) << first << " " << second;
+  }
+}
+
 TEST(Crc32cTest, ExtendComposes) {
   std::vector<unsigned char> data = RandomBytes(60000, 4);
   const uint32_t whole = Crc32c(data.data(), data.size());

@@ -127,6 +127,8 @@ struct ClusterMembers {
   std::vector<ClusterNode> nodes;
 };
 
+inline constexpr uint32_t kMaxFetchStreams = 8;
+
 struct FetchOptions {
   // 0 means the latest version.
   uint64_t version = 0;
@@ -145,6 +147,14 @@ struct FetchOptions {
   // instead of the zero-copy import of its device memory that kAuto and
   // kLocal give by default. No effect on host tensors.
   bool device_to_host = false;
+  // Remote Fetch/FetchInto of a large tensor: how many concurrent streams
+  // (each on a TCP connection of its own) carry its byte ranges, each
+  // received into its place. 0 chooses from the size and the host: one
+  // stream per 64 MiB up to 4, and never more than half the cores (so one
+  // on a 2-core host). 1 always fetches in one stream; up to 8. Parts are
+  // at least 16 MiB. All parts read the same version.
+  uint32_t streams = 0;  // at most kMaxFetchStreams
+  // With streams > 1 it is called from several threads, one at a time.
   ProgressCallback progress;
 };
 

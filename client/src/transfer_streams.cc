@@ -1,0 +1,57 @@
+#include "client/src/transfer_streams.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord {
+namespace {
+
+constexpr uint64_t kPartAlignment = uint64_t{1} << 20;
+
+uint32_t AutoStreamsForCores(unsigned cores) {
+  return std::min<uint32_t>(kMaxAutoTransferStreams, cores / 2);
+}
+
+}  // namespace
+
+absl::Status ValidateTransferStreams(uint32_t requested) {
+  if (requested > kMaxTransferStreams) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("streams ", requested, " is more than ", kMaxTransferStreams));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SplitAboveBytes(uint32_t requested, unsigned cores) {
+  if (requested == 1) return 0;
+  if (requested > 1) return kMinStreamPartBytes;
+  return AutoStreamsForCores(cores) > 1 ? kAutoBytesPerStream : 0;
+}
+
+uint32_t TransferStreamsFor(uint64_t bytes, uint32_t requested, unsigned cores) {
+  uint32_t streams = requested;
+  if (streams == 0) {
+    streams = static_cast<uint32_t>(std::min<uint64_t>(
+        AutoStreamsForCores(cores), (bytes + kAutoBytesPerStream - 1) / kAutoBytesPerStream));
+  }
+  const uint64_t most = std::max<uint64_t>(1, bytes / kMinStreamPartBytes);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(streams, 1, most));
+}
+
+std::vector<TransferPart> SplitIntoParts(uint64_t offset, uint64_t length, uint32_t parts) {
+  parts = std::max<uint32_t>(parts, 1);
+  uint64_t each = length / parts / kPartAlignment * kPartAlignment;
+  if (each == 0) each = length;  // too short to split: one part
+  std::vector<TransferPart> split;
+  for (uint64_t done = 0; done < length || split.empty();) {
+    const bool last = split.size() + 1 == parts;
+    const uint64_t size = last ? length - done : std::min(each, length - done);
+    split.push_back({.offset = offset + done, .length = size});
+    done += size;
+    if (size == 0) break;
+  }
+  return split;
+}
+
+}  // namespace tensord

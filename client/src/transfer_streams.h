@@ -1,0 +1,46 @@
+// How many concurrent streams a large remote transfer is split into, and
+// the byte ranges they carry.
+#ifndef TENSORD_CLIENT_SRC_TRANSFER_STREAMS_H_
+#define TENSORD_CLIENT_SRC_TRANSFER_STREAMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tensord/client.h"
+
+namespace tensord {
+
+inline constexpr uint32_t kMaxTransferStreams = kMaxFetchStreams;
+// A part smaller than this is not worth a stream (and a connection) of its own.
+inline constexpr uint64_t kMinStreamPartBytes = uint64_t{16} << 20;
+// Automatic choice: one stream per this many bytes...
+inline constexpr uint64_t kAutoBytesPerStream = uint64_t{64} << 20;
+// ...up to this many, and only on hosts with at least 2 cores per stream
+// (a stream's receive and copy keep a core busy; on 2 cores one stream is
+// as fast as several).
+inline constexpr uint32_t kMaxAutoTransferStreams = 4;
+
+struct TransferPart {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// INVALID_ARGUMENT naming the value when `requested` is above kMaxTransferStreams.
+absl::Status ValidateTransferStreams(uint32_t requested);
+
+// The size above which a transfer is split, for `requested` streams (0:
+// automatic) on a host of `cores`; 0 when it is never split.
+uint64_t SplitAboveBytes(uint32_t requested, unsigned cores);
+
+// The streams for `bytes` once it is known to be split: `requested`, or
+// the automatic choice; never more than one per kMinStreamPartBytes.
+uint32_t TransferStreamsFor(uint64_t bytes, uint32_t requested, unsigned cores);
+
+// [offset, offset + length) in `parts` contiguous ranges, every one but the
+// last a multiple of 1 MiB.
+std::vector<TransferPart> SplitIntoParts(uint64_t offset, uint64_t length, uint32_t parts);
+
+}  // namespace tensord
+
+#endif  // TENSORD_CLIENT_SRC_TRANSFER_STREAMS_H_

@@ -1,0 +1,58 @@
+// How a large transfer is split into streams and byte ranges.
+#include "client/src/transfer_streams.h"
+
+#include "gtest/gtest.h"
+
+namespace tensord {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+void ExpectContiguous(const std::vector<TransferPart>& parts, uint64_t offset, uint64_t length) {
+  uint64_t at = offset;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].offset, at) << "part " << i;
+    if (i + 1 < parts.size()) EXPECT_EQ(parts[i].length % kMiB, 0u) << "part " << i;
+    at += parts[i].length;
+  }
+  EXPECT_EQ(at, offset + length);
+}
+
+TEST(TransferStreamsTest, PartsCoverTheRangeExactlyOnMiBBoundaries) {
+  for (uint64_t length : {256 * kMiB, 256 * kMiB + 12345, 17 * kMiB, kMiB / 2}) {
+    for (uint32_t parts : {1u, 2u, 3u, 4u, 8u}) {
+      std::vector<TransferPart> split = SplitIntoParts(4096, length, parts);
+      ExpectContiguous(split, 4096, length);
+      EXPECT_LE(split.size(), parts);
+    }
+  }
+  EXPECT_EQ(SplitIntoParts(0, 256 * kMiB, 4).size(), 4u);
+  EXPECT_EQ(SplitIntoParts(0, 256 * kMiB, 4)[3].length, 64 * kMiB);
+}
+
+TEST(TransferStreamsTest, AutomaticStreamsFollowTheSizeAndHalfTheCores) {
+  EXPECT_EQ(SplitAboveBytes(0, 2), 0u) << "never split on 2 cores";
+  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 2), 1u);
+  EXPECT_EQ(SplitAboveBytes(0, 16), kAutoBytesPerStream);
+  EXPECT_EQ(TransferStreamsFor(100 * kMiB, 0, 16), 2u);
+  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 16), kMaxAutoTransferStreams);
+  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 6), 3u);
+}
+
+TEST(TransferStreamsTest, ARequestedCountIsKeptAboveTheSmallestPart) {
+  EXPECT_EQ(SplitAboveBytes(1, 64), 0u) << "one stream is never split";
+  EXPECT_EQ(SplitAboveBytes(4, 2), kMinStreamPartBytes);
+  EXPECT_EQ(TransferStreamsFor(256 * kMiB, 4, 2), 4u);
+  EXPECT_EQ(TransferStreamsFor(40 * kMiB, 8, 2), 2u) << "parts of at least 16 MiB";
+  EXPECT_EQ(TransferStreamsFor(kMiB, 8, 2), 1u);
+}
+
+TEST(TransferStreamsTest, MoreThanTheMostStreamsIsNamed) {
+  EXPECT_TRUE(ValidateTransferStreams(kMaxTransferStreams).ok());
+  absl::Status refused = ValidateTransferStreams(kMaxTransferStreams + 1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("streams 9 is more than 8"), std::string::npos) << refused;
+}
+
+}  // namespace
+}  // namespace tensord

@@ -49,16 +49,23 @@ class SnapshotTest : public ::testing::Test {
     std::filesystem::remove_all(snapshot_dir_);
   }
 
-  absl::StatusOr<std::unique_ptr<ServerProcess>> TryStart(std::vector<std::string> flags = {}) {
+  // `ready_timeout`: a start that restores 100,000 tensors under ASan on a
+  // busy CI machine needs longer than the default.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> TryStart(
+      std::vector<std::string> flags = {},
+      absl::Duration ready_timeout = ServerProcessOptions().ready_timeout) {
     ServerProcessOptions options;
+    options.ready_timeout = ready_timeout;
     options.flags = {"--snapshot-dir=" + snapshot_dir_};
     options.flags.insert(options.flags.end(), flags.begin(), flags.end());
     return ServerProcess::Start(options);
   }
 
-  void Start(std::vector<std::string> flags = {}) {
+  void Start(std::vector<std::string> flags = {},
+             absl::Duration ready_timeout = ServerProcessOptions().ready_timeout) {
     client_.reset();
-    absl::StatusOr<std::unique_ptr<ServerProcess>> started = TryStart(std::move(flags));
+    absl::StatusOr<std::unique_ptr<ServerProcess>> started =
+        TryStart(std::move(flags), ready_timeout);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = std::move(*started);
     client_ = ConnectClient(server_->address(), RemoteClientOptions());
@@ -329,6 +336,7 @@ TEST_F(SnapshotTest, RestartWithTheSamePreloadFileDoesNotRepublishIt) {
 // more of them than it has fds (one memfd each stopped near 20,000).
 TEST_F(SnapshotTest, AHundredThousandSmallTensorsSnapshotAndRestoreInAFewFds) {
   constexpr int kTensors = 100'000;
+  constexpr absl::Duration kManyTensorsReadyTimeout = absl::Seconds(90);
   constexpr size_t kBytes = 256;
   std::vector<std::pair<std::string, std::string>> tensors;
   tensors.reserve(kTensors);
@@ -338,14 +346,14 @@ TEST_F(SnapshotTest, AHundredThousandSmallTensorsSnapshotAndRestoreInAFewFds) {
   }
   const std::string path = snapshot_dir_ + "/many.safetensors";
   WriteWholeFile(path, SafetensorsFile(tensors));
-  ASSERT_NO_FATAL_FAILURE(Start({"--preload=" + path}));
+  ASSERT_NO_FATAL_FAILURE(Start({"--preload=" + path}, kManyTensorsReadyTimeout));
   absl::StatusOr<SnapshotResult> snapshot = client_->Snapshot();
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->tensor_count, static_cast<uint64_t>(kTensors));
   EXPECT_EQ(snapshot->total_bytes, kTensors * kBytes);
   ASSERT_TRUE(server_->Stop(SIGKILL).ok());
 
-  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_NO_FATAL_FAILURE(Start({}, kManyTensorsReadyTimeout));
   EXPECT_TRUE(absl::StrContains(server_->Stderr(), absl::StrCat("tensors=", kTensors, " ")))
       << server_->StderrTail();
   EXPECT_LT(CountOpenFds(absl::StrCat("/proc/", server_->pid(), "/fd")), 200u);

@@ -40,6 +40,7 @@ struct BenchConfig {
   uint64_t memcpy_bytes = 0;
   std::vector<uint64_t> transfer_sizes;
   uint64_t fresh_channel_bytes = 0;  // one of transfer_sizes
+  int warm_channel_rounds = 0;  // new channels timed before and after a series of calls
   uint64_t memory_probe_bytes = 0;
   std::vector<int> concurrency;
   double load_warmup_s = 0;

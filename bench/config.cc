@@ -58,6 +58,7 @@ BenchConfig FullConfig() {
   config.memcpy_bytes = kGiB;
   config.transfer_sizes = {4 * kKiB, kMiB, 64 * kMiB, 256 * kMiB, kGiB};
   config.fresh_channel_bytes = 256 * kMiB;
+  config.warm_channel_rounds = 5;
   config.memory_probe_bytes = kGiB;
   config.concurrency = {1, 4, 16};
   config.load_warmup_s = 0.1;
@@ -84,6 +85,7 @@ BenchConfig SmokeConfig() {
   config.memcpy_bytes = 16 * kMiB;
   config.transfer_sizes = {4 * kKiB, kMiB, 16 * kMiB};
   config.fresh_channel_bytes = 16 * kMiB;
+  config.warm_channel_rounds = 1;
   config.memory_probe_bytes = 64 * kMiB;
   config.concurrency = {1, 4};
   config.load_warmup_s = 0.05;

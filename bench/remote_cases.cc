@@ -182,6 +182,35 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
                      bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
                      "new version each time (server copies into a fresh memfd + CRC-32C)");
 
+    if (fresh) {
+      // The same FetchInto on a new channel, then on that channel after a
+      // series of puts and fetches: a warm channel must not be slower.
+      std::vector<double> before;
+      std::vector<double> after;
+      for (int round = 0; round < env.config.warm_channel_rounds; ++round) {
+        TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> channel,
+                                 ConnectClient(env, TransferPath::kRemote));
+        TENSORD_RETURN_IF_ERROR(channel->Stat(name).status());  // connected, not timed
+        ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+        TENSORD_ASSIGN_OR_RETURN(double first, TimedFetchInto(env, *channel, name, bytes));
+        before.push_back(first);
+        for (int i = 0; i < 4; ++i) {
+          TENSORD_RETURN_IF_ERROR(channel->Put(put_name, ByteTensor(env.source.data(), &shape)).status());
+          TENSORD_RETURN_IF_ERROR(channel->Fetch(name).status());
+        }
+        ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+        TENSORD_ASSIGN_OR_RETURN(double later, TimedFetchInto(env, *channel, name, bytes));
+        after.push_back(later);
+      }
+      AddThroughputRow(env, "fetch, new channel (FetchInto)", bytes, before, raw_gbps,
+                       std::nullopt, "a new Client's first fetch (connected before timing)");
+      AddThroughputRow(env, "fetch, same channel after 8 calls", bytes, after, raw_gbps,
+                       Target::RatioAtLeast(0.9),
+                       absl::StrCat("after 4 puts and 4 fetches of the same size; ",
+                                    absl::StrFormat("%.2fx the new channel's",
+                                                    Median(before) / Median(after))));
+    }
+
     // The server's checksum of what the last put stored must match the source's.
     TENSORD_ASSIGN_OR_RETURN(TensorInfo put_info, client->Stat(put_name));
     const uint32_t crc = Crc32c(env.source.data(), bytes);

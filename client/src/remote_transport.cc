@@ -22,6 +22,7 @@
 #include "client/src/transfer_streams.h"
 #include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
+#include "service/common/malloc_tuning.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
@@ -317,6 +318,7 @@ RemoteTransport::~RemoteTransport() = default;
 absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
     const ClientOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateClientOptions(options));
+  if (options.tune_malloc) KeepFreedHeapForTransfers();
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));

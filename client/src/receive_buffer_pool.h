@@ -15,8 +15,8 @@
 
 namespace tensord {
 
-// Bounded by bytes: a released buffer that would take the pool above
-// `max_bytes` is unmapped (the largest idle ones go first). Pooled buffers
+// Bounded by bytes: a release that takes the pool above `max_bytes` unmaps
+// the longest idle buffers until it fits. Pooled buffers
 // are MADV_FREE'd, so under memory pressure the kernel takes their pages
 // back (a reclaimed page faults in as zeros on its next write) without the
 // pool noticing; and a buffer left unused for `idle_release` is unmapped at

@@ -45,16 +45,23 @@ TEST(ReceiveBufferPoolTest, AMuchLargerIdleBufferIsNotPinnedByASmallTensor) {
   EXPECT_EQ(pool->pooled_bytes(), 64 * kMiB);
 }
 
-TEST(ReceiveBufferPoolTest, ReleasesBeyondTheBoundUnmapTheLargestFirst) {
+TEST(ReceiveBufferPoolTest, ReleasesBeyondTheBoundUnmapTheLongestIdleFirst) {
   std::shared_ptr<ReceiveBufferPool> pool = ReceiveBufferPool::Create(12 * kMiB);
   std::vector<std::shared_ptr<HeapTensorMemory>> held;
-  for (uint64_t mib : {4, 8, 6}) held.push_back(Take(*pool, mib * kMiB));
-  held.clear();  // releases 4, 8, 6 MiB: 18 MiB over a 12 MiB bound
-  EXPECT_EQ(pool->pooled_bytes(), 10 * kMiB);
+  for (uint64_t mib : {4, 2, 8}) held.push_back(Take(*pool, mib * kMiB));
+  for (auto& memory : held) {
+    memory.reset();  // released in order: 4, 2, then 8 MiB (14 MiB over a 12 MiB bound)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(pool->pooled_bytes(), 10 * kMiB) << "the 4 MiB buffer, idle longest, went";
   EXPECT_EQ(pool->pooled_buffers(), 2u);
+  // The newest release is kept even when it alone fills the bound.
+  Take(*pool, 12 * kMiB).reset();
+  EXPECT_EQ(pool->pooled_bytes(), 12 * kMiB);
+  EXPECT_EQ(pool->pooled_buffers(), 1u);
   // A tensor larger than the whole bound is never pooled.
   Take(*pool, 16 * kMiB).reset();
-  EXPECT_EQ(pool->pooled_bytes(), 10 * kMiB);
+  EXPECT_EQ(pool->pooled_bytes(), 12 * kMiB);
 }
 
 TEST(ReceiveBufferPoolTest, IdleBuffersAreUnmappedAfterTheIdleTime) {

@@ -25,6 +25,11 @@
 namespace tensord {
 namespace {
 
+// A Put over the handoff of at least this many bytes populates its memfd
+// pages before copying into them.
+constexpr uint64_t kPopulateBeforeCopyBytes = uint64_t{1} << 20;
+constexpr uintptr_t kPageBytes = 4096;
+
 // Zero-size tensors map nothing but still need a valid, aligned pointer.
 alignas(256) uint8_t kEmptyBytes[256];
 
@@ -759,6 +764,14 @@ absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLT
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
                            Create(name, source.dtype, source.shape, create));
   if (writer->size() > 0) {
+    if (writer->size() >= kPopulateBeforeCopyBytes) {
+      // Every page is about to be written: allocate them in one call instead
+      // of one write fault per 4 KiB page of the memfd (half a 256 MiB put's
+      // CPU). Advice only: older kernels answer EINVAL and fault as before.
+      const uintptr_t start = reinterpret_cast<uintptr_t>(writer->data()) & ~(kPageBytes - 1);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(writer->data()) + writer->size();
+      ::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
+    }
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));
   }

@@ -60,8 +60,10 @@ tensorctl --server 127.0.0.1:50051 put smoke/tensor smoke.npy
 tensorctl --server 127.0.0.1:50051 stat smoke/tensor
 tensorctl --server 127.0.0.1:50051 get-raw smoke/tensor -o fetched.bin
 cmp expected.bin fetched.bin
-tensorctl --server 127.0.0.1:50051 get smoke/tensor -o fetched.npy  # local handoff path
+tensorctl --server 127.0.0.1:50051 get smoke/tensor -o fetched.npy  # ranged gRPC fetches
 cmp expected.bin <(tail -c 128 fetched.npy)
+tensorctl --server 127.0.0.1:50051 get-many smoke/ -o fetched  # local handoff path
+cmp expected.bin <(tail -c 128 fetched/tensor.npy)
 echo "container smoke: put, fetched (gRPC and local handoff) float32[4, 8] byte-exact as uid $(id -u); health SERVING"
 SH
 

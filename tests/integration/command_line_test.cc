@@ -249,6 +249,49 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
   EXPECT_TRUE(none->tensors.empty());
 }
 
+// get streams a C-order tensor to its file in ranged fetches (16 MiB) and
+// O_DIRECT blocks (4 MiB) with a buffered tail; --streams takes the whole
+// fetch path. Both files, and standard output, hold exactly the bytes.
+TEST(TensorctlGetTest, GetWritesEveryByteThroughRangesAndStreams) {
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client =
+      testing::ConnectClient((*server)->address(), testing::RemoteClientOptions());
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint8_t> bytes = testing::PatternBytes((size_t{36} << 20) + 12345, 7);
+  testing::HostTensor tensor = testing::CompactTensor(
+      DLDataType{kDLUInt, 8, 1}, {static_cast<int64_t>(bytes.size())}, bytes);
+  ASSERT_TRUE(client->Put("g/big", tensor.dl()).ok());
+  testing::HostTensor small = testing::CompactTensor(DLDataType{kDLUInt, 8, 1}, {5}, {1, 2, 3, 4, 5});
+  ASSERT_TRUE(client->Put("g/small", small.dl()).ok());
+  testing::TempDir dir;
+  const std::string server_flag = "--server=" + (*server)->address();
+  const std::string expected(bytes.begin(), bytes.end());
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{},
+                                                std::vector<std::string>{"--streams", "2"}}) {
+    std::vector<std::string> arguments = {"get", "g/big", "-o", dir.File("big.npy"), server_flag};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    const ProgramRun get = RunProgram(kTensorctl, arguments);
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    const std::string file = ReadFile(dir.File("big.npy"));
+    ASSERT_GT(file.size(), expected.size());
+    EXPECT_TRUE(file.compare(file.size() - expected.size(), expected.size(), expected) == 0)
+        << (extra.empty() ? "ranged" : "--streams 2");
+    // .npy 1.0: magic, version, a little-endian header length, the header.
+    ASSERT_EQ(file.substr(0, 6), "\x93NUMPY");
+    const size_t data_offset = 10 + static_cast<uint8_t>(file[8]) + 256 * static_cast<uint8_t>(file[9]);
+    EXPECT_EQ(data_offset, file.size() - expected.size());
+  }
+  const ProgramRun to_stdout = RunProgram(kTensorctl, {"get", "g/small", "-o", "-", server_flag});
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+  EXPECT_TRUE(to_stdout.out.ends_with(std::string("\x01\x02\x03\x04\x05")));
+  const ProgramRun too_many =
+      RunProgram(kTensorctl, {"get", "g/small", "-o", dir.File("s.npy"), "--streams", "9", server_flag});
+  EXPECT_NE(too_many.exit_code, 0);
+  EXPECT_THAT(too_many.err, HasSubstr("--streams 9 must be 1..8"));
+}
+
 TEST(TensorctlWatchTest, WatchPrintsChangesAndThePositionToResumeFrom) {
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
       testing::ServerProcess::Start({});

@@ -1,6 +1,7 @@
 #include "client/src/remote_transport.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
 
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -42,6 +44,12 @@ using TensorServiceClient = v1::TensorService::Stub;
 
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
+constexpr char kFetchInlineMethod[] = "/tensord.v1.TensorService/FetchInline";
+// The server inlines a range up to this size in the fetch header.
+constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
+// Names this client saw answered with a split (too large to inline); their
+// next Fetch streams at once. Forgotten all at once when this many.
+constexpr size_t kMaxLargeNames = 4096;
 constexpr char kBatchPutMethod[] = "/tensord.v1.TensorService/BatchPut";
 constexpr char kBatchFetchMethod[] = "/tensord.v1.TensorService/BatchFetch";
 constexpr char kWatchMethod[] = "/tensord.v1.TensorService/Watch";
@@ -107,6 +115,7 @@ struct RemoteTransport::Rep {
         tensor_service(v1::TensorService::NewStub(channel)),
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
+        fetch_inline_method(kFetchInlineMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                            channel),
@@ -154,11 +163,31 @@ struct RemoteTransport::Rep {
                                             const FetchOptions& fetch_options,
                                             FetchStreamReceiver::DestinationFor destination_for);
 
-  // A whole Fetch/FetchInto: one stream, or (when the server answers a
-  // large range with a split header) its parts on several streams at once,
-  // each received into its place.
+  // A whole Fetch/FetchInto: one unary FetchInline call when the tensor is
+  // (or may be) small enough to come inline; else, or when that call
+  // answers with a split header, one stream, or its parts on several
+  // streams at once, each received into its place. `expected_bytes`: the
+  // size the caller knows (FetchInto's destination), if any.
+  // `destination_for` is called once, or a second time when the version a
+  // split named was dropped before its parts arrived and the latest is
+  // fetched again in one stream.
   absl::StatusOr<TensorInfo> FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
-                                          FetchStreamReceiver::DestinationFor destination_for);
+                                          FetchStreamReceiver::DestinationFor destination_for,
+                                          std::optional<uint64_t> expected_bytes);
+
+  // The FetchInline call; nullopt when the server does not have it (an
+  // older tensord), which is remembered.
+  absl::StatusOr<std::optional<StreamedRange>> FetchInline(
+      const v1::FetchRequest& request, const FetchOptions& fetch_options,
+      FetchStreamReceiver::DestinationFor destination_for);
+
+  bool ShouldFetchInline(absl::string_view name, std::optional<uint64_t> expected_bytes);
+  void RememberLarge(absl::string_view name);
+
+  // The parts of a split range, each on its stream, into the destination.
+  absl::StatusOr<TensorInfo> FetchParts(absl::string_view name, const FetchOptions& fetch_options,
+                                        uint8_t* destination, const StreamedRange& whole,
+                                        uint64_t split_above, unsigned cores);
 
   // The channel of the part at `index`: the client's own for 0, else one of
   // its own TCP connection, made on first use and kept.
@@ -175,6 +204,10 @@ struct RemoteTransport::Rep {
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
   const grpc::internal::RpcMethod fetch_method;
+  const grpc::internal::RpcMethod fetch_inline_method;
+  std::atomic<bool> server_lacks_fetch_inline{false};
+  std::mutex large_names_mutex;
+  std::unordered_set<std::string> large_names;
   const grpc::internal::RpcMethod batch_put_method;
   const grpc::internal::RpcMethod batch_fetch_method;
   const grpc::internal::RpcMethod watch_method;
@@ -225,27 +258,98 @@ grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
   return *part_channels[index - 1];
 }
 
+bool RemoteTransport::Rep::ShouldFetchInline(absl::string_view name,
+                                             std::optional<uint64_t> expected_bytes) {
+  if (server_lacks_fetch_inline.load(std::memory_order_relaxed)) return false;
+  if (expected_bytes.has_value()) return *expected_bytes <= kMaxInlineFetchBytes;
+  std::lock_guard<std::mutex> lock(large_names_mutex);
+  return !large_names.contains(std::string(name));
+}
+
+void RemoteTransport::Rep::RememberLarge(absl::string_view name) {
+  std::lock_guard<std::mutex> lock(large_names_mutex);
+  if (large_names.size() >= kMaxLargeNames) large_names.clear();
+  large_names.emplace(name);
+}
+
+absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
+    const v1::FetchRequest& request, const FetchOptions& fetch_options,
+    FetchStreamReceiver::DestinationFor destination_for) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  grpc::ByteBuffer answer;
+  const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(), fetch_inline_method, &context, SerializeToByteBuffer(request), &answer);
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    server_lacks_fetch_inline.store(true, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  ByteBufferDecoder decoder;
+  TENSORD_RETURN_IF_ERROR(decoder.Decode(answer));
+  FetchStreamReceiver receiver(fetch_options, destination_for);
+  TENSORD_RETURN_IF_ERROR(receiver.Receive(decoder.message()));
+  if (!receiver.complete()) {
+    return absl::InternalError("FetchInline answered with neither the bytes nor a split header");
+  }
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
+  return StreamedRange{.info = std::move(info),
+                       .split = receiver.split(),
+                       .offset = receiver.range_offset(),
+                       .length = receiver.range_length(),
+                       .crc32c = receiver.received_crc32c()};
+}
+
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     absl::string_view name, const FetchOptions& fetch_options,
-    FetchStreamReceiver::DestinationFor destination_for) {
+    FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
   const unsigned cores = std::thread::hardware_concurrency();
+  const uint64_t split_above = SplitAboveBytes(fetch_options.streams, cores);
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
-  request.set_split_above_bytes(SplitAboveBytes(fetch_options.streams, cores));
-  StreamedRange whole;
-  {
+  std::optional<StreamedRange> answered;
+  if (ShouldFetchInline(name, expected_bytes)) {
+    TENSORD_ASSIGN_OR_RETURN(answered, FetchInline(request, fetch_options, destination_for));
+    if (answered.has_value() && answered->split) RememberLarge(name);
+  }
+  if (!answered.has_value()) {
+    request.set_split_above_bytes(split_above);
     grpc::ClientContext context;
     PrepareContext(context);
-    TENSORD_ASSIGN_OR_RETURN(whole, StreamFetch(*channel, context, request, fetch_options,
-                                                destination_for));
+    TENSORD_ASSIGN_OR_RETURN(answered, StreamFetch(*channel, context, request, fetch_options,
+                                                   destination_for));
   }
+  StreamedRange whole = *std::move(answered);
   if (!whole.split) return std::move(whole.info);
 
   // Every part asks for the version the header named, so a put meanwhile
-  // cannot mix two versions; the destination is asked for once.
+  // cannot mix two versions.
   TENSORD_ASSIGN_OR_RETURN(uint8_t* destination, destination_for(whole.info, whole.length));
-  const std::vector<TransferPart> parts = SplitIntoParts(
-      whole.offset, whole.length, TransferStreamsFor(whole.length, fetch_options.streams, cores));
+  absl::StatusOr<TensorInfo> assembled =
+      FetchParts(name, fetch_options, destination, whole, split_above, cores);
+  // A split header holds no lease: the version it named may have been
+  // replaced and dropped before its parts were asked for. A fetch of the
+  // latest version then takes one stream, which holds its version to the
+  // end (the destination is asked for again).
+  if (assembled.status().code() == absl::StatusCode::kNotFound && fetch_options.version == 0) {
+    request.set_split_above_bytes(0);
+    grpc::ClientContext context;
+    PrepareContext(context);
+    TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed, StreamFetch(*channel, context, request,
+                                                                 fetch_options, destination_for));
+    return std::move(streamed.info);
+  }
+  return assembled;
+}
+
+absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
+    absl::string_view name, const FetchOptions& fetch_options, uint8_t* destination,
+    const StreamedRange& whole, uint64_t split_above, unsigned cores) {
+  // A split from FetchInline may be below the parallel threshold: one part.
+  const uint32_t part_count = split_above != 0 && whole.length > split_above
+                                  ? TransferStreamsFor(whole.length, fetch_options.streams, cores)
+                                  : 1;
+  const std::vector<TransferPart> parts = SplitIntoParts(whole.offset, whole.length, part_count);
   FetchOptions part_options = fetch_options;
   std::mutex progress_mutex;
   std::atomic<uint64_t> received{0};
@@ -410,7 +514,8 @@ absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const Fetc
                           TENSORD_ASSIGN_OR_RETURN(
                               memory, rep_->receive_pool->Allocate(header.total_bytes));
                           return static_cast<uint8_t*>(memory->data());
-                        }));
+                        },
+                         /*expected_bytes=*/std::nullopt));
   return Tensor(std::move(info), std::move(memory));
 }
 
@@ -418,6 +523,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
                                                       const DLTensor& destination,
                                                       const FetchOptions& options) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
+  // The destination's size tells whether the tensor can come inline.
+  absl::StatusOr<uint64_t> destination_bytes = dlpack::CompactByteSize(target.dtype, target.shape);
   std::shared_ptr<HeapTensorMemory> staging;
   bool direct = false;
   TENSORD_ASSIGN_OR_RETURN(
@@ -433,7 +540,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
             }
             TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
             return static_cast<uint8_t*>(staging->data());
-          }));
+          },
+          destination_bytes.ok() ? std::optional<uint64_t>(*destination_bytes) : std::nullopt));
   if (!direct) {
     TENSORD_RETURN_IF_ERROR(
         dlpack::CopyStrided(staging->data(), LayoutOfInfo(info), destination.data, target));

@@ -17,6 +17,7 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kWatch: return "Watch";
     case Rpc::kReplicate: return "Replicate";
     case Rpc::kAwaitCopies: return "AwaitCopies";
+    case Rpc::kFetchInline: return "FetchInline";
   }
   return "Unknown";
 }

@@ -32,8 +32,9 @@ enum class Rpc : uint8_t {
   kWatch,
   kReplicate,
   kAwaitCopies,
+  kFetchInline,
 };
-inline constexpr size_t kRpcCount = 13;
+inline constexpr size_t kRpcCount = 14;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 

@@ -7,6 +7,7 @@ namespace {
 
 constexpr RpcRule kRules[] = {
     {"Fetch", kPermissionRead},
+    {"FetchInline", kPermissionRead},
     {"Stat", kPermissionRead},
     {"List", kPermissionRead},
     {"BatchFetch", kPermissionRead},

@@ -27,6 +27,40 @@ namespace {
 // Ranges up to this size travel inside the fetch header.
 constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 
+// The bytes of [offset, offset + size) of a version, as a string.
+absl::StatusOr<std::string> CopyOut(const TensorVersion& version, DeviceBackend* backend,
+                                    uint64_t offset, uint64_t size) {
+  if (size == 0) return std::string();
+  if (version.device_memory == nullptr) {
+    return std::string(reinterpret_cast<const char*>(version.buffer->data()) + offset, size);
+  }
+  std::string bytes(size, '\0');
+  TENSORD_RETURN_IF_ERROR(
+      backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
+  return bytes;
+}
+
+// FetchInline's answer: the header a Fetch stream of `request` starts
+// with, carrying the range when it is small enough to inline and marked
+// split (no bytes) otherwise. Returns the bytes it carries.
+absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const v1::FetchRequest& request,
+                                      v1::FetchResponse& response) {
+  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, lease->total_bytes));
+  v1::FetchHeader* header = response.mutable_header();
+  InfoToProto(InfoOf(*lease), header->mutable_info());
+  header->mutable_range()->set_offset(range.offset);
+  header->mutable_range()->set_length(range.length);
+  if (range.length > kMaxInlineFetchBytes) {
+    header->set_split(true);
+    return 0;
+  }
+  TENSORD_ASSIGN_OR_RETURN(std::string bytes,
+                           CopyOut(*lease, registry.device_backend(), range.offset, range.length));
+  header->set_inline_data(std::move(bytes));
+  return range.length;
+}
+
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -141,19 +175,6 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
-  // The bytes of [offset, offset + size) of a version, as a string.
-  static absl::StatusOr<std::string> CopyOut(const TensorVersion& version, DeviceBackend* backend,
-                                             uint64_t offset, uint64_t size) {
-    if (size == 0) return std::string();
-    if (version.device_memory == nullptr) {
-      return std::string(reinterpret_cast<const char*>(version.buffer->data()) + offset, size);
-    }
-    std::string bytes(size, '\0');
-    TENSORD_RETURN_IF_ERROR(
-        backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
-    return bytes;
-  }
-
   void WriteHeader() {
     const TensorVersion& version = hold_->version();
     v1::FetchResponse response;
@@ -252,6 +273,40 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 };
 
 }  // namespace
+
+grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext* context,
+                                                     const v1::FetchRequest* request,
+                                                     v1::FetchResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto call = std::make_shared<CallRecord>(Rpc::kFetchInline, *context, metrics_);
+  auto answer = [this, request, response, reactor, call](absl::Status status) {
+    if (status.ok()) {
+      absl::StatusOr<uint64_t> sent = AnswerInline(registry_, *request, *response);
+      if (sent.ok()) metrics_.AddRemoteBytesSent(*sent);
+      status = sent.status();
+    }
+    call->End(status);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  // Refusals name Fetch: what the caller asked for (same permission).
+  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Fetch", request->name());
+  absl::Status admitted = grant.status();
+  if (admitted.ok()) admitted = CheckName(*grant, "Fetch", request->name());
+  // In a cluster, a read of the latest version held newer elsewhere (or
+  // only elsewhere) is pulled here first and answered from the pull's thread.
+  ClusterReads* reads = options_.cluster_reads.get();
+  if (admitted.ok() && reads != nullptr && request->version() == 0) {
+    const bool held_here = reads->HoldsLatest(request->name()) &&
+                           registry_.Stat(request->name(), 0).status().code() !=
+                               absl::StatusCode::kNotFound;
+    if (!held_here) {
+      reads->PullLatest(request->name(), std::move(answer));
+      return reactor;
+    }
+  }
+  answer(admitted);
+  return reactor;
+}
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TensorService::Fetch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {

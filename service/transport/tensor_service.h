@@ -22,7 +22,8 @@
 namespace tensord {
 
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
-    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_Stat<
+    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_FetchInline<
+    v1::TensorService::WithCallbackMethod_Stat<
         v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
             v1::TensorService::WithCallbackMethod_GetServerInfo<
                 v1::TensorService::WithCallbackMethod_IssueHandoffToken<
@@ -32,7 +33,7 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                                 v1::TensorService::WithCallbackMethod_Watch<
                                     v1::TensorService::WithCallbackMethod_Replicate<
                                         v1::TensorService::WithCallbackMethod_AwaitCopies<
-                                            v1::TensorService::Service>>>>>>>>>>>>>;
+                                            v1::TensorService::Service>>>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -46,6 +47,10 @@ class TensorService final : public TensorServiceBase {
                                                  grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Fetch(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request) override;
+  // fetch_reactor.cc, beside the stream it answers for.
+  grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context,
+                                        const v1::FetchRequest* request,
+                                        v1::FetchResponse* response) override;
   grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context,
                                  const v1::StatRequest* request,
                                  v1::StatResponse* response) override;

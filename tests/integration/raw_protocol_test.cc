@@ -154,6 +154,44 @@ TEST_P(RawProtocolTest, ARangeLongerThanSplitAboveBytesIsAnsweredWithASplitHeade
   EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 250'000, 50'000));
 }
 
+// FetchInline: a range the server inlines comes back in one unary answer;
+// a longer one is a split header naming the version, with no bytes.
+TEST_P(RawProtocolTest, FetchInlineCarriesSmallRangesAndSplitsLongerOnes) {
+  const std::string name = TestTensorName("inline");
+  const std::string bytes = AsString(PatternBytes(100'000, 4));
+  v1::PutResponse put;
+  ASSERT_TRUE(RawPutBytes(*stub_, name, bytes, &put).ok());
+  v1::FetchRequest request;
+  request.set_name(name);
+  request.mutable_range()->set_offset(5000);
+  request.mutable_range()->set_length(20'000);
+  v1::FetchResponse answer;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->FetchInline(&context, request, &answer).ok());
+  }
+  ASSERT_TRUE(answer.has_header());
+  EXPECT_FALSE(answer.header().split());
+  EXPECT_EQ(answer.header().info().version(), put.info().version());
+  EXPECT_EQ(answer.header().inline_data(), bytes.substr(5000, 20'000));
+
+  request.clear_range();  // 100,000 bytes: beyond what the server inlines
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->FetchInline(&context, request, &answer).ok());
+  }
+  EXPECT_TRUE(answer.header().split());
+  EXPECT_FALSE(answer.header().has_inline_data());
+  EXPECT_EQ(answer.header().range().length(), bytes.size());
+  EXPECT_EQ(answer.header().info().crc32c(), put.info().crc32c());
+
+  request.set_name(name + "-missing");
+  grpc::ClientContext context;
+  const grpc::Status missing = stub_->FetchInline(&context, request, &answer);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(missing.error_message().find(name + "-missing"), std::string::npos) << missing.error_message();
+}
+
 TEST_P(RawProtocolTest, StridedLayoutWithByteOffsetIsStoredAsSent) {
   // float32[2,3] column-major (strides {1,2}) after 8 bytes of padding.
   const std::string name = TestTensorName("t");

@@ -84,7 +84,7 @@ TEST(ServiceMetricsTest, RpcNamesAreTheWireMethodNames) {
   EXPECT_EQ(RpcName(Rpc::kIssueHandoffToken), "IssueHandoffToken");
   EXPECT_EQ(RpcName(Rpc::kBatchPut), "BatchPut");
   EXPECT_EQ(RpcName(Rpc::kBatchFetch), "BatchFetch");
-  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "AwaitCopies");
+  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "FetchInline");
 }
 
 // Runs under TSan in CI (the name matches 'Concurren'): recording threads

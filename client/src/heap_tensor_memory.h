@@ -16,9 +16,12 @@ class ReceiveBufferPool;
 class HeapTensorMemory final : public TensorMemory {
  public:
   // From this size on, memory comes straight from mmap with transparent huge
-  // pages requested: a fetch then faults 2 MiB pages instead of 4 KiB ones,
-  // which was a quarter of a large fetch's client time.
-  static constexpr uint64_t kMmapThreshold = uint64_t{2} << 20;
+  // pages requested (a fetch then faults 2 MiB pages instead of 4 KiB ones,
+  // which was a quarter of a large fetch's client time), and a client's
+  // receive pool keeps it for reuse: malloc would map and unmap each such
+  // block anew (its mmap threshold stays at 128 KiB once the trim threshold
+  // is set, KeepFreedHeapForTransfers).
+  static constexpr uint64_t kMmapThreshold = uint64_t{256} << 10;
 
   // RESOURCE_EXHAUSTED when `size` bytes cannot be allocated.
   static absl::StatusOr<std::shared_ptr<HeapTensorMemory>> Allocate(uint64_t size);

@@ -34,7 +34,7 @@ class ReceiveBufferPool final : public std::enable_shared_from_this<ReceiveBuffe
   ReceiveBufferPool& operator=(const ReceiveBufferPool&) = delete;
 
   // Memory for `size` bytes: a pooled mapping when one fits (at least
-  // `size`, at most a quarter plus 2 MiB larger, so a small tensor never
+  // `size`, at most a quarter plus 256 KiB larger, so a small tensor never
   // pins a huge buffer), else new memory. RESOURCE_EXHAUSTED when mapping fails.
   absl::StatusOr<std::shared_ptr<HeapTensorMemory>> Allocate(uint64_t size);
 

@@ -30,7 +30,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
 
 // One BatchFetch call: the items in the server's order (request order, or
 // name order for a prefix or group), each a host copy or its failure;
-// items of 2 MiB or more receive into `receive_pool`'s buffers.
+// items of 256 KiB or more receive into `receive_pool`'s buffers.
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
     grpc::ClientContext& context, const v1::BatchFetchRequest& request,

@@ -75,7 +75,7 @@ TEST(ReceiveBufferPoolTest, IdleBuffersAreUnmappedAfterTheIdleTime) {
 
 TEST(ReceiveBufferPoolTest, SmallSizesAndAZeroBytePoolMapNewMemory) {
   std::shared_ptr<ReceiveBufferPool> pool = ReceiveBufferPool::Create(64 * kMiB);
-  Take(*pool, kMiB).reset();  // below the mmap threshold: malloc's
+  Take(*pool, 128 << 10).reset();  // below the mmap threshold: malloc's
   EXPECT_EQ(pool->pooled_buffers(), 0u);
   std::shared_ptr<ReceiveBufferPool> off = ReceiveBufferPool::Create(0);
   Take(*off, 8 * kMiB).reset();

@@ -59,7 +59,7 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on every call (servers run with
   // --tokens-file); empty sends none.
   std::string bearer_token;
-  // Remote Fetch of a tensor of 2 MiB or more receives into memory that a
+  // Remote Fetch of a tensor of 256 KiB or more receives into memory that a
   // released fetched tensor left behind, when one fits, so it does not pay
   // the first touch of every page again. Up to this many bytes of released
   // buffers are kept per client; the kernel may reclaim them under memory

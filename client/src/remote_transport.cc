@@ -105,6 +105,16 @@ struct StreamedRange {
   uint32_t crc32c = 0;  // of the received bytes, with verify_crc32c
 };
 
+// What a receiver that saw its stream end well delivered.
+static absl::StatusOr<StreamedRange> FinishRange(FetchStreamReceiver& receiver) {
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
+  return StreamedRange{.info = std::move(info),
+                       .split = receiver.split(),
+                       .offset = receiver.range_offset(),
+                       .length = receiver.range_length(),
+                       .crc32c = receiver.received_crc32c()};
+}
+
 struct RemoteTransport::Rep {
   Rep(const ClientOptions& opts, std::shared_ptr<grpc::Channel> ch,
       std::shared_ptr<grpc::ChannelCredentials> creds, grpc::ChannelArguments args)
@@ -237,12 +247,7 @@ absl::StatusOr<StreamedRange> RemoteTransport::Rep::StreamFetch(
   grpc::Status status = reader->Finish();
   TENSORD_RETURN_IF_ERROR(failure);
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
-  return StreamedRange{.info = std::move(info),
-                       .split = receiver.split(),
-                       .offset = receiver.range_offset(),
-                       .length = receiver.range_length(),
-                       .crc32c = receiver.received_crc32c()};
+  return FinishRange(receiver);
 }
 
 grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
@@ -292,12 +297,7 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   if (!receiver.complete()) {
     return absl::InternalError("FetchInline answered with neither the bytes nor a split header");
   }
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
-  return StreamedRange{.info = std::move(info),
-                       .split = receiver.split(),
-                       .offset = receiver.range_offset(),
-                       .length = receiver.range_length(),
-                       .crc32c = receiver.received_crc32c()};
+  return FinishRange(receiver);
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(

@@ -18,9 +18,8 @@ class HeapTensorMemory final : public TensorMemory {
   // From this size on, memory comes straight from mmap with transparent huge
   // pages requested (a fetch then faults 2 MiB pages instead of 4 KiB ones,
   // which was a quarter of a large fetch's client time), and a client's
-  // receive pool keeps it for reuse: malloc would map and unmap each such
-  // block anew (its mmap threshold stays at 128 KiB once the trim threshold
-  // is set, KeepFreedHeapForTransfers).
+  // receive pool keeps it for reuse: a 1 MiB Fetch faulted its buffer in
+  // each time while malloc mapped and unmapped blocks of that size.
   static constexpr uint64_t kMmapThreshold = uint64_t{256} << 10;
 
   // RESOURCE_EXHAUSTED when `size` bytes cannot be allocated.

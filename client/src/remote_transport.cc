@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -352,7 +353,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
   const std::vector<TransferPart> parts = SplitIntoParts(whole.offset, whole.length, part_count);
   FetchOptions part_options = fetch_options;
   std::mutex progress_mutex;
-  std::atomic<uint64_t> received{0};
+  uint64_t received = 0;  // by every part; progress_mutex held
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   for (size_t i = 0; i < parts.size(); ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
@@ -369,11 +370,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
     FetchOptions options_for_part = part_options;
     uint64_t reported = 0;
     if (fetch_options.progress) {
+      // Added and reported under one lock, so the caller sees totals in order.
       options_for_part.progress = [&](uint64_t done, uint64_t) {
-        const uint64_t total = received.fetch_add(done - reported) + (done - reported);
-        reported = done;
         std::lock_guard<std::mutex> lock(progress_mutex);
-        fetch_options.progress(total, whole.length);
+        received += done - reported;
+        reported = done;
+        fetch_options.progress(received, whole.length);
       };
     }
     results[index] = StreamFetch(
@@ -385,15 +387,36 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
           }
           return destination + (part.offset - whole.offset);
         });
+    // The bytes went where this part belongs only if the server answered
+    // for this part's range, not just with its length.
+    if (results[index].ok() && results[index]->offset != part.offset) {
+      results[index] = absl::InternalError(absl::StrCat(
+          "server answered part [", part.offset, ", +", part.length, ") of '", name,
+          "' with the range at ", results[index]->offset));
+    }
     // One part failing ends the others at once.
     if (!results[index].ok()) {
       for (const auto& context : contexts) context->TryCancel();
     }
   };
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(fetch_part, i);
-  fetch_part(0);
+  absl::Status start_failure;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    try {
+      threads.emplace_back(fetch_part, i);
+    } catch (const std::system_error& error) {
+      // No thread for this part (a thread limit): the fetch fails whole,
+      // after the parts already running are cancelled and joined.
+      start_failure = absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread for part ", i, " of the fetch of '", name,
+                       "': ", error.what()));
+      for (const auto& context : contexts) context->TryCancel();
+      break;
+    }
+  }
+  if (start_failure.ok()) fetch_part(0);
   for (std::thread& thread : threads) thread.join();
+  TENSORD_RETURN_IF_ERROR(start_failure);
 
   // The first failure that is not another part's cancellation names the cause.
   absl::Status failure;

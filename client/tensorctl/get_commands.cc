@@ -82,16 +82,27 @@ absl::Status RunGet(Client& client, const Invocation& invocation) {
                            OutputFile::Create(invocation.Text(kOutputOption)));
 
   ProgressBar progress(absl::StrCat("get ", name));
-  if (StoredInCOrder(stat) && !invocation.Has(kStreamsOption)) {
+  // Standard output takes nothing before the whole tensor is checked, so it
+  // gets the one-fetch path below.
+  if (StoredInCOrder(stat) && !invocation.Has(kStreamsOption) && !output->is_stdout()) {
     TENSORD_ASSIGN_OR_RETURN(std::string header, NpyHeaderFor(name, stat));
     TENSORD_RETURN_IF_ERROR(output->Write(header));
-    TENSORD_RETURN_IF_ERROR(StreamToFile(client, name, stat, *output, progress.Callback()));
-    progress.Finish();
-    TENSORD_RETURN_IF_ERROR(output->Commit());
-    absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name, stat.version,
-                  DescribeTensor(stat), FormatByteSize(stat.total_bytes),
-                  AsAbsl(output->display_path()));
-    return absl::OkStatus();
+    absl::Status streamed = StreamToFile(client, name, stat, *output, progress.Callback());
+    // The ranges hold no lease between them: the latest version may be
+    // replaced and dropped midway. Then the one-fetch path below, which
+    // holds its version to the end, into a new temporary file.
+    if (streamed.code() == absl::StatusCode::kNotFound && version == 0) {
+      output.reset();  // removes the partial temporary
+      TENSORD_ASSIGN_OR_RETURN(output, OutputFile::Create(invocation.Text(kOutputOption)));
+    } else {
+      TENSORD_RETURN_IF_ERROR(streamed);
+      progress.Finish();
+      TENSORD_RETURN_IF_ERROR(output->Commit());
+      absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name,
+                    stat.version, DescribeTensor(stat), FormatByteSize(stat.total_bytes),
+                    AsAbsl(output->display_path()));
+      return absl::OkStatus();
+    }
   }
   FetchOptions options;
   options.version = version;

@@ -11,10 +11,7 @@ namespace tensord {
 void KeepFreedHeapForTransfers() {
 #if defined(__GLIBC__)
   static std::once_flag once;
-  std::call_once(once, [] {
-    ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(kKeptFreeHeapBytes));
-    ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kHeapBlockLimitBytes));
-  });
+  std::call_once(once, [] { ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(kKeptFreeHeapBytes)); });
 #endif
 }
 

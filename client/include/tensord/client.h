@@ -67,13 +67,14 @@ struct ClientOptions {
   // receive_pool_idle_release is unmapped at the client's next Fetch or
   // release. 0 turns the pool off.
   uint64_t receive_pool_bytes = uint64_t{1} << 30;
-  // Sets glibc's malloc trim threshold to 64 MiB and its mmap threshold to
-  // 32 MiB for the whole process (once, at the first Connect that asks):
-  // gRPC's receive buffers are then reused instead of being returned to the
-  // kernel and faulted in again on every transfer, which cost a warm
-  // channel 40% of its fetch throughput. The cost: up to 64 MiB more
-  // resident memory per malloc arena. Turn off to keep the process's own
-  // malloc settings.
+  // Sets glibc's malloc trim threshold to 64 MiB for the whole process
+  // (once, at the first Connect that asks): gRPC's receive buffers are then
+  // reused instead of being returned to the kernel and faulted in again on
+  // every transfer, which cost a warm channel 40% of its fetch throughput.
+  // The costs: up to 64 MiB more resident memory per malloc arena, and
+  // glibc's mmap threshold no longer rises from 128 KiB (blocks above it
+  // keep mappings of their own). Turn off to keep the process's own malloc
+  // settings.
   bool tune_malloc = true;
   absl::Duration receive_pool_idle_release = absl::Seconds(30);
 };

@@ -42,7 +42,6 @@
 #include "service/cluster/deferred_cluster_reads.h"
 #include "service/cluster/etcd_cluster_reads.h"
 #include "service/cluster/read_through.h"
-#include "service/common/malloc_tuning.h"
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
 #include "service/common/byte_size.h"
@@ -443,8 +442,6 @@ int Run(int argc, char** argv) {
   for (std::string& argument : arguments) raw_arguments.push_back(argument.data());
   absl::ParseCommandLine(static_cast<int>(raw_arguments.size()), raw_arguments.data());
   if (listen.empty()) listen = absl::GetFlag(FLAGS_listen);
-  // Put streams arrive in gRPC buffers from malloc, as fetches do on a client.
-  KeepFreedHeapForTransfers();
 
   absl::StatusOr<LogLevel> level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

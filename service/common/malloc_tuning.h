@@ -11,6 +11,8 @@ namespace tensord {
 inline constexpr size_t kKeptFreeHeapBytes = size_t{64} << 20;
 
 
+// For clients (tensord::Client calls it; the server does not: its soak test
+// holds it to 10% private-memory growth, and the kept heap went past that).
 // gRPC receives into buffers from malloc and frees them once a message is
 // consumed. With glibc's default trim threshold (128 KiB, raised only after
 // a large mmap'd block happens to be freed) the freed top of the heap goes

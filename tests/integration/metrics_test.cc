@@ -228,8 +228,11 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
       failures++;
       return;
     }
+    // As the remote workers: connected (bounded) before the counted calls.
+    WaitUntil([&] { return client->Health().ok(); }, absl::Seconds(20));
     for (int round = 0; round < kRounds; ++round) {
-      if (!client->Fetch("metrics/shared").ok()) failures++;
+      absl::Status status = client->Fetch("metrics/shared").status();
+      if (!status.ok()) note_failure(status);
     }
   });
   double last_puts = 0;

@@ -72,6 +72,20 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     const bool fresh = bytes == env.config.fresh_channel_bytes;
     TENSORD_RETURN_IF_ERROR(EnsureRemoteTensor(env, *client, bytes));
 
+    // A put of a new version in `streams` (0: the client's choice).
+    auto timed_put = [&](uint32_t streams) -> absl::StatusOr<double> {
+      PutOptions options;
+      options.streams = streams;
+      const Clock::time_point start = Clock::now();
+      TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Put(put_name, ByteTensor(env.source.data(), &shape),
+                                                            options));
+      const double seconds = SecondsSince(start);
+      if (info.total_bytes != bytes) {
+        return absl::DataLossError(
+            absl::StrCat("put of ", bytes, " bytes stored ", info.total_bytes));
+      }
+      return seconds;
+    };
     // Cases in the order they run in each round; the baseline is one of them.
     enum Case { kRaw, kFetch, kFetchInto, kPut, kFreshFetch, kFreshFetchInto };
     std::vector<TimedRun> cases = {
@@ -81,17 +95,7 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
           ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
           return TimedFetchInto(env, *client, name, bytes);
         },
-        [&]() -> absl::StatusOr<double> {
-          const Clock::time_point start = Clock::now();
-          TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
-                                   client->Put(put_name, ByteTensor(env.source.data(), &shape)));
-          const double seconds = SecondsSince(start);
-          if (info.total_bytes != bytes) {
-            return absl::DataLossError(
-                absl::StrCat("put of ", bytes, " bytes stored ", info.total_bytes));
-          }
-          return seconds;
-        }};
+        [&] { return timed_put(0); }};
     if (fresh) {
       // A new Client (channel, TCP connection, HTTP/2 handshake) per fetch,
       // as tensorctl get pays; closing it is not timed.
@@ -117,6 +121,13 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
           options.streams = streams;
           return TimedFetchInto(env, *client, name, bytes, Clock::now(), options);
         });
+      }
+    }
+    // The same put in 1, 2 and 4 concurrent streams (large sizes).
+    const size_t first_put_streams_case = cases.size();
+    if (large) {
+      for (uint32_t streams : kStreamCounts) {
+        cases.push_back([&, streams] { return timed_put(streams); });
       }
     }
     // What memory new to the process costs to write once: an unpooled
@@ -181,6 +192,15 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     AddThroughputRow(env, "put, warm channel", bytes, samples[kPut], raw_gbps,
                      bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
                      "new version each time (server copies into a fresh memfd + CRC-32C)");
+    if (large) {
+      for (size_t i = 0; i < std::size(kStreamCounts); ++i) {
+        AddThroughputRow(env, absl::StrCat("put, warm (", kStreamCounts[i],
+                                           kStreamCounts[i] == 1 ? " stream)" : " streams)"),
+                         bytes, samples[first_put_streams_case + i], raw_gbps, std::nullopt,
+                         "PutOptions::streams; each stream its own TCP connection, the server "
+                         "writes each part at its offset");
+      }
+    }
 
     if (fresh) {
       // The same FetchInto on a new channel, then on that channel after a

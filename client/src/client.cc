@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/host_tensor_source.h"
+#include "client/src/transfer_streams.h"
 #include "client/src/transport_selector.h"
 #include "service/common/status_macros.h"
 #include "service/common/tensor_name.h"
@@ -48,6 +49,7 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
                                        const PutOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
+  TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(options.streams));
   if (options.device.has_value()) {
     // Device puts from host memory go over gRPC (the server's staged upload);
     // a local producer writes device memory in place with Create instead.

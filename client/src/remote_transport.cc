@@ -5,7 +5,11 @@
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <functional>
 #include <atomic>
 #include <mutex>
 #include <system_error>
@@ -25,6 +29,7 @@
 #include "client/src/transfer_streams.h"
 #include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
+#include "service/common/errno_status.h"
 #include "service/common/malloc_tuning.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
@@ -203,6 +208,29 @@ struct RemoteTransport::Rep {
   // The channel of the part at `index`: the client's own for 0, else one of
   // its own TCP connection, made on first use and kept.
   grpc::Channel& PartChannel(size_t index);
+
+  // One Put stream on `on`: `header`, then `part` of `data` in chunks
+  // pointing at the caller's memory; returns once gRPC released them.
+  // `progress` gets the part's bytes sent so far.
+  absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on, grpc::ClientContext& context,
+                                            const v1::PutRequest& header, const uint8_t* data,
+                                            TransferPart part,
+                                            const ProgressCallback& progress);
+
+  // A put in `parts`, each on its stream (PutHeader.part): the server
+  // publishes once all are in, and every part answers with the version.
+  absl::StatusOr<TensorInfo> PutParts(const v1::PutRequest& header, const uint8_t* data,
+                                      const PutOptions& options,
+                                      const std::vector<TransferPart>& parts);
+
+  // Runs `run(i)` for every part, part 0 on the calling thread and each
+  // other on a thread of its own, and returns once all have ended. When a
+  // thread cannot start, the parts already running are cancelled through
+  // `contexts` and joined, and the result is RESOURCE_EXHAUSTED naming
+  // `what`.
+  static absl::Status RunParts(size_t count, const std::function<void(size_t)>& run,
+                               std::vector<std::unique_ptr<grpc::ClientContext>>& contexts,
+                               absl::string_view what);
 
   const ClientOptions options;
   const std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -399,24 +427,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
       for (const auto& context : contexts) context->TryCancel();
     }
   };
-  std::vector<std::thread> threads;
-  absl::Status start_failure;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    try {
-      threads.emplace_back(fetch_part, i);
-    } catch (const std::system_error& error) {
-      // No thread for this part (a thread limit): the fetch fails whole,
-      // after the parts already running are cancelled and joined.
-      start_failure = absl::ResourceExhaustedError(
-          absl::StrCat("cannot start a thread for part ", i, " of the fetch of '", name,
-                       "': ", error.what()));
-      for (const auto& context : contexts) context->TryCancel();
-      break;
-    }
-  }
-  if (start_failure.ok()) fetch_part(0);
-  for (std::thread& thread : threads) thread.join();
-  TENSORD_RETURN_IF_ERROR(start_failure);
+  TENSORD_RETURN_IF_ERROR(
+      RunParts(parts.size(), fetch_part, contexts, absl::StrCat("the fetch of '", name, "'")));
 
   // The first failure that is not another part's cancellation names the cause.
   absl::Status failure;
@@ -437,6 +449,132 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
     }
   }
   return std::move(whole.info);
+}
+
+absl::Status RemoteTransport::Rep::RunParts(
+    size_t count, const std::function<void(size_t)>& run,
+    std::vector<std::unique_ptr<grpc::ClientContext>>& contexts, absl::string_view what) {
+  std::vector<std::thread> threads;
+  absl::Status start_failure;
+  for (size_t i = 1; i < count; ++i) {
+    try {
+      threads.emplace_back(run, i);
+    } catch (const std::system_error& error) {
+      // No thread for this part (a thread limit): the transfer fails whole,
+      // after the parts already running are cancelled and joined.
+      start_failure = absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread for part ", i, " of ", what, ": ", error.what()));
+      for (const auto& context : contexts) context->TryCancel();
+      break;
+    }
+  }
+  if (start_failure.ok()) run(0);
+  for (std::thread& thread : threads) thread.join();
+  return start_failure;
+}
+
+absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
+    grpc::Channel& on, grpc::ClientContext& context, const v1::PutRequest& header,
+    const uint8_t* data, TransferPart part, const ProgressCallback& progress) {
+  SliceLatch latch;
+  v1::PutResponse response;
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, put_method, &context,
+                                                                     &response));
+  bool open = writer->Write(SerializeToByteBuffer(header));
+  const uint64_t end = part.offset + part.length;
+  for (uint64_t offset = part.offset; open && offset < end;) {
+    const uint64_t size = std::min<uint64_t>(options.chunk_bytes, end - offset);
+    latch.Add();
+    grpc::ByteBuffer chunk =
+        MakeChunkBuffer(offset, data + offset, size, &SliceLatch::Release, &latch);
+    open = writer->Write(chunk);
+    offset += size;
+    if (progress) progress(offset - part.offset, part.length);
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  writer.reset();
+  latch.Wait();
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  return response;
+}
+
+namespace {
+
+// 128 random bits naming one put in parts (PutPart.upload_id).
+absl::StatusOr<std::string> NewUploadId() {
+  char random[16];
+  size_t filled = 0;
+  while (filled < sizeof(random)) {
+    const ssize_t n = ::getrandom(random + filled, sizeof(random) - filled, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "getrandom");
+    }
+    filled += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(absl::string_view(random, sizeof(random)));
+}
+
+}  // namespace
+
+absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& header,
+                                                          const uint8_t* data,
+                                                          const PutOptions& put_options,
+                                                          const std::vector<TransferPart>& parts) {
+  TENSORD_ASSIGN_OR_RETURN(const std::string upload_id, NewUploadId());
+  const uint64_t total = header.header().total_bytes();
+  std::mutex progress_mutex;
+  uint64_t sent = 0;  // by every part; progress_mutex held
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    PrepareContext(*contexts.back());
+  }
+  std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(),
+                                                       absl::UnknownError("not run"));
+  auto put_part = [&](size_t index) {
+    const TransferPart part = parts[index];
+    v1::PutRequest part_header = header;
+    v1::PutPart* wire_part = part_header.mutable_header()->mutable_part();
+    wire_part->set_upload_id(upload_id);
+    wire_part->set_parts(static_cast<uint32_t>(parts.size()));
+    wire_part->set_offset(part.offset);
+    wire_part->set_length(part.length);
+    uint64_t reported = 0;
+    ProgressCallback progress;
+    if (put_options.progress) {
+      // Added and reported under one lock, so the caller sees totals in order.
+      progress = [&](uint64_t done, uint64_t) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        sent += done - reported;
+        reported = done;
+        put_options.progress(sent, total);
+      };
+    }
+    results[index] =
+        StreamPut(PartChannel(index), *contexts[index], part_header, data, part, progress);
+    // One part failing fails the put on the server; end the others at once.
+    if (!results[index].ok()) {
+      for (const auto& context : contexts) context->TryCancel();
+    }
+  };
+  TENSORD_RETURN_IF_ERROR(RunParts(parts.size(), put_part, contexts,
+                                   absl::StrCat("the put of '", header.header().name(), "'")));
+  // The cause, not the other parts' cancellation or ABORTED echo of it.
+  absl::Status failure;
+  for (const absl::StatusOr<v1::PutResponse>& result : results) {
+    if (result.ok()) continue;
+    const absl::StatusCode code = result.status().code();
+    const bool echo = code == absl::StatusCode::kCancelled || code == absl::StatusCode::kAborted;
+    if (failure.ok() || (!echo && (failure.code() == absl::StatusCode::kCancelled ||
+                                   failure.code() == absl::StatusCode::kAborted))) {
+      failure = result.status();
+    }
+  }
+  TENSORD_RETURN_IF_ERROR(failure);
+  return InfoFromProto(results[0]->info());
 }
 
 RemoteTransport::RemoteTransport(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
@@ -463,6 +601,7 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
 
 absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DLTensor& tensor,
                                                 const PutOptions& options) {
+  TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(options.streams));
   TENSORD_ASSIGN_OR_RETURN(CompactSource source, CompactSourceOf(tensor));
 
   v1::PutRequest header_message;
@@ -479,28 +618,21 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   header->set_retention(static_cast<v1::Retention>(options.retention));
   header->set_replicas(options.replicas);
 
-  SliceLatch latch;
-  v1::PutResponse response;
+  const unsigned cores = std::thread::hardware_concurrency();
+  const uint64_t split_above = SplitAboveBytes(options.streams, cores);
+  // A device put goes through the server's one staged upload, in order.
+  if (!options.device.has_value() && split_above != 0 && source.size > split_above) {
+    const uint32_t streams = TransferStreamsFor(source.size, options.streams, cores);
+    if (streams > 1) {
+      return rep_->PutParts(header_message, source.data, options,
+                            SplitIntoParts(0, source.size, streams));
+    }
+  }
   grpc::ClientContext context;
   rep_->PrepareContext(context);
-  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
-      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
-          rep_->channel.get(), rep_->put_method, &context, &response));
-  bool open = writer->Write(SerializeToByteBuffer(header_message));
-  for (uint64_t offset = 0; open && offset < source.size;) {
-    const uint64_t size = std::min<uint64_t>(rep_->options.chunk_bytes, source.size - offset);
-    latch.Add();
-    grpc::ByteBuffer chunk =
-        MakeChunkBuffer(offset, source.data + offset, size, &SliceLatch::Release, &latch);
-    open = writer->Write(chunk);
-    offset += size;
-    if (options.progress) options.progress(offset, source.size);
-  }
-  if (open) writer->WritesDone();
-  grpc::Status status = writer->Finish();
-  writer.reset();
-  latch.Wait();
-  if (!status.ok()) return FromGrpcStatus(status);
+  TENSORD_ASSIGN_OR_RETURN(v1::PutResponse response,
+                           rep_->StreamPut(*rep_->channel, context, header_message, source.data,
+                                           TransferPart{0, source.size}, options.progress));
   return InfoFromProto(response.info());
 }
 

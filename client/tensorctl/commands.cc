@@ -40,7 +40,8 @@ std::span<const OptionSpec> Options() {
       {kReplicasOption, "", OptionKind::kCount, "N",
        "in a cluster: acknowledged once N nodes hold it (default: the server's --default-replicas)"},
       {kStreamsOption, "", OptionKind::kCount, "N",
-       "remote fetch in N concurrent streams, 1..8 (default: chosen from the size and the cores)"},
+       "remote get or put in N concurrent streams, 1..8 (default: chosen from the size and the "
+       "cores)"},
       {kClusterOption, "", OptionKind::kFlag, "",
        "ls: every node's names, with the node holding each; watch: every node's changes "
        "(positions are etcd revisions)"},
@@ -62,7 +63,7 @@ std::span<const CommandSpec> Commands() {
        .summary = "publish a .npy file as a new version of NAME",
        .min_arguments = 2,
        .max_arguments = 2,
-       .options = {kCacheOption, kPinOption, kDeviceOption, kReplicasOption},
+       .options = {kCacheOption, kPinOption, kDeviceOption, kReplicasOption, kStreamsOption},
        .run = RunPut},
       {.name = "get",
        .arguments = "NAME",

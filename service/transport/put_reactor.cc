@@ -1,5 +1,8 @@
 // Remote put: header, then chunks copied from the received slices straight
 // into the new version's memfd (the one copy), then publish on half-close.
+// A part of a put in several streams (PutHeader.part) writes its range into
+// the put it joins (parted_puts.h) and, once its bytes are in, waits for
+// the put's outcome.
 // A device tensor's chunks go through pinned staging to the device instead
 // (device_staging.h), all copies finishing before publish.
 #include <malloc.h>
@@ -16,6 +19,7 @@
 #include "service/wire/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
+#include "service/transport/parted_puts.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -34,6 +38,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         registry_(registry),
         options_(options),
         metrics_(metrics),
+        service_(service),
         call_(Rpc::kPut, *context, metrics) {
     if (absl::Status status = Admit(service); !status.ok()) {
       FinishWith(status);
@@ -44,6 +49,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnReadDone(bool ok) override {
     if (stream_slot_ != nullptr) stream_slot_->Touch();
+    if (!ok && parted_ != nullptr) {
+      PartArrived();
+      return;
+    }
     if (!ok) {
       absl::Status published = EndOfStream();
       if (published.ok() && options_.cluster_reads != nullptr) {
@@ -64,6 +73,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     StartRead(&request_);
   }
 
+  // A part whose bytes are in waits without a read outstanding; only this
+  // tells it that its client gave up (the put then fails).
+  void OnCancel() override {
+    if (!waiting_.load(std::memory_order_acquire)) return;
+    parted_->Fail(absl::CancelledError(
+        absl::StrCat("part at offset ", part_offset_, " was cancelled by its client")));
+  }
+
   void OnDone() override {
     // gRPC's receive buffers for a large put leave the heap grown by up to
     // the flow-control window times the number of streams; glibc keeps that
@@ -81,6 +98,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, "Put"));
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Put", [this] {
       idle_cancelled_.store(true, std::memory_order_relaxed);
+      if (waiting_.load(std::memory_order_acquire)) {
+        // A part waiting for the others: the put fails, and every part's
+        // call answers why (a cancelled call could not).
+        parted_->Fail(absl::DeadlineExceededError(absl::StrCat(
+            "part at offset ", part_offset_, " waited longer than the stream idle timeout for "
+            "the other parts to move")));
+        return;
+      }
       context_->TryCancel();
     }));
     return absl::OkStatus();
@@ -109,6 +134,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
     name_ = put.name;
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
+    if (put.part.has_value()) return JoinParts(header, put);
     if (options_.cluster_reads != nullptr) {
       TENSORD_ASSIGN_OR_RETURN(replicas_,
                                options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
@@ -131,10 +157,96 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
+  // The first part of a put in parts reserves its version (as a put in one
+  // stream does); the others join it.
+  absl::Status JoinParts(const v1::PutHeader& header, const ValidatedPut& put) {
+    if (options_.cluster_reads == nullptr && header.replicas() > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "put of '", put.name, "' asks for replicas=", header.replicas(),
+          ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
+    }
+    TENSORD_ASSIGN_OR_RETURN(
+        parted_, service_.parted_puts().Join(
+                     put, header.replicas(), grant_,
+                     [&]() -> absl::StatusOr<PartedPuts::Prepared> {
+                       PartedPuts::Prepared prepared;
+                       if (options_.cluster_reads != nullptr) {
+                         TENSORD_ASSIGN_OR_RETURN(prepared.replicas,
+                                                  options_.cluster_reads->ReplicasFor(
+                                                      put.name, header.replicas()));
+                       }
+                       TENSORD_ASSIGN_OR_RETURN(
+                           prepared.pending,
+                           registry_.Prepare(put.name, put.layout, put.total_bytes, put.retention));
+                       return prepared;
+                     }));
+    started_ = true;
+    part_offset_ = put.part->offset;
+    part_length_ = put.part->length;
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyPartChunk(const StreamMessage& chunk) {
+    TENSORD_RETURN_IF_ERROR(parted_->failure());
+    if (chunk.chunk_offset != part_offset_ + received_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
+          "' sent a chunk at offset ", chunk.chunk_offset, " but ", received_,
+          " of its bytes have arrived; chunks must be contiguous and in order"));
+    }
+    if (chunk.chunk_size > part_length_ - received_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
+          "' sent a chunk [", chunk.chunk_offset, ", +", chunk.chunk_size,
+          ") beyond the part's end"));
+    }
+    for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
+      crc32c_ = Crc32cExtend(crc32c_, piece.data(), piece.size());
+    }
+    TENSORD_RETURN_IF_ERROR(parted_->bytes().Write(chunk.chunk_offset, chunk.chunk_pieces));
+    received_ += chunk.chunk_size;
+    parted_->Touch();
+    return absl::OkStatus();
+  }
+
+  // Half-close of a part: its bytes are checked, then it waits for the
+  // put's outcome (the last part to arrive publishes for all).
+  void PartArrived() {
+    waiting_.store(true, std::memory_order_release);
+    absl::Status ended = absl::OkStatus();
+    if (idle_cancelled_.load(std::memory_order_relaxed)) {
+      ended = absl::DeadlineExceededError(absl::StrCat(
+          "part at offset ", part_offset_, " of the put of '", name_,
+          "' sent nothing for longer than the stream idle timeout; cancelled, nothing was "
+          "published"));
+    } else if (context_->IsCancelled()) {
+      ended = absl::CancelledError("put cancelled by the client; nothing was published");
+    } else if (received_ != part_length_) {
+      ended = absl::InvalidArgumentError(absl::StrCat(
+          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_, "' ended after ",
+          received_, " of its bytes; nothing was published"));
+    }
+    if (!ended.ok()) {
+      FinishWith(ended);
+      return;
+    }
+    parted_->Arrived(part_offset_, crc32c_, std::move(stream_slot_),
+                     [this](const absl::StatusOr<VersionInfo>& outcome) {
+                       if (outcome.ok()) {
+                         published_version_ = outcome->version;
+                         v1::PutResponse response;
+                         InfoToProto(*outcome, response.mutable_info());
+                         *response_ = SerializeToByteBuffer(response);
+                       }
+                       FinishWith(outcome.status());
+                     });
+  }
+
   absl::Status CopyChunk(const StreamMessage& chunk) {
     if (!started_) {
       return absl::InvalidArgumentError("put sent a chunk before its header");
     }
+    if (parted_ != nullptr) return CopyPartChunk(chunk);
     if (chunk.chunk_offset != received_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "put of '", pending_.name, "' sent a chunk at offset ", chunk.chunk_offset,
@@ -207,6 +319,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       // the upload first, as it waits for copies into those bytes.
       upload_.reset();
       pending_ = PendingVersion();
+      // A put in parts fails whole (no effect once every part is in); its
+      // bytes go when its last part's call is done.
+      if (parted_ != nullptr) parted_->Fail(status);
     }
     // The place among the open streams goes back now that this side is
     // done, not at OnDone: gRPC runs OnDone after the client has its answer,
@@ -221,6 +336,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   Registry& registry_;
   const ServerOptions& options_;
   ServiceMetrics& metrics_;
+  TensorService& service_;
   CallRecord call_;
   absl::Status outcome_;  // what the call finished with, recorded at OnDone
   grpc::ByteBuffer request_;
@@ -231,8 +347,13 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Device tensors only; declared after pending_ so it is destroyed first.
   std::unique_ptr<DeviceUpload> upload_;
   std::optional<uint32_t> expected_crc32c_;
-  uint64_t received_ = 0;
+  uint64_t received_ = 0;  // of the whole put, or of this part
   uint32_t crc32c_ = 0;
+  // A part of a put in several streams: the put it joined and its range.
+  std::shared_ptr<PartedPut> parted_;
+  uint64_t part_offset_ = 0;
+  uint64_t part_length_ = 0;
+  std::atomic<bool> waiting_{false};  // its bytes are in; it waits for the outcome
   uint32_t replicas_ = 1;            // copies the ack waits for (cluster only)
   uint64_t published_version_ = 0;
   const TokenGrant* grant_ = nullptr;  // null when auth is off

@@ -1,5 +1,6 @@
 #include "service/transport/request_validation.h"
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
@@ -19,6 +20,40 @@ absl::StatusOr<Retention> RetentionFromProto(int retention) {
   return absl::InvalidArgumentError(absl::StrCat(
       "retention ", retention, " is not one of 0 (default), 1 (pinned), 2 (cache)"));
 }
+
+namespace {
+
+absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const ValidatedPut& put) {
+  const std::string& id = part.upload_id();
+  const bool id_ok = id.size() == 32 && absl::c_all_of(id, [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (!id_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "put of '", put.name, "': part.upload_id '", absl::CHexEscape(id.substr(0, 64)),
+        "' is not 32 lowercase hex digits"));
+  }
+  if (part.parts() < 2 || part.parts() > kMaxPutParts) {
+    return absl::InvalidArgumentError(absl::StrCat("put of '", put.name, "' in part.parts ",
+                                                   part.parts(), " streams; the limit is 2..",
+                                                   kMaxPutParts));
+  }
+  if (part.length() == 0 || part.offset() > put.total_bytes ||
+      part.length() > put.total_bytes - part.offset()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "put of '", put.name, "': part [", part.offset(), ", +", part.length(),
+        ") is empty or reaches beyond total_bytes ", put.total_bytes));
+  }
+  if (put.layout.device.device_type != kDLCPU) {
+    // A device put streams through one staged upload, in order.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "put of '", put.name, "' into device memory (kDLCUDA ", put.layout.device.device_id,
+        ") cannot be split into parts; send it in one stream"));
+  }
+  return ValidatedPutPart{id, part.parts(), part.offset(), part.length()};
+}
+
+}  // namespace
 
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes) {
@@ -51,6 +86,9 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
   }
   put.total_bytes = required;
   if (header.has_crc32c()) put.crc32c = header.crc32c();
+  if (header.has_part()) {
+    TENSORD_ASSIGN_OR_RETURN(put.part, ValidatePutPart(header.part(), put));
+  }
   return put;
 }
 

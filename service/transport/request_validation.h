@@ -15,12 +15,25 @@
 
 namespace tensord {
 
+// Most part streams one put may be split into (PutPart.parts).
+inline constexpr uint32_t kMaxPutParts = 16;
+
+// One part of a put carried by several streams (PutHeader.part).
+struct ValidatedPutPart {
+  std::string upload_id;
+  uint32_t parts = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
 struct ValidatedPut {
   std::string name;
   dlpack::TensorLayout layout;
   uint64_t total_bytes = 0;
   std::optional<uint32_t> crc32c;
   Retention retention = Retention::kDefault;
+  // Set for a part of a put carried by several streams.
+  std::optional<ValidatedPutPart> part;
 };
 
 // Name rules, layout (dtype, ndim, shape, strides, byte_offset), a host or

@@ -38,6 +38,7 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
                          ? nullptr
                          : std::make_unique<TokenAuthenticator>(options.token_grants)),
       streams_(options.stream_limits),
+      parted_puts_(registry, options.cluster_reads.get()),
       watches_(options.max_watches) {}
 
 void TensorService::EndWatches() {

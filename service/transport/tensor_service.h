@@ -16,6 +16,7 @@
 #include "service/transport/call_threads.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/open_watches.h"
+#include "service/transport/parted_puts.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -112,6 +113,8 @@ class TensorService final : public TensorServiceBase {
   static absl::Status CheckName(const TokenGrant* grant, absl::string_view rpc,
                                 absl::string_view name);
   ActiveStreams& streams() { return streams_; }
+  // Puts carried by several streams, while their parts arrive.
+  PartedPuts& parted_puts() { return parted_puts_; }
 
  private:
   // List with cluster=true: the directory's names.
@@ -128,6 +131,7 @@ class TensorService final : public TensorServiceBase {
   // Null when auth is off.
   const std::unique_ptr<const TokenAuthenticator> authenticator_;
   ActiveStreams streams_;
+  PartedPuts parted_puts_;
   OpenWatches watches_;
   // Last: joined first on destruction, while everything its work uses lives.
   CallThreads snapshot_threads_{2};

@@ -7,7 +7,7 @@
 // set: a FetchRequest and the limit is the tensor's total_bytes (same shift).
 //
 // Beyond "no crash": an accepted header is consistent with what the layout
-// needs and survives the proto round trip a Fetch makes (strides filled in);
+// needs (and its part, if any, lies inside it) and survives the proto round trip a Fetch makes (strides filled in);
 // a rejection uses the codes the header promises; an accepted range lies
 // inside the tensor.
 #include <cstddef>
@@ -54,6 +54,16 @@ void FuzzPutHeader(const uint8_t* data, size_t size, uint64_t max_tensor_bytes) 
   Check(put->crc32c.has_value() == header.has_crc32c());
   if (put->crc32c.has_value()) Check(*put->crc32c == header.crc32c());
   Check(!dlpack::DescribeLayout(put->layout).empty());
+  // A part of a put in several streams: a host tensor, a range inside it.
+  Check(put->part.has_value() == header.has_part());
+  if (put->part.has_value()) {
+    const ValidatedPutPart& part = *put->part;
+    Check(part.upload_id.size() == 32 && part.upload_id == header.part().upload_id());
+    Check(part.parts >= 2 && part.parts <= kMaxPutParts);
+    Check(part.length > 0 && part.offset < put->total_bytes &&
+          part.length <= put->total_bytes - part.offset);
+    Check(put->layout.device.device_type == kDLCPU);
+  }
 
   // A Fetch sends the layout back with strides filled in; a client may put
   // exactly that again, so it must still validate to the same size.

@@ -251,7 +251,8 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
 
 // get streams a C-order tensor to its file in ranged fetches (16 MiB) and
 // O_DIRECT blocks (4 MiB) with a buffered tail; --streams takes the whole
-// fetch path. Both files, and standard output, hold exactly the bytes.
+// fetch path. Both files, and standard output, hold exactly the bytes; and
+// put --streams sends the file back in parts.
 TEST(TensorctlGetTest, GetWritesEveryByteThroughRangesAndStreams) {
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
       testing::ServerProcess::Start({});
@@ -290,6 +291,18 @@ TEST(TensorctlGetTest, GetWritesEveryByteThroughRangesAndStreams) {
       RunProgram(kTensorctl, {"get", "g/small", "-o", dir.File("s.npy"), "--streams", "9", server_flag});
   EXPECT_NE(too_many.exit_code, 0);
   EXPECT_THAT(too_many.err, HasSubstr("--streams 9 must be 1..8"));
+
+  // put --streams 2 sends the file back in two parts, one version.
+  const ProgramRun put = RunProgram(
+      kTensorctl, {"put", "g/again", dir.File("big.npy"), "--streams", "2", server_flag});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  absl::StatusOr<Tensor> again = client->Fetch("g/again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(testing::BytesEqual(again->dl_tensor().data, again->data_bytes(), bytes));
+  const ProgramRun put_too_many = RunProgram(
+      kTensorctl, {"put", "g/again", dir.File("big.npy"), "--streams", "9", server_flag});
+  EXPECT_NE(put_too_many.exit_code, 0);
+  EXPECT_THAT(put_too_many.err, HasSubstr("--streams 9 must be 1..8"));
 }
 
 TEST(TensorctlWatchTest, WatchPrintsChangesAndThePositionToResumeFrom) {

@@ -506,6 +506,44 @@ TEST_P(LargeTensorTest, AFetchInSeveralStreamsAssemblesEveryByteInPlace) {
   EXPECT_TRUE(client().Delete(name).ok());
 }
 
+// A put in several streams: each part on its own connection, written at its
+// offset by the server, published as one version once all are in.
+TEST_P(LargeTensorTest, APutInSeveralStreamsPublishesEveryByteAsOneVersion) {
+  const std::string name = TestTensorName("put-streams");
+  constexpr int64_t kBytes = (int64_t{48} << 20) + 12345;
+  std::vector<uint8_t> bytes(kBytes);
+  for (int64_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<uint8_t>((i * 2246822519u) >> 11);
+  HostTensor tensor = CompactTensor(kU8, {kBytes}, bytes);
+  uint64_t previous_version = 0;
+  for (uint32_t streams : {2u, 3u}) {
+    PutOptions options;
+    options.streams = streams;
+    options.send_crc32c = true;
+    uint64_t last_progress = 0;
+    bool monotonic = true;
+    options.progress = [&](uint64_t done, uint64_t total) {
+      monotonic = monotonic && done >= last_progress && total == static_cast<uint64_t>(kBytes);
+      last_progress = done;
+    };
+    absl::StatusOr<TensorInfo> put = client().Put(name, tensor.dl(), options);
+    ASSERT_TRUE(put.ok()) << put.status();
+    EXPECT_GT(put->version, previous_version) << "one new version per put";
+    previous_version = put->version;
+    EXPECT_TRUE(monotonic);
+    EXPECT_EQ(last_progress, static_cast<uint64_t>(kBytes));
+    absl::StatusOr<Tensor> fetched = client().Fetch(name);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    EXPECT_EQ(fetched->info().version, put->version);
+    EXPECT_EQ(fetched->info().crc32c, put->crc32c);
+    EXPECT_TRUE(BytesEqual(fetched->dl_tensor().data, fetched->data_bytes(), bytes)) << streams;
+  }
+  PutOptions too_many;
+  too_many.streams = kMaxPutStreams + 1;
+  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl(), too_many).status(),
+                       absl::StatusCode::kInvalidArgument, "streams 9 is more than 8"));
+  EXPECT_TRUE(client().Delete(name).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tcp, LargeTensorTest, ::testing::Values(Transport::kTcp),
                          TransportParamName);
 

@@ -54,9 +54,31 @@ v1::PutRequest ChunkMessage(uint64_t offset, std::string_view data) {
   return request;
 }
 
+std::vector<v1::PutRequest> PartMessages(std::string_view name, std::string_view bytes,
+                                         std::string_view upload_id, uint32_t parts,
+                                         uint64_t offset, uint64_t length, uint64_t short_by) {
+  std::vector<v1::PutRequest> messages = {HeaderMessage(
+      name, RawDataType(1, 8), {static_cast<int64_t>(bytes.size())}, bytes.size())};
+  v1::PutPart* part = messages[0].mutable_header()->mutable_part();
+  part->set_upload_id(std::string(upload_id));
+  part->set_parts(parts);
+  part->set_offset(offset);
+  part->set_length(length);
+  const uint64_t end = offset + length - short_by;
+  for (uint64_t at = offset; at < end;) {
+    const uint64_t size = std::min<uint64_t>(256 << 10, end - at);
+    messages.push_back(ChunkMessage(at, bytes.substr(at, size)));
+    at += size;
+  }
+  return messages;
+}
+
 grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
-                    v1::PutResponse* response, bool writes_done) {
+                    v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
+  if (!bearer_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + std::string(bearer_token));
+  }
   v1::PutResponse ignored;
   std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer =
       stub.Put(context.get(), response != nullptr ? response : &ignored);

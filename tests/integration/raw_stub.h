@@ -33,11 +33,21 @@ v1::PutRequest HeaderMessage(std::string_view name, const v1::DataType& dtype,
                              std::vector<int64_t> strides = {}, uint64_t byte_offset = 0);
 v1::PutRequest ChunkMessage(uint64_t offset, std::string_view data);
 
+// The messages of one part of a put in parts of `bytes` (a compact uint8
+// tensor of shape {bytes.size()}): the header with the part set, then the
+// part's bytes [offset, offset + length) in chunks of 256 KiB, the last
+// `short_by` bytes left out.
+std::vector<v1::PutRequest> PartMessages(std::string_view name, std::string_view bytes,
+                                         std::string_view upload_id, uint32_t parts,
+                                         uint64_t offset, uint64_t length, uint64_t short_by = 0);
+
 // Sends `messages` in order (stopping at the first failed write), then
 // WritesDone, and returns the call's status. With `writes_done` false the
-// call is cancelled instead: an interrupted put.
+// call is cancelled instead: an interrupted put. A `bearer_token` goes in
+// the authorization metadata.
 grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
-                    v1::PutResponse* response = nullptr, bool writes_done = true);
+                    v1::PutResponse* response = nullptr, bool writes_done = true,
+                    std::string_view bearer_token = {});
 
 // A whole put of `bytes` as a compact uint8 tensor of shape {bytes.size()},
 // sent in chunks of at most `chunk_bytes`.

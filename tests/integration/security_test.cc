@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,6 +170,16 @@ constexpr char kReaderToken[] = "reader-token-0123456789abcdef";
 constexpr char kTeamAToken[] = "team-a-token-0123456789abcdef";
 constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
 
+// Polls `condition` every 20 ms for up to 30 s.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  for (int i = 0; i < 1500; ++i) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return condition();
+}
+
 class SecurityTokenTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -274,14 +285,35 @@ TEST_F(SecurityTokenTest, NamespacedTokenTouchesOnlyItsPrefix) {
   EXPECT_TRUE(admin->Delete("team-b/secret").ok());
 }
 
-// Polls `condition` every 20 ms for up to 30 s.
-template <typename Condition>
-bool Eventually(Condition condition) {
-  for (int i = 0; i < 1500; ++i) {
-    if (condition()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return condition();
+// A put in parts is joined only by parts with the first part's token: a
+// part with another token is refused and the put goes on.
+TEST_F(SecurityTokenTest, APartWithAnotherTokenCannotJoinAPutInParts) {
+  std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
+  const std::string bytes = AsString(PatternBytes(2 << 20, 17));
+  const std::string upload_id = "00000000000000000000000000c0ffee";
+  auto part = [&](uint64_t offset) {
+    return PartMessages("team-a/parted", bytes, upload_id, 2, offset, 1 << 20);
+  };
+  std::future<grpc::Status> first = std::async(std::launch::async, [&] {
+    return RawPut(*stub, part(0), nullptr, true, kAdminToken);
+  });
+  // The second part under team-a's token, once the first has made the put
+  // (before, it would make a put of its own and wait).
+  ASSERT_TRUE(Eventually([&] {
+    std::unique_ptr<grpc::ClientContext> context = RawContext();
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", kAdminToken));
+    v1::GetServerInfoResponse info;
+    return stub->GetServerInfo(context.get(), {}, &info).ok() &&
+           info.host_bytes_used() >= bytes.size();
+  }));
+  grpc::Status stranger = RawPut(*stub, part(1 << 20), nullptr, true, kTeamAToken);
+  EXPECT_TRUE(GrpcStatusIs(stranger, grpc::StatusCode::PERMISSION_DENIED, "another token"))
+      << stranger.error_message();
+  v1::PutResponse response;
+  grpc::Status second = RawPut(*stub, part(1 << 20), &response, true, kAdminToken);
+  ASSERT_TRUE(second.ok()) << second.error_message();
+  ASSERT_TRUE(first.get().ok());
+  EXPECT_EQ(response.info().total_bytes(), bytes.size());
 }
 
 // Far beyond the 64 KiB flow-control window of a small-window channel.
@@ -407,6 +439,51 @@ TEST_F(SecurityStreamTest, StalledPutIsCancelledAndPublishesNothing) {
       << "the cancelled put still holds its reservation";
   EXPECT_FALSE(writer->Finish().ok());
   EXPECT_TRUE(StatusIs(client_->Stat("stalled").status(), absl::StatusCode::kNotFound));
+}
+
+// A part whose bytes are in waits for the others: kept while another part
+// moves, cancelled at the idle timeout once none does, failing the put.
+TEST_F(SecurityStreamTest, AWaitingPartLivesWhileAnotherMovesAndFailsThePutWhenNoneDoes) {
+  StartWith({"--stream-idle-timeout=2s"});
+  std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
+  const std::string bytes = AsString(PatternBytes(2 << 20, 23));
+  const std::string moving_id = "000000000000000000000000000000aa";
+  std::future<grpc::Status> waiting = std::async(std::launch::async, [&] {
+    return RawPut(*stub, PartMessages("slow", bytes, moving_id, 2, 0, 1 << 20));
+  });
+  // The other part moves one chunk a second, for longer than the timeout.
+  std::vector<v1::PutRequest> slow = PartMessages("slow", bytes, moving_id, 2, 1 << 20, 1 << 20);
+  {
+    std::unique_ptr<grpc::ClientContext> context = RawContext();
+    v1::PutResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = stub->Put(context.get(), &response);
+    for (size_t i = 0; i < slow.size(); ++i) {
+      ASSERT_TRUE(writer->Write(slow[i])) << "message " << i;
+      if (i >= 1 && i < 4) absl::SleepFor(absl::Seconds(1));
+    }
+    writer->WritesDone();
+    grpc::Status moved = writer->Finish();
+    ASSERT_TRUE(moved.ok()) << moved.error_message();
+  }
+  grpc::Status kept = waiting.get();
+  EXPECT_TRUE(kept.ok()) << "the waiting part was cancelled while the other moved: "
+                         << kept.error_message();
+  EXPECT_TRUE(client_->Stat("slow").ok());
+
+  // Now the other part never comes.
+  const std::string lone_id = "000000000000000000000000000000bb";
+  grpc::Status alone = RawPut(*stub, PartMessages("lonely", bytes, lone_id, 2, 0, 1 << 20));
+  EXPECT_TRUE(GrpcStatusIs(alone, grpc::StatusCode::ABORTED, "stream idle timeout"))
+      << alone.error_message();
+  EXPECT_TRUE(StatusIs(client_->Stat("lonely").status(), absl::StatusCode::kNotFound));
+  v1::GetServerInfoResponse info;
+  std::unique_ptr<grpc::ClientContext> info_context = RawContext();
+  ASSERT_TRUE(stub->GetServerInfo(info_context.get(), {}, &info).ok());
+  absl::StatusOr<TensorInfo> large = client_->Stat("large");
+  absl::StatusOr<TensorInfo> kept_info = client_->Stat("slow");
+  ASSERT_TRUE(large.ok() && kept_info.ok());
+  EXPECT_EQ(info.host_bytes_used(), large->total_bytes + kept_info->total_bytes)
+      << "the failed put still holds its bytes";
 }
 
 }  // namespace

@@ -82,6 +82,10 @@ struct ClientOptions {
 // Called as bytes move: (bytes done, bytes in total).
 using ProgressCallback = std::function<void(uint64_t, uint64_t)>;
 
+// Most concurrent streams one remote transfer is split into.
+inline constexpr uint32_t kMaxFetchStreams = 8;
+inline constexpr uint32_t kMaxPutStreams = kMaxFetchStreams;
+
 struct PutOptions {
   // Send the CRC-32C of the bytes so the server verifies them end to end
   // (DATA_LOSS on mismatch). Costs one pass over the bytes before sending.
@@ -108,6 +112,15 @@ struct PutOptions {
   // create/seal publishes on one node) and needs a cluster with that many
   // live nodes: FAILED_PRECONDITION before any byte moves otherwise.
   uint32_t replicas = 0;
+  // Remote put of a large host tensor: how many concurrent streams (each on
+  // a TCP connection of its own) carry its byte ranges; the server writes
+  // each at its offset and publishes once every part is in and the whole's
+  // CRC-32C checks. 0 chooses as FetchOptions::streams does (one on a
+  // 2-core host); 1 always puts in one stream; up to kMaxPutStreams (8).
+  // Parts are at least 16 MiB. Device puts and the local handoff use one.
+  // With streams > 1, `progress` is called from several threads, one at a
+  // time.
+  uint32_t streams = 0;
 };
 
 struct SnapshotResult {
@@ -135,8 +148,6 @@ struct ClusterMembers {
   // included, by name.
   std::vector<ClusterNode> nodes;
 };
-
-inline constexpr uint32_t kMaxFetchStreams = 8;
 
 struct FetchOptions {
   // 0 means the latest version.

@@ -190,6 +190,10 @@ write("request_validation", "put_over_limit", validation_input(
     False, 1 << 20, put_header("big", layout(COMPLEX, 128, [1024]), 16384), shift=10))
 write("request_validation", "put_cuda_device", validation_input(
     False, 1 << 20, put_header("gpu", layout(UINT, 8, [16], device=(2, 0)), 16)))
+# A part of a put in several streams (PutHeader.part = 7).
+put_part = data(7, data(1, "0123456789abcdef0123456789abcdef") + uint(2, 3) + uint(3, 8) + uint(4, 8))
+write("request_validation", "put_part", validation_input(
+    False, 1 << 20, put_header("p/parts", layout(UINT, 8, [24]), 24) + put_part))
 write("request_validation", "fetch_whole", validation_input(True, 100, fetch_request("w")))
 write("request_validation", "fetch_range", validation_input(
     True, 100, fetch_request("w", version=3, rng=(10, 20), max_chunk_bytes=8)))

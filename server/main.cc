@@ -47,6 +47,7 @@
 #include "service/common/byte_size.h"
 #include "service/common/fd_limits.h"
 #include "service/common/log.h"
+#include "service/common/malloc_tuning.h"
 #include "service/common/pem_source.h"
 #include "service/security/token_file.h"
 #include "service/transport/connection_listener.h"
@@ -442,6 +443,9 @@ int Run(int argc, char** argv) {
   for (std::string& argument : arguments) raw_arguments.push_back(argument.data());
   absl::ParseCommandLine(static_cast<int>(raw_arguments.size()), raw_arguments.data());
   if (listen.empty()) listen = absl::GetFlag(FLAGS_listen);
+  // Freed gRPC receive buffers stay for the next put; the service hands
+  // them back once puts stop (IdleHeapTrim).
+  KeepFreedHeapForTransfers();
 
   absl::StatusOr<LogLevel> level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

@@ -334,7 +334,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
   const unsigned cores = std::thread::hardware_concurrency();
-  const uint64_t split_above = SplitAboveBytes(fetch_options.streams, cores);
+  const uint64_t split_above =
+      SplitAboveBytes(TransferDirection::kFetch, fetch_options.streams, cores);
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   std::optional<StreamedRange> answered;
   if (ShouldFetchInline(name, expected_bytes)) {
@@ -376,7 +377,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
     const StreamedRange& whole, uint64_t split_above, unsigned cores) {
   // A split from FetchInline may be below the parallel threshold: one part.
   const uint32_t part_count = split_above != 0 && whole.length > split_above
-                                  ? TransferStreamsFor(whole.length, fetch_options.streams, cores)
+                                  ? TransferStreamsFor(TransferDirection::kFetch, whole.length,
+                                                       fetch_options.streams, cores)
                                   : 1;
   const std::vector<TransferPart> parts = SplitIntoParts(whole.offset, whole.length, part_count);
   FetchOptions part_options = fetch_options;
@@ -619,10 +621,11 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   header->set_replicas(options.replicas);
 
   const unsigned cores = std::thread::hardware_concurrency();
-  const uint64_t split_above = SplitAboveBytes(options.streams, cores);
+  const uint64_t split_above = SplitAboveBytes(TransferDirection::kPut, options.streams, cores);
   // A device put goes through the server's one staged upload, in order.
   if (!options.device.has_value() && split_above != 0 && source.size > split_above) {
-    const uint32_t streams = TransferStreamsFor(source.size, options.streams, cores);
+    const uint32_t streams =
+        TransferStreamsFor(TransferDirection::kPut, source.size, options.streams, cores);
     if (streams > 1) {
       return rep_->PutParts(header_message, source.data, options,
                             SplitIntoParts(0, source.size, streams));

@@ -9,8 +9,9 @@ namespace {
 
 constexpr uint64_t kPartAlignment = uint64_t{1} << 20;
 
-uint32_t AutoStreamsForCores(unsigned cores) {
-  return std::min<uint32_t>(kMaxAutoTransferStreams, cores / 2);
+uint32_t AutoStreamsForCores(TransferDirection direction, unsigned cores) {
+  const unsigned per_core = direction == TransferDirection::kFetch ? cores / 2 : cores;
+  return std::min<uint32_t>(kMaxAutoTransferStreams, per_core);
 }
 
 }  // namespace
@@ -23,17 +24,18 @@ absl::Status ValidateTransferStreams(uint32_t requested) {
   return absl::OkStatus();
 }
 
-uint64_t SplitAboveBytes(uint32_t requested, unsigned cores) {
+uint64_t SplitAboveBytes(TransferDirection direction, uint32_t requested, unsigned cores) {
   if (requested == 1) return 0;
   if (requested > 1) return kMinStreamPartBytes;
-  return AutoStreamsForCores(cores) > 1 ? kAutoBytesPerStream : 0;
+  return AutoStreamsForCores(direction, cores) > 1 ? kAutoBytesPerStream : 0;
 }
 
-uint32_t TransferStreamsFor(uint64_t bytes, uint32_t requested, unsigned cores) {
+uint32_t TransferStreamsFor(TransferDirection direction, uint64_t bytes, uint32_t requested,
+                            unsigned cores) {
   uint32_t streams = requested;
   if (streams == 0) {
     streams = static_cast<uint32_t>(std::min<uint64_t>(
-        AutoStreamsForCores(cores), (bytes + kAutoBytesPerStream - 1) / kAutoBytesPerStream));
+        AutoStreamsForCores(direction, cores), (bytes + kAutoBytesPerStream - 1) / kAutoBytesPerStream));
   }
   const uint64_t most = std::max<uint64_t>(1, bytes / kMinStreamPartBytes);
   return static_cast<uint32_t>(std::clamp<uint64_t>(streams, 1, most));

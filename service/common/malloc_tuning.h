@@ -11,8 +11,9 @@ namespace tensord {
 inline constexpr size_t kKeptFreeHeapBytes = size_t{64} << 20;
 
 
-// For clients (tensord::Client calls it; the server does not: its soak test
-// holds it to 10% private-memory growth, and the kept heap went past that).
+// tensord::Client calls it at Connect; tensord at start, pairing it with
+// IdleHeapTrim so that an idle server hands the kept heap back (without
+// that, its soak test's 10% private-memory bound caught the kept heap).
 // gRPC receives into buffers from malloc and frees them once a message is
 // consumed. With glibc's default trim threshold (128 KiB, raised only after
 // a large mmap'd block happens to be freed) the freed top of the heap goes

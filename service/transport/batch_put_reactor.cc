@@ -3,7 +3,6 @@
 // version's buffer as PutReactor does. Each item is checked, reserved and
 // published (or, in an atomic batch, held for one group publish) exactly as
 // a single Put; a bad item fails only itself, its bytes skipped.
-#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,7 +25,9 @@
 namespace tensord {
 namespace {
 
-constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
+// A put this large has grown gRPC's receive buffers: it counts as a transfer
+// after which the freed heap goes back (IdleHeapTrim).
+constexpr uint64_t kTrimAfterBytes = uint64_t{1} << 20;
 // Per-item status messages: each at most kMaxItemMessage bytes, and all of
 // them together about kMessageBudget, so the answer for kBatchItemLimit
 // items stays well inside a gRPC message of the default 8 MiB.
@@ -43,7 +44,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         registry_(registry),
         options_(options),
         metrics_(metrics),
-        call_(Rpc::kBatchPut, *context, metrics) {
+        call_(Rpc::kBatchPut, *context, metrics),
+        heap_trim_(service.heap_trim()) {
     if (absl::Status status = Admit(service); !status.ok()) {
       FinishWith(status);
       return;
@@ -75,12 +77,10 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    const bool large = received_total_ >= kTrimAfterBytes;
     metrics_.AddRemoteBytesReceived(received_total_);
     metrics_.AddBatchItems(Rpc::kBatchPut, published_, failed_);
     call_.End(outcome_);
     delete this;
-    if (large) ::malloc_trim(0);
   }
 
  private:
@@ -95,6 +95,14 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     // Unset when the item already failed: its chunks are only counted.
     std::optional<PendingVersion> pending;
   };
+
+  // A large batch's receive buffers stay for the next transfer; the heap
+  // goes back once large transfers stop (IdleHeapTrim).
+  void NoteLargeTransfer() {
+    if (heap_activity_ == nullptr && received_total_ >= kTrimAfterBytes) {
+      heap_activity_ = std::make_unique<IdleHeapTrim::Activity>(heap_trim_);
+    }
+  }
 
   absl::Status Admit(TensorService& service) {
     TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, "BatchPut"));
@@ -168,6 +176,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   absl::Status TakeWholeItem(const v1::BatchPutItem& item) {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
     received_total_ += item.data().size();
+    NoteLargeTransfer();
     // Checked (the name above all) before anything else is said about it.
     absl::StatusOr<PendingVersion> pending = PrepareItem(item.header());
     if (!pending.ok()) {
@@ -246,6 +255,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     item.received += chunk.chunk_size;
     received_total_ += chunk.chunk_size;
+    NoteLargeTransfer();
     if (item.received == item.total_bytes) CloseOpenItem();
     return absl::OkStatus();
   }
@@ -424,6 +434,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   uint64_t failed_ = 0;
   uint64_t published_bytes_ = 0;
   uint64_t received_total_ = 0;
+  IdleHeapTrim& heap_trim_;
+  std::unique_ptr<IdleHeapTrim::Activity> heap_activity_;  // once past kTrimAfterBytes
   const TokenGrant* grant_ = nullptr;
   std::atomic<bool> idle_cancelled_{false};
   // Last: its destructor waits out a watchdog cancel that may still touch

@@ -5,8 +5,6 @@
 // the put's outcome.
 // A device tensor's chunks go through pinned staging to the device instead
 // (device_staging.h), all copies finishing before publish.
-#include <malloc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -27,7 +25,9 @@
 namespace tensord {
 namespace {
 
-constexpr uint64_t kTrimAfterBytes = uint64_t{64} << 20;
+// A put this large has grown gRPC's receive buffers: it counts as a transfer
+// after which the freed heap goes back (IdleHeapTrim).
+constexpr uint64_t kTrimAfterBytes = uint64_t{1} << 20;
 
 class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
@@ -82,14 +82,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    // gRPC's receive buffers for a large put leave the heap grown by up to
-    // the flow-control window times the number of streams; glibc keeps that
-    // resident unless asked. Give it back after big transfers only.
-    const bool large = received_ >= kTrimAfterBytes;
     metrics_.AddRemoteBytesReceived(received_);
     call_.End(outcome_);
     delete this;
-    if (large) ::malloc_trim(0);
   }
 
  private:
@@ -205,6 +200,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     TENSORD_RETURN_IF_ERROR(parted_->bytes().Write(chunk.chunk_offset, chunk.chunk_pieces));
     received_ += chunk.chunk_size;
+    NoteLargeTransfer();
     parted_->Touch();
     return absl::OkStatus();
   }
@@ -263,6 +259,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         TENSORD_RETURN_IF_ERROR(upload_->Append(piece));
       }
       received_ += chunk.chunk_size;
+      NoteLargeTransfer();
       return absl::OkStatus();
     }
     // Checksummed while gRPC's just-received bytes are still in cache.
@@ -271,7 +268,17 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     TENSORD_RETURN_IF_ERROR(pending_.buffer->Write(received_, chunk.chunk_pieces));
     received_ += chunk.chunk_size;
+    NoteLargeTransfer();
     return absl::OkStatus();
+  }
+
+  // gRPC's receive buffers for a large put grow the heap by up to the
+  // flow-control window times the streams; the server keeps freed heap for
+  // the next transfer and hands it back once large puts stop.
+  void NoteLargeTransfer() {
+    if (heap_activity_ == nullptr && received_ >= kTrimAfterBytes) {
+      heap_activity_ = std::make_unique<IdleHeapTrim::Activity>(service_.heap_trim());
+    }
   }
 
   absl::Status EndOfStream() {
@@ -354,6 +361,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   uint64_t part_offset_ = 0;
   uint64_t part_length_ = 0;
   std::atomic<bool> waiting_{false};  // its bytes are in; it waits for the outcome
+  std::unique_ptr<IdleHeapTrim::Activity> heap_activity_;  // once past kTrimAfterBytes
   uint32_t replicas_ = 1;            // copies the ack waits for (cluster only)
   uint64_t published_version_ = 0;
   const TokenGrant* grant_ = nullptr;  // null when auth is off

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "service/common/idle_heap_trim.h"
 #include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
@@ -115,6 +116,8 @@ class TensorService final : public TensorServiceBase {
   ActiveStreams& streams() { return streams_; }
   // Puts carried by several streams, while their parts arrive.
   PartedPuts& parted_puts() { return parted_puts_; }
+  // Large puts hold an activity so the freed heap goes back once they stop.
+  IdleHeapTrim& heap_trim() { return heap_trim_; }
 
  private:
   // List with cluster=true: the directory's names.
@@ -132,6 +135,7 @@ class TensorService final : public TensorServiceBase {
   const std::unique_ptr<const TokenAuthenticator> authenticator_;
   ActiveStreams streams_;
   PartedPuts parted_puts_;
+  IdleHeapTrim heap_trim_;
   OpenWatches watches_;
   // Last: joined first on destruction, while everything its work uses lives.
   CallThreads snapshot_threads_{2};

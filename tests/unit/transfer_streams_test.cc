@@ -30,21 +30,34 @@ TEST(TransferStreamsTest, PartsCoverTheRangeExactlyOnMiBBoundaries) {
   EXPECT_EQ(SplitIntoParts(0, 256 * kMiB, 4)[3].length, 64 * kMiB);
 }
 
-TEST(TransferStreamsTest, AutomaticStreamsFollowTheSizeAndHalfTheCores) {
-  EXPECT_EQ(SplitAboveBytes(0, 2), 0u) << "never split on 2 cores";
-  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 2), 1u);
-  EXPECT_EQ(SplitAboveBytes(0, 16), kAutoBytesPerStream);
-  EXPECT_EQ(TransferStreamsFor(100 * kMiB, 0, 16), 2u);
-  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 16), kMaxAutoTransferStreams);
-  EXPECT_EQ(TransferStreamsFor(1024 * kMiB, 0, 6), 3u);
+TEST(TransferStreamsTest, AutomaticFetchStreamsFollowTheSizeAndHalfTheCores) {
+  constexpr TransferDirection kFetch = TransferDirection::kFetch;
+  EXPECT_EQ(SplitAboveBytes(kFetch, 0, 2), 0u) << "never split on 2 cores";
+  EXPECT_EQ(TransferStreamsFor(kFetch, 1024 * kMiB, 0, 2), 1u);
+  EXPECT_EQ(SplitAboveBytes(kFetch, 0, 16), kAutoBytesPerStream);
+  EXPECT_EQ(TransferStreamsFor(kFetch, 100 * kMiB, 0, 16), 2u);
+  EXPECT_EQ(TransferStreamsFor(kFetch, 1024 * kMiB, 0, 16), kMaxAutoTransferStreams);
+  EXPECT_EQ(TransferStreamsFor(kFetch, 1024 * kMiB, 0, 6), 3u);
+}
+
+TEST(TransferStreamsTest, AutomaticPutStreamsFollowTheSizeAndTheCores) {
+  constexpr TransferDirection kPut = TransferDirection::kPut;
+  EXPECT_EQ(SplitAboveBytes(kPut, 0, 1), 0u) << "never split on 1 core";
+  EXPECT_EQ(SplitAboveBytes(kPut, 0, 2), kAutoBytesPerStream);
+  EXPECT_EQ(TransferStreamsFor(kPut, 100 * kMiB, 0, 2), 2u);
+  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 2), 2u);
+  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 3), 3u);
+  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 16), kMaxAutoTransferStreams);
 }
 
 TEST(TransferStreamsTest, ARequestedCountIsKeptAboveTheSmallestPart) {
-  EXPECT_EQ(SplitAboveBytes(1, 64), 0u) << "one stream is never split";
-  EXPECT_EQ(SplitAboveBytes(4, 2), kMinStreamPartBytes);
-  EXPECT_EQ(TransferStreamsFor(256 * kMiB, 4, 2), 4u);
-  EXPECT_EQ(TransferStreamsFor(40 * kMiB, 8, 2), 2u) << "parts of at least 16 MiB";
-  EXPECT_EQ(TransferStreamsFor(kMiB, 8, 2), 1u);
+  for (TransferDirection direction : {TransferDirection::kFetch, TransferDirection::kPut}) {
+    EXPECT_EQ(SplitAboveBytes(direction, 1, 64), 0u) << "one stream is never split";
+    EXPECT_EQ(SplitAboveBytes(direction, 4, 2), kMinStreamPartBytes);
+    EXPECT_EQ(TransferStreamsFor(direction, 256 * kMiB, 4, 2), 4u);
+    EXPECT_EQ(TransferStreamsFor(direction, 40 * kMiB, 8, 2), 2u) << "parts of at least 16 MiB";
+    EXPECT_EQ(TransferStreamsFor(direction, kMiB, 8, 2), 1u);
+  }
 }
 
 TEST(TransferStreamsTest, MoreThanTheMostStreamsIsNamed) {

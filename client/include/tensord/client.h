@@ -115,8 +115,10 @@ struct PutOptions {
   // Remote put of a large host tensor: how many concurrent streams (each on
   // a TCP connection of its own) carry its byte ranges; the server writes
   // each at its offset and publishes once every part is in and the whole's
-  // CRC-32C checks. 0 chooses as FetchOptions::streams does (one on a
-  // 2-core host); 1 always puts in one stream; up to kMaxPutStreams (8).
+  // CRC-32C checks. 0 chooses from the size and the host: one stream per
+  // 64 MiB up to 4, and never more than the cores (so 2 on a 2-core host:
+  // the server copies the parts in parallel); 1 always puts in one stream;
+  // up to kMaxPutStreams (8).
   // Parts are at least 16 MiB. Device puts and the local handoff use one.
   // With streams > 1, `progress` is called from several threads, one at a
   // time.

@@ -1,0 +1,60 @@
+// Hands the heap that large transfers freed back to the kernel once they
+// have stopped, instead of after each one. With KeepFreedHeapForTransfers
+// glibc keeps freed gRPC receive buffers mapped, so back-to-back puts reuse
+// pages already faulted in; a trim after every large put faulted them in
+// again for the next (measured: 0.43x -> 0.62x raw TCP at 256 MiB without
+// it). An idle server still holds no more heap than glibc's defaults leave.
+#ifndef TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_
+#define TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "absl/time/time.h"
+
+namespace tensord {
+
+// Thread-safe. Runs one thread that calls malloc_trim(0) (glibc only; a
+// no-op elsewhere) once no large transfer has run for `idle_delay`.
+class IdleHeapTrim {
+ public:
+  explicit IdleHeapTrim(absl::Duration idle_delay = absl::Seconds(1));
+  ~IdleHeapTrim();
+  IdleHeapTrim(const IdleHeapTrim&) = delete;
+  IdleHeapTrim& operator=(const IdleHeapTrim&) = delete;
+
+  // A large transfer while it lives: no trim runs meanwhile, and one is due
+  // `idle_delay` after the last has ended.
+  class Activity {
+   public:
+    explicit Activity(IdleHeapTrim& owner);
+    ~Activity();
+    Activity(const Activity&) = delete;
+    Activity& operator=(const Activity&) = delete;
+
+   private:
+    IdleHeapTrim& owner_;
+  };
+
+  // Trims run so far (for tests).
+  uint64_t trims() const;
+
+ private:
+  void Run();
+
+  const absl::Duration idle_delay_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int active_ = 0;              // guarded by mutex_
+  bool due_ = false;            // a transfer ended since the last trim; guarded by mutex_
+  absl::Time last_end_;         // guarded by mutex_
+  bool stopping_ = false;       // guarded by mutex_
+  uint64_t trims_ = 0;          // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_

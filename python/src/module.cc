@@ -97,11 +97,13 @@ class PythonClient {
     return FetchedTensor(ValueOrThrow(std::move(tensor)));
   }
 
-  TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c, uint32_t replicas) {
+  TensorInfo Put(const std::string& name, nb::handle producer, bool send_crc32c, uint32_t replicas,
+                 uint32_t streams) {
     ImportedTensor imported = ImportDlpack(producer, "put");
     PutOptions options;
     options.send_crc32c = send_crc32c;
     options.replicas = replicas;
+    options.streams = streams;
     absl::StatusOr<TensorInfo> info;
     {
       // The imported tensor keeps the producer's memory alive meanwhile.
@@ -482,10 +484,11 @@ void BindClient(nb::module_& m) {
            "under one version number at once, or none is. Returns their TensorInfos in order; every "
            "writer is finished afterwards either way.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
-           "replicas"_a = 0,
+           "replicas"_a = 0, "streams"_a = 0,
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version. "
            "replicas=N (in a cluster): acknowledged once N nodes hold it; 0 takes the server's "
-           "default for the name.")
+           "default for the name. streams=N (1..8): a large remote put in N concurrent streams; "
+           "0 chooses from the size and the cores.")
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
       .def("list", &PythonClient::List, "prefix"_a = "", nb::kw_only(), "cluster"_a = false,
            "TensorInfo of every name starting with prefix. cluster=True (in a cluster): every "

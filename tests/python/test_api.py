@@ -51,6 +51,16 @@ def test_non_contiguous_put(client, name, view):
     np.testing.assert_array_equal(np.from_dlpack(client.fetch(name)), source)
 
 
+def test_a_put_in_several_streams_stores_every_byte_as_one_version(client, name):
+    source = np.random.default_rng(5).integers(0, 255, size=(40 << 20) + 77, dtype=np.uint8)
+    first = client.put(name, source, streams=2, send_crc32c=True)
+    second = client.put(name, source[::-1], streams=3)
+    assert second.version > first.version
+    np.testing.assert_array_equal(np.from_dlpack(client.fetch(name)), source[::-1])
+    with pytest.raises(tensord.Error, match="streams 9 is more than 8"):
+        client.put(name, source, streams=9)
+
+
 def test_stat_list_delete_and_versions(client, name):
     first = client.put(name + "/a", np.ones(4, dtype=np.float32))
     # A reader's hold keeps the first version fetchable after the next put.

@@ -49,6 +49,7 @@ namespace {
 using TensorServiceClient = v1::TensorService::Stub;
 
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
+constexpr char kPutPartMethod[] = "/tensord.v1.TensorService/PutPart";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 constexpr char kFetchInlineMethod[] = "/tensord.v1.TensorService/FetchInline";
 // The server inlines a range up to this size in the fetch header.
@@ -130,6 +131,7 @@ struct RemoteTransport::Rep {
         channel(std::move(ch)),
         tensor_service(v1::TensorService::NewStub(channel)),
         put_method(kPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
+        put_part_method(kPutPartMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
         fetch_inline_method(kFetchInlineMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
@@ -209,16 +211,18 @@ struct RemoteTransport::Rep {
   // its own TCP connection, made on first use and kept.
   grpc::Channel& PartChannel(size_t index);
 
-  // One Put stream on `on`: `header`, then `part` of `data` in chunks
-  // pointing at the caller's memory; returns once gRPC released them.
-  // `progress` gets the part's bytes sent so far.
-  absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on, grpc::ClientContext& context,
+  // One Put (or PutPart) stream on `on`: `header`, then `part` of `data`
+  // in chunks pointing at the caller's memory; returns once gRPC released
+  // them. `progress` gets the part's bytes sent so far.
+  absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on, const grpc::internal::RpcMethod& method,
+                                            grpc::ClientContext& context,
                                             const v1::PutRequest& header, const uint8_t* data,
                                             TransferPart part,
                                             const ProgressCallback& progress);
 
-  // A put in `parts`, each on its stream (PutHeader.part): the server
-  // publishes once all are in, and every part answers with the version.
+  // A put in `parts`, each a PutPart stream: the server publishes once all
+  // are in, and every part answers with the version. UNIMPLEMENTED when the
+  // server has no PutPart (remembered).
   absl::StatusOr<TensorInfo> PutParts(const v1::PutRequest& header, const uint8_t* data,
                                       const PutOptions& options,
                                       const std::vector<TransferPart>& parts);
@@ -242,6 +246,10 @@ struct RemoteTransport::Rep {
   const std::unique_ptr<v1::TensorService::Stub> tensor_service;
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
+  const grpc::internal::RpcMethod put_part_method;
+  // Set once a server answered PutPart with UNIMPLEMENTED (an older
+  // tensord): puts then go in one stream.
+  std::atomic<bool> server_lacks_put_parts{false};
   const grpc::internal::RpcMethod fetch_method;
   const grpc::internal::RpcMethod fetch_inline_method;
   std::atomic<bool> server_lacks_fetch_inline{false};
@@ -476,12 +484,13 @@ absl::Status RemoteTransport::Rep::RunParts(
 }
 
 absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
-    grpc::Channel& on, grpc::ClientContext& context, const v1::PutRequest& header,
-    const uint8_t* data, TransferPart part, const ProgressCallback& progress) {
+    grpc::Channel& on, const grpc::internal::RpcMethod& method, grpc::ClientContext& context,
+    const v1::PutRequest& header, const uint8_t* data, TransferPart part,
+    const ProgressCallback& progress) {
   SliceLatch latch;
   v1::PutResponse response;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
-      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, put_method, &context,
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, method, &context,
                                                                      &response));
   bool open = writer->Write(SerializeToByteBuffer(header));
   const uint64_t end = part.offset + part.length;
@@ -555,8 +564,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
         put_options.progress(sent, total);
       };
     }
-    results[index] =
-        StreamPut(PartChannel(index), *contexts[index], part_header, data, part, progress);
+    results[index] = StreamPut(PartChannel(index), put_part_method, *contexts[index], part_header,
+                               data, part, progress);
     // One part failing fails the put on the server; end the others at once.
     if (!results[index].ok()) {
       for (const auto& context : contexts) context->TryCancel();
@@ -564,6 +573,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
   };
   TENSORD_RETURN_IF_ERROR(RunParts(parts.size(), put_part, contexts,
                                    absl::StrCat("the put of '", header.header().name(), "'")));
+  for (const absl::StatusOr<v1::PutResponse>& result : results) {
+    if (result.status().code() == absl::StatusCode::kUnimplemented) {
+      server_lacks_put_parts.store(true, std::memory_order_relaxed);
+      return result.status();
+    }
+  }
   // The cause, not the other parts' cancellation or ABORTED echo of it.
   absl::Status failure;
   for (const absl::StatusOr<v1::PutResponse>& result : results) {
@@ -626,15 +641,18 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   if (!options.device.has_value() && split_above != 0 && source.size > split_above) {
     const uint32_t streams =
         TransferStreamsFor(TransferDirection::kPut, source.size, options.streams, cores);
-    if (streams > 1) {
-      return rep_->PutParts(header_message, source.data, options,
-                            SplitIntoParts(0, source.size, streams));
+    if (streams > 1 && !rep_->server_lacks_put_parts.load(std::memory_order_relaxed)) {
+      absl::StatusOr<TensorInfo> put =
+          rep_->PutParts(header_message, source.data, options, SplitIntoParts(0, source.size, streams));
+      // An older server, without PutPart: one stream, as it takes.
+      if (put.status().code() != absl::StatusCode::kUnimplemented) return put;
     }
   }
   grpc::ClientContext context;
   rep_->PrepareContext(context);
   TENSORD_ASSIGN_OR_RETURN(v1::PutResponse response,
-                           rep_->StreamPut(*rep_->channel, context, header_message, source.data,
+                           rep_->StreamPut(*rep_->channel, rep_->put_method, context,
+                                           header_message, source.data,
                                            TransferPart{0, source.size}, options.progress));
   return InfoFromProto(response.info());
 }

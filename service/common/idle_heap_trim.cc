@@ -1,15 +1,18 @@
 #include "service/common/idle_heap_trim.h"
 
+#include <algorithm>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
-#include "absl/time/clock.h"
-
 namespace tensord {
 
-IdleHeapTrim::IdleHeapTrim(absl::Duration idle_delay)
-    : idle_delay_(idle_delay), thread_([this] { Run(); }) {}
+IdleHeapTrim::IdleHeapTrim(absl::Duration idle_delay, absl::Duration backstop)
+    : idle_delay_(absl::ToChronoNanoseconds(idle_delay)),
+      backstop_(absl::ToChronoNanoseconds(backstop)),
+      last_trim_(Clock::now()),
+      thread_([this] { Run(); }) {}
 
 IdleHeapTrim::~IdleHeapTrim() {
   {
@@ -30,7 +33,7 @@ IdleHeapTrim::Activity::~Activity() {
     std::lock_guard<std::mutex> lock(owner_.mutex_);
     --owner_.active_;
     owner_.due_ = true;
-    owner_.last_end_ = absl::Now();
+    owner_.last_end_ = Clock::now();
   }
   owner_.changed_.notify_all();
 }
@@ -42,14 +45,14 @@ uint64_t IdleHeapTrim::trims() const {
 
 void IdleHeapTrim::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    changed_.wait(lock, [this] { return stopping_ || (due_ && active_ == 0); });
-    if (stopping_) return;
-    // Quiet for idle_delay since the last transfer ended, none running.
-    const absl::Time quiet_at = last_end_ + idle_delay_;
-    if (absl::Now() < quiet_at) {
-      changed_.wait_for(lock, absl::ToChronoNanoseconds(quiet_at - absl::Now()),
-                        [this] { return stopping_; });
+  while (!stopping_) {
+    const Clock::time_point now = Clock::now();
+    // Due after a transfer: once none runs and the last ended idle_delay
+    // ago. Otherwise every backstop, whatever grew the heap meanwhile.
+    Clock::time_point trim_at = last_trim_ + backstop_;
+    if (due_) trim_at = std::min(trim_at, last_end_ + idle_delay_);
+    if (active_ > 0 || now < trim_at) {
+      changed_.wait_until(lock, active_ > 0 ? now + backstop_ : trim_at);
       continue;  // re-checks: a transfer may have started or ended meanwhile
     }
     due_ = false;
@@ -58,6 +61,7 @@ void IdleHeapTrim::Run() {
     ::malloc_trim(0);
 #endif
     lock.lock();
+    last_trim_ = Clock::now();
     ++trims_;
   }
 }

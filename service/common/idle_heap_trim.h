@@ -7,6 +7,7 @@
 #ifndef TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_
 #define TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -17,15 +18,17 @@
 namespace tensord {
 
 // Thread-safe. Runs one thread that calls malloc_trim(0) (glibc only; a
-// no-op elsewhere) once no large transfer has run for `idle_delay`.
+// no-op elsewhere) once no transfer has run for `idle_delay`, and at least
+// every `backstop` while none runs (the kept heap may grow from other calls).
 class IdleHeapTrim {
  public:
-  explicit IdleHeapTrim(absl::Duration idle_delay = absl::Seconds(1));
+  explicit IdleHeapTrim(absl::Duration idle_delay = absl::Seconds(1),
+                        absl::Duration backstop = absl::Seconds(30));
   ~IdleHeapTrim();
   IdleHeapTrim(const IdleHeapTrim&) = delete;
   IdleHeapTrim& operator=(const IdleHeapTrim&) = delete;
 
-  // A large transfer while it lives: no trim runs meanwhile, and one is due
+  // A transfer while it lives: no trim runs meanwhile, and one is due
   // `idle_delay` after the last has ended.
   class Activity {
    public:
@@ -42,16 +45,21 @@ class IdleHeapTrim {
   uint64_t trims() const;
 
  private:
+  // Steady: a wall-clock step must not delay or hasten a trim.
+  using Clock = std::chrono::steady_clock;
+
   void Run();
 
-  const absl::Duration idle_delay_;
+  const Clock::duration idle_delay_;
+  const Clock::duration backstop_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  int active_ = 0;              // guarded by mutex_
-  bool due_ = false;            // a transfer ended since the last trim; guarded by mutex_
-  absl::Time last_end_;         // guarded by mutex_
-  bool stopping_ = false;       // guarded by mutex_
-  uint64_t trims_ = 0;          // guarded by mutex_
+  int active_ = 0;               // guarded by mutex_
+  bool due_ = false;             // a transfer ended since the last trim; guarded by mutex_
+  Clock::time_point last_end_;   // guarded by mutex_
+  Clock::time_point last_trim_;  // guarded by mutex_
+  bool stopping_ = false;        // guarded by mutex_
+  uint64_t trims_ = 0;           // guarded by mutex_
   std::thread thread_;
 };
 

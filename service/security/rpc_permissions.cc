@@ -13,6 +13,7 @@ constexpr RpcRule kRules[] = {
     {"BatchFetch", kPermissionRead},
     {"Watch", kPermissionRead},
     {"Put", kPermissionWrite},
+    {"PutPart", kPermissionWrite},
     {"BatchPut", kPermissionWrite},
     {"Delete", kPermissionWrite},
     // Another node asks this one to copy a version it holds.

@@ -110,6 +110,8 @@ std::vector<std::unique_ptr<ActiveStreams::Slot>> PartedPut::TakeSlotsLocked() {
 
 void PartedPut::Arrived(uint64_t offset, uint32_t crc32c,
                         std::unique_ptr<ActiveStreams::Slot> waiting_slot, Answer answer) {
+  // The last answer may end the call that holds the last reference.
+  const std::shared_ptr<PartedPut> self = shared_from_this();
   std::vector<std::unique_ptr<ActiveStreams::Slot>> released;
   bool publish = false;
   absl::Status failed;
@@ -117,7 +119,10 @@ void PartedPut::Arrived(uint64_t offset, uint32_t crc32c,
     MutexLock lock(&mutex_);
     if (state_ != State::kReceiving) {
       // Failed meanwhile (a put that is publishing has every part already).
-      failed = failure_;
+      failed = failure_.ok() ? absl::InternalError(absl::StrCat(
+                                   "part at offset ", offset, " of the put of '", identity_.name,
+                                   "' arrived after the put had ended"))
+                             : failure_;
     } else {
       Part& part = parts_.at(offset);
       part.arrived = true;
@@ -138,7 +143,7 @@ void PartedPut::Arrived(uint64_t offset, uint32_t crc32c,
     return;
   }
   if (!publish) return;
-  owner_.Forget(upload_id_, this);
+  owner_.Forget(upload_id_, this, absl::OkStatus());
   Publish();
 }
 
@@ -176,6 +181,7 @@ void PartedPut::Publish() {
 }
 
 void PartedPut::AnswerAll(const absl::StatusOr<VersionInfo>& outcome) {
+  const std::shared_ptr<PartedPut> self = shared_from_this();
   std::vector<Waiter> waiters;
   {
     MutexLock lock(&mutex_);
@@ -187,6 +193,7 @@ void PartedPut::AnswerAll(const absl::StatusOr<VersionInfo>& outcome) {
 }
 
 void PartedPut::Fail(const absl::Status& cause) {
+  const std::shared_ptr<PartedPut> self = shared_from_this();
   std::vector<Waiter> waiters;
   absl::Status failure;
   {
@@ -201,7 +208,7 @@ void PartedPut::Fail(const absl::Status& cause) {
     failure = failure_;
     waiters.swap(waiters_);
   }
-  owner_.Forget(upload_id_, this);
+  owner_.Forget(upload_id_, this, failure);
   for (Waiter& waiter : waiters) waiter.slot.reset();
   for (Waiter& waiter : waiters) waiter.answer(failure);
 }
@@ -218,6 +225,12 @@ absl::StatusOr<std::shared_ptr<PartedPut>> PartedPuts::Join(
   {
     MutexLock lock(&mutex_);
     auto found = puts_.find(upload_id);
+    if (auto ended = ended_.find(upload_id); found == puts_.end() && ended != ended_.end()) {
+      if (!ended->second.ok()) return ended->second;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "part [", put.part->offset, ", +", put.part->length, ") of the put of '", put.name,
+          "' came after its put (upload ", upload_id, ") was published"));
+    }
     if (found != puts_.end()) {
       parted = found->second;
     } else {
@@ -248,10 +261,17 @@ size_t PartedPuts::receiving() const {
   return puts_.size();
 }
 
-void PartedPuts::Forget(const std::string& upload_id, const PartedPut* put) {
+void PartedPuts::Forget(const std::string& upload_id, const PartedPut* put,
+                        const absl::Status& how) {
   MutexLock lock(&mutex_);
   auto found = puts_.find(upload_id);
-  if (found != puts_.end() && found->second.get() == put) puts_.erase(found);
+  if (found == puts_.end() || found->second.get() != put) return;
+  puts_.erase(found);
+  if (ended_.insert_or_assign(upload_id, how).second) ended_order_.push_back(upload_id);
+  while (ended_order_.size() > kRememberedEndings) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
 }
 
 }  // namespace tensord

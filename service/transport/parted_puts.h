@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -132,14 +133,22 @@ class PartedPuts {
   // Puts with parts still to come (for tests and metrics).
   size_t receiving() const;
 
+  // Upload ids remembered after their put ended, so that a late part is
+  // answered with how it ended instead of starting a put that could never
+  // complete (and reserving its bytes until the idle timeout).
+  static constexpr size_t kRememberedEndings = 4096;
+
  private:
   friend class PartedPut;
-  void Forget(const std::string& upload_id, const PartedPut* put);
+  // The put ended: `how` is its failure, or OK once published.
+  void Forget(const std::string& upload_id, const PartedPut* put, const absl::Status& how);
 
   Registry& registry_;
   ClusterReads* const cluster_;
   mutable Mutex mutex_;
   absl::flat_hash_map<std::string, std::shared_ptr<PartedPut>> puts_;  // guarded by mutex_
+  absl::flat_hash_map<std::string, absl::Status> ended_;              // guarded by mutex_
+  std::deque<std::string> ended_order_;  // oldest first; guarded by mutex_
 };
 
 }  // namespace tensord

@@ -31,9 +31,12 @@ constexpr uint64_t kTrimAfterBytes = uint64_t{1} << 20;
 
 class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
+  // `part_call`: a PutPart call, whose header must name its part.
   PutReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response, Registry& registry,
-             const ServerOptions& options, ServiceMetrics& metrics, TensorService& service)
-      : context_(context),
+             const ServerOptions& options, ServiceMetrics& metrics, TensorService& service,
+             bool part_call)
+      : part_call_(part_call),
+        context_(context),
         response_(response),
         registry_(registry),
         options_(options),
@@ -76,7 +79,8 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // A part whose bytes are in waits without a read outstanding; only this
   // tells it that its client gave up (the put then fails).
   void OnCancel() override {
-    if (!waiting_.load(std::memory_order_acquire)) return;
+    cancelled_.store(true);
+    if (!waiting_.load()) return;
     parted_->Fail(absl::CancelledError(
         absl::StrCat("part at offset ", part_offset_, " was cancelled by its client")));
   }
@@ -90,10 +94,12 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  private:
   // Token first, then a place among the open streams, before any byte.
   absl::Status Admit(TensorService& service) {
-    TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, "Put"));
+    TENSORD_ASSIGN_OR_RETURN(grant_, service.AdmitCall(context_, part_call_ ? "PutPart" : "Put"));
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Put", [this] {
-      idle_cancelled_.store(true, std::memory_order_relaxed);
-      if (waiting_.load(std::memory_order_acquire)) {
+      // Sequentially consistent with PartArrived's store of waiting_ and load
+      // of idle_cancelled_: one of the two sides sees the other.
+      idle_cancelled_.store(true);
+      if (waiting_.load()) {
         // A part waiting for the others: the put fails, and every part's
         // call answers why (a cancelled call could not).
         parted_->Fail(absl::DeadlineExceededError(absl::StrCat(
@@ -129,7 +135,13 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
     name_ = put.name;
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
-    if (put.part.has_value()) return JoinParts(header, put);
+    if (put.part.has_value() != part_call_) {
+      return absl::InvalidArgumentError(
+          part_call_ ? absl::StrCat("PutPart of '", put.name, "' has no PutHeader.part")
+                     : absl::StrCat("put of '", put.name,
+                                    "' names a part (PutHeader.part): parts go to PutPart"));
+    }
+    if (part_call_) return JoinParts(header, put);
     if (options_.cluster_reads != nullptr) {
       TENSORD_ASSIGN_OR_RETURN(replicas_,
                                options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
@@ -160,16 +172,19 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "put of '", put.name, "' asks for replicas=", header.replicas(),
           ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
     }
+    // Resolved by every part, outside the table's lock (it may ask etcd);
+    // the put keeps its first part's.
+    uint32_t replicas = 1;
+    if (options_.cluster_reads != nullptr) {
+      TENSORD_ASSIGN_OR_RETURN(replicas,
+                               options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
+    }
     TENSORD_ASSIGN_OR_RETURN(
         parted_, service_.parted_puts().Join(
                      put, header.replicas(), grant_,
                      [&]() -> absl::StatusOr<PartedPuts::Prepared> {
                        PartedPuts::Prepared prepared;
-                       if (options_.cluster_reads != nullptr) {
-                         TENSORD_ASSIGN_OR_RETURN(prepared.replicas,
-                                                  options_.cluster_reads->ReplicasFor(
-                                                      put.name, header.replicas()));
-                       }
+                       prepared.replicas = replicas;
                        TENSORD_ASSIGN_OR_RETURN(
                            prepared.pending,
                            registry_.Prepare(put.name, put.layout, put.total_bytes, put.retention));
@@ -208,14 +223,16 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Half-close of a part: its bytes are checked, then it waits for the
   // put's outcome (the last part to arrive publishes for all).
   void PartArrived() {
-    waiting_.store(true, std::memory_order_release);
+    // Stored before the cancel flags are read (all sequentially consistent):
+    // a cancel now either is seen here or sees a waiting part and fails the put.
+    waiting_.store(true);
     absl::Status ended = absl::OkStatus();
-    if (idle_cancelled_.load(std::memory_order_relaxed)) {
+    if (idle_cancelled_.load()) {
       ended = absl::DeadlineExceededError(absl::StrCat(
           "part at offset ", part_offset_, " of the put of '", name_,
           "' sent nothing for longer than the stream idle timeout; cancelled, nothing was "
           "published"));
-    } else if (context_->IsCancelled()) {
+    } else if (cancelled_.load() || context_->IsCancelled()) {
       ended = absl::CancelledError("put cancelled by the client; nothing was published");
     } else if (received_ != part_length_) {
       ended = absl::InvalidArgumentError(absl::StrCat(
@@ -338,6 +355,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     Finish(ToGrpcStatus(status));
   }
 
+  const bool part_call_;
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const response_;
   Registry& registry_;
@@ -360,7 +378,8 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::shared_ptr<PartedPut> parted_;
   uint64_t part_offset_ = 0;
   uint64_t part_length_ = 0;
-  std::atomic<bool> waiting_{false};  // its bytes are in; it waits for the outcome
+  std::atomic<bool> waiting_{false};    // its bytes are in; it waits for the outcome
+  std::atomic<bool> cancelled_{false};  // OnCancel ran
   std::unique_ptr<IdleHeapTrim::Activity> heap_activity_;  // once past kTrimAfterBytes
   uint32_t replicas_ = 1;            // copies the ack waits for (cluster only)
   uint64_t published_version_ = 0;
@@ -375,7 +394,14 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::Put(grpc::CallbackServerContext* context,
                                                               grpc::ByteBuffer* response) {
-  return new PutReactor(context, response, registry_, options_, metrics_, *this);
+  return new PutReactor(context, response, registry_, options_, metrics_, *this,
+                        /*part_call=*/false);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* TensorService::PutPart(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new PutReactor(context, response, registry_, options_, metrics_, *this,
+                        /*part_call=*/true);
 }
 
 }  // namespace tensord

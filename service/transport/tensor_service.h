@@ -24,6 +24,7 @@
 namespace tensord {
 
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
+    v1::TensorService::WithRawCallbackMethod_PutPart<
     v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_FetchInline<
     v1::TensorService::WithCallbackMethod_Stat<
         v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
@@ -35,7 +36,7 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                                 v1::TensorService::WithCallbackMethod_Watch<
                                     v1::TensorService::WithCallbackMethod_Replicate<
                                         v1::TensorService::WithCallbackMethod_AwaitCopies<
-                                            v1::TensorService::Service>>>>>>>>>>>>>>;
+                                            v1::TensorService::Service>>>>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -47,6 +48,9 @@ class TensorService final : public TensorServiceBase {
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Put(grpc::CallbackServerContext* context,
                                                  grpc::ByteBuffer* response) override;
+  // put_reactor.cc: one part of a put in several streams.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PutPart(grpc::CallbackServerContext* context,
+                                                     grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Fetch(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request) override;
   // fetch_reactor.cc, beside the stream it answers for.

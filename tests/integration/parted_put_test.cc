@@ -49,7 +49,7 @@ class PartedPutTest : public SharedServerTest<PartedPutTest> {
       std::vector<v1::PutRequest> messages, bool writes_done = true) {
     return std::async(std::launch::async, [this, messages = std::move(messages), writes_done] {
       v1::PutResponse response;
-      grpc::Status status = RawPut(*stub_, messages, &response, writes_done);
+      grpc::Status status = RawPutPart(*stub_, messages, &response, writes_done);
       return std::make_pair(status, response);
     });
   }
@@ -117,6 +117,13 @@ TEST_P(PartedPutTest, PartsInAnyOrderPublishOneVersionEveryPartAnswersWith) {
   ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
   EXPECT_EQ(fetched.header.info().version(), version);
   EXPECT_TRUE(fetched.bytes == bytes_);
+  // A part sent again after the put was published publishes nothing more.
+  grpc::Status late = RawPutPart(*stub_, Part(name, 3, parts[0]));
+  EXPECT_TRUE(GrpcStatusIs(late, StatusCode::INVALID_ARGUMENT, "was published"))
+      << late.error_message();
+  v1::TensorInfo info;
+  ASSERT_TRUE(RawStat(*stub_, name, 0, &info).ok());
+  EXPECT_EQ(info.version(), version);
 }
 
 TEST_P(PartedPutTest, AnOverlappingPartFailsThePutAndTheWaitingPartAnswersAborted) {
@@ -125,12 +132,17 @@ TEST_P(PartedPutTest, AnOverlappingPartFailsThePutAndTheWaitingPartAnswersAborte
   auto first = SendFirstPart(Part(name, 2, {0, 2 << 20}), before);
   v1::PutResponse response;
   grpc::Status overlapping =
-      RawPut(*stub_, Part(name, 2, {1 << 20, 2 << 20}), &response);
+      RawPutPart(*stub_, Part(name, 2, {1 << 20, 2 << 20}), &response);
   EXPECT_TRUE(GrpcStatusIs(overlapping, StatusCode::INVALID_ARGUMENT, "overlaps part [0, +2097152)"))
       << overlapping.error_message();
   grpc::Status waiting = first.get().first;
   EXPECT_TRUE(GrpcStatusIs(waiting, StatusCode::ABORTED, "nothing was published"))
       << waiting.error_message();
+  ExpectNothingPublishedOrHeld(name, before);
+  // A late part of the failed put is answered with its failure at once,
+  // instead of starting a put that could never complete.
+  grpc::Status late = RawPutPart(*stub_, Part(name, 2, {2 << 20, 1 << 20}));
+  EXPECT_TRUE(GrpcStatusIs(late, StatusCode::ABORTED, "overlaps")) << late.error_message();
   ExpectNothingPublishedOrHeld(name, before);
 }
 
@@ -157,7 +169,7 @@ TEST_P(PartedPutTest, ACancelledPartFailsThePut) {
   std::unique_ptr<RawStub> narrow = NewRawStub(server().address(), /*small_window=*/true);
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   v1::PutResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = narrow->Put(context.get(), &response);
+  std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = narrow->PutPart(context.get(), &response);
   for (const v1::PutRequest& message : Part(name, 2, {1 << 20, 2 << 20}, 4096)) {
     ASSERT_TRUE(writer->Write(message));
   }
@@ -173,7 +185,7 @@ TEST_P(PartedPutTest, PartsThatDoNotCoverTheTensorAreRefused) {
   const uint64_t before = HostBytesUsed();
   auto first = SendFirstPart(Part(name, 2, {0, 1 << 20}), before);
   grpc::Status last =
-      RawPut(*stub_, Part(name, 2, {2 << 20, 1 << 20}));
+      RawPutPart(*stub_, Part(name, 2, {2 << 20, 1 << 20}));
   EXPECT_TRUE(GrpcStatusIs(last, StatusCode::INVALID_ARGUMENT, "cover 2097152 of its 3145728 bytes"))
       << last.error_message();
   EXPECT_EQ(first.get().first.error_code(), StatusCode::ABORTED);
@@ -186,7 +198,7 @@ TEST_P(PartedPutTest, APartWithAnotherHeaderIsRefused) {
   auto first = SendFirstPart(Part(name, 2, {0, 1 << 20}), before);
   std::vector<v1::PutRequest> other = Part(name, 2, {1 << 20, 2 << 20});
   other[0].mutable_header()->set_retention(v1::RETENTION_CACHE);
-  grpc::Status refused = RawPut(*stub_, other);
+  grpc::Status refused = RawPutPart(*stub_, other);
   EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "differs from the put's first part in its retention"))
       << refused.error_message();
   EXPECT_EQ(first.get().first.error_code(), StatusCode::ABORTED);
@@ -213,13 +225,27 @@ TEST_P(PartedPutTest, ChunksOutsideThePartAreRefused) {
   const std::string name = TestTensorName("outside");
   std::vector<v1::PutRequest> messages = {Part(name, 2, {1 << 20, 2 << 20})[0],
                                           ChunkMessage(0, "abcd")};
-  grpc::Status refused = RawPut(*stub_, messages);
+  grpc::Status refused = RawPutPart(*stub_, messages);
   EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "sent a chunk at offset 0"))
       << refused.error_message();
-  messages = {Part(name, 2, {0, 1 << 20})[0],
+  // A new upload id: the first ended, and its id answers with that ending.
+  messages = {PartMessages(name, bytes_, NewUploadId(), 2, 0, 1 << 20)[0],
               ChunkMessage(0, std::string_view(bytes_).substr(0, (1 << 20) + 1))};
-  refused = RawPut(*stub_, messages);
+  refused = RawPutPart(*stub_, messages);
   EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "beyond the part's end"))
+      << refused.error_message();
+  EXPECT_TRUE(GrpcStatusIs(RawStat(*stub_, name), StatusCode::NOT_FOUND, name));
+}
+
+TEST_P(PartedPutTest, PartsGoToPutPartAndWholePutsToPut) {
+  const std::string name = TestTensorName("method");
+  std::vector<v1::PutRequest> part = Part(name, 2, {0, 1 << 20});
+  grpc::Status refused = RawPut(*stub_, part);
+  EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "parts go to PutPart"))
+      << refused.error_message();
+  part[0].mutable_header()->clear_part();
+  refused = RawPutPart(*stub_, part);
+  EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "has no PutHeader.part"))
       << refused.error_message();
   EXPECT_TRUE(GrpcStatusIs(RawStat(*stub_, name), StatusCode::NOT_FOUND, name));
 }
@@ -242,7 +268,7 @@ TEST_P(PartedPutTest, BadPartFieldsAreRefusedNamingTheValue) {
   };
   for (const Case& bad : cases) {
     grpc::Status refused =
-        RawPut(*stub_, {PartMessages(name, bytes_, bad.upload_id, bad.parts, bad.part.offset,
+        RawPutPart(*stub_, {PartMessages(name, bytes_, bad.upload_id, bad.parts, bad.part.offset,
                                      bad.part.length)[0]});
     EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, bad.message))
         << bad.message << ": " << refused.error_message();

@@ -73,15 +73,21 @@ std::vector<v1::PutRequest> PartMessages(std::string_view name, std::string_view
   return messages;
 }
 
-grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
-                    v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
+namespace {
+
+// Put and PutPart: the same messages on another method.
+using PutMethod = std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> (RawStub::*)(
+    grpc::ClientContext*, v1::PutResponse*);
+
+grpc::Status SendPut(RawStub& stub, PutMethod method, const std::vector<v1::PutRequest>& messages,
+                     v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   if (!bearer_token.empty()) {
     context->AddMetadata("authorization", "Bearer " + std::string(bearer_token));
   }
   v1::PutResponse ignored;
   std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer =
-      stub.Put(context.get(), response != nullptr ? response : &ignored);
+      (stub.*method)(context.get(), response != nullptr ? response : &ignored);
   bool open = true;
   for (const v1::PutRequest& message : messages) {
     // A write fails once the server has answered (with an error).
@@ -93,6 +99,18 @@ grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
   if (open && writes_done) writer->WritesDone();
   if (!writes_done) context->TryCancel();
   return writer->Finish();
+}
+
+}  // namespace
+
+grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
+                    v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
+  return SendPut(stub, &RawStub::Put, messages, response, writes_done, bearer_token);
+}
+
+grpc::Status RawPutPart(RawStub& stub, const std::vector<v1::PutRequest>& messages,
+                        v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
+  return SendPut(stub, &RawStub::PutPart, messages, response, writes_done, bearer_token);
 }
 
 grpc::Status RawPutBytes(RawStub& stub, std::string_view name, std::string_view bytes,

@@ -48,6 +48,10 @@ std::vector<v1::PutRequest> PartMessages(std::string_view name, std::string_view
 grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
                     v1::PutResponse* response = nullptr, bool writes_done = true,
                     std::string_view bearer_token = {});
+// The same through PutPart (one part of a put in several streams).
+grpc::Status RawPutPart(RawStub& stub, const std::vector<v1::PutRequest>& messages,
+                        v1::PutResponse* response = nullptr, bool writes_done = true,
+                        std::string_view bearer_token = {});
 
 // A whole put of `bytes` as a compact uint8 tensor of shape {bytes.size()},
 // sent in chunks of at most `chunk_bytes`.

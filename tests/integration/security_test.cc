@@ -295,7 +295,7 @@ TEST_F(SecurityTokenTest, APartWithAnotherTokenCannotJoinAPutInParts) {
     return PartMessages("team-a/parted", bytes, upload_id, 2, offset, 1 << 20);
   };
   std::future<grpc::Status> first = std::async(std::launch::async, [&] {
-    return RawPut(*stub, part(0), nullptr, true, kAdminToken);
+    return RawPutPart(*stub, part(0), nullptr, true, kAdminToken);
   });
   // The second part under team-a's token, once the first has made the put
   // (before, it would make a put of its own and wait).
@@ -306,11 +306,11 @@ TEST_F(SecurityTokenTest, APartWithAnotherTokenCannotJoinAPutInParts) {
     return stub->GetServerInfo(context.get(), {}, &info).ok() &&
            info.host_bytes_used() >= bytes.size();
   }));
-  grpc::Status stranger = RawPut(*stub, part(1 << 20), nullptr, true, kTeamAToken);
+  grpc::Status stranger = RawPutPart(*stub, part(1 << 20), nullptr, true, kTeamAToken);
   EXPECT_TRUE(GrpcStatusIs(stranger, grpc::StatusCode::PERMISSION_DENIED, "another token"))
       << stranger.error_message();
   v1::PutResponse response;
-  grpc::Status second = RawPut(*stub, part(1 << 20), &response, true, kAdminToken);
+  grpc::Status second = RawPutPart(*stub, part(1 << 20), &response, true, kAdminToken);
   ASSERT_TRUE(second.ok()) << second.error_message();
   ASSERT_TRUE(first.get().ok());
   EXPECT_EQ(response.info().total_bytes(), bytes.size());
@@ -449,14 +449,15 @@ TEST_F(SecurityStreamTest, AWaitingPartLivesWhileAnotherMovesAndFailsThePutWhenN
   const std::string bytes = AsString(PatternBytes(2 << 20, 23));
   const std::string moving_id = "000000000000000000000000000000aa";
   std::future<grpc::Status> waiting = std::async(std::launch::async, [&] {
-    return RawPut(*stub, PartMessages("slow", bytes, moving_id, 2, 0, 1 << 20));
+    return RawPutPart(*stub, PartMessages("slow", bytes, moving_id, 2, 0, 1 << 20));
   });
   // The other part moves one chunk a second, for longer than the timeout.
   std::vector<v1::PutRequest> slow = PartMessages("slow", bytes, moving_id, 2, 1 << 20, 1 << 20);
   {
     std::unique_ptr<grpc::ClientContext> context = RawContext();
     v1::PutResponse response;
-    std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = stub->Put(context.get(), &response);
+    std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer =
+        stub->PutPart(context.get(), &response);
     for (size_t i = 0; i < slow.size(); ++i) {
       ASSERT_TRUE(writer->Write(slow[i])) << "message " << i;
       if (i >= 1 && i < 4) absl::SleepFor(absl::Seconds(1));
@@ -472,7 +473,7 @@ TEST_F(SecurityStreamTest, AWaitingPartLivesWhileAnotherMovesAndFailsThePutWhenN
 
   // Now the other part never comes.
   const std::string lone_id = "000000000000000000000000000000bb";
-  grpc::Status alone = RawPut(*stub, PartMessages("lonely", bytes, lone_id, 2, 0, 1 << 20));
+  grpc::Status alone = RawPutPart(*stub, PartMessages("lonely", bytes, lone_id, 2, 0, 1 << 20));
   EXPECT_TRUE(GrpcStatusIs(alone, grpc::StatusCode::ABORTED, "stream idle timeout"))
       << alone.error_message();
   EXPECT_TRUE(StatusIs(client_->Stat("lonely").status(), absl::StatusCode::kNotFound));

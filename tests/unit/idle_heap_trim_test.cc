@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -51,7 +52,7 @@ TEST(IdleHeapTrimTest, NoTrimWhileATransferRunsAndOneAfterBackToBackTransfers) {
   ASSERT_TRUE(Eventually([&] { return trim.trims() == 1; }));
 }
 
-TEST(IdleHeapTrimTest, ManyThreadsEndingTransfersLeaveOneTrimDue) {
+TEST(IdleHeapTrimTest, ManyThreadsEndingTransfersLeaveATrimDue) {
   IdleHeapTrim trim(absl::Milliseconds(50));
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -61,8 +62,20 @@ TEST(IdleHeapTrimTest, ManyThreadsEndingTransfersLeaveOneTrimDue) {
   }
   for (std::thread& thread : threads) thread.join();
   ASSERT_TRUE(Eventually([&] { return trim.trims() >= 1; }));
-  absl::SleepFor(absl::Milliseconds(150));
-  EXPECT_EQ(trim.trims(), 1u);
+  // Then quiet: no trim is due any more.
+  const uint64_t settled = trim.trims();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(trim.trims(), settled);
+}
+
+TEST(IdleHeapTrimTest, TheBackstopTrimsWithoutTransfersButNotDuringOne) {
+  IdleHeapTrim trim(absl::Hours(1), absl::Milliseconds(50));
+  ASSERT_TRUE(Eventually([&] { return trim.trims() >= 2; }));
+  IdleHeapTrim::Activity transfer(trim);
+  absl::SleepFor(absl::Milliseconds(20));  // a trim under way when it began ends
+  const uint64_t before = trim.trims();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(trim.trims(), before) << "trimmed while a transfer ran";
 }
 
 TEST(IdleHeapTrimTest, DestroysPromptlyWithATrimDue) {

@@ -120,6 +120,9 @@ struct PutOptions {
   // the server copies the parts in parallel); 1 always puts in one stream;
   // up to kMaxPutStreams (8).
   // Parts are at least 16 MiB. Device puts and the local handoff use one.
+  // Every part must reach the same tensord: behind a load balancer that
+  // spreads connections over several servers, set 1. A server older than
+  // PutPart gets the put in one stream (remembered per client).
   // With streams > 1, `progress` is called from several threads, one at a
   // time.
   uint32_t streams = 0;

@@ -341,7 +341,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     absl::string_view name, const FetchOptions& fetch_options,
     FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
-  const unsigned cores = std::thread::hardware_concurrency();
+  const unsigned cores = HostCores();
   const uint64_t split_above =
       SplitAboveBytes(TransferDirection::kFetch, fetch_options.streams, cores);
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
@@ -635,7 +635,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   header->set_retention(static_cast<v1::Retention>(options.retention));
   header->set_replicas(options.replicas);
 
-  const unsigned cores = std::thread::hardware_concurrency();
+  const unsigned cores = HostCores();
   const uint64_t split_above = SplitAboveBytes(TransferDirection::kPut, options.streams, cores);
   // A device put goes through the server's one staged upload, in order.
   if (!options.device.has_value() && split_above != 0 && source.size > split_above) {

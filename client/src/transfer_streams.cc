@@ -1,6 +1,7 @@
 #include "client/src/transfer_streams.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,6 +16,11 @@ uint32_t AutoStreamsForCores(TransferDirection direction, unsigned cores) {
 }
 
 }  // namespace
+
+unsigned HostCores() {
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return cores;
+}
 
 absl::Status ValidateTransferStreams(uint32_t requested) {
   if (requested > kMaxTransferStreams) {

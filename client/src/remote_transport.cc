@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <deque>
 #include <functional>
 #include <atomic>
 #include <mutex>
@@ -47,6 +48,34 @@ namespace {
 
 // gRPC names its generated client class "Stub".
 using TensorServiceClient = v1::TensorService::Stub;
+
+// The progress of a transfer in parts: each part's own count is added into
+// one total, reported under one lock so the caller sees totals in order.
+class PartProgress {
+ public:
+  PartProgress(const ProgressCallback& report, uint64_t total) : report_(report), total_(total) {}
+
+  // Part i's callback (one per part, used by that part's thread only);
+  // empty when nobody listens.
+  ProgressCallback ForPart() {
+    if (!report_) return ProgressCallback();
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t* reported = &reported_.emplace_back(0);
+    return [this, reported](uint64_t done, uint64_t) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sum_ += done - *reported;
+      *reported = done;
+      report_(sum_, total_);
+    };
+  }
+
+ private:
+  const ProgressCallback& report_;
+  const uint64_t total_;
+  std::mutex mutex_;
+  std::deque<uint64_t> reported_;  // per part; stable addresses
+  uint64_t sum_ = 0;               // guarded by mutex_
+};
 
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kPutPartMethod[] = "/tensord.v1.TensorService/PutPart";
@@ -227,6 +256,9 @@ struct RemoteTransport::Rep {
                                       const PutOptions& options,
                                       const std::vector<TransferPart>& parts);
 
+  // A context per part, each with this client's metadata and deadline.
+  std::vector<std::unique_ptr<grpc::ClientContext>> PartContexts(size_t parts) const;
+
   // Runs `run(i)` for every part, part 0 on the calling thread and each
   // other on a thread of its own, and returns once all have ended. When a
   // thread cannot start, the parts already running are cancelled through
@@ -389,14 +421,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
                                                        fetch_options.streams, cores)
                                   : 1;
   const std::vector<TransferPart> parts = SplitIntoParts(whole.offset, whole.length, part_count);
-  FetchOptions part_options = fetch_options;
-  std::mutex progress_mutex;
-  uint64_t received = 0;  // by every part; progress_mutex held
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    PrepareContext(*contexts.back());
-  }
+  PartProgress progress(fetch_options.progress, whole.length);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts = PartContexts(parts.size());
   std::vector<absl::StatusOr<StreamedRange>> results(parts.size(), absl::UnknownError("not run"));
   auto fetch_part = [&](size_t index) {
     const TransferPart part = parts[index];
@@ -405,17 +431,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
     part_request.set_version(whole.info.version);
     part_request.mutable_range()->set_offset(part.offset);
     part_request.mutable_range()->set_length(part.length);
-    FetchOptions options_for_part = part_options;
-    uint64_t reported = 0;
-    if (fetch_options.progress) {
-      // Added and reported under one lock, so the caller sees totals in order.
-      options_for_part.progress = [&](uint64_t done, uint64_t) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        received += done - reported;
-        reported = done;
-        fetch_options.progress(received, whole.length);
-      };
-    }
+    FetchOptions options_for_part = fetch_options;
+    options_for_part.progress = progress.ForPart();
     results[index] = StreamFetch(
         PartChannel(index), *contexts[index], part_request, options_for_part,
         [&](const TensorInfo&, uint64_t length) -> absl::StatusOr<uint8_t*> {
@@ -461,6 +478,16 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
   return std::move(whole.info);
 }
 
+std::vector<std::unique_ptr<grpc::ClientContext>> RemoteTransport::Rep::PartContexts(
+    size_t parts) const {
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (size_t i = 0; i < parts; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    PrepareContext(*contexts.back());
+  }
+  return contexts;
+}
+
 absl::Status RemoteTransport::Rep::RunParts(
     size_t count, const std::function<void(size_t)>& run,
     std::vector<std::unique_ptr<grpc::ClientContext>>& contexts, absl::string_view what) {
@@ -493,6 +520,10 @@ absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, method, &context,
                                                                      &response));
   bool open = writer->Write(SerializeToByteBuffer(header));
+  // A part waits for the server to take the call before any chunk goes
+  // out: a server without PutPart answers UNIMPLEMENTED at once without
+  // reading the stream, and chunks queued on it would never be released.
+  if (open && &method == &put_part_method) writer->WaitForInitialMetadata();
   const uint64_t end = part.offset + part.length;
   for (uint64_t offset = part.offset; open && offset < end;) {
     const uint64_t size = std::min<uint64_t>(options.chunk_bytes, end - offset);
@@ -535,14 +566,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
                                                           const PutOptions& put_options,
                                                           const std::vector<TransferPart>& parts) {
   TENSORD_ASSIGN_OR_RETURN(const std::string upload_id, NewUploadId());
-  const uint64_t total = header.header().total_bytes();
-  std::mutex progress_mutex;
-  uint64_t sent = 0;  // by every part; progress_mutex held
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    PrepareContext(*contexts.back());
-  }
+  PartProgress progress(put_options.progress, header.header().total_bytes());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts = PartContexts(parts.size());
   std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(),
                                                        absl::UnknownError("not run"));
   auto put_part = [&](size_t index) {
@@ -553,19 +578,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
     wire_part->set_parts(static_cast<uint32_t>(parts.size()));
     wire_part->set_offset(part.offset);
     wire_part->set_length(part.length);
-    uint64_t reported = 0;
-    ProgressCallback progress;
-    if (put_options.progress) {
-      // Added and reported under one lock, so the caller sees totals in order.
-      progress = [&](uint64_t done, uint64_t) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        sent += done - reported;
-        reported = done;
-        put_options.progress(sent, total);
-      };
-    }
     results[index] = StreamPut(PartChannel(index), put_part_method, *contexts[index], part_header,
-                               data, part, progress);
+                               data, part, progress.ForPart());
     // One part failing fails the put on the server; end the others at once.
     if (!results[index].ok()) {
       for (const auto& context : contexts) context->TryCancel();

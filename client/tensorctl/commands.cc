@@ -50,6 +50,16 @@ std::span<const OptionSpec> Options() {
   return kOptions;
 }
 
+absl::StatusOr<uint32_t> StreamsOption(const Invocation& invocation) {
+  if (!invocation.Has(kStreamsOption)) return 0;
+  const uint64_t streams = invocation.Number(kStreamsOption);
+  if (streams < 1 || streams > kMaxPutStreams) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--streams ", streams, " must be 1..", kMaxPutStreams));
+  }
+  return static_cast<uint32_t>(streams);
+}
+
 std::span<const std::string_view> GlobalOptions() {
   static const std::string_view kGlobal[] = {kServerOption, kTlsCaOption,  kTlsCertOption,
                                              kTlsKeyOption, kTokenOption, kHelpOption};

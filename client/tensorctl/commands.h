@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/tensorctl/command_line.h"
 #include "tensord/client.h"
 
@@ -40,6 +41,10 @@ inline constexpr std::string_view kClusterOption = "--cluster";
 // Where --server falls back to: $TENSORD_SERVER, else this.
 inline constexpr std::string_view kServerEnvironmentVariable = "TENSORD_SERVER";
 inline constexpr std::string_view kDefaultServer = "localhost:50051";
+
+// --streams N of get and put: 1..8 (INVALID_ARGUMENT naming N otherwise),
+// 0 (the client's choice) when absent.
+absl::StatusOr<uint32_t> StreamsOption(const Invocation& invocation);
 
 std::span<const CommandSpec> Commands();
 std::span<const OptionSpec> Options();

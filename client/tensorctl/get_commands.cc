@@ -111,14 +111,7 @@ absl::Status RunGet(Client& client, const Invocation& invocation) {
   // a host copy, not as an import of the server's device memory.
   options.device_to_host = true;
   options.progress = progress.Callback();
-  if (invocation.Has(kStreamsOption)) {
-    const uint64_t streams = invocation.Number(kStreamsOption);
-    if (streams < 1 || streams > kMaxFetchStreams) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--streams ", streams, " must be 1..", kMaxFetchStreams));
-    }
-    options.streams = static_cast<uint32_t>(streams);
-  }
+  TENSORD_ASSIGN_OR_RETURN(options.streams, StreamsOption(invocation));
   TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client.Fetch(name, options));
   progress.Finish();
 

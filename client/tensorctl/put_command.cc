@@ -47,14 +47,7 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
     }
     options.replicas = static_cast<uint32_t>(replicas);
   }
-  if (invocation.Has(kStreamsOption)) {
-    const uint64_t streams = invocation.Number(kStreamsOption);
-    if (streams < 1 || streams > kMaxPutStreams) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--streams ", streams, " must be 1..", kMaxPutStreams));
-    }
-    options.streams = static_cast<uint32_t>(streams);
-  }
+  TENSORD_ASSIGN_OR_RETURN(options.streams, StreamsOption(invocation));
   options.send_crc32c = true;
   options.progress = progress.Callback();
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client.Put(name, *tensor, options));

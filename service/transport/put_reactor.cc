@@ -47,6 +47,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       FinishWith(status);
       return;
     }
+    // A part's client waits for this before sending its bytes (so that a
+    // server without PutPart is known before any byte is queued).
+    if (part_call_) StartSendInitialMetadata();
     StartRead(&request_);
   }
 

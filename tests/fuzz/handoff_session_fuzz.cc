@@ -83,8 +83,22 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
       if (request->acquire().version() != 0) Check(info.version() == request->acquire().version());
       if (response.acquire().lease_id() == 0) {
         Check(reply.fd() == -1);  // the client already holds this version
+      } else if (response.acquire().arena_id() != 0) {
+        // A slot of a shared arena, only for a client that accepts them:
+        // the mapping is the arena, the version's bytes inside it, and the
+        // arena is sealed against growing, shrinking and new writers.
+        Check(request->acquire().accepts_arena_slots());
+        Check(response.acquire().mapping_offset() <= response.acquire().mapping_bytes() &&
+              info.total_bytes() <=
+                  response.acquire().mapping_bytes() - response.acquire().mapping_offset());
+        Check(reply.fd() >= 0 && FdSize(reply.fd()) == response.acquire().mapping_bytes());
+        const int seals = ::fcntl(reply.fd(), F_GET_SEALS);
+        Check(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE)) ==
+                                (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE));
       } else {
-        // Normal pages (the registry's default): the mapping is the tensor.
+        // A memfd of its own, normal pages (the registry's default): the
+        // mapping is the tensor.
+        Check(response.acquire().mapping_offset() == 0);
         Check(response.acquire().mapping_bytes() == info.total_bytes());
         Check(reply.fd() >= 0 && FdSize(reply.fd()) == response.acquire().mapping_bytes());
         const int seals = ::fcntl(reply.fd(), F_GET_SEALS);

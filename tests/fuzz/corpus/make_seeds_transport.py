@@ -94,8 +94,9 @@ def handoff(request_id, kind_field, body):
     return uint(1, request_id) + data(kind_field, body)
 
 
-def acquire(request_id, name, version=0, held=()):
-    return handoff(request_id, 2, data(1, name) + uint(2, version) + packed(3, held))
+def acquire(request_id, name, version=0, held=(), arena_slots=False):
+    return handoff(request_id, 2, data(1, name) + uint(2, version) + packed(3, held)
+                   + uint(5, int(arena_slots)))
 
 
 def release(request_id, lease_id):
@@ -217,6 +218,13 @@ write("handoff_session", "republish_and_old_version", handoff_input(1, [
     create(1, "w", layout(FLOAT, 32, [4], strides=[-1], byte_offset=12), 16), seal(2, 1),
     acquire(3, "w"), create(4, "w", layout(BOOL, 8, [0]), 0), seal(5, 3, crc=0),
     acquire(6, "w", version=1), acquire(7, "w")]))
+# A small sealed version moves into an arena slot: a client that accepts
+# slots gets the arena's fd (mapping_bytes the arena, mapping_offset the
+# slot); one that does not, a memfd of the version alone.
+write("handoff_session", "acquire_arena_slots", handoff_input(1, [
+    create(1, "w", layout(FLOAT, 32, [4], strides=[-1], byte_offset=12), 16), seal(2, 1),
+    acquire(3, "w", arena_slots=True), acquire(4, "w"), create(5, "v", F32_2X3, 24), seal(6, 2),
+    acquire(7, "v", arena_slots=True), release(8, 1), release(9, 3)]))
 write("handoff_session", "bad_requests", handoff_input(1, [
     b"\xff\xff", uint(1, 42), create(2, "big", layout(UINT, 8, [1 << 20]), 1 << 20),
     create(3, "../x", F32_2X3, 24), seal(4, 77, crc=5), release(5, 9), abort(6, 9),

@@ -62,8 +62,9 @@ BenchConfig FullConfig() {
   config.memory_probe_bytes = kGiB;
   config.concurrency = {1, 4, 16};
   config.load_warmup_s = 0.1;
-  config.load_duration_s = 1.5;
-  config.load_slices = 3;
+  // Short slices, many of them: the ratios are medians of slice pairs.
+  config.load_duration_s = 2.8;
+  config.load_slices = 7;
   config.local_sizes = {4 * kKiB, kMiB, 256 * kMiB, kGiB};
   config.device_sizes = {64 * kMiB, 256 * kMiB};
   config.batch_tensor_sizes = {4 * kKiB, 64 * kKiB};

@@ -181,6 +181,29 @@ LoadResult Summarize(const std::vector<LoadSamples>& runs) {
   return result;
 }
 
+double RunRate(const LoadSamples& run) {
+  return run.elapsed_s > 0 ? static_cast<double>(run.latencies_us.size()) / run.elapsed_s : 0;
+}
+
+double RunCpuPerCall(const LoadSamples& run) {
+  return run.latencies_us.empty() ? 0 : run.cpu_s * 1e6 / static_cast<double>(run.latencies_us.size());
+}
+
+double MedianSliceRatio(const std::vector<LoadSamples>& runs,
+                        const std::vector<LoadSamples>& baseline,
+                        double (*metric)(const LoadSamples&)) {
+  if (runs.empty() || runs.size() != baseline.size()) return 0;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double base = metric(baseline[i]);
+    if (base > 0) ratios.push_back(metric(runs[i]) / base);
+  }
+  if (ratios.empty()) return 0;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t middle = ratios.size() / 2;
+  return ratios.size() % 2 == 1 ? ratios[middle] : (ratios[middle - 1] + ratios[middle]) / 2;
+}
+
 absl::StatusOr<Buffer> Buffer::Allocate(uint64_t bytes) {
   Buffer buffer;
   buffer.size_ = bytes;

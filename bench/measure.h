@@ -89,6 +89,18 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
 // runs of the same load (e.g. slices interleaved with other loads).
 LoadResult Summarize(const std::vector<LoadSamples>& runs);
 
+// Calls per second, and CPU microseconds per call, of one run.
+double RunRate(const LoadSamples& run);
+double RunCpuPerCall(const LoadSamples& run);
+
+// The median over i of metric(runs[i]) / metric(baseline[i]), where run i
+// and baseline i were slices run back to back: a change in the shared
+// machine's load between slices then cancels, which a ratio of pooled
+// totals does not do. 0 when the lists differ in length or are empty.
+double MedianSliceRatio(const std::vector<LoadSamples>& runs,
+                        const std::vector<LoadSamples>& baseline,
+                        double (*metric)(const LoadSamples&));
+
 // Page-aligned anonymous memory, written once at allocation so later
 // measurements do not pay its page faults.
 class Buffer {

@@ -19,10 +19,15 @@ std::string Clients(int threads) {
   return absl::StrCat(threads, threads == 1 ? " client" : " clients");
 }
 
-// Rows for one operation at one concurrency, as ratios to the empty call.
+// Rows for one operation at one concurrency, as ratios to the empty call:
+// rate and CPU/call as the median of the slice ratios (each slice against
+// the empty-call slice run just before it), latencies pooled.
 void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, int threads,
-                 const LoadResult& result, const LoadResult& empty) {
+                 const std::vector<LoadSamples>& runs, const std::vector<LoadSamples>& empty_runs) {
+  const LoadResult result = Summarize(runs);
+  const LoadResult empty = Summarize(empty_runs);
   const std::string at = absl::StrCat(" @", threads);
+  const std::string slices = absl::StrCat("median of ", runs.size(), " slice ratios");
   const std::optional<Target> target =
       threads <= 4 ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt;
   env.report.Add({.section = kSmallOpSection,
@@ -30,10 +35,10 @@ void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, i
                   .bytes = bytes,
                   .value = result.ops_per_second,
                   .unit = "ops/s",
-                  .ratio = result.ops_per_second / empty.ops_per_second,
+                  .ratio = MedianSliceRatio(runs, empty_runs, &RunRate),
                   .baseline = "empty call rate" + at,
                   .target = target,
-                  .note = absl::StrCat(result.ops, " calls")});
+                  .note = absl::StrCat(result.ops, " calls; ratio: ", slices)});
   env.report.Add({.section = kSmallOpSection,
                   .name = absl::StrCat(what, ", ", Clients(threads), ", p50"),
                   .bytes = bytes,
@@ -53,9 +58,9 @@ void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, i
                   .bytes = bytes,
                   .value = result.cpu_us_per_op,
                   .unit = "us",
-                  .ratio = result.cpu_us_per_op / empty.cpu_us_per_op,
+                  .ratio = MedianSliceRatio(runs, empty_runs, &RunCpuPerCall),
                   .baseline = "empty call CPU/call" + at,
-                  .note = "client + server process CPU time per call"});
+                  .note = "client + server process CPU time per call; ratio: " + slices});
 }
 
 }  // namespace
@@ -127,8 +132,8 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .value = empty.cpu_us_per_op,
                     .unit = "us",
                     .note = "client + server process CPU time per call"});
-    AddLoadRows(env, "Stat", 0, threads, Summarize(runs[1]), empty);
-    AddLoadRows(env, "Fetch", kSmallBytes, threads, Summarize(runs[2]), empty);
+    AddLoadRows(env, "Stat", 0, threads, runs[1], runs[0]);
+    AddLoadRows(env, "Fetch", kSmallBytes, threads, runs[2], runs[0]);
   }
 
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));

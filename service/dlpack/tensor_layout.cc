@@ -106,14 +106,16 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
   const std::vector<int64_t> strides = EffectiveStrides(layout);
   TENSORD_ASSIGN_OR_RETURN(const OffsetRange range, ReachedOffsets(layout.shape, strides));
   const auto element_bytes = static_cast<int64_t>(ElementBytes(layout.dtype));
-  const std::string overflow = absl::StrCat("byte extent of ", DescribeLayout(layout),
-                                            " overflows int64");
+  // Built only on failure: this runs on every fetch, put and Stat answer.
+  const auto overflow = [&layout] {
+    return absl::StrCat("byte extent of ", DescribeLayout(layout), " overflows int64");
+  };
 
   int64_t before_start = 0;  // Bytes reached before element [0, ..., 0].
   // range.min <= 0 may be INT64_MIN itself, whose negation overflows:
   // multiply by -element_bytes instead, which the builtin checks.
   if (__builtin_mul_overflow(range.min, -element_bytes, &before_start)) {
-    return absl::InvalidArgumentError(overflow);
+    return absl::InvalidArgumentError(overflow());
   }
   if (before_start > byte_offset) {
     const int dim = range.first_negative_dim;
@@ -126,7 +128,7 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
   if (__builtin_add_overflow(range.max, 1, &end) ||
       __builtin_mul_overflow(end, element_bytes, &end) ||
       __builtin_add_overflow(end, byte_offset, &end)) {
-    return absl::InvalidArgumentError(overflow);
+    return absl::InvalidArgumentError(overflow());
   }
   return static_cast<uint64_t>(end);
 }

@@ -42,7 +42,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
         metrics_(metrics),
         device_backend_(registry.device_backend()),
         message_budget_(options.chunk_bytes),
-        call_(Rpc::kBatchFetch, *context, metrics) {
+        call_(Rpc::kBatchFetch, *context, metrics, CallRecord::IdEcho::kAtStart) {
     if (absl::Status status = Start(*request, registry, service); !status.ok()) {
       outcome_ = status;
       Finish(ToGrpcStatus(status));

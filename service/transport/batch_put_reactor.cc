@@ -44,7 +44,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         registry_(registry),
         options_(options),
         metrics_(metrics),
-        call_(Rpc::kBatchPut, *context, metrics),
+        call_(Rpc::kBatchPut, *context, metrics, CallRecord::IdEcho::kAtStart),
         heap_trim_(service.heap_trim()) {
     if (absl::Status status = Admit(service); !status.ok()) {
       FinishWith(status);

@@ -10,16 +10,34 @@
 
 namespace tensord {
 
-CallRecord::CallRecord(Rpc rpc, grpc::CallbackServerContext& context, ServiceMetrics& metrics)
+CallRecord::CallRecord(Rpc rpc, grpc::CallbackServerContext& context, ServiceMetrics& metrics,
+                       IdEcho echo)
     : rpc_(rpc),
       context_(context),
       metrics_(metrics),
       start_(absl::Now()),
-      request_id_(AssignRequestId(context)) {}
+      request_id_(OfferedRequestId(context)) {
+  if (!request_id_.empty()) {
+    EchoRequestId(context_, request_id_);
+  } else if (echo == IdEcho::kAtStart) {
+    request_id();
+  }
+}
+
+const std::string& CallRecord::request_id() {
+  if (request_id_.empty()) {
+    request_id_ = GenerateRequestId();
+    EchoRequestId(context_, request_id_);
+  }
+  return request_id_;
+}
 
 void CallRecord::End(const absl::Status& status) {
   if (ended_) return;
   ended_ = true;
+  // A failure's id goes back so the caller can quote it; the debug line
+  // below carries it too.
+  if (!status.ok() || LogEnabled(LogLevel::kDebug)) request_id();
   const absl::Time now = absl::Now();
   const absl::Duration latency = now - start_;
   metrics_.RecordCall(rpc_, status.code(), latency);

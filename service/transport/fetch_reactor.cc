@@ -71,7 +71,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         options_(options),
         live_payloads_(live_payloads),
         metrics_(metrics),
-        call_(Rpc::kFetch, *context, metrics) {
+        call_(Rpc::kFetch, *context, metrics, CallRecord::IdEcho::kAtStart) {
     absl::Status status = Admit(*request, service);
     ClusterReads* reads = options.cluster_reads.get();
     // In a cluster, a read of the latest version that another node holds

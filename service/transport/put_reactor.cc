@@ -42,7 +42,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         options_(options),
         metrics_(metrics),
         service_(service),
-        call_(Rpc::kPut, *context, metrics) {
+        call_(Rpc::kPut, *context, metrics, CallRecord::IdEcho::kAtStart) {
     if (absl::Status status = Admit(service); !status.ok()) {
       FinishWith(status);
       return;

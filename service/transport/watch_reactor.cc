@@ -50,7 +50,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
         metrics_(metrics),
         watches_(watches),
         message_budget_(options.chunk_bytes),
-        call_(Rpc::kWatch, *context, metrics) {
+        call_(Rpc::kWatch, *context, metrics, CallRecord::IdEcho::kAtStart) {
     if (absl::Status status = Start(context, request, options, service); !status.ok()) {
       MutexLock lock(&mutex_);
       FinishLocked(status);

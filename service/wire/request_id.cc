@@ -32,18 +32,16 @@ std::string GenerateRequestId() {
   return absl::StrCat(absl::Hex(generator(), absl::kZeroPad16));
 }
 
-std::string AssignRequestId(grpc::CallbackServerContext& context) {
-  std::string id;
+std::string OfferedRequestId(grpc::CallbackServerContext& context) {
   const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find(grpc::string_ref(kRequestIdMetadataKey.data(),
-                                               kRequestIdMetadataKey.size()));
-      it != metadata.end()) {
-    absl::string_view offered(it->second.data(), it->second.size());
-    if (IsValidRequestId(offered)) id = std::string(offered);
-  }
-  if (id.empty()) id = GenerateRequestId();
+  auto it = metadata.find(grpc::string_ref(kRequestIdMetadataKey.data(), kRequestIdMetadataKey.size()));
+  if (it == metadata.end()) return std::string();
+  absl::string_view offered(it->second.data(), it->second.size());
+  return IsValidRequestId(offered) ? std::string(offered) : std::string();
+}
+
+void EchoRequestId(grpc::CallbackServerContext& context, const std::string& id) {
   context.AddInitialMetadata(std::string(kRequestIdMetadataKey), id);
-  return id;
 }
 
 }  // namespace tensord

@@ -23,10 +23,12 @@ bool IsValidRequestId(absl::string_view id);
 // 16 random lowercase hex digits. Thread-safe.
 std::string GenerateRequestId();
 
-// The call's request id: the client's `x-request-id` when valid, a generated
-// one otherwise. It goes back to the client in the initial metadata under
-// the same key, so call this before the first write or Finish.
-std::string AssignRequestId(grpc::CallbackServerContext& context);
+// The client's `x-request-id` when it sent a valid one; empty otherwise.
+std::string OfferedRequestId(grpc::CallbackServerContext& context);
+
+// Sends `id` back to the client in the initial metadata under the same
+// key: call it before the first write or Finish.
+void EchoRequestId(grpc::CallbackServerContext& context, const std::string& id);
 
 }  // namespace tensord
 

@@ -355,8 +355,9 @@ TEST(MetricsFlagTest, MalformedAddressStopsTheServerWithAMessage) {
   EXPECT_TRUE(absl::StrContains(server.status().message(), "no-port-here")) << server.status();
 }
 
-// Request ids: the client's when sane, generated otherwise; always returned
-// in the initial metadata and carried by the call's log lines.
+// Request ids: the client's when sane, generated otherwise; returned in the
+// initial metadata and carried by the call's log lines (at debug level every
+// call logs, so every call gets one back).
 class RequestIdTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -440,6 +441,42 @@ TEST_F(RequestIdTest, ClientOptionTagsPutAndDeleteLogLines) {
   EXPECT_TRUE(LogHas("put", "trainer-7")) << server_->StderrTail();
   EXPECT_TRUE(LogHas("delete", "trainer-7")) << server_->StderrTail();
   EXPECT_TRUE(LogHas("rpc", "trainer-7")) << server_->StderrTail();
+}
+
+// At the default log level a successful unary call logs nothing, so an id
+// the server would make up goes nowhere: none is made or sent. A failure,
+// and a client's own id, still come back.
+TEST(RequestIdEchoTest, AServerMadeIdComesBackOnlyWhenSomethingCarriesIt) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(ServerProcessOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<RawStub> stub = NewRawStub((*server)->address());
+  ASSERT_TRUE(RawPutBytes(*stub, "request-id/held", "abcd").ok());
+  auto stat = [&](const std::string& name, const std::string& offered, grpc::StatusCode expected) {
+    std::unique_ptr<grpc::ClientContext> context = RawContext();
+    if (!offered.empty()) context->AddMetadata("x-request-id", offered);
+    v1::StatRequest request;
+    request.set_name(name);
+    v1::StatResponse response;
+    EXPECT_EQ(stub->Stat(context.get(), request, &response).error_code(), expected) << name;
+    const auto& metadata = context->GetServerInitialMetadata();
+    auto it = metadata.find("x-request-id");
+    return it == metadata.end() ? std::string("(none)") : std::string(it->second.data(), it->second.size());
+  };
+  EXPECT_EQ(stat("request-id/held", "", grpc::StatusCode::OK), "(none)");
+  EXPECT_EQ(stat("request-id/held", "mine-1", grpc::StatusCode::OK), "mine-1");
+  const std::string failed = stat("request-id/missing", "", grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(failed.size(), 16u) << failed;
+  // A stream's id leaves with its first message, whatever happens later.
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  v1::FetchRequest request;
+  request.set_name("request-id/held");
+  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader = stub->Fetch(context.get(), request);
+  v1::FetchResponse response;
+  while (reader->Read(&response)) {
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(context->GetServerInitialMetadata().count("x-request-id"), 1u);
+  ExpectCleanExit(server->get());
 }
 
 TEST_F(RequestIdTest, ClientRefusesAnIdTheServerWouldDrop) {

@@ -309,7 +309,7 @@ absl::StatusOr<StreamedRange> RemoteTransport::Rep::StreamFetch(
   // saves a round through the completion queue (a 4 KiB fetch is one
   // message: this is a third of its client-side batches).
   while (failure.ok() && !receiver.complete() && reader->Read(&message)) {
-    failure = decoder.Decode(message);
+    failure = decoder.Decode(message, HeaderInlineData::kLift);
     if (failure.ok()) failure = receiver.Receive(decoder.message());
   }
   if (!failure.ok()) context.TryCancel();
@@ -360,7 +360,7 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   }
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   ByteBufferDecoder decoder;
-  TENSORD_RETURN_IF_ERROR(decoder.Decode(answer));
+  TENSORD_RETURN_IF_ERROR(decoder.Decode(answer, HeaderInlineData::kLift));
   FetchStreamReceiver receiver(fetch_options, destination_for);
   TENSORD_RETURN_IF_ERROR(receiver.Receive(decoder.message()));
   if (!receiver.complete()) {

@@ -7,6 +7,7 @@
 // the staging buffer is reused at once.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,38 +28,55 @@ namespace {
 // Ranges up to this size travel inside the fetch header.
 constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 
-// The bytes of [offset, offset + size) of a version, as a string.
-absl::StatusOr<std::string> CopyOut(const TensorVersion& version, DeviceBackend* backend,
+// The bytes of [offset, offset + size) of a version, in a slice of their
+// own (a header's inline data).
+absl::StatusOr<grpc::Slice> CopyOut(const TensorVersion& version, DeviceBackend* backend,
                                     uint64_t offset, uint64_t size) {
-  if (size == 0) return std::string();
+  grpc::Slice bytes(size);
+  if (size == 0) return bytes;
+  auto* out = const_cast<uint8_t*>(bytes.begin());
   if (version.device_memory == nullptr) {
-    return std::string(reinterpret_cast<const char*>(version.buffer->data()) + offset, size);
+    std::memcpy(out, version.buffer->data() + offset, size);
+  } else {
+    TENSORD_RETURN_IF_ERROR(
+        backend->CopyDeviceToHost(out, *version.device_memory, offset, size, nullptr));
   }
-  std::string bytes(size, '\0');
-  TENSORD_RETURN_IF_ERROR(
-      backend->CopyDeviceToHost(bytes.data(), *version.device_memory, offset, size, nullptr));
   return bytes;
 }
 
-// FetchInline's answer: the header a Fetch stream of `request` starts
-// with, carrying the range when it is small enough to inline and marked
-// split (no bytes) otherwise. Returns the bytes it carries.
+// The header a Fetch stream of `version` starts with (and FetchInline's
+// answer): the range [offset, offset + length), split (no bytes) when
+// `split`, else carrying the bytes when they are few enough to inline.
+// Sets `inlined` when they went in.
+absl::StatusOr<grpc::ByteBuffer> EncodeFetchHeader(const TensorVersion& version,
+                                                   DeviceBackend* backend, uint64_t offset,
+                                                   uint64_t length, bool split, bool& inlined) {
+  v1::FetchResponse response;
+  v1::FetchHeader* header = response.mutable_header();
+  InfoToProto(InfoOf(version), header->mutable_info());
+  header->mutable_range()->set_offset(offset);
+  header->mutable_range()->set_length(length);
+  inlined = !split && length <= kMaxInlineFetchBytes;
+  if (!inlined) {
+    header->set_split(split);
+    return SerializeToByteBuffer(response);
+  }
+  // One message instead of two: a small copy beats a second write.
+  TENSORD_ASSIGN_OR_RETURN(grpc::Slice bytes, CopyOut(version, backend, offset, length));
+  return MakeInlineHeaderBuffer(*header, std::move(bytes));
+}
+
+// FetchInline's answer for `request`: the bytes inline when the range is
+// small enough, else a split header. Returns the bytes it carries.
 absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const v1::FetchRequest& request,
-                                      v1::FetchResponse& response) {
+                                      grpc::ByteBuffer& response) {
   TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name(), request.version()));
   TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, lease->total_bytes));
-  v1::FetchHeader* header = response.mutable_header();
-  InfoToProto(InfoOf(*lease), header->mutable_info());
-  header->mutable_range()->set_offset(range.offset);
-  header->mutable_range()->set_length(range.length);
-  if (range.length > kMaxInlineFetchBytes) {
-    header->set_split(true);
-    return 0;
-  }
-  TENSORD_ASSIGN_OR_RETURN(std::string bytes,
-                           CopyOut(*lease, registry.device_backend(), range.offset, range.length));
-  header->set_inline_data(std::move(bytes));
-  return range.length;
+  bool inlined = false;
+  TENSORD_ASSIGN_OR_RETURN(response, EncodeFetchHeader(*lease, registry.device_backend(),
+                                                       range.offset, range.length,
+                                                       range.length > kMaxInlineFetchBytes, inlined));
+  return inlined ? range.length : 0;
 }
 
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -176,28 +194,21 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void WriteHeader() {
-    const TensorVersion& version = hold_->version();
-    v1::FetchResponse response;
-    v1::FetchHeader* header = response.mutable_header();
-    InfoToProto(InfoOf(version), header->mutable_info());
-    header->mutable_range()->set_offset(next_offset_);
-    header->mutable_range()->set_length(end_offset_ - next_offset_);
+    bool inlined = false;
+    absl::StatusOr<grpc::ByteBuffer> header =
+        EncodeFetchHeader(hold_->version(), device_backend_, next_offset_,
+                          end_offset_ - next_offset_, split_, inlined);
+    if (!header.ok()) {
+      FailStream(header.status());
+      return;
+    }
     if (split_) {
-      header->set_split(true);
       next_offset_ = end_offset_;  // nothing follows; OnDone counts no bytes sent
       start_offset_ = end_offset_;
-    } else if (end_offset_ - next_offset_ <= kMaxInlineFetchBytes) {
-      // One message instead of two: a small copy beats a second write.
-      absl::StatusOr<std::string> bytes =
-          CopyOut(version, device_backend_, next_offset_, end_offset_ - next_offset_);
-      if (!bytes.ok()) {
-        FailStream(bytes.status());
-        return;
-      }
-      header->set_inline_data(*std::move(bytes));
+    } else if (inlined) {
       next_offset_ = end_offset_;
     }
-    message_ = SerializeToByteBuffer(response);
+    message_ = *std::move(header);
     Write();
   }
 
@@ -275,22 +286,33 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 }  // namespace
 
 grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext* context,
-                                                     const v1::FetchRequest* request,
-                                                     v1::FetchResponse* response) {
+                                                     const grpc::ByteBuffer* request_bytes,
+                                                     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto call = std::make_shared<CallRecord>(Rpc::kFetchInline, *context, metrics_);
-  auto answer = [this, request, response, reactor, call](absl::Status status) {
+  // One allocation for what a pulled answer needs on another thread.
+  struct InlineCall {
+    CallRecord record;
+    v1::FetchRequest request;
+  };
+  auto call = std::make_shared<InlineCall>(CallRecord(Rpc::kFetchInline, *context, metrics_));
+  const v1::FetchRequest* request = &call->request;
+  // Parsed before the token is checked only to name the tensor in a
+  // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
+  const absl::Status parsed = ParseFromByteBuffer(*request_bytes, call->request, "fetch request");
+  auto answer = [this, response, reactor, call](absl::Status status) {
     if (status.ok()) {
-      absl::StatusOr<uint64_t> sent = AnswerInline(registry_, *request, *response);
+      absl::StatusOr<uint64_t> sent = AnswerInline(registry_, call->request, *response);
       if (sent.ok()) metrics_.AddRemoteBytesSent(*sent);
       status = sent.status();
     }
-    call->End(status);
+    call->record.End(status);
     reactor->Finish(ToGrpcStatus(status));
   };
   // Refusals name Fetch: what the caller asked for (same permission).
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Fetch", request->name());
+  absl::StatusOr<const TokenGrant*> grant =
+      AdmitCall(context, "Fetch", parsed.ok() ? request->name() : "");
   absl::Status admitted = grant.status();
+  if (admitted.ok()) admitted = parsed;
   if (admitted.ok()) admitted = CheckName(*grant, "Fetch", request->name());
   // In a cluster, a read of the latest version held newer elsewhere (or
   // only elsewhere) is pulled here first and answered from the pull's thread.

@@ -25,7 +25,7 @@ namespace tensord {
 
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
     v1::TensorService::WithRawCallbackMethod_PutPart<
-    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithCallbackMethod_FetchInline<
+    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithRawCallbackMethod_FetchInline<
     v1::TensorService::WithCallbackMethod_Stat<
         v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
             v1::TensorService::WithCallbackMethod_GetServerInfo<
@@ -55,8 +55,8 @@ class TensorService final : public TensorServiceBase {
                                                     const grpc::ByteBuffer* request) override;
   // fetch_reactor.cc, beside the stream it answers for.
   grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context,
-                                        const v1::FetchRequest* request,
-                                        v1::FetchResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context,
                                  const v1::StatRequest* request,
                                  v1::StatResponse* response) override;

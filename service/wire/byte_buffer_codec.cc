@@ -1,20 +1,21 @@
-#include "absl/strings/string_view.h"
 #include "service/wire/byte_buffer_codec.h"
 
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace tensord {
 
-absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer) {
+absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer, HeaderInlineData inline_data) {
   slices_.clear();
   pieces_.clear();
   if (grpc::Status status = buffer.Dump(&slices_); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("unreadable message: ", status.error_message()));
   }
   for (const grpc::Slice& slice : slices_) pieces_.emplace_back(slice.begin(), slice.size());
-  return DecodeStreamMessage(pieces_, message_);
+  return DecodeStreamMessage(pieces_, message_, inline_data);
 }
 
 grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
@@ -39,9 +40,28 @@ grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t>
 }
 
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message) {
-  std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes);
+  // Straight into the slice: no intermediate string to allocate and copy.
+  grpc::Slice slice(message.ByteSizeLong());
+  message.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
   return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::ByteBuffer MakeInlineHeaderBuffer(const google::protobuf::MessageLite& header,
+                                        grpc::Slice inline_data) {
+  const size_t header_size = header.ByteSizeLong();
+  const size_t data_size = inline_data.size();
+  uint8_t framing[kMaxInlineFramingBytes];
+  const size_t inline_framing = EncodeInlineDataFraming(data_size, framing);
+  const size_t total_header = header_size + inline_framing + data_size;
+  uint8_t outer[kMaxInlineFramingBytes];
+  const size_t outer_size = EncodeHeaderFraming(total_header, outer);
+  grpc::Slice prefix(outer_size + header_size + inline_framing);
+  auto* out = const_cast<uint8_t*>(prefix.begin());
+  std::memcpy(out, outer, outer_size);
+  header.SerializeWithCachedSizesToArray(out + outer_size);
+  std::memcpy(out + outer_size + header_size, framing, inline_framing);
+  grpc::Slice slices[2] = {std::move(prefix), std::move(inline_data)};
+  return grpc::ByteBuffer(slices, 2);
 }
 
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,

@@ -21,8 +21,10 @@ namespace tensord {
 // decoding allocates nothing of its own.
 class ByteBufferDecoder {
  public:
-  // The returned message's chunk pieces stay valid until the next Decode().
-  absl::Status Decode(const grpc::ByteBuffer& buffer);
+  // The returned message's chunk and inline-data pieces stay valid until
+  // the next Decode().
+  absl::Status Decode(const grpc::ByteBuffer& buffer,
+                      HeaderInlineData inline_data = HeaderInlineData::kKeep);
   const StreamMessage& message() const { return message_; }
 
  private:
@@ -42,6 +44,12 @@ grpc::ByteBuffer MakeChunkBuffer(uint64_t offset, const void* data, size_t size,
 grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t> data);
 
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
+
+// A FetchResponse whose header is `header` (a FetchHeader without
+// inline_data) carrying `inline_data` as FetchHeader.inline_data, the bytes
+// in their own slice: protobuf would copy them twice more.
+grpc::ByteBuffer MakeInlineHeaderBuffer(const google::protobuf::MessageLite& header,
+                                        grpc::Slice inline_data);
 
 // INVALID_ARGUMENT naming `what` when the bytes are not a valid message.
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,

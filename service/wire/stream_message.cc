@@ -1,9 +1,9 @@
-#include "absl/strings/string_view.h"
 #include "service/wire/stream_message.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
@@ -18,6 +18,7 @@ constexpr uint32_t kHeaderField = 1;
 constexpr uint32_t kChunkField = 2;
 constexpr uint32_t kChunkOffsetField = 1;
 constexpr uint32_t kChunkDataField = 2;
+constexpr uint32_t kInlineDataField = 3;  // FetchHeader.inline_data
 
 size_t PutVarint(uint64_t value, uint8_t* out) {
   size_t n = 0;
@@ -83,9 +84,13 @@ class PieceReader {
   }
 
   absl::Status CopyTo(uint64_t size, std::string& out) {
-    if (size > remaining_) return Malformed("length beyond the message end", position_);
     out.clear();
     out.reserve(size);
+    return AppendTo(size, out);
+  }
+
+  absl::Status AppendTo(uint64_t size, std::string& out) {
+    if (size > remaining_) return Malformed("length beyond the message end", position_);
     while (size > 0) {
       const auto& piece = pieces_[piece_];
       uint64_t n = std::min<uint64_t>(size, piece.size() - offset_);
@@ -143,7 +148,10 @@ absl::Status SkipField(PieceReader& reader, uint32_t wire_type) {
 
 absl::Status ReadTag(PieceReader& reader, uint32_t& field, uint32_t& wire_type) {
   uint64_t tag = 0;
+  const uint64_t start = reader.position();
   TENSORD_RETURN_IF_ERROR(reader.ReadVarint(tag));
+  // A tag is a 32-bit varint: protobuf refuses one written in more bytes.
+  if (reader.position() - start > 5) return Malformed("tag longer than 5 bytes", start);
   field = static_cast<uint32_t>(tag >> 3);
   wire_type = static_cast<uint32_t>(tag & 7);
   if (field == 0 || (tag >> 3) > 0x1fffffff) return Malformed("invalid field number", reader.position());
@@ -178,6 +186,37 @@ absl::Status DecodeChunk(PieceReader& reader, uint64_t size, StreamMessage& mess
   return absl::OkStatus();
 }
 
+// The header's `size` bytes at the reader into message.header, all but its
+// inline-data field, whose data is handed out in place. Other fields are
+// copied byte for byte, so protobuf reads them exactly as it would have.
+absl::Status LiftInlineData(PieceReader& reader, uint64_t size, StreamMessage& message) {
+  const uint64_t end_remaining = reader.remaining() - size;
+  message.header.reserve(std::min<uint64_t>(size, 256));
+  while (reader.remaining() > end_remaining) {
+    const PieceReader field_start = reader;
+    uint32_t field = 0, wire_type = 0;
+    TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
+    if (field == kInlineDataField && wire_type == kWireLengthDelimited) {
+      uint64_t data_size = 0;
+      TENSORD_RETURN_IF_ERROR(reader.ReadVarint(data_size));
+      if (data_size > reader.remaining() || reader.remaining() - data_size < end_remaining) {
+        return Malformed("inline data beyond the header end", reader.position());
+      }
+      message.inline_data.clear();  // the last occurrence wins, as in protobuf
+      message.has_inline_data = true;
+      TENSORD_RETURN_IF_ERROR(reader.TakeSpans(data_size, message.inline_data));
+      continue;
+    }
+    TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
+    if (reader.remaining() < end_remaining) {
+      return Malformed("header field beyond the header end", reader.position());
+    }
+    PieceReader copy = field_start;
+    TENSORD_RETURN_IF_ERROR(copy.AppendTo(reader.position() - field_start.position(), message.header));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 size_t EncodeChunkPrefix(uint64_t offset, uint64_t data_size, uint8_t* out) {
@@ -192,10 +231,22 @@ size_t EncodeChunkPrefix(uint64_t offset, uint64_t data_size, uint8_t* out) {
   return n;
 }
 
+size_t EncodeHeaderFraming(uint64_t header_size, uint8_t* out) {
+  out[0] = (kHeaderField << 3) | kWireLengthDelimited;
+  return 1 + PutVarint(header_size, out + 1);
+}
+
+size_t EncodeInlineDataFraming(uint64_t data_size, uint8_t* out) {
+  out[0] = (kInlineDataField << 3) | kWireLengthDelimited;
+  return 1 + PutVarint(data_size, out + 1);
+}
+
 absl::Status DecodeStreamMessage(std::span<const std::span<const uint8_t>> pieces,
-                                 StreamMessage& message) {
+                                 StreamMessage& message, HeaderInlineData inline_data) {
   message.kind = StreamMessage::Kind::kEmpty;
   message.header.clear();
+  message.has_inline_data = false;
+  message.inline_data.clear();
   message.chunk_offset = 0;
   message.chunk_size = 0;
   message.chunk_pieces.clear();
@@ -220,7 +271,11 @@ absl::Status DecodeStreamMessage(std::span<const std::span<const uint8_t>> piece
                                                          " bytes; the limit is ",
                                                          kMaxStreamHeaderBytes));
         }
-        TENSORD_RETURN_IF_ERROR(reader.CopyTo(size, message.header));
+        if (inline_data == HeaderInlineData::kLift) {
+          TENSORD_RETURN_IF_ERROR(LiftInlineData(reader, size, message));
+        } else {
+          TENSORD_RETURN_IF_ERROR(reader.CopyTo(size, message.header));
+        }
       } else {
         TENSORD_RETURN_IF_ERROR(DecodeChunk(reader, size, message));
       }

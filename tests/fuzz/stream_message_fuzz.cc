@@ -9,7 +9,10 @@
 //
 // Beyond "no crash", an accepted message must be self-consistent, its chunk
 // pieces must lie inside the input pieces, protobuf must read the same chunk
-// from the same bytes, and a chunk must survive EncodeChunkPrefix.
+// from the same bytes, and a chunk must survive EncodeChunkPrefix. Decoded
+// with the fetch header's inline data lifted out, a header must be the same
+// FetchHeader as the one decoded whole, and the lifted pieces must lie
+// inside the input.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +45,50 @@ bool Inside(std::span<const uint8_t> inner, std::span<const uint8_t> outer) {
   auto outer_begin = reinterpret_cast<uintptr_t>(outer.data());
   return begin >= outer_begin && inner.size() <= outer.size() &&
          begin - outer_begin <= outer.size() - inner.size();
+}
+
+bool InsideAny(std::span<const uint8_t> inner, const std::vector<std::span<const uint8_t>>& pieces) {
+  for (std::span<const uint8_t> piece : pieces) {
+    if (Inside(inner, piece)) return true;
+  }
+  return false;
+}
+
+// The same pieces decoded with HeaderInlineData::kLift against `kept`, the
+// message decoded without.
+void CheckLifted(const std::vector<std::span<const uint8_t>>& pieces,
+                 const tensord::StreamMessage& kept) {
+  using namespace tensord;
+  StreamMessage lifted;
+  lifted.has_inline_data = true;  // stale state must not survive
+  lifted.inline_data.emplace_back(pieces.front().data(), 0);
+  if (!DecodeStreamMessage(pieces, lifted, HeaderInlineData::kLift).ok()) {
+    // Lifting refuses only what the plain decoder also refuses, or a header
+    // field of a group wire type (which protobuf alone would skip).
+    return;
+  }
+  Check(lifted.kind == kept.kind);
+  if (lifted.kind != StreamMessage::Kind::kHeader) {
+    Check(!lifted.has_inline_data && lifted.inline_data.empty());
+    return;
+  }
+  uint64_t total = 0;
+  for (std::span<const uint8_t> piece : lifted.inline_data) {
+    Check(InsideAny(piece, pieces));
+    total += piece.size();
+  }
+  Check(lifted.has_inline_data || lifted.inline_data.empty());
+  Check(lifted.header.size() + total <= kept.header.size());
+  v1::FetchHeader whole;
+  v1::FetchHeader rebuilt;
+  const bool whole_ok = whole.ParseFromString(kept.header);
+  const bool rebuilt_ok = rebuilt.ParseFromString(lifted.header);
+  Check(whole_ok == rebuilt_ok);  // the other fields are the same bytes
+  if (!whole_ok) return;
+  Check(!rebuilt.has_inline_data());
+  Check(whole.has_inline_data() == lifted.has_inline_data);
+  if (lifted.has_inline_data) rebuilt.set_inline_data(Join(lifted.inline_data));
+  Check(rebuilt.SerializeAsString() == whole.SerializeAsString());
 }
 
 }  // namespace
@@ -84,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!DecodeStreamMessage(pieces, message).ok()) return 0;
 
   const std::string whole(reinterpret_cast<const char*>(wire), wire_size);
+  CheckLifted(pieces, message);
   switch (message.kind) {
     case StreamMessage::Kind::kEmpty:
       Check(message.header.empty() && message.chunk_offset == 0 && message.chunk_size == 0 &&

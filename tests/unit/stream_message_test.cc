@@ -92,9 +92,108 @@ TEST(StreamMessageTest, RejectsMalformedInput) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   std::string group = "\x0b";  // start-group wire type
   EXPECT_FALSE(DecodeStreamMessage(SplitEvery(group, 1), message).ok());
+  // A tag padded to 6 bytes: protobuf refuses it, so must we.
+  std::string padded_tag = std::string("\x88\x80\x80\x80\x80\x00\x01", 7);
+  v1::PutRequest padded;
+  EXPECT_FALSE(padded.ParseFromString(padded_tag));
+  EXPECT_FALSE(DecodeStreamMessage(SplitEvery(padded_tag, 2), message).ok());
   std::string overlong(11, '\xff');
   overlong.insert(overlong.begin(), '\x08');
   EXPECT_FALSE(DecodeStreamMessage(SplitEvery(overlong, 1), message).ok());
+}
+
+// A fetch header with `data` inline, as protobuf writes it, with an unknown
+// field after the data.
+std::string InlineHeaderWire(const std::string& data) {
+  v1::FetchResponse response;
+  v1::FetchHeader* header = response.mutable_header();
+  header->mutable_info()->set_name("inline/x");
+  header->mutable_info()->set_total_bytes(data.size());
+  header->mutable_range()->set_length(data.size());
+  header->set_inline_data(data);
+  std::string wire = response.SerializeAsString();
+  return wire;
+}
+
+TEST(StreamMessageTest, LiftsInlineDataInPlaceAcrossAnySplit) {
+  std::string data(1000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  const std::string wire = InlineHeaderWire(data);
+  v1::FetchResponse expected;
+  ASSERT_TRUE(expected.ParseFromString(wire));
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{64}, wire.size()}) {
+    StreamMessage message;
+    ASSERT_TRUE(DecodeStreamMessage(SplitEvery(wire, piece), message, HeaderInlineData::kLift).ok())
+        << piece;
+    ASSERT_EQ(message.kind, StreamMessage::Kind::kHeader);
+    ASSERT_TRUE(message.has_inline_data);
+    EXPECT_EQ(Join(message.inline_data), data);
+    v1::FetchHeader header;
+    ASSERT_TRUE(header.ParseFromString(message.header));
+    EXPECT_FALSE(header.has_inline_data());
+    header.set_inline_data(data);
+    EXPECT_EQ(header.SerializeAsString(), expected.header().SerializeAsString());
+    // The pieces point into the input: nothing was copied.
+    const auto* begin = reinterpret_cast<const uint8_t*>(wire.data());
+    for (std::span<const uint8_t> inline_piece : message.inline_data) {
+      EXPECT_GE(inline_piece.data(), begin);
+      EXPECT_LE(inline_piece.data() + inline_piece.size(), begin + wire.size());
+    }
+  }
+  // Kept, the data stays in the header for protobuf, as before.
+  StreamMessage kept;
+  ASSERT_TRUE(DecodeStreamMessage(SplitEvery(wire, 5), kept).ok());
+  EXPECT_FALSE(kept.has_inline_data);
+  v1::FetchHeader header;
+  ASSERT_TRUE(header.ParseFromString(kept.header));
+  EXPECT_EQ(header.inline_data(), data);
+}
+
+TEST(StreamMessageTest, LiftedInlineDataFollowsProtobufRules) {
+  // Empty inline data is present, not absent.
+  StreamMessage message;
+  const std::string empty = InlineHeaderWire("");
+  ASSERT_TRUE(DecodeStreamMessage(SplitEvery(empty, 2), message, HeaderInlineData::kLift).ok());
+  EXPECT_TRUE(message.has_inline_data);
+  EXPECT_TRUE(message.inline_data.empty());
+  // No inline data: none lifted.
+  v1::FetchResponse split;
+  split.mutable_header()->set_split(true);
+  ASSERT_TRUE(DecodeStreamMessage(SplitEvery(split.SerializeAsString(), 2), message,
+                                  HeaderInlineData::kLift).ok());
+  EXPECT_FALSE(message.has_inline_data);
+  // A repeated field 3: the last wins, as protobuf reads it.
+  std::string twice = std::string("\x1a\x02" "ab", 4) + std::string("\x1a\x03" "xyz", 5);
+  std::string wire = std::string("\x0a", 1) + static_cast<char>(twice.size()) + twice;
+  ASSERT_TRUE(DecodeStreamMessage(SplitEvery(wire, 3), message, HeaderInlineData::kLift).ok());
+  EXPECT_EQ(Join(message.inline_data), "xyz");
+  v1::FetchResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  EXPECT_EQ(parsed.header().inline_data(), "xyz");
+  // Field 3 of another wire type is not inline data: it stays in the header.
+  std::string varint3 = std::string("\x0a\x02\x18\x05", 4);
+  ASSERT_TRUE(DecodeStreamMessage(SplitEvery(varint3, 1), message, HeaderInlineData::kLift).ok());
+  EXPECT_FALSE(message.has_inline_data);
+  EXPECT_EQ(message.header, std::string("\x18\x05", 2));
+}
+
+TEST(StreamMessageTest, LiftRefusesFieldsBeyondTheHeader) {
+  StreamMessage message;
+  // Inline data whose length runs past the header's own length.
+  std::string past = std::string("\x0a\x03\x1a\x05" "abcdefgh", 12);
+  EXPECT_EQ(DecodeStreamMessage(SplitEvery(past, 2), message, HeaderInlineData::kLift).code(),
+            absl::StatusCode::kInvalidArgument);
+  // A group inside a header.
+  std::string group = std::string("\x0a\x01\x0b", 3);
+  EXPECT_EQ(DecodeStreamMessage(SplitEvery(group, 1), message, HeaderInlineData::kLift).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Every truncation of a valid header fails cleanly.
+  const std::string wire = InlineHeaderWire("0123456789");
+  for (size_t cut = 1; cut < wire.size(); ++cut) {
+    EXPECT_FALSE(DecodeStreamMessage(SplitEvery(wire.substr(0, cut), 2), message,
+                                     HeaderInlineData::kLift).ok())
+        << cut;
+  }
 }
 
 TEST(StreamMessageTest, RandomBytesNeverCrash) {

@@ -172,6 +172,12 @@ write("stream_message", "put_header", stream_input(
     data(1, put_header("layers/0.w", F32_2X3, 24, crc=0x1234)), [4, 10]))
 write("stream_message", "fetch_header", stream_input(
     data(1, tensor_info("emb", 3, layout(BFLOAT, 16, [4, 8]), 64) + data(2, byte_range(0, 64)))))
+write("stream_message", "fetch_header_inline", stream_input(
+    data(1, tensor_info("emb", 3, layout(BFLOAT, 16, [4, 8]), 64) + data(2, byte_range(0, 64))
+         + data(3, body[:64]) + uint(4, 0)), [3, 20, 9]))
+# A tag padded to six bytes, which protobuf refuses (found by the fuzzer).
+write("stream_message", "padded_tag", stream_input(
+    data(1, bytes([0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]))))
 write("stream_message", "empty", stream_input(b""))
 
 # request_validation: PutHeader (mode bit 0 clear) or FetchRequest (set).

@@ -7,6 +7,7 @@
 #include "client/src/info_conversion.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
+#include "service/wire/call_arena.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -16,7 +17,8 @@ absl::Status FetchStreamReceiver::Receive(const StreamMessage& message) {
 }
 
 absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
-  v1::FetchHeader header;
+  CallArena arena;
+  v1::FetchHeader& header = *arena.Make<v1::FetchHeader>();
   if (message.kind != StreamMessage::Kind::kHeader || !header.ParseFromString(message.header)) {
     return absl::InternalError("fetch stream did not start with a valid header");
   }

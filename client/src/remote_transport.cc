@@ -15,10 +15,10 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/fetch_stream_receiver.h"
 #include "client/src/heap_tensor_memory.h"
@@ -37,6 +37,7 @@
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/request_id.h"
 #include "service/wire/status_conversion.h"
@@ -286,7 +287,8 @@ struct RemoteTransport::Rep {
   const grpc::internal::RpcMethod fetch_inline_method;
   std::atomic<bool> server_lacks_fetch_inline{false};
   std::mutex large_names_mutex;
-  std::unordered_set<std::string> large_names;
+  // Looked up by string_view: no string built per fetch.
+  absl::flat_hash_set<std::string> large_names;
   const grpc::internal::RpcMethod batch_put_method;
   const grpc::internal::RpcMethod batch_fetch_method;
   const grpc::internal::RpcMethod watch_method;
@@ -337,7 +339,7 @@ bool RemoteTransport::Rep::ShouldFetchInline(absl::string_view name,
   if (server_lacks_fetch_inline.load(std::memory_order_relaxed)) return false;
   if (expected_bytes.has_value()) return *expected_bytes <= kMaxInlineFetchBytes;
   std::lock_guard<std::mutex> lock(large_names_mutex);
-  return !large_names.contains(std::string(name));
+  return !large_names.contains(name);
 }
 
 void RemoteTransport::Rep::RememberLarge(absl::string_view name) {
@@ -765,12 +767,13 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchBytes(absl::string_view name, u
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_t version) {
-  v1::StatRequest request;
-  request.set_name(std::string(name));
-  request.set_version(version);
-  v1::StatResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::Stat, request, response));
-  return InfoFromProto(response.info());
+  CallArena arena;
+  auto* request = arena.Make<v1::StatRequest>();
+  request->set_name(std::string(name));
+  request->set_version(version);
+  auto* response = arena.Make<v1::StatResponse>();
+  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::Stat, *request, *response));
+  return InfoFromProto(response->info());
 }
 
 absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint32_t page_size,

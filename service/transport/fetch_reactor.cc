@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/payload_hold.h"
@@ -51,7 +52,8 @@ absl::StatusOr<grpc::Slice> CopyOut(const TensorVersion& version, DeviceBackend*
 absl::StatusOr<grpc::ByteBuffer> EncodeFetchHeader(const TensorVersion& version,
                                                    DeviceBackend* backend, uint64_t offset,
                                                    uint64_t length, bool split, bool& inlined) {
-  v1::FetchResponse response;
+  CallArena arena;
+  v1::FetchResponse& response = *arena.Make<v1::FetchResponse>();
   v1::FetchHeader* header = response.mutable_header();
   InfoToProto(InfoOf(version), header->mutable_info());
   header->mutable_range()->set_offset(offset);

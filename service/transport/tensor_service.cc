@@ -39,7 +39,11 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
                          : std::make_unique<TokenAuthenticator>(options.token_grants)),
       streams_(options.stream_limits),
       parted_puts_(registry, options.cluster_reads.get()),
-      watches_(options.max_watches) {}
+      watches_(options.max_watches) {
+  SetMessageAllocatorFor_Stat(&stat_messages_);
+  SetMessageAllocatorFor_List(&list_messages_);
+  SetMessageAllocatorFor_Delete(&delete_messages_);
+}
 
 void TensorService::EndWatches() {
   watches_.EndAll(absl::UnavailableError("the server is shutting down; watch again elsewhere or after it restarts"));

@@ -17,6 +17,7 @@
 #include "service/transport/call_threads.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/open_watches.h"
+#include "service/transport/arena_message_allocator.h"
 #include "service/transport/parted_puts.h"
 #include "service/transport/server_options.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
@@ -141,6 +142,10 @@ class TensorService final : public TensorServiceBase {
   PartedPuts parted_puts_;
   IdleHeapTrim heap_trim_;
   OpenWatches watches_;
+  // The messages of the frequent unary calls, each call's in an arena.
+  ArenaMessageAllocator<v1::StatRequest, v1::StatResponse> stat_messages_;
+  ArenaMessageAllocator<v1::ListRequest, v1::ListResponse> list_messages_;
+  ArenaMessageAllocator<v1::DeleteRequest, v1::DeleteResponse> delete_messages_;
   // Last: joined first on destruction, while everything its work uses lives.
   CallThreads snapshot_threads_{2};
 };

@@ -103,6 +103,9 @@ std::string TensorName(const std::string& kind, uint64_t bytes);
 // Checks a fetched tensor: `bytes` long and the source pattern at spot
 // offsets (DATA_LOSS otherwise).
 absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::string& what);
+// The same against spots worked out once (loops of small fetches).
+absl::Status CheckFetched(const Tensor& tensor, const PatternSpots& spots, uint64_t bytes,
+                          const std::string& what);
 
 // One raw TCP request/response of `bytes` into env.destination, timed; the
 // spot marks and the check around it are not.

@@ -33,13 +33,18 @@ std::string TensorName(const std::string& kind, uint64_t bytes) {
 }
 
 absl::Status CheckFetched(const Tensor& tensor, uint64_t bytes, const std::string& what) {
+  return CheckFetched(tensor, PatternSpots(bytes, kPatternSeed), bytes, what);
+}
+
+absl::Status CheckFetched(const Tensor& tensor, const PatternSpots& spots, uint64_t bytes,
+                          const std::string& what) {
   if (tensor.empty()) return absl::DataLossError(absl::StrCat(what, ": fetch returned no tensor"));
   if (tensor.data_bytes() != bytes || tensor.info().total_bytes != bytes) {
     return absl::DataLossError(absl::StrCat(what, ": fetched ", tensor.data_bytes(),
                                             " bytes (info says ", tensor.info().total_bytes,
                                             "), expected ", bytes));
   }
-  return CheckPattern(tensor.dl_tensor().data, bytes, kPatternSeed, what);
+  return spots.Check(tensor.dl_tensor().data, what);
 }
 
 absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const std::string& kind,

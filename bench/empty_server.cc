@@ -1,6 +1,7 @@
 #include "bench/empty_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,8 +14,10 @@
 namespace tensord::bench {
 namespace {
 
-// Only Stat is served; it does no work at all.
-class EmptyService final : public v1::TensorService::CallbackService {
+// Stat does no work at all; FetchInline answers kPayloadBytes of zeros
+// (kept in one slice) whatever is asked, without parsing anything.
+class EmptyService final
+    : public v1::TensorService::WithRawCallbackMethod_FetchInline<v1::TensorService::CallbackService> {
  public:
   grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context, const v1::StatRequest*,
                                  v1::StatResponse*) override {
@@ -22,6 +25,17 @@ class EmptyService final : public v1::TensorService::CallbackService {
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
+
+  grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context, const grpc::ByteBuffer*,
+                                        grpc::ByteBuffer* response) override {
+    *response = grpc::ByteBuffer(&payload_, 1);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  grpc::Slice payload_{std::string(kPayloadBytes, '\0')};
 };
 
 bool WriteReadyFile(const std::string& path, const std::string& address) {
@@ -80,6 +94,30 @@ absl::StatusOr<Operation> MakeEmptyCall(const std::string& target) {
     grpc::Status status = stub->Stat(&context, request, &response);
     if (!status.ok()) {
       return absl::UnavailableError(absl::StrCat("empty call failed: ", status.error_message()));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<Operation> MakePayloadCall(const std::string& target) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  auto method = std::make_shared<grpc::internal::RpcMethod>(
+      "/tensord.v1.TensorService/FetchInline", grpc::internal::RpcMethod::NORMAL_RPC, channel);
+  return Operation([channel, method]() -> absl::Status {
+    grpc::ClientContext context;
+    grpc::Slice nothing;
+    grpc::ByteBuffer request(&nothing, 1);  // an empty message (a null buffer is refused)
+    grpc::ByteBuffer answer;
+    grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(), *method, &context, request, &answer);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("payload call failed: ", status.error_message()));
+    }
+    if (answer.Length() != kPayloadBytes) {
+      return absl::DataLossError(absl::StrCat("payload call answered ", answer.Length(), " bytes"));
     }
     return absl::OkStatus();
   });

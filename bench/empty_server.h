@@ -22,6 +22,14 @@ int ServeEmpty(const std::string& address, const std::string& ready_file);
 // answered by an empty StatResponse) on a channel of its own.
 absl::StatusOr<Operation> MakeEmptyCall(const std::string& target);
 
+// What the empty server's payload call answers.
+inline constexpr size_t kPayloadBytes = 4096;
+
+// An operation that makes one unary call answered by kPayloadBytes (raw
+// FetchInline to the empty server, nothing parsed on either side): what
+// moving a 4 KiB fetch's bytes through gRPC costs, without tensord.
+absl::StatusOr<Operation> MakePayloadCall(const std::string& target);
+
 }  // namespace tensord::bench
 
 #endif  // TENSORD_BENCH_EMPTY_SERVER_H_

@@ -269,16 +269,23 @@ std::vector<uint64_t> SpotOffsets(uint64_t bytes) {
   return offsets;
 }
 
-absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl::string_view what) {
+PatternSpots::PatternSpots(uint64_t bytes, uint64_t seed) : bytes_(bytes) {
+  for (uint64_t offset : SpotOffsets(bytes)) spots_.emplace_back(offset, PatternByte(offset, seed));
+}
+
+absl::Status PatternSpots::Check(const void* data, absl::string_view what) const {
   const uint8_t* in = static_cast<const uint8_t*>(data);
-  for (uint64_t offset : SpotOffsets(bytes)) {
-    if (in[offset] != PatternByte(offset, seed)) {
-      return absl::DataLossError(absl::StrCat(what, ": byte ", offset, " of ", bytes, " is ",
-                                              in[offset], ", expected ",
-                                              PatternByte(offset, seed)));
+  for (const auto& [offset, expected] : spots_) {
+    if (in[offset] != expected) {
+      return absl::DataLossError(absl::StrCat(what, ": byte ", offset, " of ", bytes_, " is ",
+                                              in[offset], ", expected ", expected));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl::string_view what) {
+  return PatternSpots(bytes, seed).Check(data, what);
 }
 
 void ScribbleSpots(void* data, uint64_t bytes, uint64_t seed) {

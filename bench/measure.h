@@ -129,6 +129,20 @@ absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl:
 void ScribbleSpots(void* data, uint64_t bytes, uint64_t seed);
 // The offsets CheckPattern and ScribbleSpots use.
 std::vector<uint64_t> SpotOffsets(uint64_t bytes);
+
+// CheckPattern with the offsets and their pattern bytes worked out once, for
+// loops of small fetches: worked out per call they cost ~6,000 instructions,
+// as much as a fifth of the client's own part of a 4 KiB fetch.
+class PatternSpots {
+ public:
+  PatternSpots(uint64_t bytes, uint64_t seed);
+  // DATA_LOSS naming the first wrong byte of the `bytes` at `data`.
+  absl::Status Check(const void* data, absl::string_view what) const;
+
+ private:
+  uint64_t bytes_;
+  std::vector<std::pair<uint64_t, uint8_t>> spots_;  // offset, expected byte
+};
 // The pattern byte FillPattern writes at `offset`.
 uint8_t PatternByte(uint64_t offset, uint64_t seed);
 

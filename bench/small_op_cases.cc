@@ -72,6 +72,7 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
     TENSORD_RETURN_IF_ERROR(PutSource(env, *client, "small", kSmallBytes).status());
   }
   const std::string name = TensorName("small", kSmallBytes);
+  const PatternSpots spots(kSmallBytes, kPatternSeed);
 
   // Each thread's operation, per kind: the empty call, Stat, 4 KiB Fetch.
   const std::function<absl::StatusOr<Operation>(int)> makers[] = {
@@ -91,9 +92,9 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
       [&](int) -> absl::StatusOr<Operation> {
         TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
                                  ConnectClient(env, TransferPath::kRemote));
-        return Operation([client, &name]() -> absl::Status {
+        return Operation([client, &name, &spots]() -> absl::Status {
           TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
-          return CheckFetched(tensor, kSmallBytes, "4 KiB fetch");
+          return CheckFetched(tensor, spots, kSmallBytes, "4 KiB fetch");
         });
       }};
   constexpr int kKinds = 3;

@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/cases.h"
+#include "bench/call_loop.h"
 #include "bench/child_process.h"
 #include "bench/empty_server.h"
 #include "service/common/status_macros.h"
@@ -57,6 +59,10 @@ struct CommandLine {
   // Hidden: run as the empty-call server.
   std::string serve_empty;
   std::string ready_file;
+  // Hidden: one client's small calls, for an instruction count (call_loop.h).
+  std::string call_loop;
+  std::string target;
+  std::string calls = "1000";
 };
 
 // Accepts "--flag=value" and "--flag value".
@@ -84,7 +90,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
                              std::pair{"--sections", &line.sections},
                              std::pair{"--device-backend", &line.device_backend},
                              std::pair{"--serve-empty", &line.serve_empty},
-                             std::pair{"--ready-file", &line.ready_file}}) {
+                             std::pair{"--ready-file", &line.ready_file},
+                             std::pair{"--call-loop", &line.call_loop},
+                             std::pair{"--target", &line.target},
+                             std::pair{"--calls", &line.calls}}) {
       TENSORD_ASSIGN_OR_RETURN(bool found, value_of(flag, out));
       if (found) {
         matched = true;
@@ -221,6 +230,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!line->serve_empty.empty()) return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file);
+  if (!line->call_loop.empty()) {
+    uint64_t calls = 0;
+    if (!absl::SimpleAtoi(line->calls, &calls) || line->target.empty()) {
+      std::fprintf(stderr, "tensord-bench: --call-loop needs --target=ADDR and --calls=N (got '%s')\n",
+                   line->calls.c_str());
+      return 2;
+    }
+    return tensord::bench::RunCallLoop(line->call_loop, line->target, calls);
+  }
   if (absl::Status status = tensord::bench::Run(*line); !status.ok()) {
     std::fprintf(stderr, "tensord-bench: FAILED: %s\n", status.ToString().c_str());
     return 1;

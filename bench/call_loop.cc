@@ -1,0 +1,69 @@
+#include "bench/call_loop.h"
+
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/cases.h"
+#include "bench/empty_server.h"
+#include "service/common/status_macros.h"
+
+namespace tensord::bench {
+namespace {
+
+constexpr uint64_t kSmallBytes = 4096;
+constexpr int kWarmupCalls = 300;
+
+absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target) {
+  ClientOptions options;
+  options.server = target;
+  options.own_connection = true;
+  options.path = TransferPath::kRemote;
+  return Client::Connect(options);
+}
+
+absl::Status Loop(const std::string& kind, const std::string& target, uint64_t calls) {
+  const std::string name = TensorName("small", kSmallBytes);
+  Operation call;
+  std::unique_ptr<Client> client;
+  if (kind == "empty") {
+    TENSORD_ASSIGN_OR_RETURN(call, MakeEmptyCall(target));
+  } else if (kind == "payload") {
+    TENSORD_ASSIGN_OR_RETURN(call, MakePayloadCall(target));
+  } else {
+    TENSORD_ASSIGN_OR_RETURN(client, Connect(target));
+    if (kind == "put") {
+      std::vector<uint8_t> bytes(kSmallBytes);
+      FillPattern(bytes.data(), bytes.size(), kPatternSeed);  // what CheckFetched expects
+      const int64_t shape[1] = {static_cast<int64_t>(kSmallBytes)};
+      return client->Put(name, ByteTensor(bytes.data(), shape)).status();
+    }
+    if (kind == "stat") {
+      call = [&]() { return client->Stat(name).status(); };
+    } else if (kind == "fetch") {
+      call = [&, spots = PatternSpots(kSmallBytes, kPatternSeed)]() -> absl::Status {
+        TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
+        return CheckFetched(tensor, spots, kSmallBytes, "4 KiB fetch");
+      };
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, payload, stat, fetch, put)"));
+    }
+  }
+  for (int i = 0; i < kWarmupCalls; ++i) TENSORD_RETURN_IF_ERROR(call());
+  for (uint64_t i = 0; i < calls; ++i) TENSORD_RETURN_IF_ERROR(call());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunCallLoop(const std::string& kind, const std::string& target, uint64_t calls) {
+  if (absl::Status status = Loop(kind, target, calls); !status.ok()) {
+    std::fprintf(stderr, "tensord-bench --call-loop=%s: %s\n", kind.c_str(), status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tensord::bench

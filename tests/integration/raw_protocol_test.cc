@@ -2,6 +2,9 @@
 // formed streams through the generated stub, and every malformed put, fetch,
 // list and delete answered with the right code and a message naming the bad
 // value, after which the server still serves and stored data is intact.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -190,6 +193,25 @@ TEST_P(RawProtocolTest, FetchInlineCarriesSmallRangesAndSplitsLongerOnes) {
   const grpc::Status missing = stub_->FetchInline(&context, request, &answer);
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(missing.error_message().find(name + "-missing"), std::string::npos) << missing.error_message();
+}
+
+// FetchInline's request is parsed by tensord (the method is raw, so its
+// answer can carry the bytes as a slice of their own): bytes that are not a
+// FetchRequest get INVALID_ARGUMENT saying so, and the server goes on.
+TEST_P(RawProtocolTest, FetchInlineRefusesBytesThatAreNotARequest) {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(server().address(), grpc::InsecureChannelCredentials());
+  const grpc::internal::RpcMethod method("/tensord.v1.TensorService/FetchInline",
+                                         grpc::internal::RpcMethod::NORMAL_RPC, channel);
+  const char truncated[] = {'\x0a', '\x7f', 'a'};  // name says 127 bytes, 1 follows
+  grpc::Slice slice(truncated, sizeof(truncated));
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer answer;
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(), method, context.get(), request, &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("fetch request"), std::string::npos) << status.error_message();
 }
 
 TEST_P(RawProtocolTest, StridedLayoutWithByteOffsetIsStoredAsSent) {

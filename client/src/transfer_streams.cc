@@ -11,8 +11,8 @@ namespace {
 constexpr uint64_t kPartAlignment = uint64_t{1} << 20;
 
 uint32_t AutoStreamsForCores(TransferDirection direction, unsigned cores) {
-  const unsigned per_core = direction == TransferDirection::kFetch ? cores / 2 : cores;
-  return std::min<uint32_t>(kMaxAutoTransferStreams, per_core);
+  if (direction == TransferDirection::kFetch) return std::min<uint32_t>(kMaxAutoTransferStreams, cores / 2);
+  return cores >= 2 ? kMaxAutoTransferStreams : 1;
 }
 
 }  // namespace

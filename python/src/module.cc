@@ -488,7 +488,7 @@ void BindClient(nb::module_& m) {
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version. "
            "replicas=N (in a cluster): acknowledged once N nodes hold it; 0 takes the server's "
            "default for the name. streams=N (1..8): a large remote put in N concurrent streams; "
-           "0 chooses from the size and the cores.")
+           "0 chooses from the size (one per 64 MiB, up to 4).")
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
       .def("list", &PythonClient::List, "prefix"_a = "", nb::kw_only(), "cluster"_a = false,
            "TensorInfo of every name starting with prefix. cluster=True (in a cluster): every "

@@ -40,14 +40,15 @@ TEST(TransferStreamsTest, AutomaticFetchStreamsFollowTheSizeAndHalfTheCores) {
   EXPECT_EQ(TransferStreamsFor(kFetch, 1024 * kMiB, 0, 6), 3u);
 }
 
-TEST(TransferStreamsTest, AutomaticPutStreamsFollowTheSizeAndTheCores) {
+TEST(TransferStreamsTest, AutomaticPutStreamsFollowTheSize) {
   constexpr TransferDirection kPut = TransferDirection::kPut;
   EXPECT_EQ(SplitAboveBytes(kPut, 0, 1), 0u) << "never split on 1 core";
   EXPECT_EQ(SplitAboveBytes(kPut, 0, 2), kAutoBytesPerStream);
-  EXPECT_EQ(TransferStreamsFor(kPut, 100 * kMiB, 0, 2), 2u);
-  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 2), 2u);
-  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 3), 3u);
+  EXPECT_EQ(TransferStreamsFor(kPut, 100 * kMiB, 0, 2), 2u) << "one per 64 MiB";
+  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 2), kMaxAutoTransferStreams)
+      << "more parts than cores: they also wait on new pages";
   EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 16), kMaxAutoTransferStreams);
+  EXPECT_EQ(TransferStreamsFor(kPut, 1024 * kMiB, 0, 1), 1u);
 }
 
 TEST(TransferStreamsTest, ARequestedCountIsKeptAboveTheSmallestPart) {

@@ -115,10 +115,10 @@ struct PutOptions {
   // Remote put of a large host tensor: how many concurrent streams (each on
   // a TCP connection of its own) carry its byte ranges; the server writes
   // each at its offset and publishes once every part is in and the whole's
-  // CRC-32C checks. 0 chooses from the size and the host: one stream per
-  // 64 MiB up to 4, and never more than the cores (so 2 on a 2-core host:
-  // the server copies the parts in parallel); 1 always puts in one stream;
-  // up to kMaxPutStreams (8).
+  // CRC-32C checks. 0 chooses from the size: one stream per 64 MiB up to 4
+  // (on a 2-core host a 1 GiB put in 4 streams ran about 1.5x as fast as in
+  // 2: the server's parts also wait on new pages), and one on a 1-core host;
+  // 1 always puts in one stream; up to kMaxPutStreams (8).
   // Parts are at least 16 MiB. Device puts and the local handoff use one.
   // Every part must reach the same tensord: behind a load balancer that
   // spreads connections over several servers, set 1. A server older than

@@ -293,10 +293,12 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // One allocation for what a pulled answer needs on another thread.
   struct InlineCall {
+    InlineCall(grpc::CallbackServerContext& context, ServiceMetrics& metrics)
+        : record(Rpc::kFetchInline, context, metrics) {}
     CallRecord record;
     v1::FetchRequest request;
   };
-  auto call = std::make_shared<InlineCall>(CallRecord(Rpc::kFetchInline, *context, metrics_));
+  auto call = std::make_shared<InlineCall>(*context, metrics_);
   const v1::FetchRequest* request = &call->request;
   // Parsed before the token is checked only to name the tensor in a
   // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.

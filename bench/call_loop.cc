@@ -12,40 +12,26 @@
 namespace tensord::bench {
 namespace {
 
-constexpr uint64_t kSmallBytes = 4096;
 constexpr int kWarmupCalls = 300;
 
-absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target) {
-  ClientOptions options;
-  options.server = target;
-  options.own_connection = true;
-  options.path = TransferPath::kRemote;
-  return Client::Connect(options);
-}
-
 absl::Status Loop(const std::string& kind, const std::string& target, uint64_t calls) {
-  const std::string name = TensorName("small", kSmallBytes);
   Operation call;
-  std::unique_ptr<Client> client;
   if (kind == "empty") {
     TENSORD_ASSIGN_OR_RETURN(call, MakeEmptyCall(target));
   } else if (kind == "payload") {
     TENSORD_ASSIGN_OR_RETURN(call, MakePayloadCall(target));
   } else {
-    TENSORD_ASSIGN_OR_RETURN(client, Connect(target));
+    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, ConnectClient(target, TransferPath::kRemote));
     if (kind == "put") {
-      std::vector<uint8_t> bytes(kSmallBytes);
-      FillPattern(bytes.data(), bytes.size(), kPatternSeed);  // what CheckFetched expects
-      const int64_t shape[1] = {static_cast<int64_t>(kSmallBytes)};
-      return client->Put(name, ByteTensor(bytes.data(), shape)).status();
+      std::vector<uint8_t> bytes(kSmallOpBytes);
+      FillPattern(bytes.data(), bytes.size(), kPatternSeed);  // what the fetch checks
+      const int64_t shape[1] = {static_cast<int64_t>(kSmallOpBytes)};
+      return client->Put(TensorName("small", kSmallOpBytes), ByteTensor(bytes.data(), shape)).status();
     }
     if (kind == "stat") {
-      call = [&]() { return client->Stat(name).status(); };
+      call = SmallStatCall(std::move(client));
     } else if (kind == "fetch") {
-      call = [&, spots = PatternSpots(kSmallBytes, kPatternSeed)]() -> absl::Status {
-        TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
-        return CheckFetched(tensor, spots, kSmallBytes, "4 KiB fetch");
-      };
+      call = SmallFetchCall(std::move(client));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, payload, stat, fetch, put)"));

@@ -93,6 +93,17 @@ inline constexpr uint64_t kPatternSeed = 0x7e45;
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
     const BenchEnv& env, TransferPath path,
     uint64_t receive_pool_bytes = ClientOptions().receive_pool_bytes);
+// The same to any `target`.
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
+    const std::string& target, TransferPath path,
+    uint64_t receive_pool_bytes = ClientOptions().receive_pool_bytes);
+
+// The small-op section's tensor, and its calls on `client` (shared with the
+// --call-loop mode, so rates and instruction counts measure the same work):
+// a Stat that checks the size, and a Fetch checked at spots worked out once.
+inline constexpr uint64_t kSmallOpBytes = 4096;
+Operation SmallStatCall(std::shared_ptr<Client> client);
+Operation SmallFetchCall(std::shared_ptr<Client> client);
 
 // A 1-D uint8 DLTensor over `data`; `shape` must outlive it.
 DLTensor ByteTensor(const void* data, const int64_t* shape);

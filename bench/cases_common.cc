@@ -8,9 +8,14 @@ namespace tensord::bench {
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path,
                                                      uint64_t receive_pool_bytes) {
+  return ConnectClient(env.tensord_target, path, receive_pool_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const std::string& target, TransferPath path,
+                                                     uint64_t receive_pool_bytes) {
   ClientOptions options;
   options.receive_pool_bytes = receive_pool_bytes;
-  options.server = env.tensord_target;
+  options.server = target;
   options.own_connection = true;
   options.path = path;
   return Client::Connect(options);

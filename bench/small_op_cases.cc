@@ -13,8 +13,6 @@
 namespace tensord::bench {
 namespace {
 
-constexpr uint64_t kSmallBytes = 4096;
-
 std::string Clients(int threads) {
   return absl::StrCat(threads, threads == 1 ? " client" : " clients");
 }
@@ -65,14 +63,31 @@ void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, i
 
 }  // namespace
 
+Operation SmallStatCall(std::shared_ptr<Client> client) {
+  return [client = std::move(client), name = TensorName("small", kSmallOpBytes)]() -> absl::Status {
+    TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
+    if (info.total_bytes != kSmallOpBytes) {
+      return absl::DataLossError(absl::StrCat("Stat of ", name, " says ", info.total_bytes, " bytes"));
+    }
+    return absl::OkStatus();
+  };
+}
+
+Operation SmallFetchCall(std::shared_ptr<Client> client) {
+  return [client = std::move(client), name = TensorName("small", kSmallOpBytes),
+          spots = std::make_shared<const PatternSpots>(kSmallOpBytes, kPatternSeed)]() -> absl::Status {
+    TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
+    return CheckFetched(tensor, *spots, kSmallOpBytes, "4 KiB fetch");
+  };
+}
+
 absl::Status RunSmallOpSection(const BenchEnv& env) {
   const BenchConfig& config = env.config;
   {
     TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
-    TENSORD_RETURN_IF_ERROR(PutSource(env, *client, "small", kSmallBytes).status());
+    TENSORD_RETURN_IF_ERROR(PutSource(env, *client, "small", kSmallOpBytes).status());
   }
-  const std::string name = TensorName("small", kSmallBytes);
-  const PatternSpots spots(kSmallBytes, kPatternSeed);
+  const std::string name = TensorName("small", kSmallOpBytes);
 
   // Each thread's operation, per kind: the empty call, Stat, 4 KiB Fetch.
   const std::function<absl::StatusOr<Operation>(int)> makers[] = {
@@ -80,22 +95,12 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
       [&](int) -> absl::StatusOr<Operation> {
         TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
                                  ConnectClient(env, TransferPath::kRemote));
-        return Operation([client, &name]() -> absl::Status {
-          TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
-          if (info.total_bytes != kSmallBytes) {
-            return absl::DataLossError(
-                absl::StrCat("Stat of ", name, " says ", info.total_bytes, " bytes"));
-          }
-          return absl::OkStatus();
-        });
+        return SmallStatCall(std::move(client));
       },
       [&](int) -> absl::StatusOr<Operation> {
         TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
                                  ConnectClient(env, TransferPath::kRemote));
-        return Operation([client, &name, &spots]() -> absl::Status {
-          TENSORD_ASSIGN_OR_RETURN(Tensor tensor, client->Fetch(name));
-          return CheckFetched(tensor, spots, kSmallBytes, "4 KiB fetch");
-        });
+        return SmallFetchCall(std::move(client));
       }};
   constexpr int kKinds = 3;
 
@@ -134,7 +139,7 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .unit = "us",
                     .note = "client + server process CPU time per call"});
     AddLoadRows(env, "Stat", 0, threads, runs[1], runs[0]);
-    AddLoadRows(env, "Fetch", kSmallBytes, threads, runs[2], runs[0]);
+    AddLoadRows(env, "Fetch", kSmallOpBytes, threads, runs[2], runs[0]);
   }
 
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));

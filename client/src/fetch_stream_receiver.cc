@@ -40,29 +40,20 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
   // The destination is asked for first: a caller's own mismatch (FetchInto's
   // dtype or shape) is reported before the server's inline-size fault.
   TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
-  // Inline bytes: lifted out of the header by the decoder, or parsed with it.
-  const bool has_inline = message.has_inline_data || header.has_inline_data();
-  uint64_t inline_size = header.inline_data().size();
-  if (message.has_inline_data) {
-    inline_size = 0;
-    for (std::span<const uint8_t> piece : message.inline_data) inline_size += piece.size();
-  }
-  if (has_inline && inline_size != length) {
+  uint64_t inline_size = 0;
+  for (std::span<const uint8_t> piece : message.inline_data) inline_size += piece.size();
+  if (message.has_inline_data && inline_size != length) {
     return absl::InternalError(absl::StrCat("fetch header carried ", inline_size,
                                             " inline bytes of a ", length, "-byte range"));
   }
   info_ = std::move(info);
   range_offset_ = offset;
   range_length_ = length;
-  if (has_inline) {
-    if (message.has_inline_data) {
-      uint8_t* out = destination_;
-      for (std::span<const uint8_t> piece : message.inline_data) {
-        std::memcpy(out, piece.data(), piece.size());
-        out += piece.size();
-      }
-    } else {
-      std::memcpy(destination_, header.inline_data().data(), length);
+  if (message.has_inline_data) {
+    uint8_t* out = destination_;
+    for (std::span<const uint8_t> piece : message.inline_data) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
     }
     if (options_.verify_crc32c) crc_ = Crc32cExtend(crc_, destination_, length);
     Accepted(length);

@@ -32,7 +32,9 @@ class FetchStreamReceiver {
                       DestinationFor destination_for ABSL_ATTRIBUTE_LIFETIME_BOUND)
       : options_(options), destination_for_(destination_for) {}
 
-  // The next message of the stream. After an error the stream is unusable.
+  // The next message of the stream, decoded with HeaderInlineData::kLift
+  // (a header's inline bytes are taken from StreamMessage::inline_data).
+  // After an error the stream is unusable.
   absl::Status Receive(const StreamMessage& message);
 
   // True once the header and every byte of its range are in: the server

@@ -17,8 +17,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/fetch_stream_receiver.h"
 #include "client/src/heap_tensor_memory.h"

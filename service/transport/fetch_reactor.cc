@@ -14,14 +14,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/wire/byte_buffer_codec.h"
-#include "service/wire/call_arena.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/payload_hold.h"
 #include "service/transport/request_validation.h"
-#include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 namespace {
@@ -45,21 +45,22 @@ absl::StatusOr<grpc::Slice> CopyOut(const TensorVersion& version, DeviceBackend*
   return bytes;
 }
 
+// Whether a header for `length` bytes carries them (a split one carries none).
+bool Inlines(bool split, uint64_t length) { return !split && length <= kMaxInlineFetchBytes; }
+
 // The header a Fetch stream of `version` starts with (and FetchInline's
 // answer): the range [offset, offset + length), split (no bytes) when
-// `split`, else carrying the bytes when they are few enough to inline.
-// Sets `inlined` when they went in.
+// `split`, else carrying the bytes when Inlines() says so.
 absl::StatusOr<grpc::ByteBuffer> EncodeFetchHeader(const TensorVersion& version,
                                                    DeviceBackend* backend, uint64_t offset,
-                                                   uint64_t length, bool split, bool& inlined) {
+                                                   uint64_t length, bool split) {
   CallArena arena;
   v1::FetchResponse& response = *arena.Make<v1::FetchResponse>();
   v1::FetchHeader* header = response.mutable_header();
   InfoToProto(InfoOf(version), header->mutable_info());
   header->mutable_range()->set_offset(offset);
   header->mutable_range()->set_length(length);
-  inlined = !split && length <= kMaxInlineFetchBytes;
-  if (!inlined) {
+  if (!Inlines(split, length)) {
     header->set_split(split);
     return SerializeToByteBuffer(response);
   }
@@ -74,11 +75,10 @@ absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const v1::FetchRequest
                                       grpc::ByteBuffer& response) {
   TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name(), request.version()));
   TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, lease->total_bytes));
-  bool inlined = false;
+  const bool split = range.length > kMaxInlineFetchBytes;
   TENSORD_ASSIGN_OR_RETURN(response, EncodeFetchHeader(*lease, registry.device_backend(),
-                                                       range.offset, range.length,
-                                                       range.length > kMaxInlineFetchBytes, inlined));
-  return inlined ? range.length : 0;
+                                                       range.offset, range.length, split));
+  return split ? 0 : range.length;
 }
 
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -196,10 +196,9 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void WriteHeader() {
-    bool inlined = false;
+    const uint64_t length = end_offset_ - next_offset_;
     absl::StatusOr<grpc::ByteBuffer> header =
-        EncodeFetchHeader(hold_->version(), device_backend_, next_offset_,
-                          end_offset_ - next_offset_, split_, inlined);
+        EncodeFetchHeader(hold_->version(), device_backend_, next_offset_, length, split_);
     if (!header.ok()) {
       FailStream(header.status());
       return;
@@ -207,7 +206,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (split_) {
       next_offset_ = end_offset_;  // nothing follows; OnDone counts no bytes sent
       start_offset_ = end_offset_;
-    } else if (inlined) {
+    } else if (Inlines(split_, length)) {
       next_offset_ = end_offset_;
     }
     message_ = *std::move(header);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,13 +33,6 @@ v1::FetchHeader HeaderFor(uint64_t offset, uint64_t length, uint32_t crc32c) {
   header.mutable_range()->set_offset(offset);
   header.mutable_range()->set_length(length);
   return header;
-}
-
-StreamMessage HeaderMessage(const v1::FetchHeader& header) {
-  StreamMessage message;
-  message.kind = StreamMessage::Kind::kHeader;
-  message.header = header.SerializeAsString();
-  return message;
 }
 
 StreamMessage ChunkMessage(uint64_t offset, const std::vector<uint8_t>& bytes) {
@@ -71,6 +66,19 @@ class FetchStreamReceiverTest : public ::testing::Test {
     };
   }
 
+  // `header` as the client's decoder hands it over: inline data lifted out
+  // in place, pointing into a wire copy the fixture keeps.
+  StreamMessage HeaderMessage(const v1::FetchHeader& header) {
+    v1::FetchResponse response;
+    *response.mutable_header() = header;
+    const std::string& wire = wires_.emplace_back(response.SerializeAsString());
+    const std::span<const uint8_t> pieces[] = {
+        {reinterpret_cast<const uint8_t*>(wire.data()), wire.size()}};
+    StreamMessage message;
+    EXPECT_TRUE(DecodeStreamMessage(pieces, message, HeaderInlineData::kLift).ok());
+    return message;
+  }
+
   std::vector<uint8_t> Bytes(size_t begin, size_t end) const {
     return std::vector<uint8_t>(stored_.begin() + begin, stored_.begin() + end);
   }
@@ -81,6 +89,7 @@ class FetchStreamReceiverTest : public ::testing::Test {
   std::vector<std::pair<uint64_t, uint64_t>> progress_;
   std::vector<uint8_t> buffer_;
   int destinations_asked_ = 0;
+  std::deque<std::string> wires_;
 };
 
 TEST_F(FetchStreamReceiverTest, ChunksInOrderFillTheDestinationAndReportProgress) {

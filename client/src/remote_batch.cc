@@ -46,9 +46,11 @@ absl::Status StatusOf(const v1::ItemStatus& status) {
 // it holds about `chunk_bytes`, large ones as header and chunks.
 class BatchPutWriter {
  public:
-  BatchPutWriter(grpc::ClientWriter<grpc::ByteBuffer>& writer, uint32_t chunk_bytes)
-      : writer_(writer), chunk_bytes_(chunk_bytes) {}
-  ~BatchPutWriter() { latch_.Wait(); }  // gRPC may hold chunk slices of the caller's memory
+  // Chunks of large items point into the caller's memory: `latch` counts
+  // those gRPC still holds.
+  BatchPutWriter(grpc::ClientWriter<grpc::ByteBuffer>& writer, uint32_t chunk_bytes,
+                 SliceLatch& latch)
+      : writer_(writer), chunk_bytes_(chunk_bytes), latch_(latch) {}
 
   bool open() const { return open_; }
 
@@ -88,7 +90,7 @@ class BatchPutWriter {
  private:
   grpc::ClientWriter<grpc::ByteBuffer>& writer_;
   const uint32_t chunk_bytes_;
-  SliceLatch latch_;
+  SliceLatch& latch_;
   v1::BatchPutRequest pending_;
   uint64_t pending_bytes_ = 0;
   bool open_ = true;
@@ -106,7 +108,7 @@ struct OpenItem {
 
 absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               const grpc::internal::RpcMethod& method,
-                                              grpc::ClientContext& context,
+                                              std::unique_ptr<grpc::ClientContext> context,
                                               std::span<const BatchPutItem> items,
                                               const BatchPutOptions& options,
                                               uint32_t chunk_bytes) {
@@ -115,11 +117,12 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   headers.reserve(items.size());
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
-      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel, method, &context,
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel, method, context.get(),
                                                                     &response_bytes));
   absl::Status local_failure;
+  SliceLatch latch;
   {
-    BatchPutWriter batch(*writer, chunk_bytes);
+    BatchPutWriter batch(*writer, chunk_bytes, latch);
     if (options.atomic) {
       v1::BatchPutRequest first;
       first.mutable_options()->set_atomic(true);
@@ -138,10 +141,12 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
       if (options.progress) options.progress(i + 1, items.size());
     }
     batch.Flush();
-    if (!local_failure.ok()) context.TryCancel();
+    if (!local_failure.ok()) context->TryCancel();
     if (batch.open() && local_failure.ok()) writer->WritesDone();
     grpc::Status status = writer->Finish();
     writer.reset();
+    context.reset();
+    latch.Wait();
     TENSORD_RETURN_IF_ERROR(local_failure);
     TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   }

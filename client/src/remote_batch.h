@@ -9,6 +9,7 @@
 #include <grpcpp/impl/rpc_method.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -20,10 +21,12 @@
 namespace tensord {
 
 // One BatchPut call of at most kMaxBatchItems items, whose names and
-// tensors Client has validated. `context` is prepared (deadline, token).
+// tensors Client has validated. `context` is prepared (deadline, token);
+// it is destroyed before the call returns, since gRPC gives back the chunks
+// of a call that ended early (they point into the items' memory) only then.
 absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               const grpc::internal::RpcMethod& method,
-                                              grpc::ClientContext& context,
+                                              std::unique_ptr<grpc::ClientContext> context,
                                               std::span<const BatchPutItem> items,
                                               const BatchPutOptions& options,
                                               uint32_t chunk_bytes);

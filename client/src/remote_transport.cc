@@ -242,13 +242,16 @@ struct RemoteTransport::Rep {
   grpc::Channel& PartChannel(size_t index);
 
   // One Put (or PutPart) stream on `on`: `header`, then `part` of `data`
-  // in chunks pointing at the caller's memory; returns once gRPC released
-  // them. `progress` gets the part's bytes sent so far.
+  // in chunks pointing at the caller's memory, counted in `latch`.
+  // `progress` gets the part's bytes sent so far. gRPC gives back the
+  // chunks of a call that ended early (deadline, cancel, error) only when
+  // its `context` is destroyed: destroy it, then wait on `latch`, before
+  // the caller's memory may go.
   absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on, const grpc::internal::RpcMethod& method,
                                             grpc::ClientContext& context,
                                             const v1::PutRequest& header, const uint8_t* data,
-                                            TransferPart part,
-                                            const ProgressCallback& progress);
+                                            TransferPart part, const ProgressCallback& progress,
+                                            SliceLatch& latch);
 
   // A put in `parts`, each a PutPart stream: the server publishes once all
   // are in, and every part answers with the version. UNIMPLEMENTED when the
@@ -515,8 +518,7 @@ absl::Status RemoteTransport::Rep::RunParts(
 absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
     grpc::Channel& on, const grpc::internal::RpcMethod& method, grpc::ClientContext& context,
     const v1::PutRequest& header, const uint8_t* data, TransferPart part,
-    const ProgressCallback& progress) {
-  SliceLatch latch;
+    const ProgressCallback& progress, SliceLatch& latch) {
   v1::PutResponse response;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, method, &context,
@@ -538,8 +540,6 @@ absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
   }
   if (open) writer->WritesDone();
   grpc::Status status = writer->Finish();
-  writer.reset();
-  latch.Wait();
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   return response;
 }
@@ -572,6 +572,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts = PartContexts(parts.size());
   std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(),
                                                        absl::UnknownError("not run"));
+  SliceLatch latch;  // every part's chunks
   auto put_part = [&](size_t index) {
     const TransferPart part = parts[index];
     v1::PutRequest part_header = header;
@@ -581,14 +582,17 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
     wire_part->set_offset(part.offset);
     wire_part->set_length(part.length);
     results[index] = StreamPut(PartChannel(index), put_part_method, *contexts[index], part_header,
-                               data, part, progress.ForPart());
+                               data, part, progress.ForPart(), latch);
     // One part failing fails the put on the server; end the others at once.
     if (!results[index].ok()) {
       for (const auto& context : contexts) context->TryCancel();
     }
   };
-  TENSORD_RETURN_IF_ERROR(RunParts(parts.size(), put_part, contexts,
-                                   absl::StrCat("the put of '", header.header().name(), "'")));
+  const absl::Status started = RunParts(parts.size(), put_part, contexts,
+                                        absl::StrCat("the put of '", header.header().name(), "'"));
+  contexts.clear();  // gives back the chunks of parts that ended early
+  latch.Wait();
+  TENSORD_RETURN_IF_ERROR(started);
   for (const absl::StatusOr<v1::PutResponse>& result : results) {
     if (result.status().code() == absl::StatusCode::kUnimplemented) {
       server_lacks_put_parts.store(true, std::memory_order_relaxed);
@@ -664,21 +668,25 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
       if (put.status().code() != absl::StatusCode::kUnimplemented) return put;
     }
   }
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  TENSORD_ASSIGN_OR_RETURN(v1::PutResponse response,
-                           rep_->StreamPut(*rep_->channel, rep_->put_method, context,
-                                           header_message, source.data,
-                                           TransferPart{0, source.size}, options.progress));
-  return InfoFromProto(response.info());
+  SliceLatch latch;
+  absl::StatusOr<v1::PutResponse> response;
+  {
+    grpc::ClientContext context;
+    rep_->PrepareContext(context);
+    response = rep_->StreamPut(*rep_->channel, rep_->put_method, context, header_message,
+                               source.data, TransferPart{0, source.size}, options.progress, latch);
+  }  // the context goes first: see StreamPut
+  latch.Wait();
+  TENSORD_RETURN_IF_ERROR(response.status());
+  return InfoFromProto(response->info());
 }
 
 absl::StatusOr<BatchPutResult> RemoteTransport::BatchPut(std::span<const BatchPutItem> items,
                                                          const BatchPutOptions& options) {
-  grpc::ClientContext context;
-  rep_->PrepareContext(context);
-  return StreamBatchPut(rep_->channel.get(), rep_->batch_put_method, context, items, options,
-                        rep_->options.chunk_bytes);
+  auto context = std::make_unique<grpc::ClientContext>();
+  rep_->PrepareContext(*context);
+  return StreamBatchPut(rep_->channel.get(), rep_->batch_put_method, std::move(context), items,
+                        options, rep_->options.chunk_bytes);
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(

@@ -508,6 +508,47 @@ TEST_P(LargeTensorTest, AFetchInSeveralStreamsAssemblesEveryByteInPlace) {
 
 // A put in several streams: each part on its own connection, written at its
 // offset by the server, published as one version once all are in.
+// A put cut short by its deadline, in one stream or several, returns
+// DEADLINE_EXCEEDED (not waiting forever for gRPC to give back chunks that
+// point into the caller's memory) and publishes nothing.
+TEST_P(LargeTensorTest, APutPastItsDeadlineReturnsAndPublishesNothing) {
+  const std::string name = TestTensorName("put-deadline");
+  constexpr int64_t kBytes = int64_t{64} << 20;
+  HostTensor tensor = CompactTensor(kU8, {kBytes}, std::vector<uint8_t>(kBytes, 7));
+  ClientOptions hurried = RemoteClientOptions();
+  hurried.timeout = absl::Milliseconds(15);
+  std::unique_ptr<Client> client = ConnectClient(server().address(), hurried);
+  ASSERT_NE(client, nullptr);
+  int cut_short = 0;
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    for (uint32_t streams : {1u, 4u}) {
+      PutOptions options;
+      options.streams = streams;
+      absl::StatusOr<TensorInfo> put = client->Put(name, tensor.dl(), options);
+      // A fast machine may finish in time; anything else is the deadline.
+      if (put.ok()) {
+        ASSERT_TRUE(this->client().Delete(name).ok());
+        continue;
+      }
+      EXPECT_EQ(put.status().code(), absl::StatusCode::kDeadlineExceeded) << put.status();
+      EXPECT_EQ(this->client().Stat(name).status().code(), absl::StatusCode::kNotFound);
+      ++cut_short;
+    }
+    // A batch with a large item streams its chunks the same way.
+    std::vector<BatchPutItem> batch = {{name, tensor.dl()}};
+    absl::StatusOr<BatchPutResult> batched = client->BatchPut(batch);
+    if (batched.ok()) {
+      ASSERT_TRUE(this->client().Delete(name).ok() ||
+                  this->client().Stat(name).status().code() == absl::StatusCode::kNotFound);
+      continue;
+    }
+    EXPECT_EQ(batched.status().code(), absl::StatusCode::kDeadlineExceeded) << batched.status();
+    ++cut_short;
+  }
+  // 64 MiB in 15 ms is beyond any loopback gRPC: most attempts were cut.
+  EXPECT_GT(cut_short, 0);
+}
+
 TEST_P(LargeTensorTest, APutInSeveralStreamsPublishesEveryByteAsOneVersion) {
   const std::string name = TestTensorName("put-streams");
   constexpr int64_t kBytes = (int64_t{48} << 20) + 12345;

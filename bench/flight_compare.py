@@ -94,6 +94,8 @@ def main() -> int:
     parser.add_argument("--tensord", required=False, help="the tensord binary")
     parser.add_argument("--sizes-mib", default="256,1024")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tensord-arg", action="append", default=[],
+                        help="a further tensord flag, e.g. --tensord-arg=--spare-put-bytes=0")
     parser.add_argument("--serve-flight", type=int, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.serve_flight:
@@ -106,7 +108,7 @@ def main() -> int:
     data_dir = tempfile.mkdtemp(prefix="tensord-flight-")
     tensord_server = subprocess.Popen(
         [arguments.tensord, f"--listen=127.0.0.1:{tensord_port}", "--handoff-socket=off",
-         "--max-host-bytes=6GiB"], stderr=open(os.path.join(data_dir, "tensord.log"), "w"))
+         "--max-host-bytes=6GiB", *arguments.tensord_arg], stderr=open(os.path.join(data_dir, "tensord.log"), "w"))
     try:
         wait_for_port(flight_port, flight_server, "the Flight server")
         wait_for_port(tensord_port, tensord_server, "tensord")

@@ -150,8 +150,24 @@ class MetricsCollectable final : public prometheus::Collectable {
     MetricFamily arena_slots = Family("tensord_arena_slots_used",
                                       "Arena slots holding a version.", MetricType::Gauge);
     AddGauge(arena_slots, {}, static_cast<double>(stats.arenas.slots_used));
+    MetricFamily spares = Family(
+        "tensord_spare_put_buffers",
+        "Memfds of gone remote-put versions kept for the next put of their size "
+        "(--spare-put-bytes; one fd and two mappings each).",
+        MetricType::Gauge);
+    AddGauge(spares, {}, static_cast<double>(stats.spare_buffers.buffers));
+    MetricFamily spare_bytes = Family(
+        "tensord_spare_put_buffer_bytes",
+        "Bytes of those memfds, charged to --max-host-bytes until a put takes or needs them.",
+        MetricType::Gauge);
+    AddGauge(spare_bytes, {}, static_cast<double>(stats.spare_buffers.bytes));
+    MetricFamily spare_reuses = Family("tensord_spare_put_buffer_reuses_total",
+                                       "Puts that wrote into a kept memfd instead of new pages.",
+                                       MetricType::Counter);
+    AddCounter(spare_reuses, {}, static_cast<double>(stats.spare_buffers.reuses));
     for (MetricFamily* family : {&tensors, &versions, &stored, &used, &limit, &leases, &evictions,
-                                 &evicted, &arenas, &arena_bytes, &arena_slots}) {
+                                 &evicted, &arenas, &arena_bytes, &arena_slots, &spares,
+                                 &spare_bytes, &spare_reuses}) {
       families.push_back(std::move(*family));
     }
   }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
@@ -59,9 +60,38 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
 
 }  // namespace
 
+SpareMemfd::SpareMemfd(SpareMemfd&& other) noexcept
+    : fd_(std::move(other.fd_)),
+      writable_(std::exchange(other.writable_, nullptr)),
+      readable_(std::exchange(other.readable_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      populated_(other.populated_) {}
+
+SpareMemfd& SpareMemfd::operator=(SpareMemfd&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    fd_ = std::move(other.fd_);
+    writable_ = std::exchange(other.writable_, nullptr);
+    readable_ = std::exchange(other.readable_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    populated_ = other.populated_;
+  }
+  return *this;
+}
+
+SpareMemfd::~SpareMemfd() { Unmap(); }
+
+void SpareMemfd::Unmap() {
+  if (writable_ != nullptr) ::munmap(writable_, size_);
+  if (readable_ != nullptr) ::munmap(const_cast<uint8_t*>(readable_), size_);
+  writable_ = nullptr;
+  readable_ = nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Create(uint64_t size,
                                                                absl::string_view debug_name,
-                                                               PagePolicy policy) {
+                                                               PagePolicy policy,
+                                                               RecycleMemfd recycle) {
   std::string name = absl::StrCat("tensord:", debug_name.substr(0, 200));
   if (size > static_cast<uint64_t>(INT64_MAX) - kHugePageBytes) {
     return absl::InvalidArgumentError(absl::StrCat("buffer size ", size, " exceeds off_t"));
@@ -74,8 +104,30 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Create(uint64_t size,
   }
   if (!huge) allocation = AllocateMemfd(name, size, /*huge=*/false);
   if (!allocation.ok()) return allocation.status();
-  return std::unique_ptr<HostBuffer>(new HostBuffer(std::move(allocation->fd), allocation->data,
+  std::unique_ptr<HostBuffer> buffer(new HostBuffer(std::move(allocation->fd), allocation->data,
                                                     size, allocation->mapping_size, huge));
+  if (!huge && size > 0) buffer->recycle_ = std::move(recycle);
+  return buffer;
+}
+
+std::unique_ptr<HostBuffer> HostBuffer::Reuse(SpareMemfd spare, RecycleMemfd recycle) {
+  std::unique_ptr<HostBuffer> buffer(new HostBuffer(std::move(spare.fd_), spare.writable_,
+                                                    spare.size_, spare.size_, /*huge_pages=*/false));
+  buffer->recycle_ = std::move(recycle);
+  buffer->reusable_ = true;
+  buffer->kept_writable_ = std::exchange(spare.writable_, nullptr);
+  buffer->kept_readable_ = std::exchange(spare.readable_, nullptr);
+  buffer->populated_ = spare.populated_;
+#if defined(MADV_POPULATE_WRITE)
+  // The writable mapping was made at the first seal without page tables:
+  // filling them in one call costs far less than a fault per page in the
+  // put's copy. Once filled they stay for every later use.
+  if (!buffer->populated_) {
+    buffer->populated_ =
+        ::madvise(buffer->kept_writable_, buffer->size_, MADV_POPULATE_WRITE) == 0;
+  }
+#endif
+  return buffer;
 }
 
 HostBuffer::HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size,
@@ -87,7 +139,14 @@ HostBuffer::HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t m
       mapping_size_(mapping_size),
       huge_pages_(huge_pages) {}
 
-HostBuffer::~HostBuffer() { Unmap(); }
+HostBuffer::~HostBuffer() {
+  if (!reusable_) {
+    Unmap();
+    return;
+  }
+  SpareMemfd spare(std::move(fd_), kept_writable_, kept_readable_, size_, populated_);
+  if (recycle_) recycle_(std::move(spare));  // else `spare` frees it here
+}
 
 void HostBuffer::Unmap() {
   if (writable_ != nullptr) ::munmap(writable_, mapping_size_);
@@ -100,8 +159,9 @@ void HostBuffer::Unmap() {
 
 absl::Status HostBuffer::AllocatePages() {
   if (sealed_) return absl::FailedPreconditionError("allocate pages of a sealed buffer");
-  // hugetlbfs pages were reserved by the writable mapping at Create.
-  if (size_ == 0 || huge_pages_) return absl::OkStatus();
+  // hugetlbfs pages were reserved by the writable mapping at Create; a
+  // spare's pages exist already.
+  if (size_ == 0 || huge_pages_ || reusable_) return absl::OkStatus();
   if (::fallocate(fd_.get(), 0, 0, static_cast<off_t>(mapping_size_)) != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -176,6 +236,13 @@ absl::Status HostBuffer::Write(uint64_t offset,
 
 absl::Status HostBuffer::Seal() {
   if (sealed_) return absl::OkStatus();
+  if (reusable_) {  // a spare's seals are in place
+    writable_ = nullptr;
+    data_ = kept_readable_;
+    sealed_ = true;
+    return absl::OkStatus();
+  }
+  if (recycle_) return SealForReuse();
   // F_SEAL_WRITE fails with EBUSY while a writable shared mapping exists.
   Unmap();
   constexpr int kSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -198,6 +265,33 @@ absl::Status HostBuffer::Seal() {
     if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap read-only ", mapping_size_));
     data_ = static_cast<uint8_t*>(data);
   }
+  sealed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status HostBuffer::SealForReuse() {
+  // F_SEAL_FUTURE_WRITE refuses writable mappings made after it but keeps
+  // this one: the server's only way to write the pages again.
+  void* writable = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+  if (writable == MAP_FAILED) {
+    return MappingErrnoStatus(errno, absl::StrCat("mmap writable ", size_));
+  }
+  constexpr int kSeals = F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
+    const int error = errno;
+    ::munmap(writable, size_);
+    return ErrnoStatus(error, "fcntl(F_ADD_SEALS, F_SEAL_FUTURE_WRITE)");
+  }
+  void* readable = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_.get(), 0);
+  if (readable == MAP_FAILED) {
+    const int error = errno;
+    ::munmap(writable, size_);
+    return MappingErrnoStatus(error, absl::StrCat("mmap read-only ", size_));
+  }
+  kept_writable_ = static_cast<uint8_t*>(writable);
+  kept_readable_ = static_cast<const uint8_t*>(readable);
+  reusable_ = true;
+  data_ = kept_readable_;
   sealed_ = true;
   return absl::OkStatus();
 }

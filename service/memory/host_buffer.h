@@ -4,6 +4,7 @@
 #define TENSORD_SERVICE_MEMORY_HOST_BUFFER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -22,14 +23,63 @@ enum class PagePolicy { kNormal, kHugeWhenAvailable };
 
 inline constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
+// The memfd of a recyclable buffer (HostBuffer::Create with a recycler)
+// whose version is gone, kept whole for a later put of the same size so it
+// writes into pages that already exist instead of new ones. Sealed with
+// F_SEAL_FUTURE_WRITE: no process can write it except through `writable`,
+// the server's own mapping made before the seal. Move-only; unmaps and
+// closes when destroyed.
+class SpareMemfd {
+ public:
+  SpareMemfd(SpareMemfd&& other) noexcept;
+  SpareMemfd& operator=(SpareMemfd&& other) noexcept;
+  SpareMemfd(const SpareMemfd&) = delete;
+  SpareMemfd& operator=(const SpareMemfd&) = delete;
+  ~SpareMemfd();
+
+  // The tensor bytes it holds (its memfd's size, fixed by its seals).
+  uint64_t size() const { return size_; }
+
+ private:
+  friend class HostBuffer;
+  SpareMemfd(ScopedFd fd, uint8_t* writable, const uint8_t* readable, uint64_t size,
+             bool populated)
+      : fd_(std::move(fd)),
+        writable_(writable),
+        readable_(readable),
+        size_(size),
+        populated_(populated) {}
+  void Unmap();
+
+  ScopedFd fd_;
+  uint8_t* writable_ = nullptr;
+  const uint8_t* readable_ = nullptr;
+  uint64_t size_ = 0;
+  // Whether `writable_`'s page tables are filled (MADV_POPULATE_WRITE).
+  bool populated_ = false;
+};
+
+// Takes a recyclable buffer's memfd when the buffer is destroyed.
+using RecycleMemfd = std::function<void(SpareMemfd)>;
+
 // A version's own memfd. Not thread-safe while writable; after Seal() every
 // const method is.
 class HostBuffer final : public HostBytes {
  public:
   // A zero-filled, writable buffer of `size` bytes. `debug_name` shows in
   // /proc/PID/fd and /proc/PID/maps as "memfd:tensord:<debug_name>".
+  // With `recycle` (normal pages, size > 0 only), Seal() uses
+  // F_SEAL_FUTURE_WRITE and keeps a writable mapping made before it, and the
+  // destroyed buffer's memfd goes to `recycle` instead of being freed. Only
+  // for buffers whose fd never leaves this process before Seal (remote
+  // puts), since the seal leaves that mapping writable.
   static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(
-      uint64_t size, absl::string_view debug_name, PagePolicy policy = PagePolicy::kNormal);
+      uint64_t size, absl::string_view debug_name, PagePolicy policy = PagePolicy::kNormal,
+      RecycleMemfd recycle = nullptr);
+  // A writable buffer over a spare's pages, holding whatever they last held
+  // (every byte must be written before Seal). Goes back to `recycle` in
+  // turn when destroyed.
+  static std::unique_ptr<HostBuffer> Reuse(SpareMemfd spare, RecycleMemfd recycle);
   ~HostBuffer() override;
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -75,17 +125,26 @@ class HostBuffer final : public HostBytes {
   HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size,
              bool huge_pages);
   void Unmap();
+  // Seal() of a recyclable buffer not sealed before.
+  absl::Status SealForReuse();
 
   ScopedFd fd_;
   // Read-only mapping once sealed (a static empty block for size 0).
   const uint8_t* data_;
-  // Huge pages only, until sealed: hugetlbfs has no write(2), so those
-  // buffers are filled through a writable mapping.
+  // Until sealed, huge pages (hugetlbfs has no write(2)) and reused spares
+  // (F_SEAL_FUTURE_WRITE refuses it) are filled through a writable mapping.
   uint8_t* writable_;
   const uint64_t size_;
   const uint64_t mapping_size_;
   const bool huge_pages_;
   bool sealed_ = false;
+  // Recyclable buffers: where the memfd goes when destroyed, and, once it
+  // carries F_SEAL_FUTURE_WRITE, the mappings it keeps for its next use.
+  RecycleMemfd recycle_;
+  bool reusable_ = false;
+  uint8_t* kept_writable_ = nullptr;
+  const uint8_t* kept_readable_ = nullptr;
+  bool populated_ = false;
 };
 
 }  // namespace tensord

@@ -53,6 +53,12 @@ ArenaPoolOptions ArenasForThisKernel(ArenaPoolOptions options) {
   return options;
 }
 
+// Spares are sealed F_SEAL_FUTURE_WRITE, as arenas are: none without it.
+SpareBufferOptions SparesForThisKernel(SpareBufferOptions options) {
+  if (!ArenaPool::Supported()) options.max_bytes = 0;
+  return options;
+}
+
 }  // namespace
 
 std::string DeviceLabel(const DLDevice& device) {
@@ -83,6 +89,7 @@ Registry::Registry(const RegistryOptions& options)
       host_capacity_(CapacityAccount::Create(options.max_host_bytes,
                                              "host memory (--max-host-bytes)")),
       arenas_(ArenasForThisKernel(options.arenas)),
+      spares_(SpareBuffers::Create(SparesForThisKernel(options.spare_buffers), host_capacity_)),
       changes_(options.watch_history_items) {
   const int devices = options.device_backend ? options.device_backend->device_count() : 0;
   for (int device = 0; device < devices; ++device) {
@@ -138,16 +145,30 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
 
 absl::StatusOr<ByteReservation> Registry::ReserveHost(uint64_t bytes) {
   absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(bytes);
-  // Cache versions make room before a put is refused. Bounded: another put
-  // may take the freed bytes first, and then this one is refused.
-  for (int attempt = 0; attempt < 3 && !reservation.ok() &&
-                        reservation.status().code() == absl::StatusCode::kResourceExhausted &&
-                        bytes <= host_capacity_->limit_bytes();
-       ++attempt) {
+  auto short_of_room = [&] {
+    return !reservation.ok() && reservation.status().code() == absl::StatusCode::kResourceExhausted &&
+           bytes <= host_capacity_->limit_bytes();
+  };
+  // Spare memfds give their room back first, then cache versions make
+  // room (an evicted version's memfd becomes a spare: given back too).
+  // Bounded: another put may take the freed bytes first, and then this one
+  // is refused.
+  for (int attempt = 0; attempt < 3 && short_of_room(); ++attempt) {
+    if (ReleaseSpareRoom(bytes)) {
+      reservation = host_capacity_->Reserve(bytes);
+      if (!short_of_room()) break;
+    }
     EvictTo(host_capacity_->limit_bytes() - bytes);
+    ReleaseSpareRoom(bytes);
     reservation = host_capacity_->Reserve(bytes);
   }
   return reservation;
+}
+
+bool Registry::ReleaseSpareRoom(uint64_t bytes) {
+  const uint64_t wanted = host_capacity_->used_bytes() + bytes;
+  const uint64_t limit = host_capacity_->limit_bytes();
+  return spares_->Release(wanted > limit ? wanted - limit : 1) > 0;
 }
 
 absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
@@ -167,6 +188,11 @@ absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::Tenso
     TENSORD_ASSIGN_OR_RETURN(
         pending.buffer,
         arenas_.Allocate(total_bytes, options_.arena_domain ? options_.arena_domain(name) : ""));
+  } else if (placement == HostPlacement::kAuto && options_.page_policy == PagePolicy::kNormal &&
+             spares_->Serves(total_bytes)) {
+    TENSORD_ASSIGN_OR_RETURN(
+        pending.buffer,
+        spares_->Acquire(total_bytes, name, options_.arena_domain ? options_.arena_domain(name) : ""));
   } else {
     TENSORD_ASSIGN_OR_RETURN(pending.buffer,
                              HostBuffer::Create(total_bytes, name, options_.page_policy));
@@ -268,7 +294,7 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictAfterPublishLoc
       freeing_bytes += old->reservation.bytes();
     }
   }
-  const uint64_t used = host_capacity_->used_bytes();
+  const uint64_t used = host_bytes_used();
   if (cache_versions_ == 0 ||
       used - std::min(used, freeing_bytes) <= WatermarkBytes(options_.eviction_high_watermark)) {
     return {};
@@ -450,7 +476,7 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t
                                                                        absl::string_view keep,
                                                                        uint64_t freeing_bytes) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
-  uint64_t used = host_capacity_->used_bytes();
+  uint64_t used = host_bytes_used();
   used -= std::min(used, freeing_bytes);
   // The scan below is O(names); skip it when no cache version exists.
   if (used <= target_used || cache_versions_ == 0) return evicted;
@@ -748,6 +774,7 @@ RegistryStats Registry::Stats() const {
     if (std::shared_ptr<const TensorVersion> version = weak.lock()) count(*version);
   }
   stats.arenas = arenas_.Stats();
+  stats.spare_buffers = spares_->Stats();
   return stats;
 }
 

@@ -2,6 +2,7 @@
 #ifndef TENSORD_SERVICE_REGISTRY_REGISTRY_H_
 #define TENSORD_SERVICE_REGISTRY_REGISTRY_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,7 @@
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
 #include "service/registry/change_feed.h"
+#include "service/registry/spare_buffers.h"
 #include "service/registry/tensor_version.h"
 #include "service/registry/version_info.h"
 #include "service/registry/watch_source.h"
@@ -49,6 +51,9 @@ struct RegistryOptions {
   uint64_t max_device_bytes = uint64_t{8} << 30;
   // Small host versions share arenas (--arena-max-tensor-bytes).
   ArenaPoolOptions arenas;
+  // Memfds of large remote-put versions that are gone, kept for the next
+  // put of the same size (--spare-put-bytes); off while max_bytes is 0.
+  SpareBufferOptions spare_buffers;
   // Items of recent changes kept for watchers (--watch-history): a watcher
   // further behind than this is told what it missed.
   size_t watch_history_items = 65536;
@@ -82,6 +87,7 @@ struct TensorCounts {
 struct RegistryStats : TensorCounts {
   std::vector<TensorCounts> devices;
   ArenaStats arenas;
+  SpareBufferStats spare_buffers;
 };
 
 // One item of a batch read: `version` 0 means the latest.
@@ -235,7 +241,13 @@ class Registry final : public WatchSource {
   uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   uint64_t evicted_bytes() const { return evicted_bytes_.load(std::memory_order_relaxed); }
 
-  uint64_t host_bytes_used() const { return host_capacity_->used_bytes(); }
+  // Bytes of host versions and of puts in progress; spare memfds hold
+  // room in the same budget (Stats().spare_buffers) but are not counted
+  // here: they give it back whenever a put needs it.
+  uint64_t host_bytes_used() const {
+    const uint64_t used = host_capacity_->used_bytes();
+    return used - std::min(used, spares_->kept_bytes());
+  }
   uint64_t host_bytes_limit() const { return host_capacity_->limit_bytes(); }
   uint64_t max_tensors() const { return options_.max_tensors; }
   // Null when the server holds host tensors only.
@@ -290,6 +302,9 @@ class Registry final : public WatchSource {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Drops group records none of whose items is alive, amortised.
   void PruneGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees spare memfds until `bytes` more would fit in the host budget (or
+  // none is left); true when any went.
+  bool ReleaseSpareRoom(uint64_t bytes);
   // Moves a small sealed version out of its own memfd into an arena slot,
   // so local creates do not hold an fd each; keeps it where it is when
   // there is no room.
@@ -303,6 +318,7 @@ class Registry final : public WatchSource {
   const RegistryOptions options_;
   const std::shared_ptr<CapacityAccount> host_capacity_;
   ArenaPool arenas_;
+  const std::shared_ptr<SpareBuffers> spares_;
   // One budget per device of the backend, indexed by device id.
   std::vector<std::shared_ptr<CapacityAccount>> device_capacity_;
   mutable std::atomic<uint64_t> access_tick_{0};

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -179,6 +180,51 @@ TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
   EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", 0));
   local.reset();
   EXPECT_TRUE(ScrapeUntil("tensord_handoff_connections", 0));
+}
+
+// Puts of one size write into the memfd of a version that is gone, never
+// into one a reader still holds (--spare-put-bytes, on by default).
+TEST_F(MetricsEndpointTest, RepeatedPutsOfOneSizeReuseGoneVersionsMemfdsOnly) {
+  constexpr size_t kBytes = 4 << 20;
+  std::unique_ptr<Client> remote = ConnectClient(server_->address(), RemoteClientOptions());
+  ASSERT_NE(remote, nullptr);
+  ClientOptions local_options;
+  local_options.path = TransferPath::kLocal;
+  std::unique_ptr<Client> local = ConnectClient(server_->address(), local_options);
+  ASSERT_NE(local, nullptr);
+  // Waits for the fetch's lease to end (gRPC releases it a moment after the
+  // last chunk), so the version it read can go as soon as it is replaced.
+  auto put_and_check = [&](uint64_t seed, int leases_held_elsewhere = 0) {
+    const std::vector<uint8_t> bytes = PatternBytes(kBytes, seed);
+    HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(kBytes)}, bytes);
+    ASSERT_TRUE(remote->Put("spare/w", tensor.dl()).ok());
+    absl::StatusOr<Tensor> fetched = remote->Fetch("spare/w");
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    EXPECT_EQ(std::memcmp(fetched->dl_tensor().data, bytes.data(), kBytes), 0) << seed;
+    EXPECT_TRUE(ScrapeUntil("tensord_open_leases{device=\"cpu\"}", leases_held_elsewhere));
+  };
+  put_and_check(1);
+  put_and_check(2);  // version 1 is kept
+  EXPECT_TRUE(ScrapeUntil("tensord_spare_put_buffers", 1));
+  put_and_check(3);  // into version 1's memfd; version 2 is kept
+  put_and_check(4);
+  EXPECT_TRUE(ScrapeUntil("tensord_spare_put_buffer_reuses_total", 2));
+  std::map<std::string, double> kept = Scrape();
+  EXPECT_EQ(kept["tensord_spare_put_buffer_bytes"], kBytes);
+  // The spare holds room in --max-host-bytes but is not a tensor's.
+  EXPECT_EQ(kept["tensord_capacity_used_bytes{device=\"cpu\"}"], kBytes);
+
+  // A local reader maps version 4; two more puts must not write into it.
+  absl::StatusOr<Tensor> mapped = local->Fetch("spare/w");
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  put_and_check(5, 1);
+  put_and_check(6, 1);
+  EXPECT_EQ(std::memcmp(mapped->dl_tensor().data, PatternBytes(kBytes, 4).data(), kBytes), 0);
+  EXPECT_EQ(Scrape()["tensord_spare_put_buffer_reuses_total"], 3);  // 5 took 3's; 6 a new one
+  *mapped = Tensor();
+  EXPECT_TRUE(ScrapeUntil("tensord_spare_put_buffers", 2));  // 4's and 5's
+  put_and_check(7);
+  EXPECT_TRUE(ScrapeUntil("tensord_spare_put_buffer_reuses_total", 4));
 }
 
 // Runs under TSan in CI (the name matches 'Concurren'): scrapes read the

@@ -191,7 +191,7 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     }
     AddThroughputRow(env, "put, warm channel", bytes, samples[kPut], raw_gbps,
                      bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
-                     "new version each time (server copies into a fresh memfd + CRC-32C)");
+                     "new version each time (server copies + CRC-32C; above 1 MiB into the spare memfd of a gone version)");
     if (large) {
       for (size_t i = 0; i < std::size(kStreamCounts); ++i) {
         AddThroughputRow(env, absl::StrCat("put, warm (", kStreamCounts[i],

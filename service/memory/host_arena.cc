@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
+#include "service/memory/future_write_seal.h"
 
 namespace tensord {
 
@@ -31,28 +32,11 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t slot_bytes
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("ftruncate(", name, ", ", bytes, ")"));
   }
-  void* writable = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (writable == MAP_FAILED) {
-    return MappingErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", bytes, ") writable"));
-  }
-  // After this only `writable` can change a byte (Linux >= 5.1): no
-  // write(2), no new writable shared mapping, no resize, no hole punching,
-  // no further seals, for every holder of the fd.
-  constexpr int kSeals = F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-  if (::fcntl(fd.get(), F_ADD_SEALS, kSeals) != 0) {
-    const int error = errno;
-    ::munmap(writable, bytes);
-    return ErrnoStatus(error, absl::StrCat("fcntl(", name, ", F_ADD_SEALS)"));
-  }
-  void* readable = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
-  if (readable == MAP_FAILED) {
-    const int error = errno;
-    ::munmap(writable, bytes);
-    return MappingErrnoStatus(error, absl::StrCat("mmap(", name, ", ", bytes, ") read-only"));
-  }
-  return std::unique_ptr<HostArena>(new HostArena(std::move(fd), static_cast<uint8_t*>(writable),
-                                                  static_cast<const uint8_t*>(readable),
-                                                  slot_bytes, slot_count));
+  // After this only the writable mapping can change a byte, for every
+  // holder of the fd.
+  TENSORD_ASSIGN_OR_RETURN(const SealedMappings mappings, SealKeepingOneWriter(fd.get(), bytes, name));
+  return std::unique_ptr<HostArena>(new HostArena(std::move(fd), mappings.writable,
+                                                  mappings.readable, slot_bytes, slot_count));
 }
 
 HostArena::~HostArena() {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
+#include "service/memory/future_write_seal.h"
 
 namespace tensord {
 namespace {
@@ -270,26 +271,10 @@ absl::Status HostBuffer::Seal() {
 }
 
 absl::Status HostBuffer::SealForReuse() {
-  // F_SEAL_FUTURE_WRITE refuses writable mappings made after it but keeps
-  // this one: the server's only way to write the pages again.
-  void* writable = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
-  if (writable == MAP_FAILED) {
-    return MappingErrnoStatus(errno, absl::StrCat("mmap writable ", size_));
-  }
-  constexpr int kSeals = F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-  if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
-    const int error = errno;
-    ::munmap(writable, size_);
-    return ErrnoStatus(error, "fcntl(F_ADD_SEALS, F_SEAL_FUTURE_WRITE)");
-  }
-  void* readable = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_.get(), 0);
-  if (readable == MAP_FAILED) {
-    const int error = errno;
-    ::munmap(writable, size_);
-    return MappingErrnoStatus(error, absl::StrCat("mmap read-only ", size_));
-  }
-  kept_writable_ = static_cast<uint8_t*>(writable);
-  kept_readable_ = static_cast<const uint8_t*>(readable);
+  TENSORD_ASSIGN_OR_RETURN(const SealedMappings mappings,
+                           SealKeepingOneWriter(fd_.get(), size_, "put memfd"));
+  kept_writable_ = mappings.writable;  // the server's only way to write it again
+  kept_readable_ = mappings.readable;
   reusable_ = true;
   data_ = kept_readable_;
   sealed_ = true;

@@ -569,10 +569,10 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
                                                           const std::vector<TransferPart>& parts) {
   TENSORD_ASSIGN_OR_RETURN(const std::string upload_id, NewUploadId());
   PartProgress progress(put_options.progress, header.header().total_bytes());
+  SliceLatch latch;  // every part's chunks; before the contexts (SliceLatch)
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts = PartContexts(parts.size());
   std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(),
                                                        absl::UnknownError("not run"));
-  SliceLatch latch;  // every part's chunks
   auto put_part = [&](size_t index) {
     const TransferPart part = parts[index];
     v1::PutRequest part_header = header;

@@ -10,6 +10,15 @@ namespace tensord {
 
 class SliceLatch {
  public:
+  SliceLatch() = default;
+  SliceLatch(const SliceLatch&) = delete;
+  SliceLatch& operator=(const SliceLatch&) = delete;
+  // gRPC calls Release on the latch for every slice it still holds, so it
+  // cannot go before them, whatever path (an exception included) leaves
+  // the scope. Declare it before the ClientContexts of its calls: gRPC
+  // gives back an ended call's slices only as its context is destroyed.
+  ~SliceLatch() { Wait(); }
+
   void Add() {
     std::lock_guard<std::mutex> lock(mutex_);
     ++outstanding_;

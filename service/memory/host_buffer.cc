@@ -111,7 +111,12 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Create(uint64_t size,
   return buffer;
 }
 
-std::unique_ptr<HostBuffer> HostBuffer::Reuse(SpareMemfd spare, RecycleMemfd recycle) {
+absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Reuse(SpareMemfd spare,
+                                                              RecycleMemfd recycle) {
+  // Allowed despite F_SEAL_FUTURE_WRITE: the mapping predates the seal.
+  if (::mprotect(spare.writable_, spare.size_, PROT_READ | PROT_WRITE) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("mprotect(spare memfd, ", spare.size_, ") writable"));
+  }
   std::unique_ptr<HostBuffer> buffer(new HostBuffer(std::move(spare.fd_), spare.writable_,
                                                     spare.size_, spare.size_, /*huge_pages=*/false));
   buffer->recycle_ = std::move(recycle);
@@ -238,6 +243,7 @@ absl::Status HostBuffer::Write(uint64_t offset,
 absl::Status HostBuffer::Seal() {
   if (sealed_) return absl::OkStatus();
   if (reusable_) {  // a spare's seals are in place
+    TENSORD_RETURN_IF_ERROR(ProtectKeptMapping());
     writable_ = nullptr;
     data_ = kept_readable_;
     sealed_ = true;
@@ -276,8 +282,16 @@ absl::Status HostBuffer::SealForReuse() {
   kept_writable_ = mappings.writable;  // the server's only way to write it again
   kept_readable_ = mappings.readable;
   reusable_ = true;
+  TENSORD_RETURN_IF_ERROR(ProtectKeptMapping());
   data_ = kept_readable_;
   sealed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status HostBuffer::ProtectKeptMapping() {
+  if (::mprotect(kept_writable_, size_, PROT_READ) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("mprotect(put memfd, ", size_, ") read-only"));
+  }
   return absl::OkStatus();
 }
 

@@ -78,8 +78,11 @@ class HostBuffer final : public HostBytes {
       RecycleMemfd recycle = nullptr);
   // A writable buffer over a spare's pages, holding whatever they last held
   // (every byte must be written before Seal). Goes back to `recycle` in
-  // turn when destroyed.
-  static std::unique_ptr<HostBuffer> Reuse(SpareMemfd spare, RecycleMemfd recycle);
+  // turn when destroyed. Between uses the kept writable mapping is
+  // read-only (mprotect), so no stray write of the server reaches a
+  // published version; an error when it cannot be made writable again.
+  static absl::StatusOr<std::unique_ptr<HostBuffer>> Reuse(SpareMemfd spare,
+                                                           RecycleMemfd recycle);
   ~HostBuffer() override;
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -127,6 +130,8 @@ class HostBuffer final : public HostBytes {
   void Unmap();
   // Seal() of a recyclable buffer not sealed before.
   absl::Status SealForReuse();
+  // Makes the kept writable mapping read-only until the next Reuse.
+  absl::Status ProtectKeptMapping();
 
   ScopedFd fd_;
   // Read-only mapping once sealed (a static empty block for size 0).

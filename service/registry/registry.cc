@@ -168,7 +168,7 @@ absl::StatusOr<ByteReservation> Registry::ReserveHost(uint64_t bytes) {
 bool Registry::ReleaseSpareRoom(uint64_t bytes) {
   const uint64_t wanted = host_capacity_->used_bytes() + bytes;
   const uint64_t limit = host_capacity_->limit_bytes();
-  return spares_->Release(wanted > limit ? wanted - limit : 1) > 0;
+  return wanted > limit && spares_->Release(wanted - limit) > 0;
 }
 
 absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::TensorLayout layout,
@@ -178,24 +178,34 @@ absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::Tenso
     return PrepareOnDevice(std::move(name), std::move(layout), total_bytes, retention);
   }
   PendingVersion pending;
+  pending.retention = retention;
   const uint64_t slot_bytes =
       placement == HostPlacement::kAuto ? arenas_.SlotBytesFor(total_bytes) : 0;
-  // The tensor's bytes, wherever they live (a slot rounds them up by at
-  // most a quarter plus a page, as a memfd of its own rounds to a page).
-  TENSORD_ASSIGN_OR_RETURN(pending.reservation, ReserveHost(total_bytes));
-  pending.retention = retention;
-  if (slot_bytes != 0) {
-    TENSORD_ASSIGN_OR_RETURN(
-        pending.buffer,
-        arenas_.Allocate(total_bytes, options_.arena_domain ? options_.arena_domain(name) : ""));
-  } else if (placement == HostPlacement::kAuto && options_.page_policy == PagePolicy::kNormal &&
-             spares_->Serves(total_bytes)) {
-    TENSORD_ASSIGN_OR_RETURN(
-        pending.buffer,
-        spares_->Acquire(total_bytes, name, options_.arena_domain ? options_.arena_domain(name) : ""));
+  const bool recyclable = slot_bytes == 0 && placement == HostPlacement::kAuto &&
+                          options_.page_policy == PagePolicy::kNormal &&
+                          spares_->Serves(total_bytes);
+  std::string domain =
+      slot_bytes != 0 || recyclable ? (options_.arena_domain ? options_.arena_domain(name) : "")
+                                    : "";
+  std::optional<SpareBuffers::Reused> reused;
+  if (recyclable) reused = spares_->Take(total_bytes, domain);
+  if (reused.has_value()) {
+    // The spare's room in the budget is the put's: nothing to reserve.
+    pending.reservation = std::move(reused->reservation);
+    pending.buffer = std::move(reused->buffer);
   } else {
-    TENSORD_ASSIGN_OR_RETURN(pending.buffer,
-                             HostBuffer::Create(total_bytes, name, options_.page_policy));
+    // The tensor's bytes, wherever they live (a slot rounds them up by at
+    // most a quarter plus a page, as a memfd of its own rounds to a page).
+    TENSORD_ASSIGN_OR_RETURN(pending.reservation, ReserveHost(total_bytes));
+    if (slot_bytes != 0) {
+      TENSORD_ASSIGN_OR_RETURN(pending.buffer, arenas_.Allocate(total_bytes, domain));
+    } else if (recyclable) {
+      TENSORD_ASSIGN_OR_RETURN(pending.buffer,
+                               spares_->Create(total_bytes, name, std::move(domain)));
+    } else {
+      TENSORD_ASSIGN_OR_RETURN(pending.buffer,
+                               HostBuffer::Create(total_bytes, name, options_.page_policy));
+    }
   }
   pending.name = std::move(name);
   pending.layout = std::move(layout);

@@ -133,8 +133,10 @@ class Registry final : public WatchSource {
   explicit Registry(const RegistryOptions& options);
 
   // Reserves capacity for a new version of `total_bytes` and allocates its
-  // (writable, zeroed) buffer, before any byte arrives: an arena slot when
-  // the version is small and `placement` allows, else a memfd of its own.
+  // writable buffer, before any byte arrives: an arena slot when the
+  // version is small and `placement` allows, else a memfd of its own, new
+  // and zeroed or, for kAuto, a gone version's spare memfd holding its
+  // bytes still: the caller must write every byte before Publish.
   // RESOURCE_EXHAUSTED
   // when it does not fit even after evicting unleased kCache versions. The
   // caller fills the buffer, then Publish()es.
@@ -303,7 +305,7 @@ class Registry final : public WatchSource {
   // Drops group records none of whose items is alive, amortised.
   void PruneGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees spare memfds until `bytes` more would fit in the host budget (or
-  // none is left); true when any went.
+  // none is left); true when any went, false when nothing was short.
   bool ReleaseSpareRoom(uint64_t bytes);
   // Moves a small sealed version out of its own memfd into an arena slot,
   // so local creates do not hold an fd each; keeps it where it is when

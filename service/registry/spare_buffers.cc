@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
-#include <optional>
-
-#include "absl/time/clock.h"
+#include <system_error>
 
 namespace tensord {
 
@@ -32,79 +30,89 @@ RecycleMemfd SpareBuffers::RecyclerFor(std::string domain) {
   };
 }
 
-absl::StatusOr<std::unique_ptr<HostBuffer>> SpareBuffers::Acquire(uint64_t size,
-                                                                  absl::string_view debug_name,
-                                                                  std::string domain) {
+std::optional<SpareBuffers::Reused> SpareBuffers::Take(uint64_t size, const std::string& domain) {
   std::optional<Kept> taken;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = kept_.find(Key(domain, size));
-    if (it != kept_.end()) {
-      taken.emplace(std::move(it->second.back()));  // the most recently used: warmest
-      it->second.pop_back();
-      if (it->second.empty()) kept_.erase(it);
-      --kept_buffers_;
-      kept_bytes_ -= size;
-      ++reuses_;
-    }
+    if (it == kept_.end()) return std::nullopt;
+    taken.emplace(std::move(it->second.back()));  // the most recently used: warmest
+    it->second.pop_back();
+    if (it->second.empty()) kept_.erase(it);
+    --kept_buffers_;
+    kept_bytes_.fetch_sub(size, std::memory_order_relaxed);
+    ++reuses_;
   }
-  // The put holds its own reservation; the spare's goes back with `taken`.
-  if (taken.has_value()) return HostBuffer::Reuse(std::move(taken->memfd), RecyclerFor(domain));
+  absl::StatusOr<std::unique_ptr<HostBuffer>> buffer =
+      HostBuffer::Reuse(std::move(taken->memfd), RecyclerFor(domain));
+  if (!buffer.ok()) return std::nullopt;  // the spare is freed; a new memfd serves
+  // Its room passes to the put whole: the budget never counts it twice.
+  return Reused{*std::move(buffer), std::move(taken->reservation)};
+}
+
+absl::StatusOr<std::unique_ptr<HostBuffer>> SpareBuffers::Create(uint64_t size,
+                                                                 absl::string_view debug_name,
+                                                                 std::string domain) {
   return HostBuffer::Create(size, debug_name, PagePolicy::kNormal, RecyclerFor(std::move(domain)));
+}
+
+void SpareBuffers::DropLocked(std::map<Key, std::vector<Kept>>::iterator it, size_t index,
+                              std::vector<SpareMemfd>& dropped) {
+  Kept& kept = it->second[index];
+  kept.reservation.Reset();  // at once: host_bytes_used() subtracts kept_bytes_
+  kept_bytes_.fetch_sub(kept.memfd.size(), std::memory_order_relaxed);
+  --kept_buffers_;
+  dropped.push_back(std::move(kept.memfd));
+  it->second.erase(it->second.begin() + static_cast<ptrdiff_t>(index));
+  if (it->second.empty()) kept_.erase(it);
 }
 
 void SpareBuffers::Keep(std::string domain, SpareMemfd memfd) {
   const uint64_t size = memfd.size();
   if (size > options_.max_bytes || options_.max_buffers == 0) return;
-  absl::StatusOr<ByteReservation> reservation = capacity_->Reserve(size);
-  if (!reservation.ok()) return;  // the budget has no room: freed now
-  std::vector<Kept> dropped;  // freed after the lock: munmap of many pages
+  std::vector<SpareMemfd> dropped;  // freed after the lock: munmap of many pages
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
-    // Room for the newest: the oldest spares are the least likely taken.
-    while (kept_buffers_ > 0 && (kept_buffers_ >= options_.max_buffers ||
-                                 kept_bytes_ + size > options_.max_bytes)) {
-      auto oldest = kept_.end();
-      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-        if (oldest == kept_.end() || it->second.front().since < oldest->second.front().since) {
-          oldest = it;
-        }
+    if (!releaser_.joinable()) {
+      try {
+        releaser_ = std::thread([this] { ReleaseIdle(); });
+      } catch (const std::system_error&) {
+        return;  // no thread to free idle spares: keep none (freed here)
       }
-      dropped.push_back(std::move(oldest->second.front()));
-      oldest->second.erase(oldest->second.begin());
-      if (oldest->second.empty()) kept_.erase(oldest);
-      --kept_buffers_;
-      kept_bytes_ -= dropped.back().memfd.size();
     }
+    // Room for the newest first: the oldest spares are the least likely taken.
+    while (kept_buffers_ > 0 &&
+           (kept_buffers_ >= options_.max_buffers ||
+            kept_bytes_.load(std::memory_order_relaxed) + size > options_.max_bytes)) {
+      auto oldest = kept_.begin();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->second.front().since < oldest->second.front().since) oldest = it;
+      }
+      DropLocked(oldest, 0, dropped);
+    }
+    absl::StatusOr<ByteReservation> reservation = capacity_->Reserve(size);
+    if (!reservation.ok()) return;  // the budget has no room: freed now
     kept_[Key(std::move(domain), size)].push_back(
-        Kept{std::move(memfd), *std::move(reservation), absl::Now()});
+        Kept{std::move(memfd), *std::move(reservation), Clock::now()});
     ++kept_buffers_;
-    kept_bytes_ += size;
-    if (!releaser_.joinable()) releaser_ = std::thread([this] { ReleaseIdle(); });
+    kept_bytes_.fetch_add(size, std::memory_order_relaxed);
   }
   changed_.notify_all();
 }
 
 uint64_t SpareBuffers::Release(uint64_t bytes) {
-  std::vector<Kept> dropped;
+  std::vector<SpareMemfd> dropped;
   uint64_t freed = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    while (freed < bytes && kept_buffers_ > 0) {
-      auto largest = std::max_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
-        return a.first.second < b.first.second;
-      });
-      dropped.push_back(std::move(largest->second.front()));
-      largest->second.erase(largest->second.begin());
-      if (largest->second.empty()) kept_.erase(largest);
-      const uint64_t size = dropped.back().memfd.size();
-      --kept_buffers_;
-      kept_bytes_ -= size;
-      freed += size;
-    }
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (freed < bytes && kept_buffers_ > 0) {
+    auto largest = std::max_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
+      return a.first.second < b.first.second;
+    });
+    freed += largest->first.second;
+    DropLocked(largest, 0, dropped);
   }
-  return freed;
+  return freed;  // `dropped` is freed after the lock (declared before it)
 }
 
 SpareBufferStats SpareBuffers::Stats() const {
@@ -113,24 +121,25 @@ SpareBufferStats SpareBuffers::Stats() const {
 }
 
 void SpareBuffers::ReleaseIdle() {
+  const auto idle_release = absl::ToChronoNanoseconds(options_.idle_release);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    const absl::Time now = absl::Now();
-    absl::Time next = absl::InfiniteFuture();
-    std::vector<Kept> dropped;
+    const Clock::time_point now = Clock::now();
+    std::optional<Clock::time_point> next;
+    std::vector<SpareMemfd> dropped;
     for (auto it = kept_.begin(); it != kept_.end();) {
-      std::vector<Kept>& spares = it->second;
-      auto fresh = std::find_if(spares.begin(), spares.end(), [&](const Kept& kept) {
-        return now - kept.since < options_.idle_release;
-      });
-      for (auto stale = spares.begin(); stale != fresh; ++stale) {
-        kept_bytes_ -= stale->memfd.size();
-        --kept_buffers_;
-        dropped.push_back(std::move(*stale));
+      auto following = std::next(it);
+      // Each list is oldest first.
+      while (it != kept_.end() && now - it->second.front().since >= idle_release) {
+        const bool last = it->second.size() == 1;
+        DropLocked(it, 0, dropped);
+        if (last) it = kept_.end();  // erased with its last spare
       }
-      spares.erase(spares.begin(), fresh);
-      if (!spares.empty()) next = std::min(next, spares.front().since + options_.idle_release);
-      it = spares.empty() ? kept_.erase(it) : std::next(it);
+      if (it != kept_.end()) {
+        const Clock::time_point due = it->second.front().since + idle_release;
+        next = next.has_value() ? std::min(*next, due) : due;
+      }
+      it = following;
     }
     if (!dropped.empty()) {
       lock.unlock();
@@ -138,10 +147,10 @@ void SpareBuffers::ReleaseIdle() {
       lock.lock();
       continue;  // re-reads the spares: more may have come meanwhile
     }
-    if (next == absl::InfiniteFuture()) {
-      changed_.wait(lock);
+    if (next.has_value()) {
+      changed_.wait_until(lock, *next);
     } else {
-      changed_.wait_for(lock, absl::ToChronoNanoseconds(next - now));
+      changed_.wait(lock);
     }
   }
 }

@@ -7,11 +7,13 @@
 #define TENSORD_SERVICE_REGISTRY_SPARE_BUFFERS_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -62,12 +64,20 @@ class SpareBuffers : public std::enable_shared_from_this<SpareBuffers> {
            size <= options_.max_bytes;
   }
 
-  // A writable buffer for a put of `size` bytes (Serves(size)) of a name
-  // in `domain`: a kept spare of exactly that size when there is one
-  // (its bytes are stale: the put writes them all), else a new zeroed
-  // memfd. Either comes back here when its version is gone.
-  absl::StatusOr<std::unique_ptr<HostBuffer>> Acquire(uint64_t size, absl::string_view debug_name,
-                                                      std::string domain);
+  // A kept spare of exactly `size` bytes (Serves(size)) in `domain`, as a
+  // writable buffer holding stale bytes (the put writes them all) with the
+  // room it held in the budget, which the put's own reservation becomes;
+  // nullopt when none is kept.
+  struct Reused {
+    std::unique_ptr<HostBuffer> buffer;
+    ByteReservation reservation;
+  };
+  std::optional<Reused> Take(uint64_t size, const std::string& domain);
+
+  // A new zeroed memfd of `size` bytes for a put of a name in `domain`,
+  // which comes back here when its version is gone.
+  absl::StatusOr<std::unique_ptr<HostBuffer>> Create(uint64_t size, absl::string_view debug_name,
+                                                     std::string domain);
 
   // Frees spares, largest first, until at least `bytes` went back to the
   // budget or none is left; returns the bytes freed.
@@ -82,16 +92,21 @@ class SpareBuffers : public std::enable_shared_from_this<SpareBuffers> {
   SpareBuffers(const SpareBufferOptions& options, std::shared_ptr<CapacityAccount> capacity)
       : options_(options), capacity_(std::move(capacity)) {}
 
+  using Clock = std::chrono::steady_clock;
   struct Kept {
     SpareMemfd memfd;
     ByteReservation reservation;
-    absl::Time since;
+    Clock::time_point since;
   };
   using Key = std::pair<std::string, uint64_t>;  // domain, size
 
   RecycleMemfd RecyclerFor(std::string domain);
   // A destroyed buffer's memfd: kept when the bounds and the budget allow.
   void Keep(std::string domain, SpareMemfd memfd);
+  // Removes one kept spare (its room goes back to the budget at once, its
+  // memfd into `dropped`, to be freed after the lock).
+  void DropLocked(std::map<Key, std::vector<Kept>>::iterator it, size_t index,
+                  std::vector<SpareMemfd>& dropped);
   // Frees spares idle past options_.idle_release until stopped.
   void ReleaseIdle();
 

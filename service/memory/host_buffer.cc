@@ -120,7 +120,6 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Reuse(SpareMemfd spare,
   std::unique_ptr<HostBuffer> buffer(new HostBuffer(std::move(spare.fd_), spare.writable_,
                                                     spare.size_, spare.size_, /*huge_pages=*/false));
   buffer->recycle_ = std::move(recycle);
-  buffer->reusable_ = true;
   buffer->kept_writable_ = std::exchange(spare.writable_, nullptr);
   buffer->kept_readable_ = std::exchange(spare.readable_, nullptr);
   buffer->populated_ = spare.populated_;
@@ -146,7 +145,7 @@ HostBuffer::HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t m
       huge_pages_(huge_pages) {}
 
 HostBuffer::~HostBuffer() {
-  if (!reusable_) {
+  if (!reusable()) {
     Unmap();
     return;
   }
@@ -167,7 +166,7 @@ absl::Status HostBuffer::AllocatePages() {
   if (sealed_) return absl::FailedPreconditionError("allocate pages of a sealed buffer");
   // hugetlbfs pages were reserved by the writable mapping at Create; a
   // spare's pages exist already.
-  if (size_ == 0 || huge_pages_ || reusable_) return absl::OkStatus();
+  if (size_ == 0 || huge_pages_ || reusable()) return absl::OkStatus();
   if (::fallocate(fd_.get(), 0, 0, static_cast<off_t>(mapping_size_)) != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -242,7 +241,7 @@ absl::Status HostBuffer::Write(uint64_t offset,
 
 absl::Status HostBuffer::Seal() {
   if (sealed_) return absl::OkStatus();
-  if (reusable_) {  // a spare's seals are in place
+  if (reusable()) {  // a spare's seals are in place
     TENSORD_RETURN_IF_ERROR(ProtectKeptMapping());
     writable_ = nullptr;
     data_ = kept_readable_;
@@ -281,7 +280,6 @@ absl::Status HostBuffer::SealForReuse() {
                            SealKeepingOneWriter(fd_.get(), size_, "put memfd"));
   kept_writable_ = mappings.writable;  // the server's only way to write it again
   kept_readable_ = mappings.readable;
-  reusable_ = true;
   TENSORD_RETURN_IF_ERROR(ProtectKeptMapping());
   data_ = kept_readable_;
   sealed_ = true;

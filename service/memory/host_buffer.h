@@ -132,6 +132,8 @@ class HostBuffer final : public HostBytes {
   absl::Status SealForReuse();
   // Makes the kept writable mapping read-only until the next Reuse.
   absl::Status ProtectKeptMapping();
+  // Carries F_SEAL_FUTURE_WRITE and the mappings kept for its next use.
+  bool reusable() const { return kept_writable_ != nullptr; }
 
   ScopedFd fd_;
   // Read-only mapping once sealed (a static empty block for size 0).
@@ -146,7 +148,6 @@ class HostBuffer final : public HostBytes {
   // Recyclable buffers: where the memfd goes when destroyed, and, once it
   // carries F_SEAL_FUTURE_WRITE, the mappings it keeps for its next use.
   RecycleMemfd recycle_;
-  bool reusable_ = false;
   uint8_t* kept_writable_ = nullptr;
   const uint8_t* kept_readable_ = nullptr;
   bool populated_ = false;

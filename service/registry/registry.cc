@@ -165,6 +165,10 @@ absl::StatusOr<ByteReservation> Registry::ReserveHost(uint64_t bytes) {
   return reservation;
 }
 
+std::string Registry::AccessDomain(absl::string_view name) const {
+  return options_.arena_domain ? options_.arena_domain(name) : "";
+}
+
 bool Registry::ReleaseSpareRoom(uint64_t bytes) {
   const uint64_t wanted = host_capacity_->used_bytes() + bytes;
   const uint64_t limit = host_capacity_->limit_bytes();
@@ -184,9 +188,7 @@ absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::Tenso
   const bool recyclable = slot_bytes == 0 && placement == HostPlacement::kAuto &&
                           options_.page_policy == PagePolicy::kNormal &&
                           spares_->Serves(total_bytes);
-  std::string domain =
-      slot_bytes != 0 || recyclable ? (options_.arena_domain ? options_.arena_domain(name) : "")
-                                    : "";
+  std::string domain = slot_bytes != 0 || recyclable ? AccessDomain(name) : "";
   std::optional<SpareBuffers::Reused> reused;
   if (recyclable) reused = spares_->Take(total_bytes, domain);
   if (reused.has_value()) {
@@ -215,9 +217,8 @@ absl::StatusOr<PendingVersion> Registry::Prepare(std::string name, dlpack::Tenso
 
 void Registry::MoveIntoArena(PendingVersion& pending) {
   if (arenas_.SlotBytesFor(pending.total_bytes) == 0 || pending.buffer->arena_id() != 0) return;
-  absl::StatusOr<std::unique_ptr<ArenaSlot>> slot = arenas_.Allocate(
-      pending.total_bytes,
-      options_.arena_domain ? options_.arena_domain(pending.name) : "");
+  absl::StatusOr<std::unique_ptr<ArenaSlot>> slot =
+      arenas_.Allocate(pending.total_bytes, AccessDomain(pending.name));
   if (!slot.ok() ||
       !(*slot)->Write(0, pending.buffer->data(), pending.total_bytes).ok() ||
       !(*slot)->Seal().ok()) {

@@ -304,6 +304,9 @@ class Registry final : public WatchSource {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Drops group records none of whose items is alive, amortised.
   void PruneGroupsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // RegistryOptions::arena_domain of `name` ("" without one): what arenas
+  // and spare memfds are shared within.
+  std::string AccessDomain(absl::string_view name) const;
   // Frees spare memfds until `bytes` more would fit in the host budget (or
   // none is left); true when any went, false when nothing was short.
   bool ReleaseSpareRoom(uint64_t bytes);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
 namespace tensord::bench {
@@ -57,6 +58,10 @@ int ServeEmpty(const std::string& address, const std::string& ready_file) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // As tensord's main does: the baseline server must not pay for Debian
+  // Abseil's mutex deadlock detection in every gRPC lock when tensord does not.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   EmptyService service;
   grpc::ServerBuilder builder;

@@ -200,6 +200,11 @@ absl::StatusOr<uint64_t> CompactByteSize(DLDataType dtype, std::span<const int64
 
 std::vector<int64_t> CompactStrides(std::span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size());
+  CompactStridesInto(shape, strides);
+  return strides;
+}
+
+void CompactStridesInto(std::span<const int64_t> shape, std::span<int64_t> strides) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
@@ -208,7 +213,6 @@ std::vector<int64_t> CompactStrides(std::span<const int64_t> shape) {
     const int64_t extent = shape[i] > 1 ? shape[i] : 1;
     if (__builtin_mul_overflow(stride, extent, &stride)) stride = kInt64Max;
   }
-  return strides;
 }
 
 std::vector<int64_t> EffectiveStrides(const TensorLayout& layout) {

@@ -39,6 +39,8 @@ absl::StatusOr<uint64_t> CompactByteSize(DLDataType dtype, std::span<const int64
 
 // Row-major strides (in elements) for `shape`.
 std::vector<int64_t> CompactStrides(std::span<const int64_t> shape);
+// The same into `strides`, which holds shape.size() entries.
+void CompactStridesInto(std::span<const int64_t> shape, std::span<int64_t> strides);
 
 // `layout.strides` when present, otherwise CompactStrides(layout.shape).
 std::vector<int64_t> EffectiveStrides(const TensorLayout& layout);

@@ -660,11 +660,17 @@ absl::StatusOr<std::vector<Lease>> Registry::AcquireGroup(uint64_t group_version
 }
 
 absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t version) const {
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<const TensorVersion> found, Find(name, version));
+  return InfoOf(*found);
+}
+
+absl::StatusOr<std::shared_ptr<const TensorVersion>> Registry::Find(absl::string_view name,
+                                                                    uint64_t version) const {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
   if (found == nullptr) return NotFoundLocked(name, version);
-  return InfoOf(*found);
+  return found;
 }
 
 uint64_t Registry::LatestVersionOf(absl::string_view name) const {

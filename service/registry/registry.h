@@ -198,6 +198,10 @@ class Registry final : public WatchSource {
   absl::StatusOr<std::vector<Lease>> AcquireGroup(uint64_t group_version) const;
 
   absl::StatusOr<VersionInfo> Stat(absl::string_view name, uint64_t version) const;
+  // Stat without copying the metadata out: the version itself, held (not
+  // leased: its open_leases does not count this hold) while the caller reads it.
+  absl::StatusOr<std::shared_ptr<const TensorVersion>> Find(absl::string_view name,
+                                                            uint64_t version) const;
   // The latest version number of `name`, or 0 when the registry lacks it:
   // Stat without copying the metadata, for checks on every read.
   uint64_t LatestVersionOf(absl::string_view name) const;

@@ -246,7 +246,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
         ++items_failed_;
         continue;
       }
-      InfoToProto(InfoOf(version), item->mutable_info());
+      InfoToProto(version, item->mutable_info());
       ++items_ok_;
       bytes_sent_ += size;
       if (!inline_bytes) {

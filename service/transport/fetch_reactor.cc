@@ -57,7 +57,7 @@ absl::StatusOr<grpc::ByteBuffer> EncodeFetchHeader(const TensorVersion& version,
   CallArena arena;
   v1::FetchResponse& response = *arena.Make<v1::FetchResponse>();
   v1::FetchHeader* header = response.mutable_header();
-  InfoToProto(InfoOf(version), header->mutable_info());
+  InfoToProto(version, header->mutable_info());
   header->mutable_range()->set_offset(offset);
   header->mutable_range()->set_length(length);
   if (!Inlines(split, length)) {

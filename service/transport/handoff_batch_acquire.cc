@@ -138,7 +138,7 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
       }
       if (refused.ok()) {
         v1::AcquireResponse* acquired = item.mutable_acquire();
-        InfoToProto(InfoOf(*lease), acquired->mutable_info());
+        InfoToProto(*lease, acquired->mutable_info());
         HeldLease held;
         if (on_device) {
           if (lease->device_memory != nullptr && device_exports == kMaxDeviceExportsPerBatch) {

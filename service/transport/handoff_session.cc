@@ -150,7 +150,7 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
         " is held in a shared arena and this client cannot map one "
         "(AcquireRequest.accepts_arena_slots is unset): fetch it over gRPC")));
   }
-  InfoToProto(InfoOf(*lease), response.mutable_info());
+  InfoToProto(*lease, response.mutable_info());
   const auto& held = request.held_versions();
   if (std::find(held.begin(), held.end(), lease->version) != held.end()) {
     return absl::OkStatus();  // the client's cached lease already covers it

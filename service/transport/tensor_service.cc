@@ -73,16 +73,30 @@ absl::Status TensorService::CheckName(const TokenGrant* grant, absl::string_view
   return TokenAuthenticator::CheckName(*grant, rpc, name);
 }
 
+namespace {
+
+// The fields VersionInfo and TensorVersion share.
+template <typename Source>
+void WriteInfo(const Source& source, uint64_t open_leases, v1::TensorInfo* proto) {
+  proto->set_name(source.name);
+  proto->set_version(source.version);
+  LayoutToProto(source.layout, proto->mutable_layout());
+  proto->set_total_bytes(source.total_bytes);
+  proto->set_crc32c(source.crc32c);
+  proto->set_created_unix_nanos(absl::ToUnixNanos(source.created));
+  proto->set_open_leases(open_leases);
+  proto->set_retention(static_cast<v1::Retention>(source.retention));
+}
+
+}  // namespace
+
 void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto) {
-  proto->set_name(info.name);
-  proto->set_version(info.version);
-  LayoutToProto(info.layout, proto->mutable_layout());
-  proto->set_total_bytes(info.total_bytes);
-  proto->set_crc32c(info.crc32c);
-  proto->set_created_unix_nanos(absl::ToUnixNanos(info.created));
-  proto->set_open_leases(info.open_leases);
-  proto->set_retention(static_cast<v1::Retention>(info.retention));
+  WriteInfo(info, info.open_leases, proto);
   if (!info.node.empty()) proto->set_node(info.node);
+}
+
+void InfoToProto(const TensorVersion& version, v1::TensorInfo* proto) {
+  WriteInfo(version, version.open_leases.load(std::memory_order_relaxed), proto);
 }
 
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
@@ -97,10 +111,11 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
   ClusterReads* reads = options_.cluster_reads.get();
   const bool cluster_read = reads != nullptr && request->version() == 0;
   if (!cluster_read || reads->HoldsLatest(request->name())) {
-    absl::StatusOr<VersionInfo> info = registry_.Stat(request->name(), request->version());
-    if (!cluster_read || info.status().code() != absl::StatusCode::kNotFound) {
-      if (info.ok()) InfoToProto(*info, response->mutable_info());
-      return FinishUnary(context, info.status(), call);
+    absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
+        registry_.Find(request->name(), request->version());
+    if (!cluster_read || found.status().code() != absl::StatusCode::kNotFound) {
+      if (found.ok()) InfoToProto(**found, response->mutable_info());
+      return FinishUnary(context, found.status(), call);
     }
   }
   // Another node holds it (newer): pulled here first, answered from the

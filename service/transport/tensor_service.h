@@ -152,6 +152,9 @@ class TensorService final : public TensorServiceBase {
 
 // Fills a wire TensorInfo from the registry's copy.
 void InfoToProto(const VersionInfo& info, v1::TensorInfo* proto);
+// The same from the version itself, with no VersionInfo copied in between
+// (Stat, fetch headers: once per small call).
+void InfoToProto(const TensorVersion& version, v1::TensorInfo* proto);
 
 }  // namespace tensord
 

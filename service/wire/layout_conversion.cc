@@ -1,6 +1,7 @@
 #include "service/wire/layout_conversion.h"
 
 #include <limits>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
@@ -63,8 +64,15 @@ void LayoutToProto(const dlpack::TensorLayout& layout, v1::TensorLayout* proto) 
   dtype->set_bits(layout.dtype.bits);
   dtype->set_lanes(layout.dtype.lanes);
   proto->mutable_shape()->Assign(layout.shape.begin(), layout.shape.end());
-  std::vector<int64_t> strides = dlpack::EffectiveStrides(layout);
-  proto->mutable_strides()->Assign(strides.begin(), strides.end());
+  // Compact strides are written in place: no vector per message.
+  if (!layout.strides.empty()) {
+    proto->mutable_strides()->Assign(layout.strides.begin(), layout.strides.end());
+  } else {
+    google::protobuf::RepeatedField<int64_t>& strides = *proto->mutable_strides();
+    strides.Resize(static_cast<int>(layout.shape.size()), 0);
+    dlpack::CompactStridesInto(layout.shape,
+                               std::span<int64_t>(strides.mutable_data(), layout.shape.size()));
+  }
   proto->set_byte_offset(layout.byte_offset);
   proto->mutable_device()->set_type(static_cast<int32_t>(layout.device.device_type));
   proto->mutable_device()->set_id(layout.device.device_id);

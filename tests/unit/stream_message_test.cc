@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/wire/layout_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -236,6 +237,24 @@ TEST(LayoutConversionTest, UnknownDeviceTypesAreRejectedBeforeTheCast) {
   EXPECT_EQ(layout->device.device_type, kDLCUDA);
   cuda.mutable_device()->set_id(-2);
   EXPECT_EQ(LayoutFromProto(cuda).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The proto says Fetch always returns strides filled in: compact ones are
+// written in place, stored ones as they are, and a reused message keeps none
+// of its earlier entries.
+TEST(LayoutConversionTest, StridesAreAlwaysFilledIn) {
+  const DLDataType f32{kDLFloat, 32, 1};
+  v1::TensorLayout proto;
+  LayoutToProto(dlpack::TensorLayout{.dtype = f32, .shape = {2, 3, 4}}, &proto);
+  EXPECT_THAT(proto.strides(), ::testing::ElementsAre(12, 4, 1));
+  EXPECT_THAT(proto.shape(), ::testing::ElementsAre(2, 3, 4));
+  LayoutToProto(dlpack::TensorLayout{.dtype = f32, .shape = {5, 0, 2}}, &proto);
+  EXPECT_THAT(proto.strides(), ::testing::ElementsAre(2, 2, 1));
+  LayoutToProto(dlpack::TensorLayout{.dtype = f32, .shape = {3, 2}, .strides = {1, 3}}, &proto);
+  EXPECT_THAT(proto.strides(), ::testing::ElementsAre(1, 3));
+  LayoutToProto(dlpack::TensorLayout{.dtype = f32, .shape = {}}, &proto);
+  EXPECT_TRUE(proto.strides().empty());
+  EXPECT_TRUE(proto.shape().empty());
 }
 
 }  // namespace

@@ -111,6 +111,13 @@ TEST(CompactStridesTest, RowMajor) {
   EXPECT_THAT(CompactStrides(std::vector<int64_t>{2, 3, 4}), ElementsAre(12, 4, 1));
   EXPECT_TRUE(CompactStrides(std::vector<int64_t>{}).empty());
   EXPECT_THAT(CompactStrides(std::vector<int64_t>{2, 0, 4}), ElementsAre(4, 4, 1));
+  // An unvalidated shape that overflows saturates instead of wrapping.
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_THAT(CompactStrides(std::vector<int64_t>{2, big, big}),
+              ElementsAre(std::numeric_limits<int64_t>::max(), big, 1));
+  std::vector<int64_t> into(2, -7);
+  CompactStridesInto(std::vector<int64_t>{4, 5}, into);
+  EXPECT_THAT(into, ElementsAre(5, 1));
 }
 
 TEST(EffectiveStridesTest, FillsCompactWhenEmpty) {

@@ -49,6 +49,15 @@ TEST(RegistryTest, PublishStatFetchDelete) {
   auto stat = registry.Stat("w/layer0", info->version);
   ASSERT_TRUE(stat.ok());
   EXPECT_EQ(stat->open_leases, 1u);
+  // Find holds the version itself without leasing it.
+  auto found = registry.Find("w/layer0", 0);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ((*found)->version, info->version);
+  EXPECT_EQ((*found)->open_leases.load(), 1u);
+  EXPECT_EQ(registry.Stat("w/layer0", 0)->open_leases, 1u);
+  EXPECT_EQ(registry.Find("w/layer0", info->version + 1).status().code(),
+            absl::StatusCode::kNotFound);
+  found = absl::NotFoundError("released");
 
   auto removed = registry.Delete("w/layer0", 0);
   ASSERT_TRUE(removed.ok());
@@ -205,9 +214,15 @@ TEST(RegistryTest, StatsCountHeldOlderVersionsAndTheirLeases) {
 
 TEST(RegistryTest, NamesAreValidated) {
   Registry registry(RegistryOptions{});
-  for (const char* name : {"", "/abs", "a//b", "../x", "a/./b", "a b", "tab\t"}) {
+  for (const char* name :
+       {"", "/abs", "a//b", "../x", "a/./b", "a b", "tab\t", "a/", "a/..", ".", "a/b/."}) {
     auto status = registry.Acquire(name, 0).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_EQ(registry.Find(name, 0).status().code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  // Dots inside a segment are a name, not a path step.
+  for (const char* name : {"a/.b", "a/..b/c", "x...", "a.b/c"}) {
+    EXPECT_EQ(registry.Find(name, 0).status().code(), absl::StatusCode::kNotFound) << name;
   }
   EXPECT_EQ(registry.Acquire(std::string(257, 'a'), 0).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -33,8 +33,10 @@ absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
   info.name = proto.name();
   info.version = proto.version();
   info.dtype = layout->dtype;
-  info.shape = layout->shape;
-  info.strides = dlpack::EffectiveStrides(*layout);
+  // Moved, not copied: this runs once per Stat and per fetch header.
+  info.strides = layout->strides.empty() ? dlpack::CompactStrides(layout->shape)
+                                         : std::move(layout->strides);
+  info.shape = std::move(layout->shape);
   info.byte_offset = layout->byte_offset;
   info.device = layout->device;
   info.total_bytes = proto.total_bytes();

@@ -13,6 +13,7 @@
 # counted side sees calls at their normal pace.
 #
 # Usage: scripts/count-small-call-instructions.sh [BUILD_DIR]   (default build)
+#        TENSORD_EXTRA_ARGS="--flag=value ..." adds flags to the tensord it starts.
 # Needs valgrind (installed through deploy/install-deps.sh when missing) and
 # BUILD_DIR/server/tensord and BUILD_DIR/bench/tensord-bench built.
 set -euo pipefail
@@ -44,6 +45,8 @@ start_server() {
   rm -f "$ready" "$work"/server.out.*
   local command=("$tensord" --listen=127.0.0.1:0 --ready-file="$ready" --handoff-socket=off
                  --log-level=warning)
+  # TENSORD_EXTRA_ARGS: more tensord flags, split on spaces.
+  if [[ -n ${TENSORD_EXTRA_ARGS:-} ]]; then read -r -a extra <<<"$TENSORD_EXTRA_ARGS"; command+=("${extra[@]}"); fi
   if [[ $kind == empty || $kind == payload ]]; then
     command=("$bench" --serve-empty=127.0.0.1:0 --ready-file="$ready")
   fi

@@ -38,6 +38,7 @@
 #include "service/dlpack/strided_copy.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/call_arena.h"
+#include "service/wire/channel_arg_milliseconds.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/request_id.h"
 #include "service/wire/status_conversion.h"
@@ -115,6 +116,17 @@ absl::Status ValidateClientOptions(const ClientOptions& options) {
   if (options.chunk_bytes == 0 || options.chunk_bytes > options.max_message_bytes - 4096) {
     return absl::InvalidArgumentError(absl::StrCat("chunk_bytes ", options.chunk_bytes,
                                                    " must be in 1..max_message_bytes - 4096"));
+  }
+  if (options.keepalive_time <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("keepalive_time ",
+                                                   absl::FormatDuration(options.keepalive_time),
+                                                   " must be positive (infinite: no pings)"));
+  }
+  if (options.keepalive_timeout <= absl::ZeroDuration() ||
+      options.keepalive_timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("keepalive_timeout ",
+                                                   absl::FormatDuration(options.keepalive_timeout),
+                                                   " must be positive and finite"));
   }
   if (!options.request_id.empty() && !IsValidRequestId(options.request_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -625,6 +637,15 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (options.keepalive_time != absl::InfiniteDuration()) {
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ChannelArgMilliseconds(options.keepalive_time));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ChannelArgMilliseconds(options.keepalive_timeout));
+    // Only while calls are in flight: an idle client sends nothing. gRPC's
+    // limit of 2 pings without data sent stays: the first unanswered ping
+    // is the one that finds a stopped server, and more pings than that
+    // could earn strikes from the server's ping policy.
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  }
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                            ChannelCredentialsFor(options));
   std::shared_ptr<grpc::Channel> channel =

@@ -18,6 +18,7 @@
 #include "service/security/reader_domains.h"
 #include "service/transport/connection_listener.h"
 #include "service/transport/tensor_service.h"
+#include "service/wire/channel_arg_milliseconds.h"
 
 namespace tensord {
 namespace {
@@ -43,10 +44,6 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const TlsServerOptions& 
   ssl.pem_root_certs = tls.client_ca_pem;
   ssl.pem_key_cert_pairs.push_back({tls.private_key_pem, tls.cert_chain_pem});
   return grpc::SslServerCredentials(ssl);
-}
-
-int ClampedMilliseconds(absl::Duration duration) {
-  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(duration), 1, INT32_MAX));
 }
 
 }  // namespace
@@ -141,10 +138,10 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   for (size_t i = 0; i < endpoints.size(); ++i) endpoints[i].bound = std::move(bound_addresses[i]);
   const ConnectionLimits& limits = options.connections;
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             ClampedMilliseconds(limits.handshake_timeout));
+                             ChannelArgMilliseconds(limits.handshake_timeout));
   if (limits.idle_timeout > absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               ClampedMilliseconds(limits.idle_timeout));
+                               ChannelArgMilliseconds(limits.idle_timeout));
   }
   // Pings find peers that vanished without closing (a host lost, a network
   // split) while their calls hold fds; clients may ping every 10 s, even

@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/crc32c.h"
 #include "service/common/scoped_fd.h"
 #include "service/common/unix_socket.h"
 #include "tensord/client.h"
@@ -235,6 +236,94 @@ TEST_F(FaultTest, ClientKilledMidFetchReleasesItsLease) {
   // Deleting it now frees its bytes: nothing else holds them.
   ASSERT_TRUE(client_->Delete("fetched/big").ok());
   EXPECT_TRUE(WaitFor([&] { return HostBytesUsed() == 0; }, absl::Seconds(5)));
+}
+
+// A server that stops reading (here: stopped by SIGSTOP) holds a cancelled
+// put's chunks in the client's socket, and gRPC gives them back, letting the
+// put return, only when the connection closes. Keepalive closes it: the put
+// returns within keepalive_time + keepalive_timeout of its deadline, not
+// when the server comes back. A fetch from it likewise.
+TEST_F(FaultTest, CallsToAServerThatStoppedReadingReturnSoonAfterTheirDeadline) {
+  Start();
+  ClientOptions options = RemoteClientOptions();
+  options.timeout = absl::Milliseconds(300);
+  options.keepalive_time = absl::Seconds(1);
+  options.keepalive_timeout = absl::Seconds(1);
+  std::unique_ptr<Client> hurried = ConnectClient(server_->address(), options);
+  ASSERT_NE(hurried, nullptr);
+  HostTensor small = CompactTensor(kU8, {4096}, PatternBytes(4096, 3));
+  ASSERT_TRUE(hurried->Put("stopped/warm", small.dl()).ok());  // connected
+  constexpr int64_t kBytes = int64_t{64} << 20;  // far more than loopback buffers hold
+  HostTensor big = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 4));
+
+  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{server_->pid()};
+  for (uint32_t streams : {1u, 2u}) {
+    PutOptions put_options;
+    put_options.streams = streams;
+    std::atomic<bool> returned{false};
+    absl::Status status;
+    std::thread caller([&] {
+      status = hurried->Put("stopped/big", big.dl(), put_options).status();
+      returned = true;
+    });
+    // 300 ms deadline + 1 s to the ping + 1 s for its answer, with room for
+    // a loaded machine; without keepalive it waits for SIGCONT.
+    const bool in_time = WaitFor([&] { return returned.load(); }, absl::Seconds(20));
+    if (!in_time) ::kill(server_->pid(), SIGCONT);  // lets the put end, so the thread joins
+    caller.join();
+    EXPECT_TRUE(in_time) << "a put in " << streams << " streams waited for the stopped server";
+    EXPECT_TRUE(status.code() == absl::StatusCode::kDeadlineExceeded ||
+                status.code() == absl::StatusCode::kUnavailable)
+        << status;
+    if (!in_time) break;
+  }
+  std::atomic<bool> fetched{false};
+  absl::Status fetch_status;
+  std::thread fetcher([&] {
+    fetch_status = hurried->Fetch("stopped/warm").status();
+    fetched = true;
+  });
+  const bool fetch_in_time = WaitFor([&] { return fetched.load(); }, absl::Seconds(20));
+  if (!fetch_in_time) ::kill(server_->pid(), SIGCONT);
+  fetcher.join();
+  EXPECT_TRUE(fetch_in_time);
+  EXPECT_FALSE(fetch_status.ok());
+
+  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  // The server lost nothing and publishes nothing half-sent.
+  ExpectServing(*client_);
+  absl::StatusOr<TensorInfo> stored = client_->Stat("stopped/big");
+  if (stored.ok()) {
+    EXPECT_EQ(stored->crc32c, Crc32c(big.storage.data(), big.storage.size()));
+  } else {
+    EXPECT_EQ(stored.status().code(), absl::StatusCode::kNotFound) << stored.status();
+  }
+  absl::StatusOr<Tensor> warm = client_->Fetch("stopped/warm");
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_TRUE(BytesEqual(warm->dl_tensor().data, warm->data_bytes(), small.storage));
+}
+
+TEST(KeepaliveOptionsTest, NonPositiveOrInfiniteTimeoutsAreRefusedByName) {
+  ClientOptions options = RemoteClientOptions();
+  options.server = "127.0.0.1:1";  // never reached: the options are checked first
+  options.keepalive_time = absl::ZeroDuration();
+  EXPECT_TRUE(StatusIs(Client::Connect(options).status(), absl::StatusCode::kInvalidArgument,
+                       "keepalive_time 0 must be positive"));
+  options.keepalive_time = absl::Seconds(30);
+  options.keepalive_timeout = -absl::Seconds(1);
+  EXPECT_TRUE(StatusIs(Client::Connect(options).status(), absl::StatusCode::kInvalidArgument,
+                       "keepalive_timeout -1s must be positive and finite"));
+  options.keepalive_timeout = absl::InfiniteDuration();
+  EXPECT_TRUE(StatusIs(Client::Connect(options).status(), absl::StatusCode::kInvalidArgument,
+                       "keepalive_timeout inf"));
+  // No pings at all is a choice.
+  options.keepalive_time = absl::InfiniteDuration();
+  options.keepalive_timeout = absl::Seconds(20);
+  EXPECT_TRUE(Client::Connect(options).ok());
 }
 
 // Bytes of put `index` of writer `writer`: a size and pattern both derive

@@ -39,6 +39,15 @@ struct ClientOptions {
   uint32_t max_message_bytes = 8 << 20;
   // Deadline of each call; infinite by default.
   absl::Duration timeout = absl::InfiniteDuration();
+  // While a call is in flight, a connection that has brought nothing back
+  // for keepalive_time is pinged, and one whose ping gets no answer within
+  // keepalive_timeout is closed (its calls fail UNAVAILABLE). This bounds
+  // how long a call outlives its deadline against a server that stopped
+  // reading: a cancelled put returns once gRPC gives back the chunks its
+  // socket holds, which takes the connection closing. tensord accepts
+  // pings no more often than every 10 s. Infinite keepalive_time: no pings.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
   // Give this client its own TCP connection rather than sharing one with
   // other clients of the same target in the process.
   bool own_connection = true;

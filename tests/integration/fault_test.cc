@@ -252,7 +252,9 @@ TEST_F(FaultTest, CallsToAServerThatStoppedReadingReturnSoonAfterTheirDeadline) 
   std::unique_ptr<Client> hurried = ConnectClient(server_->address(), options);
   ASSERT_NE(hurried, nullptr);
   HostTensor small = CompactTensor(kU8, {4096}, PatternBytes(4096, 3));
-  ASSERT_TRUE(hurried->Put("stopped/warm", small.dl()).ok());  // connected
+  // Connected first (a loaded or sanitized run may miss the first deadlines).
+  ASSERT_TRUE(WaitFor([&] { return hurried->Put("stopped/warm", small.dl()).ok(); },
+                      absl::Seconds(30)));
   constexpr int64_t kBytes = int64_t{64} << 20;  // far more than loopback buffers hold
   HostTensor big = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 4));
 

@@ -173,10 +173,30 @@ TEST_P(PartedPutTest, ACancelledPartFailsThePut) {
   for (const v1::PutRequest& message : Part(name, 2, {1 << 20, 2 << 20}, 4096)) {
     ASSERT_TRUE(writer->Write(message));
   }
+  // A put cancelled before the server read its header names nothing.
+  auto nameless_cancels = [&] {
+    const std::string log = server().Stderr();
+    size_t count = 0;
+    for (size_t at = log.find("event=put_failed name=\"\" "); at != std::string::npos;
+         at = log.find("event=put_failed name=\"\" ", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  const size_t nameless_before = nameless_cancels();
   context->TryCancel();
   EXPECT_FALSE(writer->Finish().ok());
   grpc::Status other = whole.get().first;
-  EXPECT_TRUE(GrpcStatusIs(other, StatusCode::ABORTED, "cancelled")) << other.error_message();
+  // The writes returning does not prove that the server's reactor read the
+  // header: its transport may hold them all (CI, once, under load). A part
+  // cancelled before then never joined the put, so the server cannot tell
+  // the first part; that one then ends at its deadline (or the stream idle
+  // timeout), still publishing nothing.
+  const bool cancelled_before_its_header =
+      other.error_code() == StatusCode::DEADLINE_EXCEEDED && nameless_cancels() > nameless_before;
+  if (!cancelled_before_its_header) {
+    EXPECT_TRUE(GrpcStatusIs(other, StatusCode::ABORTED, "cancelled")) << other.error_message();
+  }
   ExpectNothingPublishedOrHeld(name, before);
 }
 

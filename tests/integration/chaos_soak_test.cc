@@ -426,12 +426,7 @@ TEST(ChaosSoak, ChurnKillsAndRestartLoseNothing) {
   const uint64_t lost_before_restart = CountLost(*reader, latest, figures);
   reader.reset();
   // The registry logs each eviction it makes.
-  size_t evictions = 0;
-  const std::string log = server->Stderr();
-  for (size_t at = log.find("event=evicted "); at != std::string::npos;
-       at = log.find("event=evicted ", at + 1)) {
-    ++evictions;
-  }
+  const size_t evictions = CountOccurrences(server->Stderr(), "event=evicted ");
 
   absl::StatusOr<int> stopped = server->Stop(SIGTERM, absl::Seconds(30));
   ASSERT_TRUE(stopped.ok() && WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0)

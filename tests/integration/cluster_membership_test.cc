@@ -237,12 +237,7 @@ TEST_F(ClusterMembershipTest, NodesKeepServingWhileEtcdIsDownAndAreListedWhenItR
     ASSERT_TRUE(back.ok()) << back.status() << "\n" << node->StderrTail();
     // Logged once for the whole outage, not once per failed renewal.
     const std::string log = node->Stderr();
-    size_t warnings = 0;
-    for (size_t at = log.find("event=etcd_unreachable "); at != std::string::npos;
-         at = log.find("event=etcd_unreachable ", at + 1)) {
-      ++warnings;
-    }
-    EXPECT_EQ(warnings, 1u) << log;
+    EXPECT_EQ(CountOccurrences(log, "event=etcd_unreachable "), 1u) << log;
     // Every failed renewal of the outage was counted.
     absl::StatusOr<std::string> scraped =
         HttpGet(LogField(log, "metrics_serving", "address"), "/metrics");

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -263,36 +264,35 @@ TEST_F(FaultTest, CallsToAServerThatStoppedReadingReturnSoonAfterTheirDeadline) 
     pid_t pid;
     ~Resume() { ::kill(pid, SIGCONT); }
   } resume{server_->pid()};
+  // Runs `call` on its own thread; false when it still ran after 20 s (the
+  // 300 ms deadline + 1 s to the ping + 1 s for its answer, with room for a
+  // loaded machine), and then the server is resumed so that the call ends.
+  auto returns_in_time = [&](const std::function<absl::Status()>& call, absl::Status& status) {
+    std::atomic<bool> returned{false};
+    std::thread caller([&] {
+      status = call();
+      returned = true;
+    });
+    const bool in_time = WaitFor([&] { return returned.load(); }, absl::Seconds(20));
+    if (!in_time) ::kill(server_->pid(), SIGCONT);
+    caller.join();
+    return in_time;
+  };
   for (uint32_t streams : {1u, 2u}) {
     PutOptions put_options;
     put_options.streams = streams;
-    std::atomic<bool> returned{false};
     absl::Status status;
-    std::thread caller([&] {
-      status = hurried->Put("stopped/big", big.dl(), put_options).status();
-      returned = true;
-    });
-    // 300 ms deadline + 1 s to the ping + 1 s for its answer, with room for
-    // a loaded machine; without keepalive it waits for SIGCONT.
-    const bool in_time = WaitFor([&] { return returned.load(); }, absl::Seconds(20));
-    if (!in_time) ::kill(server_->pid(), SIGCONT);  // lets the put end, so the thread joins
-    caller.join();
+    const bool in_time = returns_in_time(
+        [&] { return hurried->Put("stopped/big", big.dl(), put_options).status(); }, status);
     EXPECT_TRUE(in_time) << "a put in " << streams << " streams waited for the stopped server";
     EXPECT_TRUE(status.code() == absl::StatusCode::kDeadlineExceeded ||
                 status.code() == absl::StatusCode::kUnavailable)
         << status;
     if (!in_time) break;
   }
-  std::atomic<bool> fetched{false};
   absl::Status fetch_status;
-  std::thread fetcher([&] {
-    fetch_status = hurried->Fetch("stopped/warm").status();
-    fetched = true;
-  });
-  const bool fetch_in_time = WaitFor([&] { return fetched.load(); }, absl::Seconds(20));
-  if (!fetch_in_time) ::kill(server_->pid(), SIGCONT);
-  fetcher.join();
-  EXPECT_TRUE(fetch_in_time);
+  EXPECT_TRUE(returns_in_time([&] { return hurried->Fetch("stopped/warm").status(); },
+                              fetch_status));
   EXPECT_FALSE(fetch_status.ok());
 
   ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);

@@ -175,13 +175,7 @@ TEST_P(PartedPutTest, ACancelledPartFailsThePut) {
   }
   // A put cancelled before the server read its header names nothing.
   auto nameless_cancels = [&] {
-    const std::string log = server().Stderr();
-    size_t count = 0;
-    for (size_t at = log.find("event=put_failed name=\"\" "); at != std::string::npos;
-         at = log.find("event=put_failed name=\"\" ", at + 1)) {
-      ++count;
-    }
-    return count;
+    return CountOccurrences(server().Stderr(), "event=put_failed name=\"\" ");
   };
   const size_t nameless_before = nameless_cancels();
   context->TryCancel();

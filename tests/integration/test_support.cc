@@ -208,6 +208,16 @@ size_t CountLines(const std::string& path, const std::string& needle) {
   return count;
 }
 
+size_t CountOccurrences(absl::string_view text, absl::string_view needle) {
+  if (needle.empty()) return 0;
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != absl::string_view::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++count;
+  }
+  return count;
+}
+
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!condition()) {

@@ -153,6 +153,9 @@ std::string MapsLineOf(const void* address);
 // every line when it is empty.
 size_t CountLines(const std::string& path, const std::string& needle = "");
 
+// How many times `needle` (not empty) occurs in `text`, e.g. an event in a log.
+size_t CountOccurrences(absl::string_view text, absl::string_view needle);
+
 // The value of `key=` in the first log line that has `event`, or "".
 std::string LogField(const std::string& log, absl::string_view event, absl::string_view key);
 

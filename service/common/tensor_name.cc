@@ -1,13 +1,15 @@
 #include "absl/strings/string_view.h"
 #include "service/common/tensor_name.h"
 
+#include <array>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace tensord {
 namespace {
 
-bool IsNameChar(char c) {
+constexpr bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
 }
@@ -31,9 +33,38 @@ absl::Status ValidateCharsAndLength(absl::string_view text, absl::string_view wh
   return absl::OkStatus();
 }
 
+// Whether `name` obeys every rule, in one pass over a table: every call
+// validates its name, on the client and again on the server, and the
+// checks below, run one after another, cost three times as much. The
+// checks below still run for a name this refuses, to say why.
+constexpr std::array<bool, 256> kNameChars = [] {
+  std::array<bool, 256> table{};
+  for (int c = 0; c < 256; ++c) table[c] = IsNameChar(static_cast<char>(c));
+  return table;
+}();
+
+bool IsBadSegment(const char* segment, size_t size) {
+  return size == 0 || (segment[0] == '.' && (size == 1 || (size == 2 && segment[1] == '.')));
+}
+
+bool IsValidName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxTensorNameBytes || name.front() == '/') return false;
+  const char* segment = name.data();
+  const char* const end = name.data() + name.size();
+  for (const char* at = name.data(); at != end; ++at) {
+    if (!kNameChars[static_cast<unsigned char>(*at)]) return false;
+    if (*at == '/') {
+      if (IsBadSegment(segment, static_cast<size_t>(at - segment))) return false;
+      segment = at + 1;
+    }
+  }
+  return !IsBadSegment(segment, static_cast<size_t>(end - segment));
+}
+
 }  // namespace
 
 absl::Status ValidateTensorName(absl::string_view name) {
+  if (IsValidName(name)) return absl::OkStatus();
   if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
   if (absl::Status status = ValidateCharsAndLength(name, "tensor name"); !status.ok()) {
     return status;
@@ -42,8 +73,6 @@ absl::Status ValidateTensorName(absl::string_view name) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor name ", Quoted(name), " starts with '/'"));
   }
-  // A find loop rather than absl::StrSplit: every call validates a name,
-  // and the splitter's setup cost more than the scan.
   for (size_t start = 0;;) {
     const size_t end = name.find('/', start);
     const absl::string_view segment = name.substr(start, end == absl::string_view::npos

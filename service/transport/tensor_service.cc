@@ -10,6 +10,8 @@
 #include "service/common/log.h"
 #include "service/common/tensor_name.h"
 #include "service/transport/call_record.h"
+#include "service/transport/tensor_info_wire.h"
+#include "service/wire/byte_buffer_codec.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 
@@ -40,7 +42,6 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
       streams_(options.stream_limits),
       parted_puts_(registry, options.cluster_reads.get()),
       watches_(options.max_watches) {
-  SetMessageAllocatorFor_Stat(&stat_messages_);
   SetMessageAllocatorFor_List(&list_messages_);
   SetMessageAllocatorFor_Delete(&delete_messages_);
 }
@@ -100,21 +101,30 @@ void InfoToProto(const TensorVersion& version, v1::TensorInfo* proto) {
 }
 
 grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* context,
-                                              const v1::StatRequest* request,
-                                              v1::StatResponse* response) {
+                                              const grpc::ByteBuffer* request_bytes,
+                                              grpc::ByteBuffer* response) {
   CallRecord call(Rpc::kStat, *context, metrics_);
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Stat", request->name());
+  v1::StatRequest request;
+  // Parsed before the token is checked only to name the tensor in a
+  // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
+  const absl::Status parsed = ParseFromByteBuffer(*request_bytes, request, "stat request");
+  absl::StatusOr<const TokenGrant*> grant =
+      AdmitCall(context, "Stat", parsed.ok() ? request.name() : "");
   if (!grant.ok()) return FinishUnary(context, grant.status(), call);
-  if (absl::Status allowed = CheckName(*grant, "Stat", request->name()); !allowed.ok()) {
+  if (!parsed.ok()) return FinishUnary(context, parsed, call);
+  if (absl::Status allowed = CheckName(*grant, "Stat", request.name()); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
   ClusterReads* reads = options_.cluster_reads.get();
-  const bool cluster_read = reads != nullptr && request->version() == 0;
-  if (!cluster_read || reads->HoldsLatest(request->name())) {
+  const bool cluster_read = reads != nullptr && request.version() == 0;
+  if (!cluster_read || reads->HoldsLatest(request.name())) {
     absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
-        registry_.Find(request->name(), request->version());
+        registry_.Find(request.name(), request.version());
     if (!cluster_read || found.status().code() != absl::StatusCode::kNotFound) {
-      if (found.ok()) InfoToProto(**found, response->mutable_info());
+      if (found.ok()) {
+        grpc::ByteBuffer encoded = EncodeStatResponse(**found);
+        response->Swap(&encoded);
+      }
       return FinishUnary(context, found.status(), call);
     }
   }
@@ -122,10 +132,16 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
   // pull's thread.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  reads->PullLatest(request->name(), [this, request, response, reactor, record](absl::Status pulled) {
+  reads->PullLatest(request.name(), [this, name = request.name(), response, reactor,
+                                     record](absl::Status pulled) {
     absl::StatusOr<VersionInfo> info =
-        pulled.ok() ? registry_.Stat(request->name(), 0) : absl::StatusOr<VersionInfo>(pulled);
-    if (info.ok()) InfoToProto(*info, response->mutable_info());
+        pulled.ok() ? registry_.Stat(name, 0) : absl::StatusOr<VersionInfo>(pulled);
+    if (info.ok()) {
+      v1::StatResponse answer;
+      InfoToProto(*info, answer.mutable_info());
+      grpc::ByteBuffer encoded = SerializeToByteBuffer(answer);
+      response->Swap(&encoded);
+    }
     record->End(info.status());
     reactor->Finish(ToGrpcStatus(info.status()));
   });

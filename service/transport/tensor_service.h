@@ -27,7 +27,7 @@ namespace tensord {
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
     v1::TensorService::WithRawCallbackMethod_PutPart<
     v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithRawCallbackMethod_FetchInline<
-    v1::TensorService::WithCallbackMethod_Stat<
+    v1::TensorService::WithRawCallbackMethod_Stat<
         v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
             v1::TensorService::WithCallbackMethod_GetServerInfo<
                 v1::TensorService::WithCallbackMethod_IssueHandoffToken<
@@ -58,9 +58,11 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Raw: the answer is written straight from the stored version
+  // (tensor_info_wire.h).
   grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context,
-                                 const v1::StatRequest* request,
-                                 v1::StatResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
                                  const v1::ListRequest* request,
                                  v1::ListResponse* response) override;
@@ -143,7 +145,6 @@ class TensorService final : public TensorServiceBase {
   IdleHeapTrim heap_trim_;
   OpenWatches watches_;
   // The messages of the frequent unary calls, each call's in an arena.
-  ArenaMessageAllocator<v1::StatRequest, v1::StatResponse> stat_messages_;
   ArenaMessageAllocator<v1::ListRequest, v1::ListResponse> list_messages_;
   ArenaMessageAllocator<v1::DeleteRequest, v1::DeleteResponse> delete_messages_;
   // Last: joined first on destruction, while everything its work uses lives.

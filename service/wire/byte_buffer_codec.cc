@@ -11,6 +11,12 @@ namespace tensord {
 absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer, HeaderInlineData inline_data) {
   slices_.clear();
   pieces_.clear();
+  // Most messages are one slice: taken by reference, without the vectors.
+  if (buffer.TrySingleSlice(&single_slice_).ok()) {
+    single_piece_ = {single_slice_.begin(), single_slice_.size()};
+    return DecodeStreamMessage({&single_piece_, 1}, message_, inline_data);
+  }
+  single_slice_ = grpc::Slice();
   if (grpc::Status status = buffer.Dump(&slices_); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("unreadable message: ", status.error_message()));
   }
@@ -48,7 +54,15 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
 
 grpc::ByteBuffer MakeInlineHeaderBuffer(const google::protobuf::MessageLite& header,
                                         grpc::Slice inline_data) {
-  const size_t header_size = header.ByteSizeLong();
+  return MakeInlineHeaderBuffer(
+      header.ByteSizeLong(),
+      [&header](uint8_t* out) { header.SerializeWithCachedSizesToArray(out); },
+      std::move(inline_data));
+}
+
+grpc::ByteBuffer MakeInlineHeaderBuffer(size_t header_size,
+                                        absl::FunctionRef<void(uint8_t*)> write_header,
+                                        grpc::Slice inline_data) {
   const size_t data_size = inline_data.size();
   uint8_t framing[kMaxInlineFramingBytes];
   const size_t inline_framing = EncodeInlineDataFraming(data_size, framing);
@@ -58,17 +72,32 @@ grpc::ByteBuffer MakeInlineHeaderBuffer(const google::protobuf::MessageLite& hea
   grpc::Slice prefix(outer_size + header_size + inline_framing);
   auto* out = const_cast<uint8_t*>(prefix.begin());
   std::memcpy(out, outer, outer_size);
-  header.SerializeWithCachedSizesToArray(out + outer_size);
+  write_header(out + outer_size);
   std::memcpy(out + outer_size + header_size, framing, inline_framing);
   grpc::Slice slices[2] = {std::move(prefix), std::move(inline_data)};
   return grpc::ByteBuffer(slices, 2);
 }
 
+grpc::ByteBuffer MakeHeaderBuffer(size_t header_size,
+                                  absl::FunctionRef<void(uint8_t*)> write_header) {
+  uint8_t outer[kMaxInlineFramingBytes];
+  const size_t outer_size = EncodeHeaderFraming(header_size, outer);
+  grpc::Slice slice(outer_size + header_size);
+  auto* out = const_cast<uint8_t*>(slice.begin());
+  std::memcpy(out, outer, outer_size);
+  write_header(out + outer_size);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
                                  google::protobuf::MessageLite& message, absl::string_view what) {
   grpc::Slice slice;
-  if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is unreadable: ", status.error_message()));
+  // A small request arrives as one slice: referenced, not copied.
+  if (!buffer.TrySingleSlice(&slice).ok()) {
+    if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " is unreadable: ", status.error_message()));
+    }
   }
   if (!message.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
     return absl::InvalidArgumentError(absl::StrCat(what, " is not a valid ", message.GetTypeName()));

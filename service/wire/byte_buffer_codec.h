@@ -10,8 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "absl/strings/string_view.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message_lite.h"
 #include "service/wire/stream_message.h"
 
@@ -28,6 +29,8 @@ class ByteBufferDecoder {
   const StreamMessage& message() const { return message_; }
 
  private:
+  grpc::Slice single_slice_;
+  std::span<const uint8_t> single_piece_;
   std::vector<grpc::Slice> slices_;
   std::vector<std::span<const uint8_t>> pieces_;
   StreamMessage message_;
@@ -50,6 +53,14 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
 // in their own slice: protobuf would copy them twice more.
 grpc::ByteBuffer MakeInlineHeaderBuffer(const google::protobuf::MessageLite& header,
                                         grpc::Slice inline_data);
+// The same for a header written by hand: `write_header` writes its
+// `header_size` bytes at the pointer it is given.
+grpc::ByteBuffer MakeInlineHeaderBuffer(size_t header_size,
+                                        absl::FunctionRef<void(uint8_t*)> write_header,
+                                        grpc::Slice inline_data);
+// A FetchResponse whose header (no inline data) `write_header` writes.
+grpc::ByteBuffer MakeHeaderBuffer(size_t header_size,
+                                  absl::FunctionRef<void(uint8_t*)> write_header);
 
 // INVALID_ARGUMENT naming `what` when the bytes are not a valid message.
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,

@@ -5,39 +5,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "service/common/status_macros.h"
+#include "service/wire/varint.h"
 
 namespace tensord {
 namespace {
-
-constexpr uint32_t kWireVarint = 0;
-constexpr uint32_t kWireFixed64 = 1;
-constexpr uint32_t kWireLengthDelimited = 2;
-constexpr uint32_t kWireFixed32 = 5;
 
 constexpr uint32_t kHeaderField = 1;
 constexpr uint32_t kChunkField = 2;
 constexpr uint32_t kChunkOffsetField = 1;
 constexpr uint32_t kChunkDataField = 2;
 constexpr uint32_t kInlineDataField = 3;  // FetchHeader.inline_data
-
-size_t PutVarint(uint64_t value, uint8_t* out) {
-  size_t n = 0;
-  while (value >= 0x80) {
-    out[n++] = static_cast<uint8_t>(value) | 0x80;
-    value >>= 7;
-  }
-  out[n++] = static_cast<uint8_t>(value);
-  return n;
-}
-
-size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
 
 absl::Status Malformed(absl::string_view what, uint64_t position) {
   return absl::InvalidArgumentError(

@@ -1,0 +1,43 @@
+// Protobuf's base-128 varint, for the messages tensord writes by hand (stream
+// framing, the Stat and fetch-header answers).
+#ifndef TENSORD_SERVICE_WIRE_VARINT_H_
+#define TENSORD_SERVICE_WIRE_VARINT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tensord {
+
+inline constexpr uint32_t kWireVarint = 0;
+inline constexpr uint32_t kWireFixed64 = 1;
+inline constexpr uint32_t kWireLengthDelimited = 2;
+inline constexpr uint32_t kWireFixed32 = 5;
+
+// Writes `value` at `out` (at most 10 bytes); returns the bytes written.
+inline size_t PutVarint(uint64_t value, uint8_t* out) {
+  size_t n = 0;
+  while (value >= 0x80) {
+    out[n++] = static_cast<uint8_t>(value) | 0x80;
+    value >>= 7;
+  }
+  out[n++] = static_cast<uint8_t>(value);
+  return n;
+}
+
+inline size_t VarintSize(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// The one-byte tag of fields 1..15.
+constexpr uint8_t WireTag(uint32_t field, uint32_t wire_type) {
+  return static_cast<uint8_t>((field << 3) | wire_type);
+}
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_WIRE_VARINT_H_

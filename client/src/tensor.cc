@@ -6,11 +6,12 @@
 namespace tensord {
 
 // Everything a handed-out DLPack struct points at, freed by its deleter.
+// The DLPack shape and strides point into `info`: while a Tensor holds the
+// context it hands out only a const DLTensor, and once released nothing
+// reads `info` but the consumer, through those pointers.
 struct Tensor::Context {
   TensorInfo info;
   std::shared_ptr<TensorMemory> memory;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
   DLManagedTensor legacy{};
   DLManagedTensorVersioned versioned{};
 };
@@ -30,16 +31,14 @@ void DeleteVersioned(DLManagedTensorVersioned* self) {
 Tensor::Tensor(TensorInfo info, std::shared_ptr<TensorMemory> memory)
     : context_(new Context{.info = std::move(info), .memory = std::move(memory)}) {
   Context& c = *context_;
-  c.shape = c.info.shape;
-  c.strides = c.info.strides;
   DLTensor tensor{};
   tensor.data = static_cast<uint8_t*>(c.memory->data()) + c.info.byte_offset;
   tensor.device = c.memory->device();
-  tensor.ndim = static_cast<int32_t>(c.shape.size());
+  tensor.ndim = static_cast<int32_t>(c.info.shape.size());
   tensor.dtype = c.info.dtype;
   // Some consumers reject NULL shape/strides even for 0-d tensors.
-  tensor.shape = c.shape.empty() ? nullptr : c.shape.data();
-  tensor.strides = c.strides.empty() ? nullptr : c.strides.data();
+  tensor.shape = c.info.shape.empty() ? nullptr : c.info.shape.data();
+  tensor.strides = c.info.strides.empty() ? nullptr : c.info.strides.data();
   tensor.byte_offset = 0;
   c.legacy.dl_tensor = tensor;
   c.legacy.manager_ctx = context_;

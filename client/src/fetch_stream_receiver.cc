@@ -7,8 +7,7 @@
 #include "client/src/info_conversion.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
-#include "service/wire/call_arena.h"
-#include "tensord/v1/tensor_service.pb.h"
+#include "service/wire/wire_tensor_info.h"
 
 namespace tensord {
 
@@ -17,19 +16,21 @@ absl::Status FetchStreamReceiver::Receive(const StreamMessage& message) {
 }
 
 absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
-  CallArena arena;
-  v1::FetchHeader& header = *arena.Make<v1::FetchHeader>();
-  if (message.kind != StreamMessage::Kind::kHeader || !header.ParseFromString(message.header)) {
+  WireFetchHeader header;
+  if (message.kind != StreamMessage::Kind::kHeader ||
+      !ParseWireFetchHeader({reinterpret_cast<const uint8_t*>(message.header.data()),
+                             message.header.size()},
+                            header)) {
     return absl::InternalError("fetch stream did not start with a valid header");
   }
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(header.info()));
-  const uint64_t offset = header.range().offset();
-  const uint64_t length = header.range().length();
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromWire(std::move(header.info)));
+  const uint64_t offset = header.range_offset;
+  const uint64_t length = header.range_length;
   if (offset > info.total_bytes || length > info.total_bytes - offset) {
     return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
                                             ") of a ", info.total_bytes, "-byte tensor"));
   }
-  if (header.split()) {
+  if (header.split) {
     // No bytes follow; the caller fetches the range in parts.
     info_ = std::move(info);
     range_offset_ = offset;

@@ -7,31 +7,31 @@
 
 namespace tensord {
 
-absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
-  if (!proto.node().empty()) {
+absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
+  if (!wire.node.empty()) {
     // From the cluster directory (cluster listings and watches), which
     // knows no layout: only what it lists.
     TensorInfo info;
-    info.name = proto.name();
-    info.version = proto.version();
-    info.total_bytes = proto.total_bytes();
-    info.crc32c = proto.crc32c();
-    info.node = proto.node();
+    info.name = std::move(wire.name);
+    info.version = wire.version;
+    info.total_bytes = wire.total_bytes;
+    info.crc32c = wire.crc32c;
+    info.node = std::move(wire.node);
     return info;
   }
-  absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromProto(proto.layout());
+  absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromWire(std::move(wire.layout));
   if (layout.ok()) {
-    if (absl::Status fits = dlpack::ValidateLayoutFits(*layout, proto.total_bytes()); !fits.ok()) {
+    if (absl::Status fits = dlpack::ValidateLayoutFits(*layout, wire.total_bytes); !fits.ok()) {
       layout = fits;
     }
   }
   if (!layout.ok()) {
-    return absl::InternalError(absl::StrCat("server sent an invalid layout for '", proto.name(),
+    return absl::InternalError(absl::StrCat("server sent an invalid layout for '", wire.name,
                                             "': ", layout.status().message()));
   }
   TensorInfo info;
-  info.name = proto.name();
-  info.version = proto.version();
+  info.name = std::move(wire.name);
+  info.version = wire.version;
   info.dtype = layout->dtype;
   // Moved, not copied: this runs once per Stat and per fetch header.
   info.strides = layout->strides.empty() ? dlpack::CompactStrides(layout->shape)
@@ -39,16 +39,34 @@ absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
   info.shape = std::move(layout->shape);
   info.byte_offset = layout->byte_offset;
   info.device = layout->device;
-  info.total_bytes = proto.total_bytes();
-  info.crc32c = proto.crc32c();
-  info.created = absl::FromUnixNanos(proto.created_unix_nanos());
-  info.open_leases = proto.open_leases();
+  info.total_bytes = wire.total_bytes;
+  info.crc32c = wire.crc32c;
+  info.created = absl::FromUnixNanos(wire.created_unix_nanos);
+  info.open_leases = wire.open_leases;
   // A retention this client does not know (a newer server) reads as the
   // durable default rather than failing the call.
-  info.retention = proto.retention() == v1::RETENTION_PINNED  ? Retention::kPinned
-                   : proto.retention() == v1::RETENTION_CACHE ? Retention::kCache
-                                                              : Retention::kDefault;
+  info.retention = wire.retention == v1::RETENTION_PINNED  ? Retention::kPinned
+                   : wire.retention == v1::RETENTION_CACHE ? Retention::kCache
+                                                           : Retention::kDefault;
   return info;
+}
+
+WireTensorInfo WireInfoOf(const v1::TensorInfo& proto) {
+  WireTensorInfo wire;
+  wire.name = proto.name();
+  wire.version = proto.version();
+  wire.layout = WireLayoutOf(proto.layout());
+  wire.total_bytes = proto.total_bytes();
+  wire.crc32c = proto.crc32c();
+  wire.created_unix_nanos = proto.created_unix_nanos();
+  wire.open_leases = proto.open_leases();
+  wire.retention = proto.retention();
+  wire.node = proto.node();
+  return wire;
+}
+
+absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto) {
+  return InfoFromWire(WireInfoOf(proto));
 }
 
 dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info) {

@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/dlpack/tensor_layout.h"
+#include "service/wire/wire_tensor_info.h"
 #include "tensord/tensor.h"
 #include "tensord/v1/tensor.pb.h"
 
@@ -12,6 +13,10 @@ namespace tensord {
 // Validates what the server sent (a client trusts no peer blindly): the
 // layout must be well formed and fit total_bytes.
 absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto);
+// The same from fields parsed by hand (Stat answers and fetch headers).
+absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire);
+// The fields of `proto`, as ParseWire* would give them.
+WireTensorInfo WireInfoOf(const v1::TensorInfo& proto);
 
 dlpack::TensorLayout LayoutOfInfo(const TensorInfo& info);
 

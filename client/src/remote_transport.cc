@@ -42,6 +42,7 @@
 #include "service/wire/layout_conversion.h"
 #include "service/wire/request_id.h"
 #include "service/wire/status_conversion.h"
+#include "service/wire/wire_tensor_info.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -83,6 +84,7 @@ constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
 constexpr char kPutPartMethod[] = "/tensord.v1.TensorService/PutPart";
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 constexpr char kFetchInlineMethod[] = "/tensord.v1.TensorService/FetchInline";
+constexpr char kStatMethod[] = "/tensord.v1.TensorService/Stat";
 // The server inlines a range up to this size in the fetch header.
 constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 // Names this client saw answered with a split (too large to inline); their
@@ -176,6 +178,7 @@ struct RemoteTransport::Rep {
         put_part_method(kPutPartMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         fetch_method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
         fetch_inline_method(kFetchInlineMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
+        stat_method(kStatMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
         batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                            channel),
@@ -300,6 +303,8 @@ struct RemoteTransport::Rep {
   std::atomic<bool> server_lacks_put_parts{false};
   const grpc::internal::RpcMethod fetch_method;
   const grpc::internal::RpcMethod fetch_inline_method;
+  // Raw: the answer is parsed by hand (service/wire/wire_tensor_info.h).
+  const grpc::internal::RpcMethod stat_method;
   std::atomic<bool> server_lacks_fetch_inline{false};
   std::mutex large_names_mutex;
   // Looked up by string_view: no string built per fetch.
@@ -800,9 +805,22 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   auto* request = arena.Make<v1::StatRequest>();
   request->set_name(std::string(name));
   request->set_version(version);
-  auto* response = arena.Make<v1::StatResponse>();
-  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::Stat, *request, *response));
-  return InfoFromProto(response->info());
+  grpc::ClientContext context;
+  rep_->PrepareContext(context);
+  grpc::ByteBuffer answer;
+  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
+      grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+          rep_->channel.get(), rep_->stat_method, &context, SerializeToByteBuffer(*request),
+          &answer)));
+  grpc::Slice bytes;
+  if (!answer.TrySingleSlice(&bytes).ok() && !answer.DumpToSingleSlice(&bytes).ok()) {
+    return absl::InternalError("Stat answer is unreadable");
+  }
+  WireTensorInfo info;
+  if (!ParseWireStatResponse({bytes.begin(), bytes.size()}, info)) {
+    return absl::InternalError(absl::StrCat("server sent a malformed Stat answer for '", name, "'"));
+  }
+  return InfoFromWire(std::move(info));
 }
 
 absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint32_t page_size,

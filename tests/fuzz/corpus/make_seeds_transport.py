@@ -180,6 +180,31 @@ write("stream_message", "padded_tag", stream_input(
     data(1, bytes([0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]))))
 write("stream_message", "empty", stream_input(b""))
 
+# wire_tensor_info: [kind % 3: TensorInfo, StatResponse, FetchHeader] [message].
+def info_input(kind, message):
+    return bytes([kind]) + message
+
+
+full_info = (tensor_info("models/enc.w", 9, layout(FLOAT, 32, [2, 3], strides=[3, 1],
+                                                    device=(2, 1)), 24, crc=0xABCDEF12)
+             + uint(6, 1700000000123456789) + uint(7, 2) + uint(8, 2))
+write("wire_tensor_info", "info_full", info_input(0, full_info))
+write("wire_tensor_info", "info_cluster_node", info_input(
+    0, tensor_info("a/b", 4, b"", 16, crc=7) + data(9, "node-2")))
+write("wire_tensor_info", "stat_response", info_input(1, data(1, full_info)))
+# Fields repeated (the last scalar wins, submessages merge, repeated append),
+# shape unpacked, and unknown varint, fixed and group fields.
+write("wire_tensor_info", "stat_merged_and_unknown", info_input(1, data(1, full_info) + data(
+    1, uint(2, 10) + data(3, tag(2, 0) + varint(5) + data(1, uint(3, 4)))
+    + uint(20, 1) + fixed32(21, 9) + tag(22, 3) + uint(1, 1) + tag(22, 4))))
+write("wire_tensor_info", "header_split", info_input(
+    2, data(1, full_info) + data(2, byte_range(8, 16)) + uint(4, 1)))
+write("wire_tensor_info", "header_inline", info_input(
+    2, data(1, full_info) + data(2, byte_range(0, 24)) + data(3, bytes(24))))
+write("wire_tensor_info", "bad_utf8_name", info_input(0, data(1, b"\xc3\x28")))
+write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
+    "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
+
 # request_validation: PutHeader (mode bit 0 clear) or FetchRequest (set).
 write("request_validation", "put_f32_2x3", validation_input(
     False, 1 << 20, put_header("layers/0.w", F32_2X3, 24, crc=0xDEADBEEF)))

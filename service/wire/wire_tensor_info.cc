@@ -1,0 +1,284 @@
+#include "service/wire/wire_tensor_info.h"
+
+#include <climits>
+#include <cstddef>
+
+#include "service/common/utf8.h"
+#include "service/wire/varint.h"
+
+namespace tensord {
+namespace {
+
+constexpr uint32_t kWireStartGroup = 3;
+constexpr uint32_t kWireEndGroup = 4;
+// Protobuf's default recursion limit: submessages and groups nested deeper
+// than this fail its parse, so they fail this one.
+constexpr int kRecursionLimit = 100;
+
+constexpr uint32_t Tag(uint32_t field, uint32_t wire_type) { return (field << 3) | wire_type; }
+
+// Reads one message's bytes front to back; every read fails (false) rather
+// than pass the end.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> bytes)
+      : at_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+
+  bool done() const { return at_ == end_; }
+
+  // Up to 10 bytes; bits past the 64th are dropped, as protobuf does.
+  bool Varint(uint64_t& value) { return VarintOf(10, value); }
+
+  // A tag: up to 5 bytes, kept modulo 2^32 (protobuf's ReadTag).
+  bool Tag(uint32_t& tag) {
+    uint64_t value = 0;
+    if (!VarintOf(5, value)) return false;
+    tag = static_cast<uint32_t>(value);
+    return true;
+  }
+
+  // A length-delimited field's payload. The length takes at most 5 bytes
+  // and stays below 2 GiB less protobuf's slop (its ReadSize).
+  bool Payload(std::span<const uint8_t>& payload) {
+    uint64_t size = 0;
+    for (int i = 0; i < 5; ++i) {
+      if (at_ == end_) return false;
+      const uint8_t byte = *at_++;
+      if (i == 4 && byte >= 8) return false;
+      size |= uint64_t{byte & 0x7fu} << (7 * i);
+      if (byte < 0x80) break;
+    }
+    if (size > static_cast<uint64_t>(INT_MAX - 16)) return false;
+    if (size > static_cast<uint64_t>(end_ - at_)) return false;
+    payload = std::span<const uint8_t>(at_, static_cast<size_t>(size));
+    at_ += size;
+    return true;
+  }
+
+  bool Skip(size_t bytes) {
+    if (static_cast<size_t>(end_ - at_) < bytes) return false;
+    at_ += bytes;
+    return true;
+  }
+
+ private:
+  bool VarintOf(int max_bytes, uint64_t& value) {
+    value = 0;
+    for (int i = 0; i < max_bytes; ++i) {
+      if (at_ == end_) return false;
+      const uint8_t byte = *at_++;
+      value |= uint64_t{byte & 0x7fu} << (7 * i);
+      if (byte < 0x80) return true;
+    }
+    return false;
+  }
+
+  const uint8_t* at_;
+  const uint8_t* end_;
+};
+
+// A tag that ends a message's field loop in protobuf's parser: 0 or an
+// end-group. Outside the group it closes, that fails the parse.
+bool EndsFields(uint32_t tag) { return tag == 0 || (tag & 7) == kWireEndGroup; }
+
+// An unknown field (or a known number with an unexpected wire type), whose
+// tag has been read: skipped, but it must be well formed.
+bool SkipField(Reader& reader, uint32_t tag, int depth) {
+  if ((tag >> 3) == 0) return false;
+  switch (tag & 7) {
+    case kWireVarint: {
+      uint64_t ignored = 0;
+      return reader.Varint(ignored);
+    }
+    case kWireFixed64: return reader.Skip(8);
+    case kWireLengthDelimited: {
+      std::span<const uint8_t> ignored;
+      return reader.Payload(ignored);
+    }
+    case kWireFixed32: return reader.Skip(4);
+    case kWireStartGroup: {
+      if (--depth < 0) return false;
+      while (true) {
+        uint32_t inner = 0;
+        if (reader.done() || !reader.Tag(inner)) return false;
+        if (EndsFields(inner)) return inner == tag + 1;  // its own end-group only
+        if (!SkipField(reader, inner, depth)) return false;
+      }
+    }
+    default: return false;  // an end-group with no group open, or types 6 and 7
+  }
+}
+
+// Runs `on_field(reader, tag)` for every field of one message; it returns
+// false to fail the parse, or sets `known` false to have the field skipped.
+template <typename OnField>
+bool ParseFields(std::span<const uint8_t> bytes, int depth, OnField on_field) {
+  Reader reader(bytes);
+  while (!reader.done()) {
+    uint32_t tag = 0;
+    if (!reader.Tag(tag) || EndsFields(tag)) return false;
+    bool known = true;
+    if (!on_field(reader, tag, known)) return false;
+    if (!known && !SkipField(reader, tag, depth)) return false;
+  }
+  return true;
+}
+
+// A submessage field's payload, parsed one level deeper.
+template <typename ParseMessage>
+bool ParseSubmessage(Reader& reader, int depth, ParseMessage parse) {
+  std::span<const uint8_t> payload;
+  if (!reader.Payload(payload)) return false;
+  if (depth - 1 < 0) return false;
+  return parse(payload, depth - 1);
+}
+
+bool ParseString(Reader& reader, std::string& out) {
+  std::span<const uint8_t> payload;
+  if (!reader.Payload(payload) || !IsValidUtf8(payload)) return false;
+  out.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+  return true;
+}
+
+template <typename Int>
+bool ParseVarintAs(Reader& reader, Int& out) {
+  uint64_t value = 0;
+  if (!reader.Varint(value)) return false;
+  out = static_cast<Int>(value);  // truncated to the field's width, as protobuf does
+  return true;
+}
+
+// A repeated int64, packed (one payload of varints) or one element.
+bool ParseRepeatedInt64(Reader& reader, uint32_t tag, std::vector<int64_t>& out) {
+  if ((tag & 7) == kWireVarint) {
+    int64_t value = 0;
+    if (!ParseVarintAs(reader, value)) return false;
+    out.push_back(value);
+    return true;
+  }
+  std::span<const uint8_t> payload;
+  if (!reader.Payload(payload)) return false;
+  Reader packed(payload);
+  while (!packed.done()) {
+    int64_t value = 0;
+    if (!ParseVarintAs(packed, value)) return false;
+    out.push_back(value);
+  }
+  return true;
+}
+
+bool ParseDataType(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireVarint): return ParseVarintAs(reader, layout.dtype_code);
+      case Tag(2, kWireVarint): return ParseVarintAs(reader, layout.dtype_bits);
+      case Tag(3, kWireVarint): return ParseVarintAs(reader, layout.dtype_lanes);
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseDevice(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireVarint): return ParseVarintAs(reader, layout.device_type);
+      case Tag(2, kWireVarint): return ParseVarintAs(reader, layout.device_id);
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited):
+        layout.has_dtype = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseDataType(payload, inner, layout);
+        });
+      case Tag(2, kWireLengthDelimited):
+      case Tag(2, kWireVarint): return ParseRepeatedInt64(reader, tag, layout.shape);
+      case Tag(3, kWireLengthDelimited):
+      case Tag(3, kWireVarint): return ParseRepeatedInt64(reader, tag, layout.strides);
+      case Tag(4, kWireVarint): return ParseVarintAs(reader, layout.byte_offset);
+      case Tag(5, kWireLengthDelimited):
+        layout.has_device = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseDevice(payload, inner, layout);
+        });
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseInfo(std::span<const uint8_t> bytes, int depth, WireTensorInfo& info) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ParseString(reader, info.name);
+      case Tag(2, kWireVarint): return ParseVarintAs(reader, info.version);
+      case Tag(3, kWireLengthDelimited):
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseLayout(payload, inner, info.layout);
+        });
+      case Tag(4, kWireVarint): return ParseVarintAs(reader, info.total_bytes);
+      case Tag(5, kWireVarint): return ParseVarintAs(reader, info.crc32c);
+      case Tag(6, kWireVarint): return ParseVarintAs(reader, info.created_unix_nanos);
+      case Tag(7, kWireVarint): return ParseVarintAs(reader, info.open_leases);
+      case Tag(8, kWireVarint): return ParseVarintAs(reader, info.retention);
+      case Tag(9, kWireLengthDelimited): return ParseString(reader, info.node);
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseInfoField(Reader& reader, int depth, WireTensorInfo& info) {
+  return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+    return ParseInfo(payload, inner, info);
+  });
+}
+
+}  // namespace
+
+bool ParseWireTensorInfo(std::span<const uint8_t> bytes, WireTensorInfo& out) {
+  return ParseInfo(bytes, kRecursionLimit, out);
+}
+
+bool ParseWireStatResponse(std::span<const uint8_t> bytes, WireTensorInfo& out) {
+  return ParseFields(bytes, kRecursionLimit, [&](Reader& reader, uint32_t tag, bool& known) {
+    if (tag == Tag(1, kWireLengthDelimited)) return ParseInfoField(reader, kRecursionLimit, out);
+    known = false;
+    return true;
+  });
+}
+
+bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out) {
+  constexpr int depth = kRecursionLimit;
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ParseInfoField(reader, depth, out.info);
+      case Tag(2, kWireLengthDelimited):
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseFields(payload, inner, [&](Reader& range, uint32_t field, bool& known_range) {
+            switch (field) {
+              case Tag(1, kWireVarint): return ParseVarintAs(range, out.range_offset);
+              case Tag(2, kWireVarint): return ParseVarintAs(range, out.range_length);
+              default: known_range = false; return true;
+            }
+          });
+        });
+      case Tag(3, kWireLengthDelimited): {  // inline_data: bytes, no UTF-8 rule
+        std::span<const uint8_t> ignored;
+        return reader.Payload(ignored);
+      }
+      case Tag(4, kWireVarint): {
+        uint64_t value = 0;
+        if (!reader.Varint(value)) return false;
+        out.split = value != 0;
+        return true;
+      }
+      default: known = false; return true;
+    }
+  });
+}
+
+}  // namespace tensord

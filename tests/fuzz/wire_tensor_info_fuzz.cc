@@ -1,0 +1,102 @@
+// libFuzzer target: the hand-written parser of TensorInfo's wire form
+// (service/wire/wire_tensor_info), held to the generated protobuf parser on
+// every input: both accept or both refuse, an accepted message has the same
+// fields, and the client's conversion (InfoFromWire) agrees with
+// InfoFromProto, value for value or error for error.
+//
+// Input: [kind = byte % 3: TensorInfo, StatResponse, FetchHeader] [message bytes...]
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "client/src/info_conversion.h"
+#include "google/protobuf/stubs/logging.h"
+#include "service/wire/wire_tensor_info.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace {
+
+using namespace tensord;
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+bool SameLayout(const WireLayout& a, const WireLayout& b) {
+  return a.has_dtype == b.has_dtype && a.dtype_code == b.dtype_code &&
+         a.dtype_bits == b.dtype_bits && a.dtype_lanes == b.dtype_lanes && a.shape == b.shape &&
+         a.strides == b.strides && a.byte_offset == b.byte_offset &&
+         a.has_device == b.has_device && a.device_type == b.device_type &&
+         a.device_id == b.device_id;
+}
+
+bool SameWire(const WireTensorInfo& a, const WireTensorInfo& b) {
+  return a.name == b.name && a.version == b.version && SameLayout(a.layout, b.layout) &&
+         a.total_bytes == b.total_bytes && a.crc32c == b.crc32c &&
+         a.created_unix_nanos == b.created_unix_nanos && a.open_leases == b.open_leases &&
+         a.retention == b.retention && a.node == b.node;
+}
+
+bool SameInfo(const TensorInfo& a, const TensorInfo& b) {
+  return a.name == b.name && a.version == b.version && a.dtype.code == b.dtype.code &&
+         a.dtype.bits == b.dtype.bits && a.dtype.lanes == b.dtype.lanes && a.shape == b.shape &&
+         a.strides == b.strides && a.byte_offset == b.byte_offset &&
+         a.device.device_type == b.device.device_type && a.device.device_id == b.device.device_id &&
+         a.total_bytes == b.total_bytes && a.crc32c == b.crc32c && a.created == b.created &&
+         a.open_leases == b.open_leases && a.retention == b.retention && a.node == b.node;
+}
+
+// The parsed fields against the generated message's, then both conversions.
+void CheckInfo(const WireTensorInfo& parsed, const v1::TensorInfo& proto) {
+  const WireTensorInfo expected = WireInfoOf(proto);
+  Check(SameWire(parsed, expected));
+  absl::StatusOr<TensorInfo> from_wire = InfoFromWire(parsed);
+  absl::StatusOr<TensorInfo> from_proto = InfoFromProto(proto);
+  Check(from_wire.status() == from_proto.status());
+  if (from_wire.ok()) Check(SameInfo(*from_wire, *from_proto));
+}
+
+}  // namespace
+
+// Protobuf logs every string field with invalid UTF-8 it rejects; at
+// thousands of inputs a second that is only noise.
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::span<const uint8_t> wire(data + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: {
+      v1::TensorInfo proto;
+      WireTensorInfo parsed;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireTensorInfo(wire, parsed) == proto_ok);
+      if (proto_ok) CheckInfo(parsed, proto);
+      break;
+    }
+    case 1: {
+      v1::StatResponse proto;
+      WireTensorInfo parsed;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireStatResponse(wire, parsed) == proto_ok);
+      if (proto_ok) CheckInfo(parsed, proto.info());
+      break;
+    }
+    default: {
+      v1::FetchHeader proto;
+      WireFetchHeader parsed;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireFetchHeader(wire, parsed) == proto_ok);
+      if (!proto_ok) break;
+      CheckInfo(parsed.info, proto.info());
+      Check(parsed.range_offset == proto.range().offset() &&
+            parsed.range_length == proto.range().length() && parsed.split == proto.split());
+      break;
+    }
+  }
+  return 0;
+}

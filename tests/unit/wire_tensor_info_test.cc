@@ -1,0 +1,171 @@
+#include "service/wire/wire_tensor_info.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "client/src/info_conversion.h"
+#include "absl/strings/escaping.h"
+#include "gtest/gtest.h"
+#include "service/wire/layout_conversion.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace tensord {
+namespace {
+
+std::span<const uint8_t> Bytes(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+v1::TensorInfo FullInfo() {
+  v1::TensorInfo info;
+  info.set_name("models/encoder.w");
+  info.set_version(12);
+  v1::TensorLayout& layout = *info.mutable_layout();
+  layout.mutable_dtype()->set_code(kDLFloat);
+  layout.mutable_dtype()->set_bits(32);
+  layout.mutable_dtype()->set_lanes(1);
+  layout.add_shape(2);
+  layout.add_shape(3);
+  layout.add_strides(3);
+  layout.add_strides(1);
+  layout.set_byte_offset(8);
+  layout.mutable_device()->set_type(kDLCUDA);
+  layout.mutable_device()->set_id(1);
+  info.set_total_bytes(32);
+  info.set_crc32c(0xfeedbeef);
+  info.set_created_unix_nanos(-7);
+  info.set_open_leases(3);
+  info.set_retention(v1::RETENTION_CACHE);
+  return info;
+}
+
+void ExpectSameFields(const WireTensorInfo& a, const WireTensorInfo& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.layout.has_dtype, b.layout.has_dtype);
+  EXPECT_EQ(a.layout.dtype_code, b.layout.dtype_code);
+  EXPECT_EQ(a.layout.dtype_bits, b.layout.dtype_bits);
+  EXPECT_EQ(a.layout.dtype_lanes, b.layout.dtype_lanes);
+  EXPECT_EQ(a.layout.shape, b.layout.shape);
+  EXPECT_EQ(a.layout.strides, b.layout.strides);
+  EXPECT_EQ(a.layout.byte_offset, b.layout.byte_offset);
+  EXPECT_EQ(a.layout.has_device, b.layout.has_device);
+  EXPECT_EQ(a.layout.device_type, b.layout.device_type);
+  EXPECT_EQ(a.layout.device_id, b.layout.device_id);
+  EXPECT_EQ(a.total_bytes, b.total_bytes);
+  EXPECT_EQ(a.crc32c, b.crc32c);
+  EXPECT_EQ(a.created_unix_nanos, b.created_unix_nanos);
+  EXPECT_EQ(a.open_leases, b.open_leases);
+  EXPECT_EQ(a.retention, b.retention);
+  EXPECT_EQ(a.node, b.node);
+}
+
+TEST(WireTensorInfoTest, ReadsWhatTheGeneratedSerializerWrites) {
+  const v1::TensorInfo info = FullInfo();
+  WireTensorInfo parsed;
+  ASSERT_TRUE(ParseWireTensorInfo(Bytes(info.SerializeAsString()), parsed));
+  ExpectSameFields(parsed, WireInfoOf(info));
+
+  v1::StatResponse stat;
+  *stat.mutable_info() = info;
+  WireTensorInfo from_stat;
+  ASSERT_TRUE(ParseWireStatResponse(Bytes(stat.SerializeAsString()), from_stat));
+  ExpectSameFields(from_stat, WireInfoOf(info));
+
+  v1::FetchHeader header;
+  *header.mutable_info() = info;
+  header.mutable_range()->set_offset(4);
+  header.mutable_range()->set_length(28);
+  header.set_inline_data(std::string(28, 'x'));
+  header.set_split(true);
+  WireFetchHeader from_header;
+  ASSERT_TRUE(ParseWireFetchHeader(Bytes(header.SerializeAsString()), from_header));
+  ExpectSameFields(from_header.info, WireInfoOf(info));
+  EXPECT_EQ(from_header.range_offset, 4u);
+  EXPECT_EQ(from_header.range_length, 28u);
+  EXPECT_TRUE(from_header.split);
+
+  absl::StatusOr<TensorInfo> converted = InfoFromWire(parsed);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  EXPECT_EQ(converted->retention, Retention::kCache);
+  EXPECT_EQ(converted->strides, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(converted->device.device_type, kDLCUDA);
+}
+
+TEST(WireTensorInfoTest, MergesRepeatsAsProtobufDoes) {
+  // Two infos in one StatResponse: scalars of the second win, the layouts
+  // merge and their repeated fields append.
+  v1::TensorInfo second;
+  second.set_version(99);
+  second.mutable_layout()->add_shape(5);
+  const std::string bytes = [&] {
+    v1::StatResponse a, b;
+    *a.mutable_info() = FullInfo();
+    *b.mutable_info() = second;
+    return a.SerializeAsString() + b.SerializeAsString();
+  }();
+  v1::StatResponse merged;
+  ASSERT_TRUE(merged.ParseFromString(bytes));
+  WireTensorInfo parsed;
+  ASSERT_TRUE(ParseWireStatResponse(Bytes(bytes), parsed));
+  ExpectSameFields(parsed, WireInfoOf(merged.info()));
+  EXPECT_EQ(parsed.version, 99u);
+  EXPECT_EQ(parsed.layout.shape, (std::vector<int64_t>{2, 3, 5}));
+}
+
+// Unknown groups nested `depth` deep inside a TensorInfo: protobuf refuses
+// more than 100 levels, and so must the hand parser, at the same depth.
+TEST(WireTensorInfoTest, RefusesNestingWhereProtobufDoes) {
+  for (int depth : {1, 98, 99, 100, 101, 150}) {
+    std::string bytes;
+    for (int i = 0; i < depth; ++i) bytes += static_cast<char>((20 << 3) | 3);  // start group 20
+    for (int i = 0; i < depth; ++i) bytes += static_cast<char>((20 << 3) | 4);  // end group 20
+    v1::TensorInfo proto;
+    WireTensorInfo parsed;
+    EXPECT_EQ(ParseWireTensorInfo(Bytes(bytes), parsed), proto.ParseFromString(bytes)) << depth;
+    v1::StatResponse stat;
+    const std::string nested = std::string(1, '\x0a') + static_cast<char>(bytes.size()) + bytes;
+    if (bytes.size() < 128) {
+      EXPECT_EQ(ParseWireStatResponse(Bytes(nested), parsed), stat.ParseFromString(nested))
+          << depth;
+    }
+  }
+}
+
+TEST(WireTensorInfoTest, RefusesWhatProtobufRefuses) {
+  const std::string good = FullInfo().SerializeAsString();
+  const std::string cases[] = {
+      good.substr(0, good.size() - 1),             // cut short
+      std::string("\x0a\x02\xc3\x28", 4),           // name not UTF-8
+      std::string("\x0a\x03\xed\xa0\x80", 5),       // a UTF-16 surrogate
+      std::string("\x00", 1),                       // tag 0
+      std::string("\x0c", 1),                       // end-group with no group open
+      std::string("\x0e\x00", 2),                   // wire type 6
+      std::string("\x10\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 12),  // 11-byte varint
+      std::string("\x88\x80\x80\x80\x80\x00\x01", 7),  // a tag padded to six bytes
+      std::string("\x1a\x85\x80\x80\x80\x08", 6),   // a length of 2 GiB
+      std::string("\x1a\x02\x12\x05", 4),           // packed shape running past the layout
+      std::string("\xa3\x01\xac\x01", 4),           // group 20 closed as group 21
+  };
+  for (const std::string& bytes : cases) {
+    v1::TensorInfo proto;
+    ASSERT_FALSE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
+    WireTensorInfo parsed;
+    EXPECT_FALSE(ParseWireTensorInfo(Bytes(bytes), parsed)) << absl::CHexEscape(bytes);
+  }
+  // Accepted by both: a valid multi-byte name, a redundant varint byte, an
+  // unknown fixed64, an empty layout.
+  for (const std::string& bytes :
+       {std::string("\x0a\x02\xc3\xa9", 4), std::string("\x10\x81\x00", 3),
+        std::string("\xa1\x01\x01\x02\x03\x04\x05\x06\x07\x08", 10), std::string("\x1a\x00", 2)}) {
+    v1::TensorInfo proto;
+    ASSERT_TRUE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
+    WireTensorInfo parsed;
+    ASSERT_TRUE(ParseWireTensorInfo(Bytes(bytes), parsed)) << absl::CHexEscape(bytes);
+    ExpectSameFields(parsed, WireInfoOf(proto));
+  }
+}
+
+}  // namespace
+}  // namespace tensord

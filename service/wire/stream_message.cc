@@ -48,7 +48,7 @@ class PieceReader {
   }
 
   // Hands out the next `size` bytes as spans into the pieces.
-  absl::Status TakeSpans(uint64_t size, std::vector<std::span<const uint8_t>>& spans) {
+  absl::Status TakeSpans(uint64_t size, BytePieces& spans) {
     if (size > remaining_) return Malformed("length beyond the message end", position_);
     while (size > 0) {
       const auto& piece = pieces_[piece_];

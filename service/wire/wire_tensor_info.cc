@@ -41,12 +41,16 @@ class Reader {
   // and stays below 2 GiB less protobuf's slop (its ReadSize).
   bool Payload(std::span<const uint8_t>& payload) {
     uint64_t size = 0;
-    for (int i = 0; i < 5; ++i) {
-      if (at_ == end_) return false;
-      const uint8_t byte = *at_++;
-      if (i == 4 && byte >= 8) return false;
-      size |= uint64_t{byte & 0x7fu} << (7 * i);
-      if (byte < 0x80) break;
+    if (at_ != end_ && *at_ < 0x80) {
+      size = *at_++;
+    } else {
+      for (int i = 0; i < 5; ++i) {
+        if (at_ == end_) return false;
+        const uint8_t byte = *at_++;
+        if (i == 4 && byte >= 8) return false;
+        size |= uint64_t{byte & 0x7fu} << (7 * i);
+        if (byte < 0x80) break;
+      }
     }
     if (size > static_cast<uint64_t>(INT_MAX - 16)) return false;
     if (size > static_cast<uint64_t>(end_ - at_)) return false;
@@ -63,6 +67,11 @@ class Reader {
 
  private:
   bool VarintOf(int max_bytes, uint64_t& value) {
+    // Most varints here (tags, small fields) are one byte.
+    if (at_ != end_ && *at_ < 0x80) {
+      value = *at_++;
+      return true;
+    }
     value = 0;
     for (int i = 0; i < max_bytes; ++i) {
       if (at_ == end_) return false;

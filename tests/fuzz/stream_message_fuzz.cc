@@ -32,7 +32,7 @@ void Check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-std::string Join(const std::vector<std::span<const uint8_t>>& pieces) {
+std::string Join(std::span<const std::span<const uint8_t>> pieces) {
   std::string out;
   for (std::span<const uint8_t> piece : pieces) {
     out.append(reinterpret_cast<const char*>(piece.data()), piece.size());

@@ -8,7 +8,7 @@
 namespace tensord {
 namespace {
 
-std::string Join(const std::vector<std::span<const uint8_t>>& pieces) {
+std::string Join(std::span<const std::span<const uint8_t>> pieces) {
   std::string out;
   for (auto piece : pieces) out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
   return out;
@@ -44,6 +44,27 @@ TEST(ByteBufferCodecTest, SerializeToByteBufferRoundTrips) {
   ASSERT_TRUE(ParseFromByteBuffer(SerializeToByteBuffer(request), parsed, "request").ok());
   EXPECT_EQ(parsed.name(), request.name());
   EXPECT_EQ(parsed.version(), 9u);
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+
+TEST(ByteBufferCodecTest, StatRequestIsWhatProtobufWrites) {
+  for (const std::string& name : {std::string(), std::string("w"), std::string(256, 'n')}) {
+    for (uint64_t version : {uint64_t{0}, uint64_t{1}, uint64_t{300}, ~uint64_t{0}}) {
+      v1::StatRequest request;
+      request.set_name(name);
+      request.set_version(version);
+      grpc::Slice written;
+      ASSERT_TRUE(EncodeStatRequest(name, version).DumpToSingleSlice(&written).ok());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(written.begin()), written.size()),
+                request.SerializeAsString())
+          << name.size() << " " << version;
+    }
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ std::vector<std::span<const uint8_t>> SplitEvery(const std::string& bytes, size_
   return pieces;
 }
 
-std::string Join(const std::vector<std::span<const uint8_t>>& pieces) {
+std::string Join(std::span<const std::span<const uint8_t>> pieces) {
   std::string out;
   for (auto piece : pieces) out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
   return out;

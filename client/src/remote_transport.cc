@@ -37,7 +37,6 @@
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
 #include "service/wire/byte_buffer_codec.h"
-#include "service/wire/call_arena.h"
 #include "service/wire/channel_arg_milliseconds.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/request_id.h"
@@ -801,16 +800,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchBytes(absl::string_view name, u
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_t version) {
-  CallArena arena;
-  auto* request = arena.Make<v1::StatRequest>();
-  request->set_name(std::string(name));
-  request->set_version(version);
   grpc::ClientContext context;
   rep_->PrepareContext(context);
   grpc::ByteBuffer answer;
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
       grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-          rep_->channel.get(), rep_->stat_method, &context, SerializeToByteBuffer(*request),
+          rep_->channel.get(), rep_->stat_method, &context, EncodeStatRequest(name, version),
           &answer)));
   grpc::Slice bytes;
   if (!answer.TrySingleSlice(&bytes).ok() && !answer.DumpToSingleSlice(&bytes).ok()) {

@@ -1,5 +1,6 @@
 #include "service/dlpack/tensor_layout.h"
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -103,7 +104,14 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
   const auto byte_offset = static_cast<int64_t>(layout.byte_offset);
   if (numel == 0) return layout.byte_offset;
 
-  const std::vector<int64_t> strides = EffectiveStrides(layout);
+  // Viewed, not copied: a vector here was an allocation per checked layout.
+  std::array<int64_t, kMaxDims> compact;
+  std::span<const int64_t> strides = layout.strides;
+  if (strides.empty()) {
+    std::span<int64_t> computed(compact.data(), layout.shape.size());  // ndim checked above
+    CompactStridesInto(layout.shape, computed);
+    strides = computed;
+  }
   TENSORD_ASSIGN_OR_RETURN(const OffsetRange range, ReachedOffsets(layout.shape, strides));
   const auto element_bytes = static_cast<int64_t>(ElementBytes(layout.dtype));
   // Built only on failure: this runs on every fetch, put and Stat answer.

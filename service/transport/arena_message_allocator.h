@@ -1,7 +1,7 @@
 // Request and response messages of a callback unary method in one protobuf
 // arena per call, whose first block comes with the call's holder: the
-// strings, repeated fields and submessages a handler fills (a Stat answer's
-// TensorInfo has six) then cost no malloc and free each.
+// strings, repeated fields and submessages a handler fills (a List page's
+// TensorInfos have six each) then cost no malloc and free each.
 #ifndef TENSORD_SERVICE_TRANSPORT_ARENA_MESSAGE_ALLOCATOR_H_
 #define TENSORD_SERVICE_TRANSPORT_ARENA_MESSAGE_ALLOCATOR_H_
 

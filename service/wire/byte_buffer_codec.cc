@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "service/wire/varint.h"
 
 namespace tensord {
 
@@ -49,6 +50,26 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
   // Straight into the slice: no intermediate string to allocate and copy.
   grpc::Slice slice(message.ByteSizeLong());
   message.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::ByteBuffer EncodeStatRequest(absl::string_view name, uint64_t version) {
+  // StatRequest: name = 1 (string), version = 2 (uint64); proto3 leaves out
+  // an empty name and a zero version.
+  const size_t name_field = name.empty() ? 0 : 1 + VarintSize(name.size()) + name.size();
+  const size_t version_field = version == 0 ? 0 : 1 + VarintSize(version);
+  grpc::Slice slice(name_field + version_field);
+  auto* out = const_cast<uint8_t*>(slice.begin());
+  if (!name.empty()) {
+    *out++ = WireTag(1, kWireLengthDelimited);
+    out += PutVarint(name.size(), out);
+    std::memcpy(out, name.data(), name.size());
+    out += name.size();
+  }
+  if (version != 0) {
+    *out++ = WireTag(2, kWireVarint);
+    PutVarint(version, out);
+  }
   return grpc::ByteBuffer(&slice, 1);
 }
 

@@ -1,7 +1,7 @@
-// A protobuf arena for the messages of one small call, whose first block
-// lives inside the object (on the stack): a Stat answer or a fetch header is
-// parsed and freed without malloc. Each string, repeated field and
-// submessage of such a message was its own allocation and free.
+// A protobuf arena for the messages of one call, whose first block lives
+// inside the object: the strings, repeated fields and submessages of a
+// List or Delete call's messages (transport/arena_message_allocator.h)
+// cost no malloc and free each.
 #ifndef TENSORD_SERVICE_WIRE_CALL_ARENA_H_
 #define TENSORD_SERVICE_WIRE_CALL_ARENA_H_
 
@@ -36,9 +36,6 @@ class BasicCallArena {
   alignas(std::max_align_t) char block_[kInlineBytes];
   google::protobuf::Arena arena_;
 };
-
-// On the stack, for one call's messages.
-using CallArena = BasicCallArena<2048>;
 
 }  // namespace tensord
 

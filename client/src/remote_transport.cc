@@ -808,7 +808,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
           rep_->channel.get(), rep_->stat_method, &context, EncodeStatRequest(name, version),
           &answer)));
   grpc::Slice bytes;
-  if (!answer.TrySingleSlice(&bytes).ok() && !answer.DumpToSingleSlice(&bytes).ok()) {
+  if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {
     return absl::InternalError("Stat answer is unreadable");
   }
   WireTensorInfo info;

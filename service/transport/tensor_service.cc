@@ -12,6 +12,7 @@
 #include "service/transport/call_record.h"
 #include "service/transport/tensor_info_wire.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/wire_requests.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 
@@ -104,22 +105,26 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
                                               const grpc::ByteBuffer* request_bytes,
                                               grpc::ByteBuffer* response) {
   CallRecord call(Rpc::kStat, *context, metrics_);
-  v1::StatRequest request;
   // Parsed before the token is checked only to name the tensor in a
   // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
-  const absl::Status parsed = ParseFromByteBuffer(*request_bytes, request, "stat request");
+  grpc::Slice bytes;  // request.name views it
+  WireStatRequest request;
+  absl::Status parsed = FlattenByteBuffer(*request_bytes, bytes, "stat request");
+  if (parsed.ok() && !ParseWireStatRequest({bytes.begin(), bytes.size()}, request)) {
+    parsed = absl::InvalidArgumentError("stat request is not a valid tensord.v1.StatRequest");
+  }
   absl::StatusOr<const TokenGrant*> grant =
-      AdmitCall(context, "Stat", parsed.ok() ? request.name() : "");
+      AdmitCall(context, "Stat", parsed.ok() ? request.name : "");
   if (!grant.ok()) return FinishUnary(context, grant.status(), call);
   if (!parsed.ok()) return FinishUnary(context, parsed, call);
-  if (absl::Status allowed = CheckName(*grant, "Stat", request.name()); !allowed.ok()) {
+  if (absl::Status allowed = CheckName(*grant, "Stat", request.name); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
   ClusterReads* reads = options_.cluster_reads.get();
-  const bool cluster_read = reads != nullptr && request.version() == 0;
-  if (!cluster_read || reads->HoldsLatest(request.name())) {
+  const bool cluster_read = reads != nullptr && request.version == 0;
+  if (!cluster_read || reads->HoldsLatest(request.name)) {
     absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
-        registry_.Find(request.name(), request.version());
+        registry_.Find(request.name, request.version);
     if (!cluster_read || found.status().code() != absl::StatusCode::kNotFound) {
       if (found.ok()) {
         grpc::ByteBuffer encoded = EncodeStatResponse(**found);
@@ -132,8 +137,8 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
   // pull's thread.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  reads->PullLatest(request.name(), [this, name = request.name(), response, reactor,
-                                     record](absl::Status pulled) {
+  std::string name(request.name);
+  reads->PullLatest(name, [this, name, response, reactor, record](absl::Status pulled) {
     absl::StatusOr<VersionInfo> info =
         pulled.ok() ? registry_.Stat(name, 0) : absl::StatusOr<VersionInfo>(pulled);
     if (info.ok()) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "service/common/status_macros.h"
 #include "service/wire/varint.h"
 
 namespace tensord {
@@ -110,16 +111,21 @@ grpc::ByteBuffer MakeHeaderBuffer(size_t header_size,
   return grpc::ByteBuffer(&slice, 1);
 }
 
+absl::Status FlattenByteBuffer(const grpc::ByteBuffer& buffer, grpc::Slice& slice,
+                               absl::string_view what) {
+  // A small message arrives as one slice: referenced, not copied.
+  if (buffer.TrySingleSlice(&slice).ok()) return absl::OkStatus();
+  if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is unreadable: ", status.error_message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
                                  google::protobuf::MessageLite& message, absl::string_view what) {
   grpc::Slice slice;
-  // A small request arrives as one slice: referenced, not copied.
-  if (!buffer.TrySingleSlice(&slice).ok()) {
-    if (grpc::Status status = buffer.DumpToSingleSlice(&slice); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is unreadable: ", status.error_message()));
-    }
-  }
+  TENSORD_RETURN_IF_ERROR(FlattenByteBuffer(buffer, slice, what));
   if (!message.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
     return absl::InvalidArgumentError(absl::StrCat(what, " is not a valid ", message.GetTypeName()));
   }

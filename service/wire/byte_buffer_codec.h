@@ -68,6 +68,11 @@ grpc::ByteBuffer MakeHeaderBuffer(size_t header_size,
                                   absl::FunctionRef<void(uint8_t*)> write_header);
 
 // INVALID_ARGUMENT naming `what` when the bytes are not a valid message.
+// `buffer`'s bytes as one slice: its own when it has one, else a copy.
+// INVALID_ARGUMENT naming `what` when it cannot be read (compressed wrongly).
+absl::Status FlattenByteBuffer(const grpc::ByteBuffer& buffer, grpc::Slice& slice,
+                               absl::string_view what);
+
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,
                                  absl::string_view what);
 

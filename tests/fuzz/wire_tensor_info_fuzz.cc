@@ -1,10 +1,11 @@
-// libFuzzer target: the hand-written parser of TensorInfo's wire form
-// (service/wire/wire_tensor_info), held to the generated protobuf parser on
-// every input: both accept or both refuse, an accepted message has the same
-// fields, and the client's conversion (InfoFromWire) agrees with
-// InfoFromProto, value for value or error for error.
+// libFuzzer target: the hand-written parsers of the small calls' messages
+// (service/wire/wire_tensor_info, wire_requests), held to the generated
+// protobuf parser on every input: both accept or both refuse, an accepted
+// message has the same fields, and the client's conversion (InfoFromWire)
+// agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 3: TensorInfo, StatResponse, FetchHeader] [message bytes...]
+// Input: [kind = byte % 4: TensorInfo, StatResponse, FetchHeader, StatRequest]
+//        [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
+#include "service/wire/wire_requests.h"
 #include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/tensor_service.pb.h"
 
@@ -69,7 +71,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -84,6 +86,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
       Check(ParseWireStatResponse(wire, parsed) == proto_ok);
       if (proto_ok) CheckInfo(parsed, proto.info());
+      break;
+    }
+    case 3: {
+      v1::StatRequest proto;
+      WireStatRequest parsed;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireStatRequest(wire, parsed) == proto_ok);
+      if (proto_ok) Check(parsed.name == proto.name() && parsed.version == proto.version());
       break;
     }
     default: {

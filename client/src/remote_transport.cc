@@ -240,7 +240,7 @@ struct RemoteTransport::Rep {
   // The FetchInline call; nullopt when the server does not have it (an
   // older tensord), which is remembered.
   absl::StatusOr<std::optional<StreamedRange>> FetchInline(
-      const v1::FetchRequest& request, const FetchOptions& fetch_options,
+      absl::string_view name, const FetchOptions& fetch_options,
       FetchStreamReceiver::DestinationFor destination_for);
 
   bool ShouldFetchInline(absl::string_view name, std::optional<uint64_t> expected_bytes);
@@ -368,13 +368,15 @@ void RemoteTransport::Rep::RememberLarge(absl::string_view name) {
 }
 
 absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
-    const v1::FetchRequest& request, const FetchOptions& fetch_options,
+    absl::string_view name, const FetchOptions& fetch_options,
     FetchStreamReceiver::DestinationFor destination_for) {
   grpc::ClientContext context;
   PrepareContext(context);
   grpc::ByteBuffer answer;
+  // The FetchRequest FetchRequestFor makes, written by hand.
   const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-      channel.get(), fetch_inline_method, &context, SerializeToByteBuffer(request), &answer);
+      channel.get(), fetch_inline_method, &context,
+      EncodeNameVersionRequest(name, fetch_options.version), &answer);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     server_lacks_fetch_inline.store(true, std::memory_order_relaxed);
     return std::nullopt;
@@ -397,12 +399,13 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
   const unsigned cores = HostCores();
   const uint64_t split_above =
       SplitAboveBytes(TransferDirection::kFetch, fetch_options.streams, cores);
-  v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   std::optional<StreamedRange> answered;
   if (ShouldFetchInline(name, expected_bytes)) {
-    TENSORD_ASSIGN_OR_RETURN(answered, FetchInline(request, fetch_options, destination_for));
+    TENSORD_ASSIGN_OR_RETURN(answered, FetchInline(name, fetch_options, destination_for));
     if (answered.has_value() && answered->split) RememberLarge(name);
   }
+  if (answered.has_value() && !answered->split) return std::move(answered->info);
+  v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   if (!answered.has_value()) {
     request.set_split_above_bytes(split_above);
     grpc::ClientContext context;
@@ -805,7 +808,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   grpc::ByteBuffer answer;
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
       grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-          rep_->channel.get(), rep_->stat_method, &context, EncodeStatRequest(name, version),
+          rep_->channel.get(), rep_->stat_method, &context, EncodeNameVersionRequest(name, version),
           &answer)));
   grpc::Slice bytes;
   if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {

@@ -72,9 +72,9 @@ absl::Status EncodeFetchHeader(const TensorVersion& version, DeviceBackend* back
 
 // FetchInline's answer for `request`: the bytes inline when the range is
 // small enough, else a split header. Returns the bytes it carries.
-absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const v1::FetchRequest& request,
+absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const WireFetchRequest& request,
                                       grpc::ByteBuffer& response) {
-  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name, request.version));
   TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, lease->total_bytes));
   const bool split = range.length > kMaxInlineFetchBytes;
   TENSORD_RETURN_IF_ERROR(EncodeFetchHeader(*lease, registry.device_backend(), range.offset,
@@ -295,13 +295,18 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
     InlineCall(grpc::CallbackServerContext& context, ServiceMetrics& metrics)
         : record(Rpc::kFetchInline, context, metrics) {}
     CallRecord record;
-    v1::FetchRequest request;
+    grpc::Slice bytes;  // request.name views it
+    WireFetchRequest request;
   };
   auto call = std::make_shared<InlineCall>(*context, metrics_);
-  const v1::FetchRequest* request = &call->request;
+  const WireFetchRequest& request = call->request;
   // Parsed before the token is checked only to name the tensor in a
   // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
-  const absl::Status parsed = ParseFromByteBuffer(*request_bytes, call->request, "fetch request");
+  absl::Status parsed = FlattenByteBuffer(*request_bytes, call->bytes, "fetch request");
+  if (parsed.ok() &&
+      !ParseWireFetchRequest({call->bytes.begin(), call->bytes.size()}, call->request)) {
+    parsed = absl::InvalidArgumentError("fetch request is not a valid tensord.v1.FetchRequest");
+  }
   auto answer = [this, response, reactor, call](absl::Status status) {
     if (status.ok()) {
       absl::StatusOr<uint64_t> sent = AnswerInline(registry_, call->request, *response);
@@ -313,19 +318,19 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
   };
   // Refusals name Fetch: what the caller asked for (same permission).
   absl::StatusOr<const TokenGrant*> grant =
-      AdmitCall(context, "Fetch", parsed.ok() ? request->name() : "");
+      AdmitCall(context, "Fetch", parsed.ok() ? request.name : "");
   absl::Status admitted = grant.status();
   if (admitted.ok()) admitted = parsed;
-  if (admitted.ok()) admitted = CheckName(*grant, "Fetch", request->name());
+  if (admitted.ok()) admitted = CheckName(*grant, "Fetch", request.name);
   // In a cluster, a read of the latest version held newer elsewhere (or
   // only elsewhere) is pulled here first and answered from the pull's thread.
   ClusterReads* reads = options_.cluster_reads.get();
-  if (admitted.ok() && reads != nullptr && request->version() == 0) {
-    const bool held_here = reads->HoldsLatest(request->name()) &&
-                           registry_.Stat(request->name(), 0).status().code() !=
+  if (admitted.ok() && reads != nullptr && request.version == 0) {
+    const bool held_here = reads->HoldsLatest(request.name) &&
+                           registry_.Stat(request.name, 0).status().code() !=
                                absl::StatusCode::kNotFound;
     if (!held_here) {
-      reads->PullLatest(request->name(), std::move(answer));
+      reads->PullLatest(std::string(request.name), std::move(answer));
       return reactor;
     }
   }

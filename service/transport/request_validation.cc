@@ -92,22 +92,35 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
   return put;
 }
 
-absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint64_t total_bytes) {
-  if (!request.has_range()) return ByteSpan{0, total_bytes};
-  const uint64_t offset = request.range().offset();
+namespace {
+
+// `has_range`, `offset` and `length` as FetchRequest.range has them.
+absl::StatusOr<ByteSpan> ResolveRange(absl::string_view name, bool has_range, uint64_t offset,
+                                      uint64_t length, uint64_t total_bytes) {
+  if (!has_range) return ByteSpan{0, total_bytes};
   if (offset > total_bytes) {
     return absl::OutOfRangeError(absl::StrCat("range.offset ", offset, " is beyond the ",
-                                              total_bytes, " bytes of tensor '", request.name(),
-                                              "'"));
+                                              total_bytes, " bytes of tensor '", name, "'"));
   }
-  uint64_t length = request.range().length();
   if (length == 0) length = total_bytes - offset;
   if (length > total_bytes - offset) {
     return absl::OutOfRangeError(absl::StrCat("range [", offset, ", +", length,
                                               ") reaches beyond the ", total_bytes,
-                                              " bytes of tensor '", request.name(), "'"));
+                                              " bytes of tensor '", name, "'"));
   }
   return ByteSpan{offset, length};
+}
+
+}  // namespace
+
+absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint64_t total_bytes) {
+  return ResolveRange(request.name(), request.has_range(), request.range().offset(),
+                      request.range().length(), total_bytes);
+}
+
+absl::StatusOr<ByteSpan> ResolveFetchRange(const WireFetchRequest& request, uint64_t total_bytes) {
+  return ResolveRange(request.name, request.has_range, request.range_offset,
+                      request.range_length, total_bytes);
 }
 
 absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "service/dlpack/tensor_layout.h"
 #include "service/registry/tensor_version.h"
+#include "service/wire/wire_requests.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -61,6 +62,8 @@ struct ByteSpan {
   uint64_t length = 0;
 };
 absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint64_t total_bytes);
+// The same for a request parsed by hand (FetchInline's).
+absl::StatusOr<ByteSpan> ResolveFetchRange(const WireFetchRequest& request, uint64_t total_bytes);
 
 }  // namespace tensord
 

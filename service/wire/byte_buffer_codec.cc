@@ -54,8 +54,8 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
   return grpc::ByteBuffer(&slice, 1);
 }
 
-grpc::ByteBuffer EncodeStatRequest(absl::string_view name, uint64_t version) {
-  // StatRequest: name = 1 (string), version = 2 (uint64); proto3 leaves out
+grpc::ByteBuffer EncodeNameVersionRequest(absl::string_view name, uint64_t version) {
+  // name = 1 (string), version = 2 (uint64) in both messages; proto3 leaves out
   // an empty name and a zero version.
   const size_t name_field = name.empty() ? 0 : 1 + VarintSize(name.size()) + name.size();
   const size_t version_field = version == 0 ? 0 : 1 + VarintSize(version);

@@ -48,10 +48,12 @@ grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t>
 
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
 
-// A v1::StatRequest written by hand, byte for byte what the generated
-// serializer writes (byte_buffer_codec_test): the message, its arena and
-// its serializer were a tenth of what tensord added to a Stat on the client.
-grpc::ByteBuffer EncodeStatRequest(absl::string_view name, uint64_t version);
+// A v1::StatRequest, and equally a v1::FetchRequest naming no range, chunk
+// size or split (FetchInline's), written by hand: byte for byte what the
+// generated serializer writes (byte_buffer_codec_test). The message, its
+// arena and its serializer were a tenth of what tensord added to a Stat on
+// the client.
+grpc::ByteBuffer EncodeNameVersionRequest(absl::string_view name, uint64_t version);
 
 // A FetchResponse whose header is `header` (a FetchHeader without
 // inline_data) carrying `inline_data` as FetchHeader.inline_data, the bytes

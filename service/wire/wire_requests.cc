@@ -4,17 +4,49 @@
 
 namespace tensord {
 
+namespace {
+
+using namespace wire_reader;
+
+// A proto3 string field viewed where it lies; it must be UTF-8.
+bool ViewString(Reader& reader, absl::string_view& out) {
+  std::span<const uint8_t> payload;
+  if (!reader.Payload(payload) || !IsValidUtf8(payload)) return false;
+  out = absl::string_view(reinterpret_cast<const char*>(payload.data()), payload.size());
+  return true;
+}
+
+}  // namespace
+
 bool ParseWireStatRequest(std::span<const uint8_t> bytes, WireStatRequest& out) {
-  using namespace wire_reader;
   return ParseFields(bytes, kRecursionLimit, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
-      case Tag(1, kWireLengthDelimited): {  // name: a proto3 string, UTF-8
-        std::span<const uint8_t> payload;
-        if (!reader.Payload(payload) || !IsValidUtf8(payload)) return false;
-        out.name = absl::string_view(reinterpret_cast<const char*>(payload.data()), payload.size());
-        return true;
-      }
+      case Tag(1, kWireLengthDelimited): return ViewString(reader, out.name);
       case Tag(2, kWireVarint): return ParseVarintAs(reader, out.version);
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseWireFetchRequest(std::span<const uint8_t> bytes, WireFetchRequest& out) {
+  constexpr int depth = kRecursionLimit;
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ViewString(reader, out.name);
+      case Tag(2, kWireVarint): return ParseVarintAs(reader, out.version);
+      case Tag(3, kWireLengthDelimited):  // range: offset = 1, length = 2
+        out.has_range = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseFields(payload, inner, [&](Reader& range, uint32_t field, bool& known_range) {
+            switch (field) {
+              case Tag(1, kWireVarint): return ParseVarintAs(range, out.range_offset);
+              case Tag(2, kWireVarint): return ParseVarintAs(range, out.range_length);
+              default: known_range = false; return true;
+            }
+          });
+        });
+      case Tag(4, kWireVarint): return ParseVarintAs(reader, out.max_chunk_bytes);
+      case Tag(5, kWireVarint): return ParseVarintAs(reader, out.split_above_bytes);
       default: known = false; return true;
     }
   });

@@ -1,8 +1,8 @@
-// Requests of the hottest small call parsed by hand on the server, with
-// protobuf's rules (wire_reader.h): a Stat request's name is viewed in the
-// received bytes, not copied into a message (the generated parse and the
-// message's free were a fifth of what tensord added to a Stat on the
-// server). wire_tensor_info_fuzz holds it to the generated parser.
+// Requests of the small unary calls (Stat, FetchInline) parsed by hand on
+// the server, with protobuf's rules (wire_reader.h): the name is viewed in
+// the received bytes, not copied into a message (the generated parse and
+// the message's free were a fifth of what tensord added to a Stat on the
+// server). wire_tensor_info_fuzz holds them to the generated parser.
 #ifndef TENSORD_SERVICE_WIRE_WIRE_REQUESTS_H_
 #define TENSORD_SERVICE_WIRE_WIRE_REQUESTS_H_
 
@@ -20,6 +20,19 @@ struct WireStatRequest {
 
 // False where v1::StatRequest::ParseFromArray would be.
 bool ParseWireStatRequest(std::span<const uint8_t> bytes, WireStatRequest& out);
+
+struct WireFetchRequest {
+  absl::string_view name;  // into the parsed bytes
+  uint64_t version = 0;
+  bool has_range = false;
+  uint64_t range_offset = 0;
+  uint64_t range_length = 0;
+  uint32_t max_chunk_bytes = 0;
+  uint64_t split_above_bytes = 0;
+};
+
+// False where v1::FetchRequest::ParseFromArray would be.
+bool ParseWireFetchRequest(std::span<const uint8_t> bytes, WireFetchRequest& out);
 
 }  // namespace tensord
 

@@ -4,8 +4,8 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 4: TensorInfo, StatResponse, FetchHeader, StatRequest]
-//        [message bytes...]
+// Input: [kind = byte % 5: TensorInfo, StatResponse, FetchHeader, StatRequest,
+//         FetchRequest] [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -13,6 +13,7 @@
 
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
+#include "service/transport/request_validation.h"
 #include "service/wire/wire_requests.h"
 #include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -71,7 +72,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -94,6 +95,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
       Check(ParseWireStatRequest(wire, parsed) == proto_ok);
       if (proto_ok) Check(parsed.name == proto.name() && parsed.version == proto.version());
+      break;
+    }
+    case 4: {
+      v1::FetchRequest proto;
+      WireFetchRequest parsed;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireFetchRequest(wire, parsed) == proto_ok);
+      if (!proto_ok) break;
+      Check(parsed.name == proto.name() && parsed.version == proto.version() &&
+            parsed.has_range == proto.has_range() &&
+            parsed.range_offset == proto.range().offset() &&
+            parsed.range_length == proto.range().length() &&
+            parsed.max_chunk_bytes == proto.max_chunk_bytes() &&
+            parsed.split_above_bytes == proto.split_above_bytes());
+      // The server's range check reads both forms alike.
+      for (uint64_t total : {uint64_t{0}, uint64_t{100}, ~uint64_t{0}}) {
+        absl::StatusOr<ByteSpan> from_wire = ResolveFetchRange(parsed, total);
+        absl::StatusOr<ByteSpan> from_proto = ResolveFetchRange(proto, total);
+        Check(from_wire.status() == from_proto.status());
+        if (from_wire.ok()) {
+          Check(from_wire->offset == from_proto->offset && from_wire->length == from_proto->length);
+        }
+      }
       break;
     }
     default: {

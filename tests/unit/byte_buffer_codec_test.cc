@@ -52,17 +52,20 @@ TEST(ByteBufferCodecTest, SerializeToByteBufferRoundTrips) {
 namespace tensord {
 namespace {
 
-TEST(ByteBufferCodecTest, StatRequestIsWhatProtobufWrites) {
+TEST(ByteBufferCodecTest, NameVersionRequestIsWhatProtobufWrites) {
   for (const std::string& name : {std::string(), std::string("w"), std::string(256, 'n')}) {
     for (uint64_t version : {uint64_t{0}, uint64_t{1}, uint64_t{300}, ~uint64_t{0}}) {
-      v1::StatRequest request;
-      request.set_name(name);
-      request.set_version(version);
+      v1::StatRequest stat;
+      stat.set_name(name);
+      stat.set_version(version);
+      v1::FetchRequest fetch;
+      fetch.set_name(name);
+      fetch.set_version(version);
       grpc::Slice written;
-      ASSERT_TRUE(EncodeStatRequest(name, version).DumpToSingleSlice(&written).ok());
-      EXPECT_EQ(std::string(reinterpret_cast<const char*>(written.begin()), written.size()),
-                request.SerializeAsString())
-          << name.size() << " " << version;
+      ASSERT_TRUE(EncodeNameVersionRequest(name, version).DumpToSingleSlice(&written).ok());
+      const std::string bytes(reinterpret_cast<const char*>(written.begin()), written.size());
+      EXPECT_EQ(bytes, stat.SerializeAsString()) << name.size() << " " << version;
+      EXPECT_EQ(bytes, fetch.SerializeAsString()) << name.size() << " " << version;
     }
   }
 }

@@ -1,6 +1,7 @@
 // Protobuf's wire rules for the messages tensord parses by hand
 // (wire_tensor_info, wire_requests): what the generated parser accepts is
-// accepted, what it refuses is refused. Internal to service/wire.
+// accepted, what it refuses is refused; and the one message both read, a
+// ByteRange. Internal to service/wire.
 #ifndef TENSORD_SERVICE_WIRE_WIRE_READER_H_
 #define TENSORD_SERVICE_WIRE_WIRE_READER_H_
 
@@ -162,6 +163,20 @@ bool ParseVarintAs(Reader& reader, Int& out) {
   if (!reader.Varint(value)) return false;
   out = static_cast<Int>(value);  // truncated to the field's width, as protobuf does
   return true;
+}
+
+// A v1::ByteRange field (offset = 1, length = 2), merged into what an
+// earlier occurrence set.
+inline bool ParseByteRangeField(Reader& reader, int depth, uint64_t& offset, uint64_t& length) {
+  return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+    return ParseFields(payload, inner, [&](Reader& range, uint32_t tag, bool& known) {
+      switch (tag) {
+        case Tag(1, kWireVarint): return ParseVarintAs(range, offset);
+        case Tag(2, kWireVarint): return ParseVarintAs(range, length);
+        default: known = false; return true;
+      }
+    });
+  });
 }
 
 }  // namespace tensord::wire_reader

@@ -36,15 +36,7 @@ bool ParseWireFetchRequest(std::span<const uint8_t> bytes, WireFetchRequest& out
       case Tag(2, kWireVarint): return ParseVarintAs(reader, out.version);
       case Tag(3, kWireLengthDelimited):  // range: offset = 1, length = 2
         out.has_range = true;
-        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
-          return ParseFields(payload, inner, [&](Reader& range, uint32_t field, bool& known_range) {
-            switch (field) {
-              case Tag(1, kWireVarint): return ParseVarintAs(range, out.range_offset);
-              case Tag(2, kWireVarint): return ParseVarintAs(range, out.range_length);
-              default: known_range = false; return true;
-            }
-          });
-        });
+        return ParseByteRangeField(reader, depth, out.range_offset, out.range_length);
       case Tag(4, kWireVarint): return ParseVarintAs(reader, out.max_chunk_bytes);
       case Tag(5, kWireVarint): return ParseVarintAs(reader, out.split_above_bytes);
       default: known = false; return true;

@@ -116,15 +116,7 @@ bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out) 
     switch (tag) {
       case Tag(1, kWireLengthDelimited): return ParseInfoField(reader, depth, out.info);
       case Tag(2, kWireLengthDelimited):
-        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
-          return ParseFields(payload, inner, [&](Reader& range, uint32_t field, bool& known_range) {
-            switch (field) {
-              case Tag(1, kWireVarint): return ParseVarintAs(range, out.range_offset);
-              case Tag(2, kWireVarint): return ParseVarintAs(range, out.range_length);
-              default: known_range = false; return true;
-            }
-          });
-        });
+        return ParseByteRangeField(reader, depth, out.range_offset, out.range_length);
       case Tag(3, kWireLengthDelimited): {  // inline_data: bytes, no UTF-8 rule
         std::span<const uint8_t> ignored;
         return reader.Payload(ignored);

@@ -4,10 +4,10 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60
-#   TARGET              npy, safetensors, stream_message, request_validation,
-#                       handoff_session, token_file, snapshot_format,
-#                       cluster_record (a
-#                       trailing _fuzz is fine); default all
+#   TARGET              npy, safetensors, stream_message, wire_tensor_info,
+#                       request_validation, handoff_session, token_file,
+#                       snapshot_format, cluster_record (a trailing _fuzz is
+#                       fine); default all
 #
 # Builds build-fuzz (Clang 14, TENSORD_FUZZ=ON, ASan+UBSan; Ninja and ccache),
 # then runs each target in turn, one process, into build-fuzz/corpus/<name>
@@ -22,8 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(npy safetensors stream_message request_validation handoff_session token_file
-             snapshot_format cluster_record)
+all_targets=(npy safetensors stream_message wire_tensor_info request_validation handoff_session
+             token_file snapshot_format cluster_record)
 
 seconds=60
 if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then

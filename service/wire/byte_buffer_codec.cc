@@ -55,22 +55,16 @@ grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& mess
 }
 
 grpc::ByteBuffer EncodeNameVersionRequest(absl::string_view name, uint64_t version) {
-  // name = 1 (string), version = 2 (uint64) in both messages; proto3 leaves out
-  // an empty name and a zero version.
-  const size_t name_field = name.empty() ? 0 : 1 + VarintSize(name.size()) + name.size();
-  const size_t version_field = version == 0 ? 0 : 1 + VarintSize(version);
-  grpc::Slice slice(name_field + version_field);
+  // name = 1 (string), version = 2 (uint64) in both messages.
+  const size_t name_field = name.empty() ? 0 : LengthDelimitedFieldSize(name.size());
+  grpc::Slice slice(name_field + ScalarFieldSize(version));
   auto* out = const_cast<uint8_t*>(slice.begin());
   if (!name.empty()) {
-    *out++ = WireTag(1, kWireLengthDelimited);
-    out += PutVarint(name.size(), out);
+    out = PutLengthPrefix(1, name.size(), out);
     std::memcpy(out, name.data(), name.size());
     out += name.size();
   }
-  if (version != 0) {
-    *out++ = WireTag(2, kWireVarint);
-    PutVarint(version, out);
-  }
+  PutScalarField(2, version, out);
   return grpc::ByteBuffer(&slice, 1);
 }
 

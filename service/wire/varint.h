@@ -1,5 +1,6 @@
-// Protobuf's base-128 varint, for the messages tensord writes by hand (stream
-// framing, the Stat and fetch-header answers).
+// Protobuf's base-128 varint and proto3 field writers, for the messages
+// tensord writes by hand (stream framing, Stat and fetch requests, the Stat
+// and fetch-header answers).
 #ifndef TENSORD_SERVICE_WIRE_VARINT_H_
 #define TENSORD_SERVICE_WIRE_VARINT_H_
 
@@ -36,6 +37,26 @@ inline size_t VarintSize(uint64_t value) {
 // The one-byte tag of fields 1..15.
 constexpr uint8_t WireTag(uint32_t field, uint32_t wire_type) {
   return static_cast<uint8_t>((field << 3) | wire_type);
+}
+
+// proto3 leaves zero scalars and empty strings and repeated fields out; a
+// set submessage is written even when empty. Sizes of whole fields (tag
+// included) for fields 1..15:
+inline size_t ScalarFieldSize(uint64_t bits) { return bits == 0 ? 0 : 1 + VarintSize(bits); }
+inline size_t LengthDelimitedFieldSize(size_t payload) {
+  return 1 + VarintSize(payload) + payload;
+}
+
+// Writers returning the end of what they wrote.
+inline uint8_t* PutScalarField(uint32_t field, uint64_t bits, uint8_t* out) {
+  if (bits == 0) return out;
+  *out++ = WireTag(field, kWireVarint);
+  return out + PutVarint(bits, out);
+}
+// The tag and length; the caller writes the payload after them.
+inline uint8_t* PutLengthPrefix(uint32_t field, size_t payload, uint8_t* out) {
+  *out++ = WireTag(field, kWireLengthDelimited);
+  return out + PutVarint(payload, out);
 }
 
 }  // namespace tensord

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "service/common/utf8.h"
 #include "service/wire/varint.h"
 
@@ -149,11 +150,19 @@ bool ParseSubmessage(Reader& reader, int depth, ParseMessage parse) {
   return parse(payload, depth - 1);
 }
 
-// A proto3 string field: must be UTF-8.
-inline bool ParseString(Reader& reader, std::string& out) {
+// A proto3 string field, viewed where it lies; it must be UTF-8.
+inline bool ViewString(Reader& reader, absl::string_view& out) {
   std::span<const uint8_t> payload;
   if (!reader.Payload(payload) || !IsValidUtf8(payload)) return false;
-  out.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+  out = absl::string_view(reinterpret_cast<const char*>(payload.data()), payload.size());
+  return true;
+}
+
+// The same, copied into `out`.
+inline bool ParseString(Reader& reader, std::string& out) {
+  absl::string_view view;
+  if (!ViewString(reader, view)) return false;
+  out.assign(view.data(), view.size());
   return true;
 }
 

@@ -4,19 +4,7 @@
 
 namespace tensord {
 
-namespace {
-
 using namespace wire_reader;
-
-// A proto3 string field viewed where it lies; it must be UTF-8.
-bool ViewString(Reader& reader, absl::string_view& out) {
-  std::span<const uint8_t> payload;
-  if (!reader.Payload(payload) || !IsValidUtf8(payload)) return false;
-  out = absl::string_view(reinterpret_cast<const char*>(payload.data()), payload.size());
-  return true;
-}
-
-}  // namespace
 
 bool ParseWireStatRequest(std::span<const uint8_t> bytes, WireStatRequest& out) {
   return ParseFields(bytes, kRecursionLimit, [&](Reader& reader, uint32_t tag, bool& known) {

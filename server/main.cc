@@ -49,6 +49,7 @@
 #include "service/common/log.h"
 #include "service/common/malloc_tuning.h"
 #include "service/common/pem_source.h"
+#include "service/security/openssl_lifetime.h"
 #include "service/security/token_file.h"
 #include "service/transport/connection_listener.h"
 #include "service/transport/tensor_server.h"
@@ -407,6 +408,10 @@ absl::Status ApplySecurityFlags(ServerOptions& options) {
 }
 
 int Run(int argc, char** argv) {
+  // Before gRPC's first TLS credentials initialise OpenSSL.
+  if (absl::Status kept = KeepOpenSslThroughExit(); !kept.ok()) {
+    Log(LogLevel::kWarning, "openssl_init_failed", {{"error", kept.ToString()}});
+  }
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view path) {
     return absl::EndsWith(path, "server/main.cc");

@@ -23,6 +23,19 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
                             header)) {
     return absl::InternalError("fetch stream did not start with a valid header");
   }
+  // Lifted out of the header by the stream decoder (HeaderInlineData::kLift).
+  return AcceptHeader(std::move(header), message.has_inline_data, message.inline_data);
+}
+
+absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader header) {
+  if (info_.has_value()) return absl::InternalError("fetch answer after the header");
+  const bool has_inline_data = header.has_inline_data;
+  const std::span<const uint8_t> inline_data = header.inline_data;
+  return AcceptHeader(std::move(header), has_inline_data, {&inline_data, 1});
+}
+
+absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header, bool has_inline_data,
+                                               std::span<const std::span<const uint8_t>> inline_data) {
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromWire(std::move(header.info)));
   const uint64_t offset = header.range_offset;
   const uint64_t length = header.range_length;
@@ -42,17 +55,17 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
   // dtype or shape) is reported before the server's inline-size fault.
   TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
   uint64_t inline_size = 0;
-  for (std::span<const uint8_t> piece : message.inline_data) inline_size += piece.size();
-  if (message.has_inline_data && inline_size != length) {
+  for (std::span<const uint8_t> piece : inline_data) inline_size += piece.size();
+  if (has_inline_data && inline_size != length) {
     return absl::InternalError(absl::StrCat("fetch header carried ", inline_size,
                                             " inline bytes of a ", length, "-byte range"));
   }
   info_ = std::move(info);
   range_offset_ = offset;
   range_length_ = length;
-  if (message.has_inline_data) {
+  if (has_inline_data) {
     uint8_t* out = destination_;
-    for (std::span<const uint8_t> piece : message.inline_data) {
+    for (std::span<const uint8_t> piece : inline_data) {
       std::memcpy(out, piece.data(), piece.size());
       out += piece.size();
     }

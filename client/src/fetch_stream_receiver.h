@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "service/wire/stream_message.h"
+#include "service/wire/wire_tensor_info.h"
 #include "tensord/client.h"
 #include "tensord/tensor.h"
 
@@ -36,6 +38,9 @@ class FetchStreamReceiver {
   // (a header's inline bytes are taken from StreamMessage::inline_data).
   // After an error the stream is unusable.
   absl::Status Receive(const StreamMessage& message);
+  // Instead of Receive: a whole answer (FetchInline's) whose header was
+  // parsed with its inline bytes, which must stay valid during the call.
+  absl::Status ReceiveWholeAnswer(WireFetchHeader header);
 
   // True once the header and every byte of its range are in: the server
   // sent its status with the last message, so no further Read is needed.
@@ -57,6 +62,10 @@ class FetchStreamReceiver {
 
  private:
   absl::Status ReceiveHeader(const StreamMessage& message);
+  // The header's checks, the destination and the inline bytes (pieces in
+  // order; `has_inline_data` false when the range's bytes come as chunks).
+  absl::Status AcceptHeader(WireFetchHeader header, bool has_inline_data,
+                            std::span<const std::span<const uint8_t>> inline_data);
   absl::Status ReceiveChunk(const StreamMessage& message);
   // Counts `size` more bytes written (and checksummed) and reports progress.
   void Accepted(uint64_t size);

@@ -382,10 +382,17 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
     return std::nullopt;
   }
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
-  ByteBufferDecoder decoder;
-  TENSORD_RETURN_IF_ERROR(decoder.Decode(answer, HeaderInlineData::kLift));
+  // One answer, read whole: parsed where it lies (or flattened once when it
+  // came in several slices), its bytes copied straight into the destination.
+  grpc::Slice bytes;
+  TENSORD_RETURN_IF_ERROR(FlattenByteBuffer(answer, bytes, "FetchInline answer"));
+  WireFetchHeader header;
+  bool has_header = false;
+  if (!ParseWireFetchResponse({bytes.begin(), bytes.size()}, header, has_header)) {
+    return absl::InternalError("FetchInline answer is not a valid FetchResponse");
+  }
   FetchStreamReceiver receiver(fetch_options, destination_for);
-  TENSORD_RETURN_IF_ERROR(receiver.Receive(decoder.message()));
+  if (has_header) TENSORD_RETURN_IF_ERROR(receiver.ReceiveWholeAnswer(std::move(header)));
   if (!receiver.complete()) {
     return absl::InternalError("FetchInline answered with neither the bytes nor a split header");
   }

@@ -96,6 +96,43 @@ bool ParseInfoField(Reader& reader, int depth, WireTensorInfo& info) {
   });
 }
 
+bool ParseFetchHeader(std::span<const uint8_t> bytes, int depth, WireFetchHeader& out) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ParseInfoField(reader, depth, out.info);
+      case Tag(2, kWireLengthDelimited):
+        return ParseByteRangeField(reader, depth, out.range_offset, out.range_length);
+      case Tag(3, kWireLengthDelimited):  // inline_data: bytes, no UTF-8 rule
+        out.has_inline_data = true;
+        return reader.Payload(out.inline_data);
+      case Tag(4, kWireVarint): {
+        uint64_t value = 0;
+        if (!reader.Varint(value)) return false;
+        out.split = value != 0;
+        return true;
+      }
+      default: known = false; return true;
+    }
+  });
+}
+
+// v1::Chunk, only checked: a FetchInline answer has no use for one.
+bool CheckChunk(std::span<const uint8_t> bytes, int depth) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireVarint): {
+        uint64_t offset = 0;
+        return reader.Varint(offset);
+      }
+      case Tag(2, kWireLengthDelimited): {
+        std::span<const uint8_t> data;
+        return reader.Payload(data);
+      }
+      default: known = false; return true;
+    }
+  });
+}
+
 }  // namespace
 
 bool ParseWireTensorInfo(std::span<const uint8_t> bytes, WireTensorInfo& out) {
@@ -111,22 +148,26 @@ bool ParseWireStatResponse(std::span<const uint8_t> bytes, WireTensorInfo& out) 
 }
 
 bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out) {
+  return ParseFetchHeader(bytes, kRecursionLimit, out);
+}
+
+bool ParseWireFetchResponse(std::span<const uint8_t> bytes, WireFetchHeader& header,
+                            bool& has_header) {
   constexpr int depth = kRecursionLimit;
+  has_header = false;
   return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
-      case Tag(1, kWireLengthDelimited): return ParseInfoField(reader, depth, out.info);
+      case Tag(1, kWireLengthDelimited):
+        if (!has_header) header = WireFetchHeader{};
+        has_header = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseFetchHeader(payload, inner, header);
+        });
       case Tag(2, kWireLengthDelimited):
-        return ParseByteRangeField(reader, depth, out.range_offset, out.range_length);
-      case Tag(3, kWireLengthDelimited): {  // inline_data: bytes, no UTF-8 rule
-        std::span<const uint8_t> ignored;
-        return reader.Payload(ignored);
-      }
-      case Tag(4, kWireVarint): {
-        uint64_t value = 0;
-        if (!reader.Varint(value)) return false;
-        out.split = value != 0;
-        return true;
-      }
+        has_header = false;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return CheckChunk(payload, inner);
+        });
       default: known = false; return true;
     }
   });

@@ -46,6 +46,9 @@ struct WireFetchHeader {
   uint64_t range_offset = 0;
   uint64_t range_length = 0;
   bool split = false;
+  // inline_data (field 3), the last occurrence, viewed in the parsed bytes.
+  bool has_inline_data = false;
+  std::span<const uint8_t> inline_data;
 };
 
 // Each returns false where the generated parser's ParseFromArray would
@@ -54,9 +57,15 @@ struct WireFetchHeader {
 bool ParseWireTensorInfo(std::span<const uint8_t> bytes, WireTensorInfo& out);
 // v1::StatResponse: its info.
 bool ParseWireStatResponse(std::span<const uint8_t> bytes, WireTensorInfo& out);
-// v1::FetchHeader; its inline_data (field 3) is checked and skipped: the
-// stream decoder lifts it out beforehand (HeaderInlineData::kLift).
+// v1::FetchHeader.
 bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out);
+// v1::FetchResponse, a FetchInline answer read whole (no stream decoder, no
+// copy of the header): `has_header` says whether its oneof ends holding the
+// header, and `header` is meaningful only then. As protobuf does, a header
+// merges into an earlier one, a chunk replaces it (and is checked, not
+// kept), and a header after a chunk starts afresh.
+bool ParseWireFetchResponse(std::span<const uint8_t> bytes, WireFetchHeader& header,
+                            bool& has_header);
 
 }  // namespace tensord
 

@@ -4,8 +4,8 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 5: TensorInfo, StatResponse, FetchHeader, StatRequest,
-//         FetchRequest] [message bytes...]
+// Input: [kind = byte % 6: TensorInfo, StatResponse, FetchHeader, StatRequest,
+//         FetchRequest, FetchResponse] [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -60,6 +60,14 @@ void CheckInfo(const WireTensorInfo& parsed, const v1::TensorInfo& proto) {
   if (from_wire.ok()) Check(SameInfo(*from_wire, *from_proto));
 }
 
+void CheckHeader(const WireFetchHeader& parsed, const v1::FetchHeader& proto) {
+  CheckInfo(parsed.info, proto.info());
+  Check(parsed.range_offset == proto.range().offset() &&
+        parsed.range_length == proto.range().length() && parsed.split == proto.split() &&
+        parsed.has_inline_data == proto.has_inline_data() &&
+        std::string(parsed.inline_data.begin(), parsed.inline_data.end()) == proto.inline_data());
+}
+
 }  // namespace
 
 // Protobuf logs every string field with invalid UTF-8 it rejects; at
@@ -72,7 +80,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -120,15 +128,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case 5: {
+      v1::FetchResponse proto;
+      WireFetchHeader parsed;
+      bool has_header = false;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireFetchResponse(wire, parsed, has_header) == proto_ok);
+      if (!proto_ok) break;
+      Check(has_header == proto.has_header());
+      if (has_header) CheckHeader(parsed, proto.header());
+      break;
+    }
     default: {
       v1::FetchHeader proto;
       WireFetchHeader parsed;
       const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
       Check(ParseWireFetchHeader(wire, parsed) == proto_ok);
-      if (!proto_ok) break;
-      CheckInfo(parsed.info, proto.info());
-      Check(parsed.range_offset == proto.range().offset() &&
-            parsed.range_length == proto.range().length() && parsed.split == proto.split());
+      if (proto_ok) CheckHeader(parsed, proto);
       break;
     }
   }

@@ -85,6 +85,9 @@ TEST(WireTensorInfoTest, ReadsWhatTheGeneratedSerializerWrites) {
   EXPECT_EQ(from_header.range_offset, 4u);
   EXPECT_EQ(from_header.range_length, 28u);
   EXPECT_TRUE(from_header.split);
+  ASSERT_TRUE(from_header.has_inline_data);
+  EXPECT_EQ(std::string(from_header.inline_data.begin(), from_header.inline_data.end()),
+            header.inline_data());
 
   absl::StatusOr<TensorInfo> converted = InfoFromWire(parsed);
   ASSERT_TRUE(converted.ok()) << converted.status();
@@ -164,6 +167,57 @@ TEST(WireTensorInfoTest, RefusesWhatProtobufRefuses) {
     WireTensorInfo parsed;
     ASSERT_TRUE(ParseWireTensorInfo(Bytes(bytes), parsed)) << absl::CHexEscape(bytes);
     ExpectSameFields(parsed, WireInfoOf(proto));
+  }
+}
+
+// A FetchInline answer read whole: the oneof's rules as protobuf applies
+// them, checked against the generated parser on the same bytes.
+TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
+  v1::FetchResponse with_bytes;
+  *with_bytes.mutable_header()->mutable_info() = FullInfo();
+  with_bytes.mutable_header()->mutable_range()->set_length(6);
+  with_bytes.mutable_header()->set_inline_data("abcdef");
+  v1::FetchResponse later;  // merges: a new range length and new bytes
+  later.mutable_header()->mutable_range()->set_length(3);
+  later.mutable_header()->set_inline_data("xyz");
+  v1::FetchResponse chunk;
+  chunk.mutable_chunk()->set_offset(7);
+  chunk.mutable_chunk()->set_data("chunk");
+  v1::FetchResponse empty_bytes;
+  empty_bytes.mutable_header()->set_inline_data("");
+  const std::string cases[] = {
+      with_bytes.SerializeAsString(),
+      with_bytes.SerializeAsString() + later.SerializeAsString(),
+      with_bytes.SerializeAsString() + chunk.SerializeAsString(),  // the chunk replaces it
+      chunk.SerializeAsString() + later.SerializeAsString(),      // a fresh header
+      chunk.SerializeAsString(),
+      empty_bytes.SerializeAsString(),
+      "",
+  };
+  for (const std::string& bytes : cases) {
+    v1::FetchResponse proto;
+    ASSERT_TRUE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
+    WireFetchHeader header;
+    bool has_header = true;
+    ASSERT_TRUE(ParseWireFetchResponse(Bytes(bytes), header, has_header)) << absl::CHexEscape(bytes);
+    ASSERT_EQ(has_header, proto.has_header()) << absl::CHexEscape(bytes);
+    if (!has_header) continue;
+    ExpectSameFields(header.info, WireInfoOf(proto.header().info()));
+    EXPECT_EQ(header.range_offset, proto.header().range().offset());
+    EXPECT_EQ(header.range_length, proto.header().range().length());
+    EXPECT_EQ(header.has_inline_data, proto.header().has_inline_data());
+    EXPECT_EQ(std::string(header.inline_data.begin(), header.inline_data.end()),
+              proto.header().inline_data());
+  }
+  // Refused by both: a chunk whose data runs past it, a header cut short.
+  const std::string with_bytes_wire = with_bytes.SerializeAsString();
+  for (const std::string& bytes : {std::string("\x12\x03\x12\x05\x00", 5),
+                                   with_bytes_wire.substr(0, with_bytes_wire.size() - 1)}) {
+    v1::FetchResponse proto;
+    ASSERT_FALSE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
+    WireFetchHeader header;
+    bool has_header = false;
+    EXPECT_FALSE(ParseWireFetchResponse(Bytes(bytes), header, has_header)) << absl::CHexEscape(bytes);
   }
 }
 

@@ -180,8 +180,8 @@ write("stream_message", "padded_tag", stream_input(
     data(1, bytes([0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]))))
 write("stream_message", "empty", stream_input(b""))
 
-# wire_tensor_info: [kind % 5: TensorInfo, StatResponse, FetchHeader, StatRequest,
-# FetchRequest] [message].
+# wire_tensor_info: [kind % 6: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# FetchRequest, FetchResponse] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -206,6 +206,14 @@ write("wire_tensor_info", "bad_utf8_name", info_input(0, data(1, b"\xc3\x28")))
 write("wire_tensor_info", "stat_request", info_input(3, data(1, "models/enc.w") + uint(2, 5)))
 write("wire_tensor_info", "fetch_request", info_input(
     4, fetch_request("models/enc.w", version=2, rng=(8, 16), max_chunk_bytes=4096) + uint(5, 1 << 20)))
+# FetchInline answers: the bytes in the header; a header merged with a
+# later one; a chunk that replaces the header (protobuf's oneof rule).
+inline_header = data(1, full_info) + data(2, byte_range(0, 24)) + data(3, bytes(24))
+write("wire_tensor_info", "fetch_response_inline", info_input(5, data(1, inline_header)))
+write("wire_tensor_info", "fetch_response_merged", info_input(
+    5, data(1, inline_header) + data(1, data(2, byte_range(0, 3)) + data(3, b"xyz"))))
+write("wire_tensor_info", "fetch_response_chunk_last", info_input(
+    5, data(1, inline_header) + data(2, chunk(8, b"abcd"))))
 write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
     "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
 

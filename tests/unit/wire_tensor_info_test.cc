@@ -79,8 +79,9 @@ TEST(WireTensorInfoTest, ReadsWhatTheGeneratedSerializerWrites) {
   header.mutable_range()->set_length(28);
   header.set_inline_data(std::string(28, 'x'));
   header.set_split(true);
+  const std::string header_bytes = header.SerializeAsString();  // inline_data views it
   WireFetchHeader from_header;
-  ASSERT_TRUE(ParseWireFetchHeader(Bytes(header.SerializeAsString()), from_header));
+  ASSERT_TRUE(ParseWireFetchHeader(Bytes(header_bytes), from_header));
   ExpectSameFields(from_header.info, WireInfoOf(info));
   EXPECT_EQ(from_header.range_offset, 4u);
   EXPECT_EQ(from_header.range_length, 28u);

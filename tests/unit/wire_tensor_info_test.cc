@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "client/src/info_conversion.h"
 #include "absl/strings/escaping.h"
@@ -118,21 +119,58 @@ TEST(WireTensorInfoTest, MergesRepeatsAsProtobufDoes) {
   EXPECT_EQ(parsed.layout.shape, (std::vector<int64_t>{2, 3, 5}));
 }
 
-// Unknown groups nested `depth` deep inside a TensorInfo: protobuf refuses
-// more than 100 levels, and so must the hand parser, at the same depth.
+// Field `field` of wire type 2 holding `payload`.
+std::string LengthDelimited(int field, const std::string& payload) {
+  std::string out(1, static_cast<char>((field << 3) | 2));
+  for (uint64_t length = payload.size();; length >>= 7) {
+    out += static_cast<char>(length < 0x80 ? length : (length & 0x7f) | 0x80);
+    if (length < 0x80) break;
+  }
+  return out + payload;
+}
+
+// `depth` unknown groups (field 15, one-byte tags) nested in each other.
+std::string NestedGroups(int depth) {
+  return std::string(depth, static_cast<char>((15 << 3) | 3)) +
+         std::string(depth, static_cast<char>((15 << 3) | 4));
+}
+
+// Unknown groups nested `depth` deep: protobuf counts each group and each
+// enclosing message against its limit of 100 levels, and the hand parsers
+// must refuse at the same depth. Both sides of each limit are checked.
 TEST(WireTensorInfoTest, RefusesNestingWhereProtobufDoes) {
   for (int depth : {1, 98, 99, 100, 101, 150}) {
-    std::string bytes;
-    for (int i = 0; i < depth; ++i) bytes += static_cast<char>((20 << 3) | 3);  // start group 20
-    for (int i = 0; i < depth; ++i) bytes += static_cast<char>((20 << 3) | 4);  // end group 20
+    const std::string bytes = NestedGroups(depth);
     v1::TensorInfo proto;
     WireTensorInfo parsed;
-    EXPECT_EQ(ParseWireTensorInfo(Bytes(bytes), parsed), proto.ParseFromString(bytes)) << depth;
+    const bool proto_ok = proto.ParseFromString(bytes);
+    EXPECT_EQ(proto_ok, depth <= 100) << depth;
+    EXPECT_EQ(ParseWireTensorInfo(Bytes(bytes), parsed), proto_ok) << depth;
+
+    const std::string in_stat = LengthDelimited(1, bytes);
     v1::StatResponse stat;
-    const std::string nested = std::string(1, '\x0a') + static_cast<char>(bytes.size()) + bytes;
-    if (bytes.size() < 128) {
-      EXPECT_EQ(ParseWireStatResponse(Bytes(nested), parsed), stat.ParseFromString(nested))
-          << depth;
+    const bool stat_ok = stat.ParseFromString(in_stat);
+    EXPECT_EQ(stat_ok, depth <= 99) << depth;
+    EXPECT_EQ(ParseWireStatResponse(Bytes(in_stat), parsed), stat_ok) << depth;
+  }
+}
+
+// Inside a FetchResponse: in its header's info (two levels down) and in
+// its chunk (one).
+TEST(WireTensorInfoTest, RefusesNestingInAFetchResponseWhereProtobufDoes) {
+  for (int depth : {1, 97, 98, 99, 100, 101}) {
+    const std::string groups = NestedGroups(depth);
+    const std::pair<std::string, int> routes[] = {
+        {LengthDelimited(1, LengthDelimited(1, groups)), 98},
+        {LengthDelimited(2, groups), 99},
+    };
+    for (const auto& [bytes, limit] : routes) {
+      v1::FetchResponse proto;
+      WireFetchHeader header;
+      bool has_header = false;
+      const bool proto_ok = proto.ParseFromString(bytes);
+      EXPECT_EQ(proto_ok, depth <= limit) << depth;
+      EXPECT_EQ(ParseWireFetchResponse(Bytes(bytes), header, has_header), proto_ok) << depth;
     }
   }
 }
@@ -186,11 +224,18 @@ TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
   chunk.mutable_chunk()->set_data("chunk");
   v1::FetchResponse empty_bytes;
   empty_bytes.mutable_header()->set_inline_data("");
+  v1::FetchResponse split;
+  *split.mutable_header()->mutable_info() = FullInfo();
+  split.mutable_header()->mutable_range()->set_length(1 << 20);
+  split.mutable_header()->set_split(true);
   const std::string cases[] = {
       with_bytes.SerializeAsString(),
       with_bytes.SerializeAsString() + later.SerializeAsString(),
       with_bytes.SerializeAsString() + chunk.SerializeAsString(),  // the chunk replaces it
       chunk.SerializeAsString() + later.SerializeAsString(),      // a fresh header
+      // A fresh header: nothing of the first survives the chunk between.
+      with_bytes.SerializeAsString() + chunk.SerializeAsString() + later.SerializeAsString(),
+      split.SerializeAsString(),
       chunk.SerializeAsString(),
       empty_bytes.SerializeAsString(),
       "",
@@ -206,6 +251,7 @@ TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
     ExpectSameFields(header.info, WireInfoOf(proto.header().info()));
     EXPECT_EQ(header.range_offset, proto.header().range().offset());
     EXPECT_EQ(header.range_length, proto.header().range().length());
+    EXPECT_EQ(header.split, proto.header().split());
     EXPECT_EQ(header.has_inline_data, proto.header().has_inline_data());
     EXPECT_EQ(std::string(header.inline_data.begin(), header.inline_data.end()),
               proto.header().inline_data());

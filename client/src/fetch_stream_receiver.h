@@ -64,6 +64,8 @@ class FetchStreamReceiver {
   absl::Status ReceiveHeader(const StreamMessage& message);
   // The header's checks, the destination and the inline bytes (pieces in
   // order; `has_inline_data` false when the range's bytes come as chunks).
+  // The header's own has_inline_data and inline_data are not read: the
+  // caller passes them, or the stream decoder's lifted pieces.
   absl::Status AcceptHeader(WireFetchHeader header, bool has_inline_data,
                             std::span<const std::span<const uint8_t>> inline_data);
   absl::Status ReceiveChunk(const StreamMessage& message);

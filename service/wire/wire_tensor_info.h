@@ -57,7 +57,7 @@ struct WireFetchHeader {
 bool ParseWireTensorInfo(std::span<const uint8_t> bytes, WireTensorInfo& out);
 // v1::StatResponse: its info.
 bool ParseWireStatResponse(std::span<const uint8_t> bytes, WireTensorInfo& out);
-// v1::FetchHeader.
+// v1::FetchHeader. Its inline_data views `bytes`, which must outlive it.
 bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out);
 // v1::FetchResponse, a FetchInline answer read whole (no stream decoder, no
 // copy of the header): `has_header` says whether its oneof ends holding the

@@ -23,19 +23,21 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
                             header)) {
     return absl::InternalError("fetch stream did not start with a valid header");
   }
-  // Lifted out of the header by the stream decoder (HeaderInlineData::kLift).
-  return AcceptHeader(std::move(header), message.has_inline_data, message.inline_data);
+  // The stream decoder lifted the inline bytes out of the header
+  // (HeaderInlineData::kLift).
+  header.has_inline_data = message.has_inline_data;
+  return AcceptHeader(std::move(header), message.inline_data);
 }
 
 absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader header) {
   if (info_.has_value()) return absl::InternalError("fetch answer after the header");
-  const bool has_inline_data = header.has_inline_data;
   const std::span<const uint8_t> inline_data = header.inline_data;
-  return AcceptHeader(std::move(header), has_inline_data, {&inline_data, 1});
+  return AcceptHeader(std::move(header), {&inline_data, 1});
 }
 
-absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header, bool has_inline_data,
+absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header,
                                                std::span<const std::span<const uint8_t>> inline_data) {
+  const bool has_inline_data = header.has_inline_data;
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromWire(std::move(header.info)));
   const uint64_t offset = header.range_offset;
   const uint64_t length = header.range_length;

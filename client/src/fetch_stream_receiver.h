@@ -62,11 +62,10 @@ class FetchStreamReceiver {
 
  private:
   absl::Status ReceiveHeader(const StreamMessage& message);
-  // The header's checks, the destination and the inline bytes (pieces in
-  // order; `has_inline_data` false when the range's bytes come as chunks).
-  // The header's own has_inline_data and inline_data are not read: the
-  // caller passes them, or the stream decoder's lifted pieces.
-  absl::Status AcceptHeader(WireFetchHeader header, bool has_inline_data,
+  // The header's checks, the destination and, when header.has_inline_data,
+  // the inline bytes: `inline_data`, pieces in order (the header's own view,
+  // or the stream decoder's lifted pieces).
+  absl::Status AcceptHeader(WireFetchHeader header,
                             std::span<const std::span<const uint8_t>> inline_data);
   absl::Status ReceiveChunk(const StreamMessage& message);
   // Counts `size` more bytes written (and checksummed) and reports progress.

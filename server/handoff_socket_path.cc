@@ -1,6 +1,5 @@
 #include "server/handoff_socket_path.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "service/common/directory_entries.h"
 #include "service/common/errno_status.h"
 
 namespace tensord {
@@ -39,21 +39,21 @@ bool EnsurePrivateDirectory(const std::string& path) {
 
 // Removes handoff-<pid>.sock files whose server is gone.
 void RemoveStaleSockets(const std::string& directory) {
-  DIR* listing = ::opendir(directory.c_str());
-  if (listing == nullptr) return;
-  while (const dirent* entry = ::readdir(listing)) {
-    absl::string_view name = entry->d_name;
-    if (!absl::ConsumePrefix(&name, kSocketPrefix) || !absl::ConsumeSuffix(&name, kSocketSuffix)) {
-      continue;
+  // Best effort: a directory we cannot list leaves its stale sockets.
+  (void)ForEachDirectoryEntry(directory, [&](absl::string_view entry_name) {
+    absl::string_view pid_text = entry_name;
+    if (!absl::ConsumePrefix(&pid_text, kSocketPrefix) ||
+        !absl::ConsumeSuffix(&pid_text, kSocketSuffix)) {
+      return true;
     }
     int pid = 0;
-    if (!absl::SimpleAtoi(name, &pid) || pid <= 0) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
-    const std::string path = absl::StrCat(directory, "/", entry->d_name);
+    if (!absl::SimpleAtoi(pid_text, &pid) || pid <= 0) return true;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) return true;  // alive, or not ours to judge
+    const std::string path = absl::StrCat(directory, "/", entry_name);
     struct stat info;
     if (::lstat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) ::unlink(path.c_str());
-  }
-  ::closedir(listing);
+    return true;
+  });
 }
 
 // A Unix socket path must fit sockaddr_un::sun_path with its terminator.

@@ -1,11 +1,12 @@
 #include "service/common/fd_limits.h"
 
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+
+#include "service/common/directory_entries.h"
 
 namespace tensord {
 namespace {
@@ -38,13 +39,12 @@ uint64_t SystemOpenFileLimit() { return ReadProcNumber("/proc/sys/fs/file-max");
 uint64_t MappingLimit() { return ReadProcNumber("/proc/sys/vm/max_map_count"); }
 
 uint64_t OpenFileCount() {
-  DIR* directory = ::opendir("/proc/self/fd");
-  if (directory == nullptr) return 0;
   uint64_t count = 0;
-  while (const dirent* entry = ::readdir(directory)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(directory);
+  const absl::Status listed = ForEachDirectoryEntry("/proc/self/fd", [&](absl::string_view) {
+    ++count;
+    return true;
+  });
+  if (!listed.ok()) return 0;
   return count > 0 ? count - 1 : 0;  // not the directory's own fd
 }
 

@@ -14,9 +14,11 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "service/common/directory_entries.h"
 #include "service/common/errno_status.h"
 #include "service/common/log.h"
 #include "service/common/mapped_file.h"
@@ -185,18 +187,18 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
 
 void SnapshotStore::RemoveStaleTemporaries() const {
   const std::string prefix = absl::StrCat(kSnapshotFileName, ".tmp.");
-  std::error_code error;
-  std::filesystem::directory_iterator entries(directory_, error);
   // Bounded: a directory of ours holds a handful of files.
-  for (int seen = 0; !error && entries != std::filesystem::directory_iterator() && seen < 10'000;
-       entries.increment(error), ++seen) {
-    const std::string name = entries->path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::error_code removed;
-    std::filesystem::remove(entries->path(), removed);
-    Log(LogLevel::kWarning, "snapshot_stale_temporary_removed",
-        {{"file", entries->path().string()}, {"error", removed.message()}});
-  }
+  int seen = 0;
+  (void)ForEachDirectoryEntry(directory_, [&](absl::string_view name) {
+    if (absl::StartsWith(name, prefix)) {
+      const std::string path = absl::StrCat(directory_, "/", name);
+      std::error_code removed;
+      std::filesystem::remove(path, removed);
+      Log(LogLevel::kWarning, "snapshot_stale_temporary_removed",
+          {{"file", path}, {"error", removed.message()}});
+    }
+    return ++seen < 10'000;
+  });
 }
 
 absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,

@@ -1,6 +1,5 @@
 #include "tests/integration/test_support.h"
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "service/common/directory_entries.h"
 #include "service/common/scoped_fd.h"
 
 namespace tensord::testing {
@@ -162,28 +162,23 @@ std::string TestTensorName(std::string_view stem) {
 
 size_t CountOpenFds(const std::string& proc_fd_dir) {
   size_t count = 0;
-  DIR* dir = ::opendir(proc_fd_dir.c_str());
-  if (dir == nullptr) return 0;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count;
+  const absl::Status listed = ForEachDirectoryEntry(proc_fd_dir, [&](absl::string_view) {
+    ++count;
+    return true;
+  });
+  return listed.ok() ? count : 0;
 }
 
 size_t CountMemfds(const std::string& proc_fd_dir) {
   size_t count = 0;
-  DIR* dir = ::opendir(proc_fd_dir.c_str());
-  if (dir == nullptr) return 0;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
+  const absl::Status listed = ForEachDirectoryEntry(proc_fd_dir, [&](absl::string_view name) {
     char target[256];
-    const std::string link = proc_fd_dir + "/" + entry->d_name;
+    const std::string link = absl::StrCat(proc_fd_dir, "/", name);
     const ssize_t length = ::readlink(link.c_str(), target, sizeof(target) - 1);
     if (length > 0 && std::string_view(target, length).starts_with("/memfd:")) ++count;
-  }
-  ::closedir(dir);
-  return count;
+    return true;
+  });
+  return listed.ok() ? count : 0;
 }
 
 std::string MapsLineOf(const void* address) {

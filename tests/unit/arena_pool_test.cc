@@ -1,6 +1,5 @@
 #include "service/memory/arena_pool.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "service/common/fd_limits.h"
 #include "service/common/scoped_fd.h"
 
 namespace tensord {
@@ -26,15 +26,6 @@ ArenaPoolOptions SmallArenas() {
   options.min_arena_bytes = 64 * kPage;  // 16 slots of 4 KiB... or more for small classes
   options.min_slots_per_arena = 4;
   return options;
-}
-
-size_t OpenFds() {
-  size_t count = 0;
-  if (DIR* dir = ::opendir("/proc/self/fd")) {
-    while (::readdir(dir) != nullptr) ++count;
-    ::closedir(dir);
-  }
-  return count;
 }
 
 std::unique_ptr<ArenaSlot> Filled(ArenaPool& pool, uint64_t size, uint8_t value,
@@ -166,7 +157,7 @@ TEST(ArenaPoolTest, DomainsAndSizeClassesNeverShareAnArena) {
 TEST(ArenaPoolTest, FdsGrowWithArenasNotSlotsAndEmptyArenasAreReleased) {
   ArenaPoolOptions options;  // 16 MiB arenas: 4096 slots of 4 KiB
   ArenaPool pool(options);
-  const size_t fds_before = OpenFds();
+  const size_t fds_before = OpenFileCount();
   std::vector<std::unique_ptr<ArenaSlot>> slots;
   constexpr int kSlots = 10'000;
   for (int i = 0; i < kSlots; ++i) {
@@ -178,12 +169,12 @@ TEST(ArenaPoolTest, FdsGrowWithArenasNotSlotsAndEmptyArenasAreReleased) {
   EXPECT_EQ(stats.arenas, 3u);
   EXPECT_EQ(stats.slots_used, static_cast<uint64_t>(kSlots));
   EXPECT_EQ(stats.slot_bytes_used, kSlots * kPage);
-  EXPECT_EQ(OpenFds(), fds_before + 3);
+  EXPECT_EQ(OpenFileCount(), fds_before + 3);
   slots.clear();
   stats = pool.Stats();
   EXPECT_EQ(stats.slots_used, 0u);
   EXPECT_EQ(stats.arenas, 1u);  // one empty arena stays for the next puts
-  EXPECT_EQ(OpenFds(), fds_before + 1);
+  EXPECT_EQ(OpenFileCount(), fds_before + 1);
 }
 
 TEST(ArenaPoolTest, SlotsOutliveThePool) {

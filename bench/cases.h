@@ -78,6 +78,9 @@ struct BenchEnv {
   pid_t tensord_pid = -1;
   std::string empty_target;    // the empty-call server
   pid_t empty_pid = -1;
+  // The same server closing idle connections as tensord does by default.
+  std::string empty_closing_idle_target;
+  pid_t empty_closing_idle_pid = -1;
   std::string device_backend;  // tensord's --device-backend
   std::string tensord_binary;  // for sections that start more servers (cluster)
   // Pre-faulted, LargestBytes() long; source holds FillPattern(kPatternSeed).

@@ -51,7 +51,8 @@ bool WriteReadyFile(const std::string& path, const std::string& address) {
 
 }  // namespace
 
-int ServeEmpty(const std::string& address, const std::string& ready_file) {
+int ServeEmpty(const std::string& address, const std::string& ready_file,
+               bool close_idle_connections) {
   // Taken with sigwait below; blocked before gRPC starts its threads.
   sigset_t signals;
   sigemptyset(&signals);
@@ -68,6 +69,9 @@ int ServeEmpty(const std::string& address, const std::string& ready_file) {
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  if (close_idle_connections) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kTensordConnectionIdleTimeoutMs);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "tensord-bench --serve-empty: cannot serve on %s\n", address.c_str());

@@ -15,8 +15,16 @@ namespace tensord::bench {
 
 // The hidden `--serve-empty=ADDR --ready-file=PATH` mode of tensord-bench:
 // serves until SIGTERM/SIGINT, writing the bound address to `ready_file`
-// once serving. Returns the process exit code.
-int ServeEmpty(const std::string& address, const std::string& ready_file);
+// once serving. Returns the process exit code. With `close_idle_connections`
+// (`--serve-empty-closing-idle`), the server sets gRPC's max connection idle
+// time as tensord does by default (--connection-idle-timeout): the empty
+// call then pays only for the filter that closing costs on every call.
+int ServeEmpty(const std::string& address, const std::string& ready_file,
+               bool close_idle_connections);
+
+// tensord's default --connection-idle-timeout (server/main.cc): any value
+// adds the same filter.
+inline constexpr int kTensordConnectionIdleTimeoutMs = 10 * 60 * 1000;
 
 // An operation that makes one empty unary call (an empty StatRequest
 // answered by an empty StatResponse) on a channel of its own.

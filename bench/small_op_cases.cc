@@ -63,6 +63,36 @@ void AddLoadRows(const BenchEnv& env, const std::string& what, uint64_t bytes, i
                   .note = "client + server process CPU time per call; ratio: " + slices});
 }
 
+// A call without tensord that does part of what Stat or Fetch must, as
+// ratios to the empty call: the highest ratio they can show. The empty call
+// to a server closing idle connections prices the filter tensord's default
+// --connection-idle-timeout adds to every call (gRPC's max_connection_idle);
+// 4 KiB answered unparsed prices moving a fetch's bytes.
+void AddCeilingRows(const BenchEnv& env, absl::string_view what, uint64_t bytes, int threads,
+                    const std::vector<LoadSamples>& runs,
+                    const std::vector<LoadSamples>& empty_runs, absl::string_view meaning) {
+  const LoadResult result = Summarize(runs);
+  const std::string at = absl::StrCat(" @", threads);
+  const std::string slices = absl::StrCat("median of ", runs.size(), " slice ratios");
+  const std::string name = absl::StrCat(what, ", ", Clients(threads));
+  env.report.Add({.section = kSmallOpSection,
+                  .name = name,
+                  .bytes = bytes,
+                  .value = result.ops_per_second,
+                  .unit = "ops/s",
+                  .ratio = MedianSliceRatio(runs, empty_runs, &RunRate),
+                  .baseline = "empty call rate" + at,
+                  .note = absl::StrCat(result.ops, " calls; ", meaning, "; ratio: ", slices)});
+  env.report.Add({.section = kSmallOpSection,
+                  .name = name + ", CPU/call",
+                  .bytes = bytes,
+                  .value = result.cpu_us_per_op,
+                  .unit = "us",
+                  .ratio = MedianSliceRatio(runs, empty_runs, &RunCpuPerCall),
+                  .baseline = "empty call CPU/call" + at,
+                  .note = "client + server process CPU time per call; ratio: " + slices});
+}
+
 }  // namespace
 
 Operation SmallStatCall(std::shared_ptr<Client> client) {
@@ -104,7 +134,10 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
   }
   const std::string name = TensorName("small", kSmallOpBytes);
 
-  // Each thread's operation, per kind: the empty call, Stat, 4 KiB Fetch.
+  // Each thread's operation, per kind: the empty call, Stat, 4 KiB Fetch;
+  // then two ceilings: the empty call to a server closing idle connections
+  // as tensord does by default (issue 14), and 4 KiB answered by the empty
+  // server (gRPC and the kernel moving a fetch's bytes, no tensord).
   const std::function<absl::StatusOr<Operation>(int)> makers[] = {
       [&](int) { return MakeEmptyCall(env.empty_target); },
       [&](int) -> absl::StatusOr<Operation> {
@@ -116,16 +149,20 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
         TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
                                  ConnectClient(env, TransferPath::kRemote));
         return SmallFetchCall(std::move(client));
-      }};
-  constexpr int kKinds = 3;
+      },
+      [&](int) { return MakeEmptyCall(env.empty_closing_idle_target); },
+      [&](int) { return MakePayloadCall(env.empty_target); }};
+  constexpr int kKinds = 5;
+  const pid_t server_of_kind[kKinds] = {env.empty_pid, env.tensord_pid, env.tensord_pid,
+                                        env.empty_closing_idle_pid, env.empty_pid};
 
   for (int threads : config.concurrency) {
-    // Slices of each kind in turn, so load drift hits all three alike.
+    // Slices of each kind in turn, so load drift hits all kinds alike.
     std::vector<LoadSamples> runs[kKinds];
     for (int slice = 0; slice < config.load_slices; ++slice) {
       for (int kind = 0; kind < kKinds; ++kind) {
         // CPU of this process (the clients) and of the server answering.
-        const std::vector<pid_t> pids = {getpid(), kind == 0 ? env.empty_pid : env.tensord_pid};
+        const std::vector<pid_t> pids = {getpid(), server_of_kind[kind]};
         TENSORD_ASSIGN_OR_RETURN(
             LoadSamples run,
             RunLoad(threads, config.load_warmup_s, config.load_duration_s / config.load_slices,
@@ -153,6 +190,11 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .value = empty.cpu_us_per_op,
                     .unit = "us",
                     .note = "client + server process CPU time per call"});
+    AddCeilingRows(env, "empty call, server closing idle connections", 0, threads, runs[3],
+                   runs[0], "the ceiling of Stat's and Fetch's ratios while tensord closes "
+                            "idle connections");
+    AddCeilingRows(env, "4 KiB answer, no tensord", kPayloadBytes, threads, runs[4], runs[0],
+                   "the empty server answering 4 KiB unparsed: the ceiling of Fetch's ratio");
     AddLoadRows(env, "Stat", 0, threads, runs[1], runs[0]);
     AddLoadRows(env, "Fetch", kSmallOpBytes, threads, runs[2], runs[0]);
   }

@@ -58,6 +58,7 @@ struct CommandLine {
   std::string device_backend = "auto";
   // Hidden: run as the empty-call server.
   std::string serve_empty;
+  bool serve_empty_closing_idle = false;
   std::string ready_file;
   // Hidden: one client's small calls, for an instruction count (call_loop.h).
   std::string call_loop;
@@ -82,6 +83,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     };
     if (argument == "--smoke") {
       line.smoke = true;
+      continue;
+    }
+    if (argument == "--serve-empty-closing-idle") {
+      line.serve_empty_closing_idle = true;
       continue;
     }
     bool matched = false;
@@ -142,6 +147,14 @@ absl::Status Run(const CommandLine& line) {
       ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0",
                            "--ready-file=" + dir.path() + "/empty-ready"},
                           dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
+  // The same, closing idle connections as tensord does by default: what
+  // that costs every small call (the small section's ceiling row).
+  TENSORD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ChildProcess> empty_closing_idle_server,
+      ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0", "--serve-empty-closing-idle",
+                           "--ready-file=" + dir.path() + "/empty-closing-idle-ready"},
+                          dir.path() + "/empty-closing-idle-ready",
+                          dir.path() + "/empty-closing-idle.log", absl::Seconds(30)));
 
   TENSORD_ASSIGN_OR_RETURN(Buffer source, Buffer::Allocate(config.LargestBytes()));
   TENSORD_ASSIGN_OR_RETURN(Buffer destination, Buffer::Allocate(config.LargestBytes()));
@@ -178,6 +191,8 @@ absl::Status Run(const CommandLine& line) {
                .tensord_pid = tensord->pid(),
                .empty_target = empty_server->ready_lines().front(),
                .empty_pid = empty_server->pid(),
+               .empty_closing_idle_target = empty_closing_idle_server->ready_lines().front(),
+               .empty_closing_idle_pid = empty_closing_idle_server->pid(),
                .device_backend = line.device_backend,
                .tensord_binary = line.tensord,
                .source = source,
@@ -229,7 +244,10 @@ int main(int argc, char** argv) {
                  tensord::bench::kUsage);
     return 2;
   }
-  if (!line->serve_empty.empty()) return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file);
+  if (!line->serve_empty.empty()) {
+    return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file,
+                                      line->serve_empty_closing_idle);
+  }
   if (!line->call_loop.empty()) {
     uint64_t calls = 0;
     if (!absl::SimpleAtoi(line->calls, &calls) || line->target.empty()) {

@@ -2,7 +2,9 @@
 # Instructions per small call, client and server, counted by callgrind: the
 # empty gRPC call and a call answered by 4 KiB (tensord-bench's own callback
 # server; the second is what moving a 4 KiB fetch's bytes through gRPC
-# costs), Stat and a 4 KiB Fetch against tensord. Rates on a shared 2-core VM move by 10% from run to
+# costs), Stat and a 4 KiB Fetch against tensord, and the empty call to that
+# server closing idle connections as tensord does by default (what gRPC's
+# max_connection_idle filter adds to every call). Rates on a shared 2-core VM move by 10% from run to
 # run; instruction counts move by about 1%, so a change of a few hundred
 # instructions per call shows. Kernel time (syscalls, wake-ups) is not
 # counted: tensord-bench --sections small measures that.
@@ -49,6 +51,8 @@ start_server() {
   if [[ -n ${TENSORD_EXTRA_ARGS:-} ]]; then read -r -a extra <<<"$TENSORD_EXTRA_ARGS"; command+=("${extra[@]}"); fi
   if [[ $kind == empty || $kind == payload ]]; then
     command=("$bench" --serve-empty=127.0.0.1:0 --ready-file="$ready")
+  elif [[ $kind == empty-closing-idle ]]; then
+    command=("$bench" --serve-empty=127.0.0.1:0 --serve-empty-closing-idle --ready-file="$ready")
   fi
   if [[ $counted == yes ]]; then
     command=(valgrind --tool=callgrind --callgrind-out-file="$work/server.out.%p" "${command[@]}")
@@ -75,7 +79,7 @@ stop_server() {
 }
 
 loop() {  # loop KIND CALLS [command prefix...]
-  local kind=$1 calls=$2
+  local kind=${1%-closing-idle} calls=$2
   shift 2
   "$@" "$bench" --call-loop="$kind" --target="$address" --calls="$calls" >/dev/null 2>"$work/client.log" ||
     { echo "count-small-call-instructions: the $kind loop failed:" >&2; tail -20 "$work/client.log" >&2; exit 1; }
@@ -111,7 +115,7 @@ count_client() {
 }
 
 declare -A server client
-kinds=(empty payload stat fetch)
+kinds=(empty empty-closing-idle payload stat fetch)
 for kind in "${kinds[@]}"; do
   count_server "$kind"
   count_client "$kind"
@@ -121,7 +125,7 @@ printf '%-22s %10s %10s %10s %8s\n' call client server total "vs empty"
 empty_total=$((client[empty] + server[empty]))
 payload_total=$((client[payload] + server[payload]))
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3fx", a / b}'; }
-declare -A label=([empty]="empty call" [payload]="4 KiB answer" [stat]="Stat" [fetch]="Fetch 4 KiB")
+declare -A label=([empty]="empty call" [empty-closing-idle]="empty, closing idle" [payload]="4 KiB answer" [stat]="Stat" [fetch]="Fetch 4 KiB")
 for kind in "${kinds[@]}"; do
   total=$((client[$kind] + server[$kind]))
   printf '%-22s %10d %10d %10d %8s' "${label[$kind]}" "${client[$kind]}" "${server[$kind]}" "$total" \

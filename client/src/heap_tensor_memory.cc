@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -30,17 +31,21 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> HeapTensorMemory::Allocate(uin
     if (data == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("cannot map ", size, " bytes"));
     }
-    return std::shared_ptr<HeapTensorMemory>(
-        new HeapTensorMemory(data, size, size, /*mapped=*/true, nullptr));
+    return std::make_shared<HeapTensorMemory>(Key(), data, nullptr, size, size, /*mapped=*/true,
+                                              nullptr);
   }
-  // aligned_alloc wants a multiple of the alignment; 0 becomes one block.
-  uint64_t rounded = size == 0 ? kAlignment : (size + kAlignment - 1) / kAlignment * kAlignment;
-  void* data = std::aligned_alloc(kAlignment, rounded);
-  if (data == nullptr) {
+  // malloc'd with room to align inside: glibc's aligned_alloc carves the
+  // block out of a larger chunk and frees the rest each time, 550 of the
+  // instructions of a 4 KiB fetch (callgrind). 0 bytes still get a block.
+  const uint64_t capacity = size == 0 ? kAlignment : size;
+  void* block = std::malloc(capacity + kAlignment - 1);
+  if (block == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
   }
-  return std::shared_ptr<HeapTensorMemory>(
-      new HeapTensorMemory(data, size, rounded, /*mapped=*/false, nullptr));
+  const uintptr_t aligned =
+      (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~uintptr_t{kAlignment - 1};
+  return std::make_shared<HeapTensorMemory>(Key(), reinterpret_cast<void*>(aligned), block, size,
+                                            capacity, /*mapped=*/false, nullptr);
 }
 
 HeapTensorMemory::~HeapTensorMemory() {
@@ -49,7 +54,7 @@ HeapTensorMemory::~HeapTensorMemory() {
   } else if (mapped_) {
     ::munmap(data_, capacity_);
   } else {
-    std::free(data_);
+    std::free(block_);
   }
 }
 

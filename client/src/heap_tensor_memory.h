@@ -26,6 +26,19 @@ class HeapTensorMemory final : public TensorMemory {
   static absl::StatusOr<std::shared_ptr<HeapTensorMemory>> Allocate(uint64_t size);
   ~HeapTensorMemory() override;
 
+  // Only for this class and ReceiveBufferPool: lets std::make_shared put
+  // the object and its count in one allocation.
+  class Key {
+    friend class HeapTensorMemory;
+    friend class ReceiveBufferPool;
+    Key() = default;
+  };
+  // `block`: what to free(3) (small memory, aligned inside it), else null.
+  HeapTensorMemory(Key, void* data, void* block, uint64_t size, uint64_t capacity, bool mapped,
+                   std::shared_ptr<ReceiveBufferPool> pool)
+      : data_(data), block_(block), size_(size), capacity_(capacity), mapped_(mapped),
+        pool_(std::move(pool)) {}
+
   void* data() override { return data_; }
   bool read_only() const override { return false; }
   bool is_copy() const override { return true; }
@@ -36,13 +49,11 @@ class HeapTensorMemory final : public TensorMemory {
   // A new anonymous mapping of `size` bytes, THP-advised; nullptr on failure.
   static void* Map(uint64_t size);
 
-  HeapTensorMemory(void* data, uint64_t size, uint64_t capacity, bool mapped,
-                   std::shared_ptr<ReceiveBufferPool> pool)
-      : data_(data), size_(size), capacity_(capacity), mapped_(mapped), pool_(std::move(pool)) {}
   void* data_;
+  void* block_;  // from malloc, holding data_ aligned; null when mapped
   uint64_t size_;
   uint64_t capacity_;  // of the mapping; at least size_
-  bool mapped_;  // from mmap (large) rather than aligned_alloc
+  bool mapped_;  // from mmap (large) rather than malloc
   // Where a mapping goes back to instead of munmap; null when unpooled.
   std::shared_ptr<ReceiveBufferPool> pool_;
 };

@@ -42,8 +42,8 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> ReceiveBufferPool::Allocate(ui
       return absl::ResourceExhaustedError(absl::StrCat("cannot map ", size, " bytes"));
     }
   }
-  return std::shared_ptr<HeapTensorMemory>(
-      new HeapTensorMemory(data, size, capacity, /*mapped=*/true, shared_from_this()));
+  return std::make_shared<HeapTensorMemory>(HeapTensorMemory::Key(), data, nullptr, size, capacity,
+                                            /*mapped=*/true, shared_from_this());
 }
 
 void ReceiveBufferPool::Release(void* data, uint64_t capacity) {

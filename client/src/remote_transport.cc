@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -489,16 +490,15 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
       for (const auto& context : contexts) context->TryCancel();
     }
   };
-  TENSORD_RETURN_IF_ERROR(
-      RunParts(parts.size(), fetch_part, contexts, absl::StrCat("the fetch of '", name, "'")));
+  const std::string what = absl::StrCat("the fetch of '", name, "'");
+  TENSORD_RETURN_IF_ERROR(RunParts(parts.size(), fetch_part, contexts, what));
+  const bool deadline_passed = std::chrono::system_clock::now() >= contexts.front()->deadline();
 
   // The first failure that is not another part's cancellation names the cause.
-  absl::Status failure;
-  for (const absl::StatusOr<StreamedRange>& result : results) {
-    if (result.ok()) continue;
-    if (failure.ok() || failure.code() == absl::StatusCode::kCancelled) failure = result.status();
-  }
-  TENSORD_RETURN_IF_ERROR(failure);
+  std::vector<absl::Status> outcomes;
+  for (const absl::StatusOr<StreamedRange>& result : results) outcomes.push_back(result.status());
+  TENSORD_RETURN_IF_ERROR(
+      CauseOfFailedParts(outcomes, {absl::StatusCode::kCancelled}, deadline_passed, what));
   if (fetch_options.verify_crc32c && whole.offset == 0 && whole.length == whole.info.total_bytes) {
     uint32_t crc = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -618,8 +618,9 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
       for (const auto& context : contexts) context->TryCancel();
     }
   };
-  const absl::Status started = RunParts(parts.size(), put_part, contexts,
-                                        absl::StrCat("the put of '", header.header().name(), "'"));
+  const std::string what = absl::StrCat("the put of '", header.header().name(), "'");
+  const absl::Status started = RunParts(parts.size(), put_part, contexts, what);
+  const bool deadline_passed = std::chrono::system_clock::now() >= contexts.front()->deadline();
   contexts.clear();  // gives back the chunks of parts that ended early
   latch.Wait();
   TENSORD_RETURN_IF_ERROR(started);
@@ -629,18 +630,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
       return result.status();
     }
   }
-  // The cause, not the other parts' cancellation or ABORTED echo of it.
-  absl::Status failure;
-  for (const absl::StatusOr<v1::PutResponse>& result : results) {
-    if (result.ok()) continue;
-    const absl::StatusCode code = result.status().code();
-    const bool echo = code == absl::StatusCode::kCancelled || code == absl::StatusCode::kAborted;
-    if (failure.ok() || (!echo && (failure.code() == absl::StatusCode::kCancelled ||
-                                   failure.code() == absl::StatusCode::kAborted))) {
-      failure = result.status();
-    }
-  }
-  TENSORD_RETURN_IF_ERROR(failure);
+  // The cause, not the other parts' cancellation or the server's ABORTED
+  // echo of it.
+  std::vector<absl::Status> outcomes;
+  for (const absl::StatusOr<v1::PutResponse>& result : results) outcomes.push_back(result.status());
+  TENSORD_RETURN_IF_ERROR(CauseOfFailedParts(
+      outcomes, {absl::StatusCode::kCancelled, absl::StatusCode::kAborted}, deadline_passed, what));
   return InfoFromProto(results[0]->info());
 }
 

@@ -62,4 +62,19 @@ std::vector<TransferPart> SplitIntoParts(uint64_t offset, uint64_t length, uint3
   return split;
 }
 
+absl::Status CauseOfFailedParts(std::span<const absl::Status> outcomes,
+                                std::initializer_list<absl::StatusCode> echoes,
+                                bool deadline_passed, absl::string_view what) {
+  const absl::Status* first_echo = nullptr;
+  for (const absl::Status& outcome : outcomes) {
+    if (outcome.ok()) continue;
+    if (std::find(echoes.begin(), echoes.end(), outcome.code()) == echoes.end()) return outcome;
+    if (first_echo == nullptr) first_echo = &outcome;
+  }
+  if (first_echo == nullptr) return absl::OkStatus();
+  if (!deadline_passed) return *first_echo;
+  return absl::DeadlineExceededError(absl::StrCat(what, " passed its deadline; its parts ended with ",
+                                                  first_echo->ToString()));
+}
+
 }  // namespace tensord

@@ -4,9 +4,12 @@
 #define TENSORD_CLIENT_SRC_TRANSFER_STREAMS_H_
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tensord/client.h"
 
 namespace tensord {
@@ -51,6 +54,18 @@ uint32_t TransferStreamsFor(TransferDirection direction, uint64_t bytes, uint32_
 // [offset, offset + length) in `parts` contiguous ranges, every one but the
 // last a multiple of 1 MiB.
 std::vector<TransferPart> SplitIntoParts(uint64_t offset, uint64_t length, uint32_t parts);
+
+// What a transfer in parts (`what`, e.g. "the put of 'x'") ends with, from
+// its parts' `outcomes`: OK when all are; else the first failure that is
+// not an echo of another part's (`echoes`: the CANCELLED of our own ending
+// of the other parts, and for a put the server's ABORTED of them). When
+// every failure is an echo and `deadline_passed`, DEADLINE_EXCEEDED: a
+// part's deadline can reach the server first, which then ends the other
+// parts, whose answers (or our cancellation) reach the client before its
+// own deadline timers fire.
+absl::Status CauseOfFailedParts(std::span<const absl::Status> outcomes,
+                                std::initializer_list<absl::StatusCode> echoes,
+                                bool deadline_passed, absl::string_view what);
 
 }  // namespace tensord
 

@@ -1,6 +1,10 @@
 // How a large transfer is split into streams and byte ranges.
 #include "client/src/transfer_streams.h"
 
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace tensord {
@@ -66,6 +70,34 @@ TEST(TransferStreamsTest, MoreThanTheMostStreamsIsNamed) {
   absl::Status refused = ValidateTransferStreams(kMaxTransferStreams + 1);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("streams 9 is more than 8"), std::string::npos) << refused;
+}
+
+TEST(TransferStreamsTest, TheCauseOfFailedPartsIsNotAnEcho) {
+  // As a put sees them: our cancellation, and the server's ABORTED.
+  auto cause = [](std::vector<absl::Status> outcomes, bool deadline_passed) {
+    return CauseOfFailedParts(outcomes, {absl::StatusCode::kCancelled, absl::StatusCode::kAborted},
+                              deadline_passed, "the put of 'x'");
+  };
+  EXPECT_TRUE(cause({absl::OkStatus(), absl::OkStatus()}, true).ok());
+  // The part that failed for itself names the cause, wherever it is.
+  absl::Status found =
+      cause({absl::CancelledError("ours"), absl::AbortedError("echo"),
+             absl::DeadlineExceededError("late"), absl::DataLossError("crc")},
+            false);
+  EXPECT_EQ(found.code(), absl::StatusCode::kDeadlineExceeded) << found;
+  // Only echoes: the first of them, unless the deadline passed, which then
+  // started them (the server saw it first and ended the other parts).
+  found = cause({absl::OkStatus(), absl::CancelledError("ours"), absl::AbortedError("echo")}, false);
+  EXPECT_EQ(found.code(), absl::StatusCode::kCancelled) << found;
+  found = cause({absl::AbortedError("echo"), absl::CancelledError("ours")}, true);
+  EXPECT_EQ(found.code(), absl::StatusCode::kDeadlineExceeded) << found;
+  EXPECT_TRUE(absl::StrContains(found.message(), "the put of 'x'")) << found;
+  EXPECT_TRUE(absl::StrContains(found.message(), "echo")) << found;
+  // What is an echo depends on the transfer: a fetch part's ABORTED is its own.
+  const std::vector<absl::Status> fetch_parts = {absl::CancelledError("ours"),
+                                                 absl::AbortedError("own")};
+  found = CauseOfFailedParts(fetch_parts, {absl::StatusCode::kCancelled}, true, "the fetch of 'x'");
+  EXPECT_EQ(found.code(), absl::StatusCode::kAborted) << found;
 }
 
 }  // namespace

@@ -22,7 +22,10 @@ struct DirectoryCloser {
 absl::Status ForEachDirectoryEntry(const std::string& path,
                                    absl::FunctionRef<bool(absl::string_view name)> visit) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open(", path, ")"));
+  if (fd < 0) {
+    const int error = errno;  // read before StrCat allocates
+    return ErrnoStatus(error, absl::StrCat("open(", path, ")"));
+  }
   std::unique_ptr<DIR, DirectoryCloser> directory(::fdopendir(fd));
   if (directory == nullptr) {
     const int error = errno;
@@ -33,7 +36,8 @@ absl::Status ForEachDirectoryEntry(const std::string& path,
     errno = 0;  // readdir's end and its failure differ only in errno
     const dirent* entry = ::readdir(directory.get());
     if (entry == nullptr) {
-      if (errno != 0) return ErrnoStatus(errno, absl::StrCat("readdir(", path, ")"));
+      const int error = errno;
+      if (error != 0) return ErrnoStatus(error, absl::StrCat("readdir(", path, ")"));
       return absl::OkStatus();
     }
     const absl::string_view name = entry->d_name;

@@ -16,7 +16,6 @@
 // mapping_bytes (sealed for a lease). When the session ends, every byte it
 // held is returned to the registry, and once the registry goes too, every
 // memfd is closed.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +27,7 @@
 
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/logging.h"
+#include "service/common/fd_limits.h"
 #include "service/common/log.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_session.h"
@@ -43,16 +43,6 @@ void Check(bool ok) {
 constexpr size_t kMaxPackets = 64;
 constexpr uint64_t kMaxHostBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxTensors = 16;
-
-// Open file descriptors of this process.
-int OpenFdCount() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  Check(dir != nullptr);
-  int count = 0;
-  while (::readdir(dir) != nullptr) ++count;
-  ::closedir(dir);
-  return count;
-}
 
 uint64_t FdSize(int fd) {
   struct stat st;
@@ -227,9 +217,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t flags = data[0];
-  const int fds_before = OpenFdCount();
+  const uint64_t fds_before = tensord::OpenFileCount();
+  Check(fds_before > 0);  // 0: /proc/self/fd unreadable
   Connection(data, size, flags & 1, flags & 2, absl::Seconds(flags >> 2));
   // Every memfd went away with its lease, create or version.
-  Check(OpenFdCount() == fds_before);
+  Check(tensord::OpenFileCount() == fds_before);
   return 0;
 }

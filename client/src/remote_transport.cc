@@ -1,7 +1,6 @@
 #include "client/src/remote_transport.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
 
@@ -29,6 +28,7 @@
 #include "client/src/remote_batch.h"
 #include "client/src/slice_latch.h"
 #include "client/src/transfer_streams.h"
+#include "client/src/unary_byte_call.h"
 #include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
@@ -375,9 +375,9 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   PrepareContext(context);
   grpc::ByteBuffer answer;
   // The FetchRequest FetchRequestFor makes, written by hand.
-  const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-      channel.get(), fetch_inline_method, &context,
-      EncodeNameVersionRequest(name, fetch_options.version), &answer);
+  const grpc::Status status =
+      UnaryByteCall(*channel, fetch_inline_method, context,
+                    EncodeNameVersionRequest(name, fetch_options.version), answer);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     server_lacks_fetch_inline.store(true, std::memory_order_relaxed);
     return std::nullopt;
@@ -813,9 +813,8 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   rep_->PrepareContext(context);
   grpc::ByteBuffer answer;
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
-      grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-          rep_->channel.get(), rep_->stat_method, &context, EncodeNameVersionRequest(name, version),
-          &answer)));
+      UnaryByteCall(*rep_->channel, rep_->stat_method, context,
+                    EncodeNameVersionRequest(name, version), answer)));
   grpc::Slice bytes;
   if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {
     return absl::InternalError("Stat answer is unreadable");

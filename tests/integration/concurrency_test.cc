@@ -260,6 +260,51 @@ TEST_P(ConcurrencyTest, DeletesRaceWithPutsAndFetches) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// Stat and small fetches are unary calls on a completion queue each thread
+// keeps (client/src/unary_byte_call.cc): threads that come and go, and
+// clients a thread outlives, must each get their own answers.
+TEST_P(ConcurrencyTest, SmallCallsFromThreadsAndClientsThatComeAndGo) {
+  const std::string name = TestTensorName("small");
+  HostTensor stored = VersionTensor(1, 2);
+  absl::StatusOr<TensorInfo> put = client().Put(name, stored.dl());
+  ASSERT_TRUE(put.ok()) << put.status();
+  const std::vector<uint8_t> expected = EncodeVersion(1, 2);
+  std::atomic<int> failures{0};
+  auto small_calls = [&](Client& on, const char* which) {
+    for (int call = 0; call < 5; ++call) {
+      absl::StatusOr<TensorInfo> stat = on.Stat(name);
+      absl::StatusOr<Tensor> fetched = on.Fetch(name);
+      if (!stat.ok() || stat->version != put->version || !fetched.ok() ||
+          fetched->info().version != put->version || TensorBytes(*fetched) != expected) {
+        ADD_FAILURE() << which << ": stat " << stat.status() << ", fetch " << fetched.status();
+        failures++;
+        return;
+      }
+    }
+  };
+  constexpr int kRounds = 6;
+  constexpr int kThreadsPerRound = 4;
+  for (int round = 0; round < kRounds && failures.load() == 0; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreadsPerRound; ++t) {
+      threads.emplace_back([&, t] {
+        if (t % 2 == 0) return small_calls(client(), "shared client");
+        // A client of its own, gone before the thread's last calls.
+        std::unique_ptr<Client> own = ConnectClient(server().address(), RemoteClientOptions());
+        if (own == nullptr) {
+          failures++;
+          return;
+        }
+        small_calls(*own, "own client");
+        own.reset();
+        small_calls(client(), "shared client after its own");
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  EXPECT_EQ(failures.load(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ConcurrencyTest, kBothTransports, TransportParamName);
 
 }  // namespace

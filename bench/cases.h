@@ -103,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectClient(
 
 // The small-op section's tensor, and its calls on `client` (shared with the
 // --call-loop mode, so rates and instruction counts measure the same work):
-// a Stat that checks the size, and a Fetch checked at spots worked out once.
+// a Stat that checks the size, and a Fetch that checks its size and (first
+// and every 64th call) every byte. Each belongs to one thread.
 inline constexpr uint64_t kSmallOpBytes = 4096;
 Operation SmallStatCall(std::shared_ptr<Client> client);
 Operation SmallFetchCall(std::shared_ptr<Client> client);

@@ -12,7 +12,7 @@
 namespace tensord {
 
 absl::Status FetchStreamReceiver::Receive(const StreamMessage& message) {
-  return info_.has_value() ? ReceiveChunk(message) : ReceiveHeader(message);
+  return has_header_ ? ReceiveChunk(message) : ReceiveHeader(message);
 }
 
 absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
@@ -29,16 +29,18 @@ absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
   return AcceptHeader(std::move(header), message.inline_data);
 }
 
-absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader header) {
-  if (info_.has_value()) return absl::InternalError("fetch answer after the header");
+absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader&& header) {
+  if (has_header_) return absl::InternalError("fetch answer after the header");
   const std::span<const uint8_t> inline_data = header.inline_data;
   return AcceptHeader(std::move(header), {&inline_data, 1});
 }
 
-absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header,
+absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader&& header,
                                                std::span<const std::span<const uint8_t>> inline_data) {
   const bool has_inline_data = header.has_inline_data;
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromWire(std::move(header.info)));
+  // Straight into info_, which counts only once has_header_ is set.
+  TensorInfo& info = info_;
+  TENSORD_RETURN_IF_ERROR(InfoFromWire(std::move(header.info), info));
   const uint64_t offset = header.range_offset;
   const uint64_t length = header.range_length;
   if (offset > info.total_bytes || length > info.total_bytes - offset) {
@@ -47,7 +49,7 @@ absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header,
   }
   if (header.split) {
     // No bytes follow; the caller fetches the range in parts.
-    info_ = std::move(info);
+    has_header_ = true;
     range_offset_ = offset;
     range_length_ = length;
     split_ = true;
@@ -62,7 +64,7 @@ absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader header,
     return absl::InternalError(absl::StrCat("fetch header carried ", inline_size,
                                             " inline bytes of a ", length, "-byte range"));
   }
-  info_ = std::move(info);
+  has_header_ = true;
   range_offset_ = offset;
   range_length_ = length;
   if (has_inline_data) {
@@ -99,19 +101,19 @@ void FetchStreamReceiver::Accepted(uint64_t size) {
   if (options_.progress) options_.progress(received_, range_length_);
 }
 
-absl::StatusOr<TensorInfo> FetchStreamReceiver::Finish() {
-  if (!info_.has_value()) return absl::InternalError("fetch stream ended without a header");
-  if (split_) return *std::move(info_);
+absl::Status FetchStreamReceiver::Finish() {
+  if (!has_header_) return absl::InternalError("fetch stream ended without a header");
+  if (split_) return absl::OkStatus();
   if (received_ != range_length_) {
-    return absl::DataLossError(absl::StrCat("fetch of '", info_->name, "' ended after ", received_,
+    return absl::DataLossError(absl::StrCat("fetch of '", info_.name, "' ended after ", received_,
                                             " of ", range_length_, " bytes"));
   }
-  if (options_.verify_crc32c && range_offset_ == 0 && range_length_ == info_->total_bytes &&
-      crc_ != info_->crc32c) {
-    return absl::DataLossError(absl::StrCat("fetched bytes of '", info_->name, "' have crc32c ",
-                                            crc_, "; the server stored ", info_->crc32c));
+  if (options_.verify_crc32c && range_offset_ == 0 && range_length_ == info_.total_bytes &&
+      crc_ != info_.crc32c) {
+    return absl::DataLossError(absl::StrCat("fetched bytes of '", info_.name, "' have crc32c ",
+                                            crc_, "; the server stored ", info_.crc32c));
   }
-  return *std::move(info_);
+  return absl::OkStatus();
 }
 
 }  // namespace tensord

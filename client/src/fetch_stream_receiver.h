@@ -6,7 +6,6 @@
 #define TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
 
 #include <cstdint>
-#include <optional>
 #include <span>
 
 #include "absl/base/attributes.h"
@@ -40,13 +39,13 @@ class FetchStreamReceiver {
   absl::Status Receive(const StreamMessage& message);
   // Instead of Receive: a whole answer (FetchInline's) whose header was
   // parsed with its inline bytes, which must stay valid during the call.
-  absl::Status ReceiveWholeAnswer(WireFetchHeader header);
+  absl::Status ReceiveWholeAnswer(WireFetchHeader&& header);
 
   // True once the header and every byte of its range are in: the server
   // sent its status with the last message, so no further Read is needed.
   // A `split` header (FetchRequest.split_above_bytes) completes the stream
   // with no bytes.
-  bool complete() const { return info_.has_value() && (split_ || received_ == range_length_); }
+  bool complete() const { return has_header_ && (split_ || received_ == range_length_); }
 
   // After a complete stream: whether the server asked for the range in
   // parts, the range it resolved, and (verify_crc32c) the CRC-32C of the
@@ -56,16 +55,18 @@ class FetchStreamReceiver {
   uint64_t range_length() const { return range_length_; }
   uint32_t received_crc32c() const { return crc_; }
 
-  // Once the stream ended well: the version's info, or DATA_LOSS when bytes
-  // are missing or (verify_crc32c, whole tensor) do not match its CRC-32C.
-  absl::StatusOr<TensorInfo> Finish();
+  // Once the stream ended well: OK, or DATA_LOSS when bytes are missing or
+  // (verify_crc32c, whole tensor) do not match the version's CRC-32C.
+  absl::Status Finish();
+  // After Finish said OK: the version's info, moved out once.
+  TensorInfo TakeInfo() { return std::move(info_); }
 
  private:
   absl::Status ReceiveHeader(const StreamMessage& message);
   // The header's checks, the destination and, when header.has_inline_data,
   // the inline bytes: `inline_data`, pieces in order (the header's own view,
   // or the stream decoder's lifted pieces).
-  absl::Status AcceptHeader(WireFetchHeader header,
+  absl::Status AcceptHeader(WireFetchHeader&& header,
                             std::span<const std::span<const uint8_t>> inline_data);
   absl::Status ReceiveChunk(const StreamMessage& message);
   // Counts `size` more bytes written (and checksummed) and reports progress.
@@ -73,7 +74,9 @@ class FetchStreamReceiver {
 
   const FetchOptions& options_;
   const DestinationFor destination_for_;
-  std::optional<TensorInfo> info_;
+  // The header's info, filled in place; meaningful once has_header_.
+  TensorInfo info_;
+  bool has_header_ = false;
   uint8_t* destination_ = nullptr;
   uint64_t range_offset_ = 0;
   uint64_t range_length_ = 0;

@@ -158,8 +158,8 @@ struct StreamedRange {
 
 // What a receiver that saw its stream end well delivered.
 static absl::StatusOr<StreamedRange> FinishRange(FetchStreamReceiver& receiver) {
-  TENSORD_ASSIGN_OR_RETURN(TensorInfo info, receiver.Finish());
-  return StreamedRange{.info = std::move(info),
+  TENSORD_RETURN_IF_ERROR(receiver.Finish());
+  return StreamedRange{.info = receiver.TakeInfo(),
                        .split = receiver.split(),
                        .offset = receiver.range_offset(),
                        .length = receiver.range_length(),
@@ -234,9 +234,11 @@ struct RemoteTransport::Rep {
   // `destination_for` is called once, or a second time when the version a
   // split named was dropped before its parts arrived and the latest is
   // fetched again in one stream.
-  absl::StatusOr<TensorInfo> FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
-                                          FetchStreamReceiver::DestinationFor destination_for,
-                                          std::optional<uint64_t> expected_bytes);
+  // The version's info goes into `info` (an out-parameter: this runs once
+  // per small fetch, and every return by value moved it once more).
+  absl::Status FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
+                            FetchStreamReceiver::DestinationFor destination_for,
+                            std::optional<uint64_t> expected_bytes, TensorInfo& info);
 
   // The FetchInline call; nullopt when the server does not have it (an
   // older tensord), which is remembered.
@@ -404,9 +406,11 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   return FinishRange(receiver);
 }
 
-absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
-    absl::string_view name, const FetchOptions& fetch_options,
-    FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
+absl::Status RemoteTransport::Rep::FetchInParts(absl::string_view name,
+                                               const FetchOptions& fetch_options,
+                                               FetchStreamReceiver::DestinationFor destination_for,
+                                               std::optional<uint64_t> expected_bytes,
+                                               TensorInfo& info) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
   const unsigned cores = HostCores();
   const uint64_t split_above =
@@ -416,7 +420,10 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     TENSORD_ASSIGN_OR_RETURN(answered, FetchInline(name, fetch_options, destination_for));
     if (answered.has_value() && answered->split) RememberLarge(name);
   }
-  if (answered.has_value() && !answered->split) return std::move(answered->info);
+  if (answered.has_value() && !answered->split) {
+    info = std::move(answered->info);
+    return absl::OkStatus();
+  }
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   if (!answered.has_value()) {
     request.set_split_above_bytes(split_above);
@@ -426,7 +433,10 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
                                                    destination_for));
   }
   StreamedRange whole = *std::move(answered);
-  if (!whole.split) return std::move(whole.info);
+  if (!whole.split) {
+    info = std::move(whole.info);
+    return absl::OkStatus();
+  }
 
   // Every part asks for the version the header named, so a put meanwhile
   // cannot mix two versions.
@@ -443,9 +453,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     PrepareContext(context);
     TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed, StreamFetch(*channel, context, request,
                                                                  fetch_options, destination_for));
-    return std::move(streamed.info);
+    info = std::move(streamed.info);
+    return absl::OkStatus();
   }
-  return assembled;
+  TENSORD_RETURN_IF_ERROR(assembled.status());
+  info = *std::move(assembled);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
@@ -741,15 +754,14 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {
   std::shared_ptr<HeapTensorMemory> memory;
-  TENSORD_ASSIGN_OR_RETURN(
-      TensorInfo info,
-      rep_->FetchInParts(name, options,
-                         [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-                          TENSORD_ASSIGN_OR_RETURN(
-                              memory, rep_->receive_pool->Allocate(header.total_bytes));
-                          return static_cast<uint8_t*>(memory->data());
-                        },
-                         /*expected_bytes=*/std::nullopt));
+  TensorInfo info;
+  TENSORD_RETURN_IF_ERROR(rep_->FetchInParts(
+      name, options,
+      [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+        TENSORD_ASSIGN_OR_RETURN(memory, rep_->receive_pool->Allocate(header.total_bytes));
+        return static_cast<uint8_t*>(memory->data());
+      },
+      /*expected_bytes=*/std::nullopt, info));
   return Tensor(std::move(info), std::move(memory));
 }
 
@@ -761,21 +773,20 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
   absl::StatusOr<uint64_t> destination_bytes = dlpack::CompactByteSize(target.dtype, target.shape);
   std::shared_ptr<HeapTensorMemory> staging;
   bool direct = false;
-  TENSORD_ASSIGN_OR_RETURN(
-      TensorInfo info,
-      rep_->FetchInParts(
-          name, options,
-          [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-            TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
-            direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
-                     dlpack::IsCompact(target);
-            if (direct) {
-              return static_cast<uint8_t*>(destination.data) + target.byte_offset;
-            }
-            TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
-            return static_cast<uint8_t*>(staging->data());
-          },
-          destination_bytes.ok() ? std::optional<uint64_t>(*destination_bytes) : std::nullopt));
+  TensorInfo info;
+  TENSORD_RETURN_IF_ERROR(rep_->FetchInParts(
+      name, options,
+      [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+        TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
+        direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
+                 dlpack::IsCompact(target);
+        if (direct) {
+          return static_cast<uint8_t*>(destination.data) + target.byte_offset;
+        }
+        TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
+        return static_cast<uint8_t*>(staging->data());
+      },
+      destination_bytes.ok() ? std::optional<uint64_t>(*destination_bytes) : std::nullopt, info));
   if (!direct) {
     TENSORD_RETURN_IF_ERROR(
         dlpack::CopyStrided(staging->data(), LayoutOfInfo(info), destination.data, target));

@@ -102,9 +102,9 @@ TEST_F(FetchStreamReceiverTest, ChunksInOrderFillTheDestinationAndReportProgress
   EXPECT_FALSE(receiver.complete());
   ASSERT_TRUE(receiver.Receive(ChunkMessage(10, second)).ok());
   EXPECT_TRUE(receiver.complete());
-  absl::StatusOr<TensorInfo> info = receiver.Finish();
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->version, 7u);
+  const absl::Status finished = receiver.Finish();
+  ASSERT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(receiver.TakeInfo().version, 7u);
   EXPECT_EQ(buffer_, stored_);
   EXPECT_EQ(destinations_asked_, 1);
   EXPECT_EQ(progress_, (std::vector<std::pair<uint64_t, uint64_t>>{{10, 16}, {16, 16}}));
@@ -218,11 +218,11 @@ TEST_F(FetchStreamReceiverTest, OutOfOrderOverlongOrExtraChunksAreRefused) {
 TEST_F(FetchStreamReceiverTest, ShortStreamIsDataLoss) {
   auto destination = Destination();
   FetchStreamReceiver receiver(options_, destination);
-  EXPECT_EQ(receiver.Finish().status().code(), absl::StatusCode::kInternal);  // no header
+  EXPECT_EQ(receiver.Finish().code(), absl::StatusCode::kInternal);  // no header
   ASSERT_TRUE(receiver.Receive(HeaderMessage(HeaderFor(0, kTensorBytes, crc_))).ok());
   std::vector<uint8_t> first = Bytes(0, 8);
   ASSERT_TRUE(receiver.Receive(ChunkMessage(0, first)).ok());
-  absl::Status status = receiver.Finish().status();
+  absl::Status status = receiver.Finish();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(status.message().find("ended after 8 of 16 bytes"), std::string::npos) << status;
 }
@@ -235,7 +235,7 @@ TEST_F(FetchStreamReceiverTest, ChecksumMismatchIsDataLossOnlyWhenVerifying) {
     FetchStreamReceiver receiver(options_, destination);
     ASSERT_TRUE(receiver.Receive(HeaderMessage(HeaderFor(0, kTensorBytes, crc_))).ok());
     ASSERT_TRUE(receiver.Receive(ChunkMessage(0, corrupted)).ok());
-    EXPECT_EQ(receiver.Finish().status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(receiver.Finish().code(), absl::StatusCode::kDataLoss);
   }
   options_.verify_crc32c = false;
   {
@@ -253,6 +253,10 @@ TEST_F(FetchStreamReceiverTest, DestinationErrorIsReturnedAsIs) {
   FetchStreamReceiver receiver(options_, refuse);
   absl::Status status = receiver.Receive(HeaderMessage(HeaderFor(0, kTensorBytes, crc_)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  // The refused header does not count as received, though its info was
+  // read in place.
+  EXPECT_FALSE(receiver.complete());
+  EXPECT_EQ(receiver.Finish().code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

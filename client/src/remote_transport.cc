@@ -379,7 +379,7 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   // The FetchRequest FetchRequestFor makes, written by hand.
   const grpc::Status status =
       UnaryByteCall(*channel, fetch_inline_method, context,
-                    EncodeNameVersionRequest(name, fetch_options.version), answer);
+                    NameVersionRequest{.name = name, .version = fetch_options.version}, answer);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     server_lacks_fetch_inline.store(true, std::memory_order_relaxed);
     return std::nullopt;
@@ -825,7 +825,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   grpc::ByteBuffer answer;
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
       UnaryByteCall(*rep_->channel, rep_->stat_method, context,
-                    EncodeNameVersionRequest(name, version), answer)));
+                    NameVersionRequest{.name = name, .version = version}, answer)));
   grpc::Slice bytes;
   if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {
     return absl::InternalError("Stat answer is unreadable");

@@ -66,6 +66,17 @@ TEST(ByteBufferCodecTest, NameVersionRequestIsWhatProtobufWrites) {
       const std::string bytes(reinterpret_cast<const char*>(written.begin()), written.size());
       EXPECT_EQ(bytes, stat.SerializeAsString()) << name.size() << " " << version;
       EXPECT_EQ(bytes, fetch.SerializeAsString()) << name.size() << " " << version;
+      // What gRPC writes into a call's send buffer for the request type.
+      grpc::ByteBuffer sent;
+      bool own_buffer = false;
+      ASSERT_TRUE(grpc::SerializationTraits<NameVersionRequest>::Serialize(
+                      NameVersionRequest{.name = name, .version = version}, &sent, &own_buffer)
+                      .ok());
+      EXPECT_TRUE(own_buffer);
+      grpc::Slice serialized;
+      ASSERT_TRUE(sent.DumpToSingleSlice(&serialized).ok());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(serialized.begin()), serialized.size()),
+                bytes);
     }
   }
 }

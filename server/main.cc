@@ -167,8 +167,9 @@ ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
           "A connection that has not finished its TLS handshake and HTTP/2 preface within this "
           "is closed. Env: TENSORD_HANDSHAKE_TIMEOUT.");
 ABSL_FLAG(absl::Duration, connection_idle_timeout, absl::Minutes(10),
-          "A gRPC connection with no call for this long is closed (GOAWAY; clients reconnect on "
-          "their next call); 0 = never. Env: TENSORD_CONNECTION_IDLE_TIMEOUT.");
+          "A gRPC connection with no call for this long is closed (clients reconnect on their "
+          "next call; they should close idle connections sooner themselves: "
+          "docs/operations.md); 0 = never. Env: TENSORD_CONNECTION_IDLE_TIMEOUT.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
           "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");

@@ -130,6 +130,11 @@ absl::Status ValidateClientOptions(const ClientOptions& options) {
                                                    absl::FormatDuration(options.keepalive_timeout),
                                                    " must be positive and finite"));
   }
+  if (options.connection_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connection_idle_timeout ", absl::FormatDuration(options.connection_idle_timeout),
+                     " is below gRPC's minimum of 1s (infinite: never close)"));
+  }
   if (!options.request_id.empty() && !IsValidRequestId(options.request_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request_id '", absl::CHexEscape(options.request_id.substr(0, kMaxRequestIdLength + 1)),
@@ -663,6 +668,9 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, options.grpc_retries ? 1 : 0);
+  arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
+                   ChannelArgMilliseconds(options.connection_idle_timeout));
   if (options.keepalive_time != absl::InfiniteDuration()) {
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ChannelArgMilliseconds(options.keepalive_time));
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ChannelArgMilliseconds(options.keepalive_timeout));

@@ -259,6 +259,45 @@ TEST_P(ConnectionFloodTest, HalfSentHttp2PrefacesAreClosedAfterTheHandshakeTimeo
   ExpectNewClientWithinOneSecond(server->address(), RemoteClientOptions(), "after-preface-flood");
 }
 
+// A call made just as an idle connection is closed must be answered. The
+// server's close (--connection-idle-timeout, gRPC's max_connection_idle) is
+// abrupt: a call crossing it failed UNAVAILABLE ("enter idle", "Broken
+// pipe", "GOAWAY received"), gRPC's transparent retries or not. So the
+// client closes an idle connection first (ClientOptions::
+// connection_idle_timeout, under half the server's: gRPC closes between
+// one and two idle timeouts after the last call), and its next call simply
+// connects again.
+TEST_P(ConnectionFloodTest, CallsAfterIdlePausesAreAnswered) {
+  constexpr absl::Duration kServerIdle = absl::Milliseconds(2500);
+  std::unique_ptr<ServerProcess> server = StartLimited(
+      GetParam(), {absl::StrCat("--connection-idle-timeout=", absl::FormatDuration(kServerIdle))});
+  ASSERT_NE(server, nullptr);
+  ClientOptions options = RemoteClientOptions();
+  options.connection_idle_timeout = absl::Seconds(1);  // gRPC's minimum
+  std::unique_ptr<Client> client = ConnectClient(server->address(), options);
+  ASSERT_NE(client, nullptr);
+  const std::string name = TestTensorName("idle-pauses");
+  HostTensor tensor = CompactTensor(kU8, {4096}, PatternBytes(4096, 9));
+  absl::StatusOr<TensorInfo> put = client->Put(name, tensor.dl());
+  ASSERT_TRUE(put.ok()) << put.status();
+  // The connection goes once idle.
+  const size_t connected = ServerFds(*server);
+  const absl::Time closed_by = absl::Now() + absl::Seconds(5);
+  while (ServerFds(*server) >= connected && absl::Now() < closed_by) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_LT(ServerFds(*server), connected) << "the idle connection stayed open";
+  // Pauses from just under the server's idle timeout to past it: without
+  // the client's own close, the server's crossed one of these calls.
+  for (int i = 0; i < 4; ++i) {
+    absl::SleepFor(kServerIdle - absl::Milliseconds(150) + absl::Milliseconds(200 * i));
+    absl::StatusOr<TensorInfo> stat = client->Stat(name);
+    ASSERT_TRUE(stat.ok()) << "call " << i << ": " << stat.status();
+    EXPECT_EQ(stat->version, put->version);
+    ExpectFetches(*client, name, tensor);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ConnectionFloodTest, kBothTransports, TransportParamName);
 
 TEST(ConnectionFloodTlsTest, TlsHandshakesThatNeverFinishAreClosed) {

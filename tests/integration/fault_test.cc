@@ -328,6 +328,18 @@ TEST(KeepaliveOptionsTest, NonPositiveOrInfiniteTimeoutsAreRefusedByName) {
   EXPECT_TRUE(Client::Connect(options).ok());
 }
 
+TEST(KeepaliveOptionsTest, AnIdleTimeoutBelowGrpcsMinimumIsRefusedByName) {
+  ClientOptions options = RemoteClientOptions();
+  options.server = "127.0.0.1:1";  // never reached: the options are checked first
+  options.connection_idle_timeout = absl::Milliseconds(999);
+  EXPECT_TRUE(StatusIs(Client::Connect(options).status(), absl::StatusCode::kInvalidArgument,
+                       "connection_idle_timeout 999ms is below gRPC's minimum of 1s"));
+  options.connection_idle_timeout = absl::Seconds(1);
+  EXPECT_TRUE(Client::Connect(options).ok());
+  options.connection_idle_timeout = absl::InfiniteDuration();  // never closed
+  EXPECT_TRUE(Client::Connect(options).ok());
+}
+
 // Bytes of put `index` of writer `writer`: a size and pattern both derive
 // from the name, so any stored copy can be checked without bookkeeping.
 std::vector<uint8_t> InFlightBytes(int writer, int index) {

@@ -51,6 +51,23 @@ struct ClientOptions {
   // Give this client its own TCP connection rather than sharing one with
   // other clients of the same target in the process.
   bool own_connection = true;
+  // gRPC's retry machinery. tensord sets no retry policy, so all it would
+  // do is retry a call transparently when gRPC knows the server never saw
+  // it (a stream the server refused, or sent after a GOAWAY); off, such a
+  // call fails UNAVAILABLE. It costs every call 7,800 client instructions,
+  // more than tensord's own work on a Stat or a small fetch (callgrind),
+  // and it does not save a call that crosses a server's idle close (see
+  // connection_idle_timeout).
+  bool grpc_retries = false;
+  // A connection with no call for this long is closed by the client; its
+  // next call connects again. A server closes an idle connection without
+  // warning (--connection-idle-timeout, gRPC's max_connection_idle), and a
+  // call that crosses that close fails UNAVAILABLE, while one crossing the
+  // client's own close waits for the new connection: so keep this below
+  // half the server's (10 min by default), since gRPC closes between one
+  // and two idle timeouts after the last call. At least 1 s (gRPC's
+  // minimum); infinite: never.
+  absl::Duration connection_idle_timeout = absl::Minutes(4);
   TransferPath path = TransferPath::kAuto;
   // The handoff socket; empty means ask the server (GetServerInfo).
   std::string handoff_socket;

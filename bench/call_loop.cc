@@ -20,6 +20,8 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
     TENSORD_ASSIGN_OR_RETURN(call, MakeEmptyCall(target));
   } else if (kind == "payload") {
     TENSORD_ASSIGN_OR_RETURN(call, MakePayloadCall(target));
+  } else if (kind == "empty-client-path") {
+    TENSORD_ASSIGN_OR_RETURN(call, MakeClientPathEmptyCall(target));
   } else {
     TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, ConnectClient(target, TransferPath::kRemote));
     if (kind == "put") {
@@ -34,7 +36,7 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
       call = SmallFetchCall(std::move(client));
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, payload, stat, fetch, put)"));
+          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, empty-client-path, payload, stat, fetch, put)"));
     }
   }
   for (int i = 0; i < kWarmupCalls; ++i) TENSORD_RETURN_IF_ERROR(call());

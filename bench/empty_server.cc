@@ -10,6 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/channel_arguments.h"
+#include "client/src/unary_byte_call.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "tensord/client.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
 namespace tensord::bench {
@@ -103,6 +107,26 @@ absl::StatusOr<Operation> MakeEmptyCall(const std::string& target) {
     grpc::Status status = stub->Stat(&context, request, &response);
     if (!status.ok()) {
       return absl::UnavailableError(absl::StrCat("empty call failed: ", status.error_message()));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<Operation> MakeClientPathEmptyCall(const std::string& target) {
+  ClientOptions options;
+  options.server = target;
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), ClientChannelArguments(options));
+  auto method = std::make_shared<grpc::internal::RpcMethod>(
+      "/tensord.v1.TensorService/Stat", grpc::internal::RpcMethod::NORMAL_RPC, channel);
+  return Operation([channel, method]() -> absl::Status {
+    grpc::ClientContext context;
+    grpc::ByteBuffer answer;
+    // No name, version 0: no bytes, as an empty StatRequest.
+    grpc::Status status = UnaryByteCall(*channel, *method, context, NameVersionRequest{}, answer);
+    if (!status.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("empty call on the client's path failed: ", status.error_message()));
     }
     return absl::OkStatus();
   });

@@ -30,6 +30,13 @@ inline constexpr int kTensordConnectionIdleTimeoutMs = 10 * 60 * 1000;
 // answered by an empty StatResponse) on a channel of its own.
 absl::StatusOr<Operation> MakeEmptyCall(const std::string& target);
 
+// The same empty call made as tensord's client makes its Stat and small
+// fetches: on a channel with the client's default arguments (gRPC's retries
+// off, its own idle close) and through its thread's reused completion
+// queue, the request a NameVersionRequest. What the gRPC part of those
+// calls costs, tensord's own work aside.
+absl::StatusOr<Operation> MakeClientPathEmptyCall(const std::string& target);
+
 // What the empty server's payload call answers.
 inline constexpr size_t kPayloadBytes = 4096;
 

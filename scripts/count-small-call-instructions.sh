@@ -4,7 +4,9 @@
 # server; the second is what moving a 4 KiB fetch's bytes through gRPC
 # costs), Stat and a 4 KiB Fetch against tensord, and the empty call to that
 # server closing idle connections as tensord does by default (what gRPC's
-# max_connection_idle filter adds to every call). Rates on a shared 2-core
+# max_connection_idle filter adds to every call), and the empty call made as
+# tensord's client makes Stat and small fetches (its channel arguments and
+# reused completion queue: the gRPC part of their client side). Rates on a shared 2-core
 # VM move by 10% from run to run; instruction counts move by about 1%, so a
 # change of a few hundred instructions per call shows. Kernel time (syscalls, wake-ups) is not
 # counted: tensord-bench --sections small measures that.
@@ -49,7 +51,7 @@ start_server() {
                  --log-level=warning)
   # TENSORD_EXTRA_ARGS: more tensord flags, split on spaces.
   if [[ -n ${TENSORD_EXTRA_ARGS:-} ]]; then read -r -a extra <<<"$TENSORD_EXTRA_ARGS"; command+=("${extra[@]}"); fi
-  if [[ $kind == empty || $kind == payload ]]; then
+  if [[ $kind == empty || $kind == payload || $kind == empty-client-path ]]; then
     command=("$bench" --serve-empty=127.0.0.1:0 --ready-file="$ready")
   elif [[ $kind == empty-closing-idle ]]; then
     command=("$bench" --serve-empty=127.0.0.1:0 --serve-empty-closing-idle --ready-file="$ready")
@@ -117,7 +119,7 @@ count_client() {
 }
 
 declare -A server client
-kinds=(empty empty-closing-idle payload stat fetch)
+kinds=(empty empty-closing-idle empty-client-path payload stat fetch)
 for kind in "${kinds[@]}"; do
   count_server "$kind"
   count_client "$kind"
@@ -127,7 +129,9 @@ printf '%-22s %10s %10s %10s %8s\n' call client server total "vs empty"
 empty_total=$((client[empty] + server[empty]))
 payload_total=$((client[payload] + server[payload]))
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3fx", a / b}'; }
-declare -A label=([empty]="empty call" [empty-closing-idle]="empty, closing idle" [payload]="4 KiB answer" [stat]="Stat" [fetch]="Fetch 4 KiB")
+declare -A label=([empty]="empty call" [empty-closing-idle]="empty, closing idle"
+                  [empty-client-path]="empty, client's path" [payload]="4 KiB answer" [stat]="Stat"
+                  [fetch]="Fetch 4 KiB")
 for kind in "${kinds[@]}"; do
   total=$((client[$kind] + server[$kind]))
   printf '%-22s %10d %10d %10d %8s' "${label[$kind]}" "${client[$kind]}" "${server[$kind]}" "$total" \

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/channel_arguments.h"
 #include "client/src/fetch_stream_receiver.h"
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
@@ -664,22 +665,7 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
     const ClientOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateClientOptions(options));
   if (options.tune_malloc) KeepFreedHeapForTransfers();
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  if (options.own_connection) arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, options.grpc_retries ? 1 : 0);
-  arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
-                   ChannelArgMilliseconds(options.connection_idle_timeout));
-  if (options.keepalive_time != absl::InfiniteDuration()) {
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ChannelArgMilliseconds(options.keepalive_time));
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ChannelArgMilliseconds(options.keepalive_timeout));
-    // Only while calls are in flight: an idle client sends nothing. gRPC's
-    // limit of 2 pings without data sent stays: the first unanswered ping
-    // is the one that finds a stopped server, and more pings than that
-    // could earn strikes from the server's ping policy.
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-  }
+  grpc::ChannelArguments arguments = ClientChannelArguments(options);
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                            ChannelCredentialsFor(options));
   std::shared_ptr<grpc::Channel> channel =

@@ -109,7 +109,7 @@ Operation SmallStatCall(std::shared_ptr<Client> client) {
 
 Operation SmallFetchCall(std::shared_ptr<Client> client) {
   // Every call's size is checked, and every byte of the first call and of
-  // one call in kBytesCheckedEvery: comparing 4 KiB each time cost 600
+  // one call in kBytesCheckedEvery: comparing 4 KiB each time cost 1,100
   // instructions a call (callgrind), work of the bench charged to
   // tensord's side only (the empty-call baselines check just a length).
   // Like every Operation, it runs on one thread: the count is its own.

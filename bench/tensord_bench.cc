@@ -148,7 +148,7 @@ absl::Status Run(const CommandLine& line) {
                            "--ready-file=" + dir.path() + "/empty-ready"},
                           dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
   // The same, closing idle connections as tensord does by default: what
-  // that costs every small call (the small section's ceiling row).
+  // that costs every small call (a reference row of the small section).
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> empty_closing_idle_server,
       ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0", "--serve-empty-closing-idle",

@@ -166,7 +166,7 @@ ABSL_FLAG(uint64_t, max_handoff_connections, 0,
 ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
           "A connection that has not finished its TLS handshake and HTTP/2 preface within this "
           "is closed. Env: TENSORD_HANDSHAKE_TIMEOUT.");
-ABSL_FLAG(absl::Duration, connection_idle_timeout, absl::Minutes(10),
+ABSL_FLAG(absl::Duration, connection_idle_timeout, tensord::ConnectionLimits().idle_timeout,
           "A gRPC connection with no call for this long is closed (clients reconnect on their "
           "next call; they should close idle connections sooner themselves: "
           "docs/operations.md); 0 = never. Env: TENSORD_CONNECTION_IDLE_TIMEOUT.");
@@ -690,7 +690,9 @@ int Run(int argc, char** argv) {
                            .peer_ca_pem = cluster_config->peer_ca_pem,
                            .peer_tls_server_name = cluster_config->peer_tls_server_name,
                            .client_cert_pem = options.tls.cert_chain_pem,
-                           .client_key_pem = options.tls.private_key_pem});
+                           .client_key_pem = options.tls.private_key_pem,
+                           .peer_connection_idle_timeout =
+                               PeerIdleTimeout(options.connections.idle_timeout)});
     cluster_reads->Set(std::make_shared<EtcdClusterReads>(
         directory, read_through,
         std::make_unique<PutReplication>(directory, *read_through, membership, registry,

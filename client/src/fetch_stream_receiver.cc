@@ -38,14 +38,13 @@ absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader&& header) {
 absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader&& header,
                                                std::span<const std::span<const uint8_t>> inline_data) {
   const bool has_inline_data = header.has_inline_data;
-  // Straight into info_, which counts only once has_header_ is set.
-  TensorInfo& info = info_;
-  TENSORD_RETURN_IF_ERROR(InfoFromWire(std::move(header.info), info));
+  // info_ counts only once has_header_ is set.
+  TENSORD_ASSIGN_OR_RETURN(info_, InfoFromWire(std::move(header.info)));
   const uint64_t offset = header.range_offset;
   const uint64_t length = header.range_length;
-  if (offset > info.total_bytes || length > info.total_bytes - offset) {
+  if (offset > info_.total_bytes || length > info_.total_bytes - offset) {
     return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
-                                            ") of a ", info.total_bytes, "-byte tensor"));
+                                            ") of a ", info_.total_bytes, "-byte tensor"));
   }
   if (header.split) {
     // No bytes follow; the caller fetches the range in parts.
@@ -57,7 +56,7 @@ absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader&& header,
   }
   // The destination is asked for first: a caller's own mismatch (FetchInto's
   // dtype or shape) is reported before the server's inline-size fault.
-  TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info, length));
+  TENSORD_ASSIGN_OR_RETURN(destination_, destination_for_(info_, length));
   uint64_t inline_size = 0;
   for (std::span<const uint8_t> piece : inline_data) inline_size += piece.size();
   if (has_inline_data && inline_size != length) {

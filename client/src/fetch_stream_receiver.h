@@ -5,6 +5,7 @@
 #ifndef TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
 #define TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
 
+#include <cassert>
 #include <cstdint>
 #include <span>
 
@@ -58,8 +59,12 @@ class FetchStreamReceiver {
   // Once the stream ended well: OK, or DATA_LOSS when bytes are missing or
   // (verify_crc32c, whole tensor) do not match the version's CRC-32C.
   absl::Status Finish();
-  // After Finish said OK: the version's info, moved out once.
-  TensorInfo TakeInfo() { return std::move(info_); }
+  // After Finish said OK: the version's info, moved out (once).
+  TensorInfo TakeInfo() {
+    assert(has_header_ && !info_taken_);
+    info_taken_ = true;
+    return std::move(info_);
+  }
 
  private:
   absl::Status ReceiveHeader(const StreamMessage& message);
@@ -77,6 +82,7 @@ class FetchStreamReceiver {
   // The header's info, filled in place; meaningful once has_header_.
   TensorInfo info_;
   bool has_header_ = false;
+  bool info_taken_ = false;
   uint8_t* destination_ = nullptr;
   uint64_t range_offset_ = 0;
   uint64_t range_length_ = 0;

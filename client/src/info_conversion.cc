@@ -8,22 +8,16 @@
 namespace tensord {
 
 absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
-  TensorInfo info;
-  TENSORD_RETURN_IF_ERROR(InfoFromWire(std::move(wire), info));
-  return info;
-}
-
-absl::Status InfoFromWire(WireTensorInfo&& wire, TensorInfo& out) {
   if (!wire.node.empty()) {
     // From the cluster directory (cluster listings and watches), which
     // knows no layout: only what it lists.
-    out = TensorInfo{};
-    out.name = std::move(wire.name);
-    out.version = wire.version;
-    out.total_bytes = wire.total_bytes;
-    out.crc32c = wire.crc32c;
-    out.node = std::move(wire.node);
-    return absl::OkStatus();
+    TensorInfo info;
+    info.name = std::move(wire.name);
+    info.version = wire.version;
+    info.total_bytes = wire.total_bytes;
+    info.crc32c = wire.crc32c;
+    info.node = std::move(wire.node);
+    return info;
   }
   absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromWire(std::move(wire.layout));
   if (layout.ok()) {
@@ -35,26 +29,26 @@ absl::Status InfoFromWire(WireTensorInfo&& wire, TensorInfo& out) {
     return absl::InternalError(absl::StrCat("server sent an invalid layout for '", wire.name,
                                             "': ", layout.status().message()));
   }
-  out.name = std::move(wire.name);
-  out.version = wire.version;
-  out.dtype = layout->dtype;
+  TensorInfo info;
+  info.name = std::move(wire.name);
+  info.version = wire.version;
+  info.dtype = layout->dtype;
   // Moved, not copied: this runs once per Stat and per fetch header.
-  out.strides = layout->strides.empty() ? dlpack::CompactStrides(layout->shape)
-                                        : std::move(layout->strides);
-  out.shape = std::move(layout->shape);
-  out.byte_offset = layout->byte_offset;
-  out.device = layout->device;
-  out.total_bytes = wire.total_bytes;
-  out.crc32c = wire.crc32c;
-  out.created = absl::FromUnixNanos(wire.created_unix_nanos);
-  out.open_leases = wire.open_leases;
+  info.strides = layout->strides.empty() ? dlpack::CompactStrides(layout->shape)
+                                         : std::move(layout->strides);
+  info.shape = std::move(layout->shape);
+  info.byte_offset = layout->byte_offset;
+  info.device = layout->device;
+  info.total_bytes = wire.total_bytes;
+  info.crc32c = wire.crc32c;
+  info.created = absl::FromUnixNanos(wire.created_unix_nanos);
+  info.open_leases = wire.open_leases;
   // A retention this client does not know (a newer server) reads as the
   // durable default rather than failing the call.
-  out.retention = wire.retention == v1::RETENTION_PINNED  ? Retention::kPinned
-                  : wire.retention == v1::RETENTION_CACHE ? Retention::kCache
-                                                          : Retention::kDefault;
-  out.node.clear();
-  return absl::OkStatus();
+  info.retention = wire.retention == v1::RETENTION_PINNED  ? Retention::kPinned
+                   : wire.retention == v1::RETENTION_CACHE ? Retention::kCache
+                                                           : Retention::kDefault;
+  return info;
 }
 
 WireTensorInfo WireInfoOf(const v1::TensorInfo& proto) {

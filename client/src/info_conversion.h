@@ -15,9 +15,6 @@ namespace tensord {
 absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto);
 // The same from fields parsed by hand (Stat answers and fetch headers).
 absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire);
-// The same into `out`, whose old contents are replaced (unspecified after a
-// failure): a fetch header's info goes straight where it is kept.
-absl::Status InfoFromWire(WireTensorInfo&& wire, TensorInfo& out);
 // The fields of `proto`, as ParseWire* would give them.
 WireTensorInfo WireInfoOf(const v1::TensorInfo& proto);
 

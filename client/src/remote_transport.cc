@@ -240,11 +240,9 @@ struct RemoteTransport::Rep {
   // `destination_for` is called once, or a second time when the version a
   // split named was dropped before its parts arrived and the latest is
   // fetched again in one stream.
-  // The version's info goes into `info` (an out-parameter: this runs once
-  // per small fetch, and every return by value moved it once more).
-  absl::Status FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
-                            FetchStreamReceiver::DestinationFor destination_for,
-                            std::optional<uint64_t> expected_bytes, TensorInfo& info);
+  absl::StatusOr<TensorInfo> FetchInParts(absl::string_view name, const FetchOptions& fetch_options,
+                                          FetchStreamReceiver::DestinationFor destination_for,
+                                          std::optional<uint64_t> expected_bytes);
 
   // The FetchInline call; nullopt when the server does not have it (an
   // older tensord), which is remembered.
@@ -412,11 +410,9 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   return FinishRange(receiver);
 }
 
-absl::Status RemoteTransport::Rep::FetchInParts(absl::string_view name,
-                                               const FetchOptions& fetch_options,
-                                               FetchStreamReceiver::DestinationFor destination_for,
-                                               std::optional<uint64_t> expected_bytes,
-                                               TensorInfo& info) {
+absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
+    absl::string_view name, const FetchOptions& fetch_options,
+    FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
   const unsigned cores = HostCores();
   const uint64_t split_above =
@@ -426,10 +422,7 @@ absl::Status RemoteTransport::Rep::FetchInParts(absl::string_view name,
     TENSORD_ASSIGN_OR_RETURN(answered, FetchInline(name, fetch_options, destination_for));
     if (answered.has_value() && answered->split) RememberLarge(name);
   }
-  if (answered.has_value() && !answered->split) {
-    info = std::move(answered->info);
-    return absl::OkStatus();
-  }
+  if (answered.has_value() && !answered->split) return std::move(answered->info);
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   if (!answered.has_value()) {
     request.set_split_above_bytes(split_above);
@@ -439,10 +432,7 @@ absl::Status RemoteTransport::Rep::FetchInParts(absl::string_view name,
                                                    destination_for));
   }
   StreamedRange whole = *std::move(answered);
-  if (!whole.split) {
-    info = std::move(whole.info);
-    return absl::OkStatus();
-  }
+  if (!whole.split) return std::move(whole.info);
 
   // Every part asks for the version the header named, so a put meanwhile
   // cannot mix two versions.
@@ -459,12 +449,9 @@ absl::Status RemoteTransport::Rep::FetchInParts(absl::string_view name,
     PrepareContext(context);
     TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed, StreamFetch(*channel, context, request,
                                                                  fetch_options, destination_for));
-    info = std::move(streamed.info);
-    return absl::OkStatus();
+    return std::move(streamed.info);
   }
-  TENSORD_RETURN_IF_ERROR(assembled.status());
-  info = *std::move(assembled);
-  return absl::OkStatus();
+  return assembled;
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
@@ -748,14 +735,15 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {
   std::shared_ptr<HeapTensorMemory> memory;
-  TensorInfo info;
-  TENSORD_RETURN_IF_ERROR(rep_->FetchInParts(
-      name, options,
-      [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-        TENSORD_ASSIGN_OR_RETURN(memory, rep_->receive_pool->Allocate(header.total_bytes));
-        return static_cast<uint8_t*>(memory->data());
-      },
-      /*expected_bytes=*/std::nullopt, info));
+  TENSORD_ASSIGN_OR_RETURN(
+      TensorInfo info,
+      rep_->FetchInParts(name, options,
+                         [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+                           TENSORD_ASSIGN_OR_RETURN(
+                               memory, rep_->receive_pool->Allocate(header.total_bytes));
+                           return static_cast<uint8_t*>(memory->data());
+                         },
+                         /*expected_bytes=*/std::nullopt));
   return Tensor(std::move(info), std::move(memory));
 }
 
@@ -767,20 +755,21 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
   absl::StatusOr<uint64_t> destination_bytes = dlpack::CompactByteSize(target.dtype, target.shape);
   std::shared_ptr<HeapTensorMemory> staging;
   bool direct = false;
-  TensorInfo info;
-  TENSORD_RETURN_IF_ERROR(rep_->FetchInParts(
-      name, options,
-      [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-        TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
-        direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
-                 dlpack::IsCompact(target);
-        if (direct) {
-          return static_cast<uint8_t*>(destination.data) + target.byte_offset;
-        }
-        TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
-        return static_cast<uint8_t*>(staging->data());
-      },
-      destination_bytes.ok() ? std::optional<uint64_t>(*destination_bytes) : std::nullopt, info));
+  TENSORD_ASSIGN_OR_RETURN(
+      TensorInfo info,
+      rep_->FetchInParts(
+          name, options,
+          [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+            TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
+            direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
+                     dlpack::IsCompact(target);
+            if (direct) {
+              return static_cast<uint8_t*>(destination.data) + target.byte_offset;
+            }
+            TENSORD_ASSIGN_OR_RETURN(staging, rep_->receive_pool->Allocate(header.total_bytes));
+            return static_cast<uint8_t*>(staging->data());
+          },
+          destination_bytes.ok() ? std::optional<uint64_t>(*destination_bytes) : std::nullopt));
   if (!direct) {
     TENSORD_RETURN_IF_ERROR(
         dlpack::CopyStrided(staging->data(), LayoutOfInfo(info), destination.data, target));

@@ -18,18 +18,23 @@
 
 namespace tensord {
 
-// The calling thread's queue, shut down and drained as the thread ends.
+namespace unary_byte_call_internal {
+// The calling thread's queue, for UnaryByteCall only: shut down and drained
+// as the thread ends, and made anew in a forked child (the parent's is not
+// the child's to use).
 grpc::CompletionQueue& ThreadCompletionQueue();
+}  // namespace unary_byte_call_internal
 
 // Blocks until the call ends, as BlockingUnaryCall does; `context`'s
 // deadline and cancellation apply. `Request` is any type gRPC serializes
 // (a ByteBuffer, or service/wire's NameVersionRequest). Safe from any
-// thread: each has its own queue, taken by one call at a time.
+// thread: each has its own queue, which one call at a time takes (a call
+// never runs inside another on one thread).
 template <typename Request>
 grpc::Status UnaryByteCall(grpc::ChannelInterface& channel, const grpc::internal::RpcMethod& method,
                            grpc::ClientContext& context, const Request& request,
                            grpc::ByteBuffer& answer) {
-  grpc::CompletionQueue& queue = ThreadCompletionQueue();
+  grpc::CompletionQueue& queue = unary_byte_call_internal::ThreadCompletionQueue();
   // Lives in the call's arena; the pointer only runs its destructor.
   std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientAsyncResponseReaderHelper::Create<grpc::ByteBuffer>(
@@ -37,11 +42,14 @@ grpc::Status UnaryByteCall(grpc::ChannelInterface& channel, const grpc::internal
   reader->StartCall();
   grpc::Status status;
   reader->Finish(&answer, &status, &status);
-  // The finish is the only event a call queues, and only this thread waits
-  // on its queue, so the first event is this call's.
+  // The finish is the only event a call queues, and gRPC queues it however
+  // the call ends (deadline and cancellation too); only this thread waits
+  // on its queue, so that event is the next.
   void* tag = nullptr;
   bool ok = false;
-  while (queue.Next(&tag, &ok) && tag != &status) {
+  if (!queue.Next(&tag, &ok) || tag != &status) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the thread's completion queue gave no answer for the call");
   }
   return status;
 }

@@ -4,6 +4,7 @@
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/channel_arg_milliseconds.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -163,12 +165,19 @@ absl::Status ReadThrough::Pull(const std::string& name) {
                                          kLocateAttempts, " attempts); retry"));
 }
 
+absl::Duration PeerIdleTimeout(absl::Duration server_idle_timeout) {
+  if (server_idle_timeout <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return std::max(absl::Seconds(1), server_idle_timeout * 2 / 5);
+}
+
 std::shared_ptr<grpc::Channel> ReadThrough::ChannelTo(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[address];
   if (channel == nullptr) {
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(options_.max_message_bytes);
+    arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
+                     ChannelArgMilliseconds(options_.peer_connection_idle_timeout));
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
     if (!options_.peer_ca_pem.empty()) {
       grpc::SslCredentialsOptions ssl;

@@ -49,7 +49,18 @@ struct ReadThroughOptions {
   // gRPC's receive limit on the pulling channel (the holder's chunk size
   // must fit).
   int max_message_bytes = 64 << 20;
+  // A channel to another node closes its idle connection itself after this
+  // (gRPC's client idle timeout), before that node's abrupt idle close can
+  // cross a pull or a replication: PeerIdleTimeout(--connection-idle-
+  // timeout), as nodes run alike. Infinite: never.
+  absl::Duration peer_connection_idle_timeout = absl::InfiniteDuration();
 };
+
+// The idle timeout for channels to servers that close idle connections
+// after `server_idle_timeout` (0: never): gRPC closes between one and two
+// idle timeouts after the last call, so 2/5 of the server's keeps the
+// client's close first; at least gRPC's minimum of 1 s.
+absl::Duration PeerIdleTimeout(absl::Duration server_idle_timeout);
 
 struct ReadThroughStats {
   uint64_t pulls = 0;         // versions pulled and published here

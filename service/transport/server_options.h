@@ -37,8 +37,10 @@ struct ConnectionLimits {
   // A connection must finish its TLS handshake and send the HTTP/2 preface
   // and SETTINGS within this, or it is closed.
   absl::Duration handshake_timeout = absl::Seconds(5);
-  // A connection with no call for this long is closed (GOAWAY; clients
-  // reconnect on their next call). Zero keeps idle connections.
+  // A connection with no call for this long is closed (gRPC's
+  // max_connection_idle: a GOAWAY and the close at once, so clients close
+  // theirs sooner, ClientOptions::connection_idle_timeout). Zero keeps idle
+  // connections.
   absl::Duration idle_timeout = absl::Minutes(10);
 };
 

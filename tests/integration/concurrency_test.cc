@@ -261,48 +261,101 @@ TEST_P(ConcurrencyTest, DeletesRaceWithPutsAndFetches) {
 }
 
 // Stat and small fetches are unary calls on a completion queue each thread
-// keeps (client/src/unary_byte_call.cc): threads that come and go, and
-// clients a thread outlives, must each get their own answers.
+// keeps (client/src/unary_byte_call.cc): threads that come and go, clients
+// a thread outlives, and a call that ended at its deadline must leave each
+// call its own answer. Each thread alternates between two tensors of
+// different sizes and bytes, so an answer meant for another call shows.
 TEST_P(ConcurrencyTest, SmallCallsFromThreadsAndClientsThatComeAndGo) {
-  const std::string name = TestTensorName("small");
-  HostTensor stored = VersionTensor(1, 2);
-  absl::StatusOr<TensorInfo> put = client().Put(name, stored.dl());
-  ASSERT_TRUE(put.ok()) << put.status();
-  const std::vector<uint8_t> expected = EncodeVersion(1, 2);
+  constexpr int kRounds = 6;
+  constexpr int kThreadsPerRound = 4;
+  struct Stored {
+    std::string name;
+    std::vector<uint8_t> bytes;
+    uint64_t version = 0;
+  };
+  std::vector<Stored> stored(kThreadsPerRound);
+  for (int t = 0; t < kThreadsPerRound; ++t) {
+    stored[t].name = TestTensorName(absl::StrCat("small", t));
+    stored[t].bytes = PatternBytes(1024 + 512 * t, 40 + t);  // inline: under 32 KiB
+    HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(stored[t].bytes.size())},
+                                      stored[t].bytes);
+    absl::StatusOr<TensorInfo> put = client().Put(stored[t].name, tensor.dl());
+    ASSERT_TRUE(put.ok()) << put.status();
+    stored[t].version = put->version;
+  }
   std::atomic<int> failures{0};
-  auto small_calls = [&](Client& on, const char* which) {
-    for (int call = 0; call < 5; ++call) {
-      absl::StatusOr<TensorInfo> stat = on.Stat(name);
-      absl::StatusOr<Tensor> fetched = on.Fetch(name);
-      if (!stat.ok() || stat->version != put->version || !fetched.ok() ||
-          fetched->info().version != put->version || TensorBytes(*fetched) != expected) {
-        ADD_FAILURE() << which << ": stat " << stat.status() << ", fetch " << fetched.status();
+  auto small_calls = [&](Client& on, int t, const char* which) {
+    for (int call = 0; call < 6; ++call) {
+      const Stored& want = stored[(t + call) % kThreadsPerRound];
+      absl::StatusOr<TensorInfo> stat = on.Stat(want.name);
+      absl::StatusOr<Tensor> fetched = on.Fetch(want.name);
+      if (!stat.ok() || stat->version != want.version || stat->total_bytes != want.bytes.size() ||
+          !fetched.ok() || fetched->info().version != want.version ||
+          TensorBytes(*fetched) != want.bytes) {
+        ADD_FAILURE() << which << ", " << want.name << ": stat " << stat.status() << ", fetch "
+                      << fetched.status();
         failures++;
         return;
       }
     }
   };
-  constexpr int kRounds = 6;
-  constexpr int kThreadsPerRound = 4;
   for (int round = 0; round < kRounds && failures.load() == 0; ++round) {
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreadsPerRound; ++t) {
       threads.emplace_back([&, t] {
-        if (t % 2 == 0) return small_calls(client(), "shared client");
+        if (t == 0) {
+          // A call that ends at a deadline too short to be met, then
+          // calls on the same thread.
+          ClientOptions hurried = RemoteClientOptions();
+          hurried.timeout = absl::Microseconds(1);
+          std::unique_ptr<Client> rushed = ConnectClient(server().address(), hurried);
+          if (rushed == nullptr) {
+            failures++;
+            return;
+          }
+          absl::StatusOr<TensorInfo> late = rushed->Stat(stored[0].name);
+          if (!late.ok() && late.status().code() != absl::StatusCode::kDeadlineExceeded) {
+            ADD_FAILURE() << "a call past its deadline: " << late.status();
+            failures++;
+          }
+          return small_calls(client(), t, "shared client after a deadline");
+        }
+        if (t % 2 == 0) return small_calls(client(), t, "shared client");
         // A client of its own, gone before the thread's last calls.
         std::unique_ptr<Client> own = ConnectClient(server().address(), RemoteClientOptions());
         if (own == nullptr) {
           failures++;
           return;
         }
-        small_calls(*own, "own client");
+        small_calls(*own, t, "own client");
         own.reset();
-        small_calls(client(), "shared client after its own");
+        small_calls(client(), t, "shared client after its own");
       });
     }
     for (std::thread& thread : threads) thread.join();
   }
   EXPECT_EQ(failures.load(), 0);
+}
+
+// gRPC's retry machinery, off by default, still works when asked for.
+TEST_P(ConcurrencyTest, ClientWithGrpcRetriesServesCalls) {
+  ClientOptions options = RemoteClientOptions();
+  options.grpc_retries = true;
+  std::unique_ptr<Client> retrying = ConnectClient(server().address(), options);
+  ASSERT_NE(retrying, nullptr);
+  const std::string name = TestTensorName("with-retries");
+  HostTensor small = VersionTensor(3, 1);
+  absl::StatusOr<TensorInfo> put = retrying->Put(name, small.dl());
+  ASSERT_TRUE(put.ok()) << put.status();
+  absl::StatusOr<TensorInfo> stat = retrying->Stat(name);
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->version, put->version);
+  absl::StatusOr<Tensor> fetched = retrying->Fetch(name);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  uint32_t writer = 0, iteration = 0;
+  EXPECT_TRUE(DecodeVersion(TensorBytes(*fetched), &writer, &iteration));
+  EXPECT_EQ(writer, 3u);
+  EXPECT_EQ(iteration, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ConcurrencyTest, kBothTransports, TransportParamName);

@@ -328,7 +328,7 @@ TEST(KeepaliveOptionsTest, NonPositiveOrInfiniteTimeoutsAreRefusedByName) {
   EXPECT_TRUE(Client::Connect(options).ok());
 }
 
-TEST(KeepaliveOptionsTest, AnIdleTimeoutBelowGrpcsMinimumIsRefusedByName) {
+TEST(ClientOptionsTest, AnIdleTimeoutBelowGrpcsMinimumIsRefusedByName) {
   ClientOptions options = RemoteClientOptions();
   options.server = "127.0.0.1:1";  // never reached: the options are checked first
   options.connection_idle_timeout = absl::Milliseconds(999);
@@ -336,7 +336,7 @@ TEST(KeepaliveOptionsTest, AnIdleTimeoutBelowGrpcsMinimumIsRefusedByName) {
                        "connection_idle_timeout 999ms is below gRPC's minimum of 1s"));
   options.connection_idle_timeout = absl::Seconds(1);
   EXPECT_TRUE(Client::Connect(options).ok());
-  options.connection_idle_timeout = absl::InfiniteDuration();  // never closed
+  options.connection_idle_timeout = absl::InfiniteDuration();  // accepted: never close
   EXPECT_TRUE(Client::Connect(options).ok());
 }
 

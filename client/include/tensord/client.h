@@ -54,7 +54,7 @@ struct ClientOptions {
   // gRPC's retry machinery. tensord sets no retry policy, so all it would
   // do is retry a call transparently when gRPC knows the server never saw
   // it (a stream the server refused, or sent after a GOAWAY); off, such a
-  // call fails UNAVAILABLE. It costs every call 7,800 client instructions,
+  // call fails UNAVAILABLE. It costs every call 7,600 client instructions,
   // more than tensord's own work on a Stat or a small fetch (callgrind),
   // and it does not save a call that crosses a server's idle close (see
   // connection_idle_timeout).
@@ -359,7 +359,10 @@ class TensorWriter {
   virtual absl::StatusOr<TensorInfo> Seal(bool send_crc32c = false) = 0;
 };
 
-// Thread-safe: one Client may serve many threads.
+// Thread-safe: one Client may serve many threads. A thread that makes a
+// Stat or a fetch over gRPC keeps one gRPC completion queue for such calls
+// until it exits (whatever Client it used), so gRPC stays initialized while
+// such threads live; a forked child makes its own.
 class Client {
  public:
   // Creates the channel; does not wait for the server (the first call does).

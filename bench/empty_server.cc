@@ -12,7 +12,9 @@
 #include "absl/synchronization/mutex.h"
 #include "client/src/channel_arguments.h"
 #include "client/src/unary_byte_call.h"
+#include "service/transport/server_options.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/channel_arg_milliseconds.h"
 #include "tensord/client.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -74,7 +76,9 @@ int ServeEmpty(const std::string& address, const std::string& ready_file,
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   if (close_idle_connections) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kTensordConnectionIdleTimeoutMs);
+    // tensord's default --connection-idle-timeout; any value adds the same filter.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               ChannelArgMilliseconds(ConnectionLimits().idle_timeout));
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

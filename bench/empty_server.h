@@ -22,10 +22,6 @@ namespace tensord::bench {
 int ServeEmpty(const std::string& address, const std::string& ready_file,
                bool close_idle_connections);
 
-// tensord's default --connection-idle-timeout (server/main.cc): any value
-// adds the same filter.
-inline constexpr int kTensordConnectionIdleTimeoutMs = 10 * 60 * 1000;
-
 // An operation that makes one empty unary call (an empty StatRequest
 // answered by an empty StatResponse) on a channel of its own.
 absl::StatusOr<Operation> MakeEmptyCall(const std::string& target);

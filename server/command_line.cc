@@ -103,8 +103,8 @@ std::string ServerHelpText() {
       "       tensord --help | --version\n"
       "\n"
       "Every flag may also come from the environment as TENSORD_<NAME>\n"
-      "(TENSORD_MAX_HOST_BYTES=8GiB); the command line wins. Byte sizes take\n"
-      "K/M/G/T suffixes (binary), durations s/m/h.\n";
+      "(TENSORD_MAX_HOST_BYTES=8GiB); a flag on the command line replaces its\n"
+      "variable. Byte sizes take K/M/G/T suffixes (binary), durations s/m/h.\n";
   absl::flat_hash_set<std::string> listed;
   for (const FlagGroup& group : ServerFlagGroups()) {
     absl::StrAppend(&text, "\n", AsAbsl(group.title), ":\n");
@@ -187,6 +187,23 @@ absl::Status CheckServerArguments(std::span<const std::string> arguments,
   }
   if (request == CommandLineRequest::kVersion) return absl::OkStatus();
   return first_error;
+}
+
+bool CommandLineGivesFlag(std::span<char* const> arguments, std::string_view flag) {
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    absl::string_view argument = arguments[i];
+    if (argument == "--") break;
+    if (!absl::ConsumePrefix(&argument, "--") && !absl::ConsumePrefix(&argument, "-")) continue;
+    const size_t equals = argument.find('=');
+    const std::string name = absl::StrReplaceAll(argument.substr(0, equals), {{"-", "_"}});
+    if (name == flag || (name.starts_with("no") && std::string_view(name).substr(2) == flag)) {
+      return true;
+    }
+    // "--other value": the value is not a flag, even when it starts with '-'.
+    const absl::CommandLineFlag* other = FindServerFlag(name);
+    if (other != nullptr && !other->IsOfType<bool>() && equals == absl::string_view::npos) ++i;
+  }
+  return false;
 }
 
 }  // namespace tensord

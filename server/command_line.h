@@ -40,6 +40,11 @@ enum class CommandLineRequest { kServe, kHelp, kVersion };
 absl::Status CheckServerArguments(std::span<const std::string> arguments,
                                   CommandLineRequest& request);
 
+// True when `arguments` (argv without the program name, as typed) give
+// `flag` (Abseil's underscore name) in any spelling: --flag=v, --flag v,
+// -flag, dashes or underscores, --noflag. Stops at "--".
+bool CommandLineGivesFlag(std::span<char* const> arguments, std::string_view flag);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVER_COMMAND_LINE_H_

@@ -318,12 +318,15 @@ struct LeaveClusterOnExit {
   }
 };
 
-// Every flag may come from TENSORD_<FLAG_NAME>; the command line wins because
-// its arguments come after these.
-std::vector<std::string> ArgumentsFromEnvironment() {
+// Every flag may come from TENSORD_<FLAG_NAME>, unless the command line gives
+// it: a flag on the command line replaces its variable. Coming first would
+// not be enough, since --listen gathers every occurrence (an image's own
+// TENSORD_LISTEN would be served beside the user's --listen).
+std::vector<std::string> ArgumentsFromEnvironment(std::span<char* const> command_line) {
   std::vector<std::string> arguments;
   for (const FlagGroup& group : ServerFlagGroups()) {
     for (std::string_view flag : group.flags) {
+      if (CommandLineGivesFlag(command_line, flag)) continue;
       std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(AsAbsl(flag)));
       if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
         arguments.push_back(absl::StrCat("--", AsAbsl(flag), "=", value));
@@ -423,7 +426,10 @@ int Run(int argc, char** argv) {
       "tensord serves named tensors over gRPC.\n"
       "Usage: tensord [--listen=127.0.0.1:50051] [--max-host-bytes=8GiB] [flags]");
   std::vector<std::string> arguments = {argv[0]};
-  for (std::string& argument : ArgumentsFromEnvironment()) arguments.push_back(std::move(argument));
+  for (std::string& argument : ArgumentsFromEnvironment(
+           std::span<char* const>(argv, argc).subspan(argc > 0 ? 1 : 0))) {
+    arguments.push_back(std::move(argument));
+  }
   for (int i = 1; i < argc; ++i) arguments.push_back(argv[i]);
   // absl spells flags with underscores; accept the dashed spelling too.
   for (size_t i = 1; i < arguments.size(); ++i) {

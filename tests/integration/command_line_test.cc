@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -20,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "service/common/unix_socket.h"
 #include "tensord/client.h"
+#include "tensord/v1/handoff.pb.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_pki.h"
@@ -29,9 +32,11 @@
 namespace tensord {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 struct ProgramRun {
   int exit_code = -1;  // -1: killed or did not exit in time
@@ -47,8 +52,11 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Runs `program` with `arguments` (no shell), stdout and stderr to files;
-// killed after 20 s so a hang fails the test instead of stalling it.
-ProgramRun RunProgram(const std::string& program, const std::vector<std::string>& arguments) {
+// killed after 20 s so a hang fails the test instead of stalling it. Its
+// environment is this process's without TENSORD_* variables, plus
+// `environment` ("NAME=VALUE" entries).
+ProgramRun RunProgram(const std::string& program, const std::vector<std::string>& arguments,
+                      const std::vector<std::string>& environment = {}) {
   const std::string base = absl::StrCat(::testing::TempDir(), "command_line_", getpid());
   const std::string out_path = base + ".out", err_path = base + ".err";
   std::vector<std::string> argv_storage = {program};
@@ -56,16 +64,20 @@ ProgramRun RunProgram(const std::string& program, const std::vector<std::string>
   std::vector<char*> argv;
   for (std::string& argument : argv_storage) argv.push_back(argument.data());
   argv.push_back(nullptr);
+  // Built before fork(): the child may only make async-signal-safe calls.
+  std::vector<std::string> environment_storage = environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!std::string_view(*entry).starts_with("TENSORD_")) environment_storage.emplace_back(*entry);
+  }
+  std::vector<char*> envp;
+  for (std::string& entry : environment_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
-    // No TENSORD_* settings from the test's environment.
-    for (const char* variable : {"TENSORD_LISTEN", "TENSORD_LOG_LEVEL", "TENSORD_SERVER"}) {
-      unsetenv(variable);
-    }
-    execv(program.c_str(), argv.data());
+    execve(program.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   ProgramRun run;
@@ -155,6 +167,132 @@ TEST(TensordCommandLineTest, StrayArgumentIsRefusedButAFlagValueIsNot) {
   EXPECT_NE(value.exit_code, 0);
   EXPECT_THAT(value.err, Not(HasSubstr("unexpected argument")));
   EXPECT_THAT(value.err, HasSubstr("chatty"));
+}
+
+// A flag on the command line replaces its TENSORD_* variable, whichever way
+// it is spelled. The variable here cannot be parsed, so a server that read
+// it stops on it; --log-level=chatty stops one that did not, after every
+// flag was parsed, so the error says which of the two the server read.
+TEST(TensordEnvironmentTest, AFlagOnTheCommandLineReplacesItsVariableInEverySpelling) {
+  const std::vector<std::string> bad_size = {"TENSORD_MAX_HOST_BYTES=garbage"};
+  const ProgramRun from_environment = RunProgram(kTensord, {"--log-level=chatty"}, bad_size);
+  EXPECT_NE(from_environment.exit_code, 0);
+  EXPECT_THAT(from_environment.err, HasSubstr("garbage"));
+  for (const std::vector<std::string>& spelling :
+       {std::vector<std::string>{"--max-host-bytes=1GiB"},
+        std::vector<std::string>{"--max-host-bytes", "1GiB"},
+        std::vector<std::string>{"--max_host_bytes=1GiB"},
+        std::vector<std::string>{"-max-host-bytes", "1GiB"},
+        std::vector<std::string>{"--max_host-bytes", "1GiB"}}) {
+    SCOPED_TRACE(spelling.front());
+    std::vector<std::string> arguments = spelling;
+    arguments.push_back("--log-level=chatty");
+    const ProgramRun run = RunProgram(kTensord, arguments, bad_size);
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_THAT(run.err, HasSubstr("chatty"));
+    EXPECT_THAT(run.err, Not(HasSubstr("garbage")));
+  }
+  // A boolean, also in Abseil's --noflag spelling.
+  for (const char* spelling : {"--huge-pages", "--nohuge-pages", "--huge_pages=false"}) {
+    SCOPED_TRACE(spelling);
+    const ProgramRun run =
+        RunProgram(kTensord, {spelling, "--log-level=chatty"}, {"TENSORD_HUGE_PAGES=garbage"});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_THAT(run.err, HasSubstr("chatty"));
+    EXPECT_THAT(run.err, Not(HasSubstr("garbage")));
+  }
+  // Another flag's value that looks like the flag does not give it.
+  const ProgramRun as_value = RunProgram(
+      kTensord, {"--preload-prefix", "--max-host-bytes", "--log-level=chatty"}, bad_size);
+  EXPECT_NE(as_value.exit_code, 0);
+  EXPECT_THAT(as_value.err, HasSubstr("garbage"));
+}
+
+// --listen gathers every occurrence, so TENSORD_LISTEN (an image sets one)
+// used to be served beside the command line's addresses: `podman run IMAGE
+// --listen=0.0.0.0:50051` failed with "address in use" against its own.
+TEST(TensordEnvironmentTest, ListenOnTheCommandLineReplacesTensordListen) {
+  testing::TempDir dir;
+  const std::string from_environment = dir.File("from-environment.sock");
+  const std::string from_command_line = dir.File("from-command-line.sock");
+  testing::ServerProcessOptions options;  // its own --listen=127.0.0.1:0 comes first
+  options.flags = {"--listen", "unix:" + from_command_line};
+  options.environment = {"TENSORD_LISTEN=unix:" + from_environment};
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->addresses(),
+              ElementsAre(StartsWith("127.0.0.1:"), "unix:" + from_command_line));
+  struct stat unused;
+  EXPECT_NE(::stat(from_environment.c_str(), &unused), 0) << "the variable's socket was bound";
+}
+
+// What the handoff socket at `path` answers a peer of this process's uid
+// and gid that acquires a name nobody put: NOT_FOUND when it admits the
+// peer, PERMISSION_DENIED when it does not.
+absl::StatusCode HandoffAnswerToThisProcess(const std::string& path) {
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(path);
+  if (!socket.ok()) return socket.status().code();
+  v1::HandoffRequest request;
+  request.set_request_id(1);
+  request.mutable_acquire()->set_name("nobody/put/this");
+  if (absl::Status sent = SendPacket(socket->get(), request.SerializeAsString()); !sent.ok()) {
+    return sent.code();
+  }
+  absl::StatusOr<ReceivedPacket> packet = ReceivePacket(socket->get());
+  if (!packet.ok()) return packet.status().code();
+  v1::HandoffResponse response;
+  if (!response.ParseFromString(packet->bytes)) return absl::StatusCode::kDataLoss;
+  return static_cast<absl::StatusCode>(response.code());
+}
+
+// Starts tensord with a handoff socket, `flags` and `environment`, and says
+// how the socket answers this process.
+absl::StatusCode HandoffAnswerWith(const std::vector<std::string>& flags,
+                                   const std::vector<std::string>& environment) {
+  testing::TempDir dir;
+  const std::string socket_path = dir.File("handoff.sock");
+  testing::ServerProcessOptions options;
+  options.flags = {"--handoff-socket=" + socket_path};
+  options.flags.insert(options.flags.end(), flags.begin(), flags.end());
+  options.environment = environment;
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return server.status().code();
+  return HandoffAnswerToThisProcess(socket_path);
+}
+
+TEST(TensordEnvironmentTest, HandoffAllowUidOnTheCommandLineReplacesItsVariable) {
+  const std::string own_uid = std::to_string(::getuid());
+  const std::string other_uid = std::to_string(::getuid() + 4242);
+  // The variable alone is read: it can shut this process out.
+  EXPECT_EQ(HandoffAnswerWith({}, {"TENSORD_HANDOFF_ALLOW_UID=" + other_uid}),
+            absl::StatusCode::kPermissionDenied);
+  // The command line's list replaces the variable's instead of adding to it.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--handoff-allow-uid=" + other_uid},
+        std::vector<std::string>{"--handoff_allow_uid", other_uid}}) {
+    SCOPED_TRACE(flags.front());
+    EXPECT_EQ(HandoffAnswerWith(flags, {"TENSORD_HANDOFF_ALLOW_UID=" + own_uid + "," + other_uid}),
+              absl::StatusCode::kPermissionDenied);
+  }
+}
+
+TEST(TensordEnvironmentTest, HandoffAllowGidOnTheCommandLineReplacesItsVariable) {
+  const std::string other_uid = absl::StrCat("--handoff-allow-uid=", ::getuid() + 4242);
+  const std::string own_gid = std::to_string(::getgid());
+  const std::string other_gid = std::to_string(::getgid() + 4242);
+  // The variable alone is read: it lets this process in by its gid.
+  EXPECT_EQ(HandoffAnswerWith({other_uid}, {"TENSORD_HANDOFF_ALLOW_GID=" + own_gid}),
+            absl::StatusCode::kNotFound);
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{other_uid, "--handoff-allow-gid=" + other_gid},
+        std::vector<std::string>{other_uid, "-handoff-allow-gid", other_gid}}) {
+    SCOPED_TRACE(flags.back());
+    EXPECT_EQ(HandoffAnswerWith(flags, {"TENSORD_HANDOFF_ALLOW_GID=" + own_gid}),
+              absl::StatusCode::kPermissionDenied);
+  }
 }
 
 TEST(TensorctlCommandLineTest, VersionMatchesTheServers) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -90,6 +92,19 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
+  // This process's environment with options.environment laid over it.
+  std::vector<std::string> environment = options.environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view inherited = *entry;
+    const std::string_view name = inherited.substr(0, inherited.find('='));
+    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const std::string& set) {
+      return set.size() > name.size() && set.starts_with(name) && set[name.size()] == '=';
+    });
+    if (!replaced) environment.emplace_back(inherited);
+  }
+  std::vector<char*> envp;
+  for (std::string& entry : environment) envp.push_back(entry.data());
+  envp.push_back(nullptr);
 
   ScopedFd log_fd(open(server->stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   ScopedFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -119,7 +134,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       const rlimit limit{options.open_file_limit, options.open_file_limit};
       if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
     }
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   server->pid_ = pid;

@@ -32,6 +32,9 @@ struct ServerProcessOptions {
   // RLIMIT_NOFILE (soft and hard) for the server, as `prlimit --nofile=N:N`
   // would set it; 0 inherits this process's.
   uint64_t open_file_limit = 0;
+  // "NAME=VALUE" entries added to (or replacing in) the environment the
+  // server inherits, e.g. "TENSORD_LISTEN=unix:/tmp/x.sock".
+  std::vector<std::string> environment;
   // How long Start() waits for the ready file.
   absl::Duration ready_timeout = absl::Seconds(20);
 };

@@ -6,6 +6,7 @@
 //
 //   tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]
 //                 [--device-backend auto|cuda|simulated]
+//   tensord-bench --help
 //
 // The cluster section (its own etcd and three tensord nodes) runs only when
 // --sections names it.
@@ -16,7 +17,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -29,6 +32,8 @@
 #include "bench/call_loop.h"
 #include "bench/child_process.h"
 #include "bench/empty_server.h"
+#include "service/common/absl_view.h"
+#include "service/common/closest_name.h"
 #include "service/common/status_macros.h"
 
 #ifndef TENSORD_BINARY_PATH
@@ -41,6 +46,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]\n"
     "                     [--device-backend auto|cuda|simulated]\n"
+    "       tensord-bench --help\n"
     "  --smoke          a short run (small sizes, few repeats) that checks the benchmark works\n"
     "  --json PATH      also write every row as JSON to PATH\n"
     "  --sections LIST  run only these, comma-separated: memory,remote,small,local,batch,\n"
@@ -48,9 +54,15 @@ constexpr char kUsage[] =
     "                   and three tensord nodes of its own)\n"
     "  --device-backend tensord's device backend for the device section (default auto: CUDA\n"
     "                   when a GPU is present, else the section is skipped; simulated anywhere)\n"
-    "  --tensord PATH   the tensord binary to start (default: the one built with this)\n";
+    "  --tensord PATH   the tensord binary to start (default: the one built with this)\n"
+    "  --help, -h       show this text and exit\n";
+
+// The flags kUsage names, for "did you mean"; the hidden ones are left out.
+constexpr std::string_view kDocumentedFlags[] = {"smoke", "json", "sections", "tensord",
+                                                 "device-backend", "help"};
 
 struct CommandLine {
+  bool help = false;
   bool smoke = false;
   std::string json_path;
   std::string tensord = TENSORD_BINARY_PATH;
@@ -69,6 +81,13 @@ struct CommandLine {
 // Accepts "--flag=value" and "--flag value".
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   CommandLine line;
+  // --help wins over any mistake on the same line, as with tensord.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      line.help = true;
+      return line;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     std::string argument = argv[i];
     auto value_of = [&](absl::string_view flag, std::string* out) -> absl::StatusOr<bool> {
@@ -105,7 +124,19 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
         break;
       }
     }
-    if (!matched) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argument, "'"));
+    if (matched) continue;
+    if (!argument.starts_with("-")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", argument, "': tensord-bench takes only flags"));
+    }
+    const std::string flag = argument.substr(0, argument.find('='));
+    std::string message = absl::StrCat("unknown flag ", flag);
+    const std::string_view name =
+        std::string_view(flag).substr(std::min(flag.find_first_not_of('-'), flag.size()));
+    if (std::optional<std::string_view> near = ClosestName(name, kDocumentedFlags)) {
+      absl::StrAppend(&message, "; did you mean --", AsAbsl(*near), "?");
+    }
+    return absl::InvalidArgumentError(message);
   }
   for (absl::string_view name : absl::StrSplit(line.sections, ',', absl::SkipEmpty())) {
     if (name != "memory" && name != "remote" && name != "small" && name != "local" &&
@@ -240,9 +271,13 @@ absl::Status Run(const CommandLine& line) {
 int main(int argc, char** argv) {
   absl::StatusOr<tensord::bench::CommandLine> line = tensord::bench::ParseCommandLine(argc, argv);
   if (!line.ok()) {
-    std::fprintf(stderr, "tensord-bench: %s\n%s", std::string(line.status().message()).c_str(),
-                 tensord::bench::kUsage);
+    std::fprintf(stderr, "tensord-bench: %s\nRun 'tensord-bench --help' for the flags.\n",
+                 std::string(line.status().message()).c_str());
     return 2;
+  }
+  if (line->help) {
+    std::fputs(tensord::bench::kUsage, stdout);
+    return 0;
   }
   if (!line->serve_empty.empty()) {
     return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file,

@@ -1,7 +1,8 @@
-// The command lines of tensord and tensorctl as users type them: --help and
-// --version exit 0 and say what they should, unknown flags and commands are
-// refused with the nearest known one named; put-many and get-many against a
-// real server.
+// The command lines of tensord, tensorctl and tensord-bench as users type
+// them: --help and --version exit 0 and say what they should, unknown flags
+// and commands are refused with the nearest known one named; TENSORD_*
+// variables give way to flags on the command line; put-many and get-many
+// against a real server.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -103,6 +104,42 @@ ProgramRun RunProgram(const std::string& program, const std::vector<std::string>
 
 const std::string kTensord = TENSORD_BINARY_PATH;
 const std::string kTensorctl = TENSORCTL_BINARY_PATH;
+const std::string kTensordBench = TENSORD_BENCH_BINARY_PATH;
+
+// What every executable the project ships or documents does, alike: --help
+// prints usage on standard output with exit 0 (even beside a mistake), and
+// an unknown flag is refused with exit 2, named, with the closest known one.
+TEST(EveryBinaryCommandLineTest, HelpExitsZeroAndAnUnknownFlagExitsTwoNamingTheClosest) {
+  struct Binary {
+    std::string path;
+    std::string typo;        // a known flag misspelt
+    std::string suggestion;  // what the error must suggest for it
+  };
+  for (const Binary& binary :
+       {Binary{kTensord, "--max-host-byte=1GiB", "did you mean --max-host-bytes?"},
+        Binary{kTensorctl, "--sever=127.0.0.1:1", "did you mean '--server'?"},
+        Binary{kTensordBench, "--smok", "did you mean --smoke?"}}) {
+    SCOPED_TRACE(binary.path);
+    for (const std::vector<std::string>& help :
+         {std::vector<std::string>{"--help"}, std::vector<std::string>{"-h"},
+          std::vector<std::string>{binary.typo, "--help"}}) {
+      const ProgramRun run = RunProgram(binary.path, help);
+      EXPECT_EQ(run.exit_code, 0) << help.front() << ": " << run.err;
+      EXPECT_THAT(run.out, HasSubstr("sage: ")) << help.front();
+    }
+    const ProgramRun typo = RunProgram(binary.path, {binary.typo});
+    EXPECT_EQ(typo.exit_code, 2) << typo.err;
+    EXPECT_THAT(typo.err, HasSubstr(binary.suggestion));
+    const ProgramRun help_typo = RunProgram(binary.path, {"--hepl"});
+    EXPECT_EQ(help_typo.exit_code, 2) << help_typo.err;
+    EXPECT_THAT(help_typo.err, HasSubstr("--hepl"));
+    EXPECT_THAT(help_typo.err, HasSubstr("did you mean"));
+    const ProgramRun far = RunProgram(binary.path, {"--no-such-flag-anywhere"});
+    EXPECT_EQ(far.exit_code, 2) << far.err;
+    EXPECT_THAT(far.err, HasSubstr("--no-such-flag-anywhere"));
+    EXPECT_THAT(far.err, Not(HasSubstr("did you mean")));
+  }
+}
 
 TEST(TensordCommandLineTest, HelpExitsZeroWithDashedGroupedFlagsAndNoBuildPaths) {
   for (const char* help : {"--help", "-h"}) {

@@ -9,6 +9,24 @@
 # Set TENSORD_DEPS_EXTRA="pkg ..." to add packages.
 set -euo pipefail
 
+# Usage errors name the nearest profile or option; the helper is absent where
+# this script is copied alone (the Dockerfile's build stage).
+command_line_helper=$(dirname "$0")/../scripts/lib/command-line.sh
+nearest() {  # nearest TYPED KNOWN...: "; did you mean 'X'?" or nothing
+  local near=""
+  # shellcheck source=scripts/lib/command-line.sh
+  [[ -f $command_line_helper ]] && near=$(source "$command_line_helper" && closest_option "$@")
+  [[ -n $near ]] && printf "; did you mean '%s'?" "$near"
+  return 0
+}
+case ${1:-} in
+  -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "install-deps: unknown option '$1'$(nearest "$1" --help)" >&2; exit 2 ;;
+esac
+if [[ $# -gt 1 ]]; then
+  echo "install-deps: unexpected argument '$2' (one profile at most)" >&2
+  exit 2
+fi
 profile=${1:-all}
 build_packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -26,7 +44,7 @@ case $profile in
   build) packages=("${build_packages[@]}") ;;
   all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
   python) packages=("${build_packages[@]}" "${test_packages[@]}" "${python_packages[@]}") ;;
-  *) echo "install-deps: unknown profile '$profile' (expected build, all or python)" >&2; exit 2 ;;
+  *) echo "install-deps: unknown profile '$profile'$(nearest "$profile" build all python) (expected build, all or python)" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2206
 packages+=(${TENSORD_DEPS_EXTRA:-})

@@ -11,6 +11,9 @@
 # Usage: scripts/check-layering.sh [ROOT]   (default: the repository)
 #        scripts/check-layering.sh --self-test   (checks that it catches each rule)
 set -euo pipefail
+# shellcheck source=scripts/lib/command-line.sh
+source "$(dirname "$0")/lib/command-line.sh"
+reject_unknown_options --self-test -- "$@"
 
 if [[ ${1:-} == --self-test ]]; then
   script=$(readlink -f "$0")

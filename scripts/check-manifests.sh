@@ -52,6 +52,9 @@
 # - --node-name is spec.nodeName in a DaemonSet, metadata.name (or unset)
 #   elsewhere.
 set -euo pipefail
+# shellcheck source=scripts/lib/command-line.sh
+source "$(dirname "$0")/lib/command-line.sh"
+reject_unknown_options --self-test -- "$@"
 
 if [[ ${1:-} == --self-test ]]; then
   script=$(readlink -f "$0")

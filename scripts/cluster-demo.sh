@@ -18,13 +18,16 @@
 # Usage: scripts/cluster-demo.sh [--build-dir DIR]   (default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
 build_arg=build
 while (($#)); do
   case $1 in
     --build-dir) build_arg=${2:?--build-dir needs a folder}; shift 2 ;;
     --build-dir=*) build_arg=${1#*=}; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "cluster-demo: unknown argument $1 (usage: $0 [--build-dir DIR])" >&2; exit 2 ;;
+    -h|--help) script_help; exit 0 ;;
+    -*) refuse_option "$1" --help --build-dir= ;;
+    *) refuse_argument "$1" ;;
   esac
 done
 build_dir=$(realpath -m "$build_arg")

@@ -10,6 +10,9 @@
 # Usage: scripts/consumer-test.sh [BUILD_DIR]   (BUILD_DIR built; default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
 repo=$PWD
 build_dir=$(realpath -m "${1:-build}")
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo}

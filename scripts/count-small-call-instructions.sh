@@ -22,6 +22,9 @@
 # BUILD_DIR/server/tensord and BUILD_DIR/bench/tensord-bench built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
 build_dir=$(realpath -m "${1:-build}")
 tensord=$build_dir/server/tensord
 bench=$build_dir/bench/tensord-bench

@@ -7,6 +7,9 @@
 # Usage: scripts/deb-test.sh [BUILD_DIR]   (BUILD_DIR built; default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
 build_dir=$(realpath -m "${1:-build}")
 
 echo "==> cpack -G DEB ($build_dir/packages)"

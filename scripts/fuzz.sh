@@ -21,6 +21,9 @@
 # to keep fuzzing past a known crash, or "-dict=FILE").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
 
 all_targets=(npy safetensors stream_message wire_tensor_info request_validation handoff_session
              token_file snapshot_format cluster_record)

@@ -7,6 +7,9 @@
 # Exits non-zero when any test fails or any venv cannot be made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
 repo=$PWD
 deploy/install-deps.sh python
 build_dir=$(realpath -m "${1:-build}")

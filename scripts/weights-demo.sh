@@ -22,6 +22,8 @@
 # Usage: scripts/weights-demo.sh [--workers N] [--build-dir DIR]   (N default 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
 repo=$PWD
 workers=4
 build_arg=build
@@ -31,8 +33,9 @@ while (($#)); do
     --workers=*) workers=${1#*=}; shift ;;
     --build-dir) build_arg=${2:?--build-dir needs a folder}; shift 2 ;;
     --build-dir=*) build_arg=${1#*=}; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "weights-demo: unknown argument $1 (usage: $0 [--workers N] [--build-dir DIR])" >&2; exit 2 ;;
+    -h|--help) script_help; exit 0 ;;
+    -*) refuse_option "$1" --help --workers= --build-dir= ;;
+    *) refuse_argument "$1" ;;
   esac
 done
 [[ $workers =~ ^[1-9][0-9]*$ ]] || { echo "weights-demo: --workers takes a positive number, not '$workers'" >&2; exit 2; }

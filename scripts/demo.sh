@@ -1,12 +1,68 @@
 #!/usr/bin/env bash
-# The main job: builds tensord if needed, starts it on 127.0.0.1, puts a demo
+# The main job, from a fresh Debian bookworm machine: installs the packages
+# that building needs (deploy/install-deps.sh build), configures build/ and
+# builds only tensord and tensorctl, starts tensord on 127.0.0.1, puts a demo
 # tensor with tensorctl, fetches it back, compares the bytes, lists and stats
-# the registry, then stops the server (by its PID).
+# the registry, then stops the server (by its PID). Prints a line as each
+# stage starts and how long it took (deps, configure, build, run).
+# Usage: scripts/demo.sh [--help]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deploy/install-deps.sh
-scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options -- "$@"
+if [[ $# -gt 0 ]]; then refuse_argument "$1"; fi
 
+demo_start=$SECONDS
+stage_start=$SECONDS
+stage_times=()
+stage() {  # stage NAME DESCRIPTION: the next stage begins
+  stage_name=$1
+  stage_start=$SECONDS
+  echo "==> [$1] $2"
+}
+stage_done() {
+  local took=$((SECONDS - stage_start))
+  stage_times+=("$stage_name ${took}s")
+  echo "    [$stage_name] took ${took}s"
+}
+
+stage deps "installing the Debian packages tensord's build needs, if any are missing (deploy/install-deps.sh build)"
+deploy/install-deps.sh build
+stage_done
+
+stage configure "configuring build/ (CMake, Ninja, ccache)"
+# A new build/ leaves the tests out (they need packages the demo does not
+# install); scripts/test.sh adds them.
+configure_arguments=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+[[ -f build/build.ninja ]] || configure_arguments+=(-DTENSORD_BUILD_TESTS=OFF)
+scripts/build.sh --configure-only build "${configure_arguments[@]}"
+stage_done
+
+stage build "building tensord and tensorctl ($(nproc) jobs; several minutes from scratch on 2 cores, seconds once built)"
+build_log=build/demo-build.log
+# A line every tenth of a long build (a first one), so it shows it is moving.
+show_progress() {
+  local line shown=0 tenth
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$build_log"
+    [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]] || continue
+    tenth=$((10 * BASH_REMATCH[1] / BASH_REMATCH[2]))
+    if ((BASH_REMATCH[2] >= 20 && tenth > shown)); then
+      shown=$tenth
+      echo "    ${BASH_REMATCH[1]}/${BASH_REMATCH[2]} build steps ($((SECONDS - stage_start))s)"
+    fi
+  done
+}
+: >"$build_log"
+if ! TARGETS="tensord tensorctl" scripts/build.sh build 2>&1 | show_progress; then
+  tail -n 40 "$build_log" >&2
+  echo "$script_name: the build failed; the whole log is $build_log" >&2
+  exit 1
+fi
+stage_done
+
+stage run "running the demo"
 # shellcheck source=scripts/lib/tensord-process.sh
 source scripts/lib/tensord-process.sh
 work=$(mktemp -d)
@@ -18,22 +74,31 @@ export TENSORD_SERVER=$server
 echo "    serving on $TENSORD_SERVER (pid $server_pid)"
 
 echo "==> writing a demo tensor: float32[256, 1024] (1 MiB), values i * 0.5"
-/usr/bin/python3 - "$work/demo.npy" <<'PY'
-import sys, numpy as np
-np.save(sys.argv[1], (np.arange(256 * 1024, dtype=np.float32) * 0.5).reshape(256, 1024))
-PY
+# perl is part of every Debian install; the .npy format is a short header
+# (padded to 64 bytes) and the little-endian float32 values.
+perl -e '
+  my $header = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (256, 1024), }";
+  $header .= " " while (10 + length($header) + 1) % 64;
+  print "\x93NUMPY\x01\x00", pack("v", length($header) + 1), $header, "\n";
+  print pack("f<*", map { $_ * 0.5 } 0 .. 256 * 1024 - 1);' >"$work/demo.npy"
 
 echo "==> tensorctl put demo/embeddings"
 build/client/tensorctl/tensorctl put demo/embeddings "$work/demo.npy"
 echo "==> tensorctl get demo/embeddings"
 build/client/tensorctl/tensorctl get demo/embeddings -o "$work/fetched.npy"
-/usr/bin/python3 - "$work/demo.npy" "$work/fetched.npy" <<'PY'
-import sys, numpy as np
-put, fetched = np.load(sys.argv[1]), np.load(sys.argv[2])
-same = put.dtype == fetched.dtype and put.shape == fetched.shape and put.tobytes() == fetched.tobytes()
-print(f"    fetched {fetched.dtype}{list(fetched.shape)}: {'byte-identical to' if same else 'DIFFERENT from'} what was put")
-sys.exit(0 if same else 1)
-PY
+# The same dtype and shape in the header, the same 1 MiB of values.
+perl -e '
+  sub npy { open(my $f, "<:raw", $_[0]) or die "$_[0]: $!"; local $/; my $b = <$f>;
+            my $length = unpack("v", substr($b, 8, 2));
+            my $header = substr($b, 10, $length);
+            my ($descr) = $header =~ /\x27descr\x27: \x27([^\x27]+)\x27/;
+            my ($shape) = $header =~ /\x27shape\x27: \(([^)]*)\)/;
+            return ($descr, $shape, substr($b, 10 + $length)); }
+  my @put = npy($ARGV[0]); my @fetched = npy($ARGV[1]);
+  my $same = $put[0] eq $fetched[0] && $put[1] eq $fetched[1] && $put[2] eq $fetched[2];
+  printf "    fetched %s[%s]: %s what was put\n", $fetched[0] eq "<f4" ? "float32" : $fetched[0],
+         $fetched[1], $same ? "byte-identical to" : "DIFFERENT from";
+  exit($same ? 0 : 1);' "$work/demo.npy" "$work/fetched.npy"
 echo "==> tensorctl ls"
 build/client/tensorctl/tensorctl ls
 echo "==> tensorctl stat demo/embeddings"
@@ -44,4 +109,7 @@ wait "$server_pid"
 server_pid=""
 echo "==> server log"
 cat "$work/tensord.log"
-echo "demo finished: a tensor went in and came back byte-exact"
+stage_done
+
+printf -v stage_summary '%s, ' "${stage_times[@]}"
+echo "demo finished in $((SECONDS - demo_start))s (${stage_summary%, }): a tensor went in and came back byte-exact"

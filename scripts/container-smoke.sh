@@ -4,11 +4,17 @@
 # whether the CUDA backend is built in as asked (the default image: yes),
 # tensord starts with no GPU here and logs one calm device_backend_none line
 # and no warning or error, then put a tensor with tensorctl, fetch it back
-# byte-exact, probe health (SERVING).
-# Usage: scripts/container-smoke.sh [extra container-build args, e.g. --build-arg TENSORD_CUDA=OFF]
+# byte-exact, probe health (SERVING). Then it starts tensord as a user runs
+# the image with flags (`podman run IMAGE --listen=0.0.0.0:50051 ...`): the
+# flags replace the image's own TENSORD_* settings, so it serves only there.
+# Usage: scripts/container-smoke.sh [--build-arg K=V] [--base REF] [--target STAGE] [--refresh-base]
+#   (passed to container-build, e.g. --build-arg TENSORD_CUDA=OFF)
 # CONTAINER_SMOKE_TAG names the image (default localhost/tensord:ci).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/command-line.sh
+source scripts/lib/command-line.sh
+reject_unknown_options --build-arg= --base= --target= --refresh-base -- "$@"
 container_build=$(scripts/container-build-path.sh)
 if [[ -z $container_build ]]; then
   echo "container-smoke: SKIPPED: no container-build tool (looked in ../shared/tools, /work/shared/tools, PATH; set CONTAINER_BUILD)" >&2
@@ -29,7 +35,11 @@ echo "$version"
 tensorctl --version
 tensord --ready-file=/tmp/ready 2>/tmp/tensord.log &
 server_pid=$!
-trap 'kill -TERM $server_pid; wait $server_pid || true' EXIT
+stop_server() {
+  if [[ -n $server_pid ]]; then kill -TERM "$server_pid"; wait "$server_pid" || true; fi
+  server_pid=""
+}
+trap stop_server EXIT
 for _ in $(seq 100); do [[ -f /tmp/ready ]] && break; sleep 0.1; done
 [[ -f /tmp/ready ]] || { cat /tmp/tensord.log; exit 1; }
 # No GPU here (podman run without one): with the CUDA backend built in, one
@@ -65,6 +75,23 @@ cmp expected.bin <(tail -c 128 fetched.npy)
 tensorctl --server 127.0.0.1:50051 get-many smoke/ -o fetched  # local handoff path
 cmp expected.bin <(tail -c 128 fetched/tensor.npy)
 echo "container smoke: put, fetched (gRPC and local handoff) float32[4, 8] byte-exact as uid $(id -u); health SERVING"
+stop_server
+
+# As `podman run IMAGE --listen=0.0.0.0:50051 --allow-insecure-remote` runs
+# it: the entrypoint with flags, in the image's environment. The image's
+# TENSORD_LISTEN (127.0.0.1:50051 and the Unix socket) must give way to the
+# flag, not be served beside it ("address in use" on port 50051).
+[[ -n ${TENSORD_LISTEN:-} ]] || { echo "container smoke: the image sets no TENSORD_LISTEN" >&2; exit 1; }
+/usr/local/bin/tensord --listen=0.0.0.0:50051 --allow-insecure-remote --ready-file=/tmp/ready-flags \
+  2>/tmp/tensord-flags.log &
+server_pid=$!
+for _ in $(seq 100); do [[ -f /tmp/ready-flags ]] && break; sleep 0.1; done
+[[ -f /tmp/ready-flags ]] || { cat /tmp/tensord-flags.log; echo "container smoke: tensord with flags on the command line did not start" >&2; exit 1; }
+[[ $(cat /tmp/ready-flags) == "0.0.0.0:50051" ]] \
+  || { cat /tmp/ready-flags; echo "container smoke: expected tensord to serve only the --listen address" >&2; exit 1; }
+tensorctl --server 127.0.0.1:50051 health
+stop_server
+echo "container smoke: flags on the command line replace the image's TENSORD_LISTEN (serving 0.0.0.0:50051 only)"
 SH
 
 # The image's default is TENSORD_CUDA=ON; the last --build-arg given wins.

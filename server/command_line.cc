@@ -84,7 +84,8 @@ std::span<const FlagGroup> ServerFlagGroups() {
       {"Cluster",
        {"etcd_endpoints", "node_name", "advertise_address", "etcd_lease_ttl", "etcd_prefix",
         "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file",
-        "cluster_token_file", "cluster_ca", "cluster_tls_server_name", "default_replicas"}},
+        "cluster_token_file", "cluster_ca", "cluster_tls_server_name", "default_replicas",
+        "etcd_max_txn_ops", "etcd_compaction_interval"}},
       {"Logging and shutdown", {"log_level", "shutdown_grace"}},
   };
   return *kGroups;

@@ -37,11 +37,10 @@
 #include "server/metrics_exporter.h"
 #include "server/preload.h"
 #include "service/cluster/cluster_config.h"
-#include "service/cluster/cluster_directory.h"
-#include "service/cluster/cluster_membership.h"
-#include "service/cluster/deferred_cluster_reads.h"
-#include "service/cluster/etcd_cluster_reads.h"
-#include "service/cluster/read_through.h"
+#include "service/cluster/cluster_node.h"
+#include "service/cluster/deferred_cluster.h"
+#include "service/cluster/etcd_client.h"
+#include "service/cluster/peer_channels.h"
 #include "service/common/absl_view.h"
 #include "service/common/build_info.h"
 #include "service/common/byte_size.h"
@@ -245,6 +244,14 @@ ABSL_FLAG(std::string, cluster_tls_server_name, "",
           "Name the other nodes' certificates are checked against, when not the host of their "
           "--advertise-address (e.g. one name on every node's certificate). Needs --cluster-ca. "
           "Env: TENSORD_CLUSTER_TLS_SERVER_NAME.");
+ABSL_FLAG(int64_t, etcd_max_txn_ops, 128,
+          "Keys tensord writes in one etcd transaction (durable puts share commits up to it; an "
+          "atomic group in a cluster holds at most this many items less one). Must not exceed "
+          "etcd's own --max-txn-ops (128 by default). Env: TENSORD_ETCD_MAX_TXN_OPS.");
+ABSL_FLAG(absl::Duration, etcd_compaction_interval, absl::Minutes(5),
+          "How often etcd's history older than one interval is compacted (by the live node "
+          "first by name), so it does not fill etcd's quota; 0 turns it off for an etcd that "
+          "compacts itself (--auto-compaction-*). Env: TENSORD_ETCD_COMPACTION_INTERVAL.");
 ABSL_FLAG(std::string, default_replicas, "",
           "Copies a put is acknowledged after when it does not ask (PutOptions::replicas 0): "
           "'N' for every name and 'PREFIX=N' for names under PREFIX, comma-separated, the "
@@ -269,7 +276,9 @@ ClusterFlags ClusterFlagValues() {
                       .cluster_token_file = absl::GetFlag(FLAGS_cluster_token_file),
                       .default_replicas = absl::GetFlag(FLAGS_default_replicas),
                       .cluster_ca = absl::GetFlag(FLAGS_cluster_ca),
-                      .cluster_tls_server_name = absl::GetFlag(FLAGS_cluster_tls_server_name)};
+                      .cluster_tls_server_name = absl::GetFlag(FLAGS_cluster_tls_server_name),
+                      .etcd_max_txn_ops = absl::GetFlag(FLAGS_etcd_max_txn_ops),
+                      .etcd_compaction_interval = absl::GetFlag(FLAGS_etcd_compaction_interval)};
 }
 
 // Without --etcd-endpoints a cluster flag would silently do nothing:
@@ -293,7 +302,12 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
                              Given{"--default-replicas", !flags.default_replicas.empty()},
                              Given{"--cluster-ca", !flags.cluster_ca.empty()},
                              Given{"--cluster-tls-server-name",
-                                   !flags.cluster_tls_server_name.empty()}}) {
+                                   !flags.cluster_tls_server_name.empty()},
+                             Given{"--etcd-max-txn-ops",
+                                   flags.etcd_max_txn_ops != defaults.etcd_max_txn_ops},
+                             Given{"--etcd-compaction-interval",
+                                   flags.etcd_compaction_interval !=
+                                       defaults.etcd_compaction_interval}}) {
     if (given.set) {
       return absl::InvalidArgumentError(absl::StrCat(
           given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
@@ -302,19 +316,15 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
   return absl::OkStatus();
 }
 
-// Leaves the cluster before the server (whose registry the membership
-// reads) goes away, however Run returns.
-struct LeaveClusterOnExit {
-  ClusterMembership* membership = nullptr;
-  DeferredClusterReads* reads = nullptr;
-  std::shared_ptr<ClusterDirectory> directory;
-  // Leaving revokes the lease (the directory entries go with it); stopping
-  // the directory answers the puts waiting on it; only then go the pull
-  // threads and the replication their jobs use.
-  ~LeaveClusterOnExit() {
-    if (membership != nullptr) membership->Leave();
-    if (directory != nullptr) directory->Stop();
-    if (reads != nullptr) reads->Reset();
+// Takes the cluster node away from the server and stops it, however Run
+// returns: after the server drained on a normal stop, so no call is in it.
+struct ClusterNodeOnExit {
+  std::shared_ptr<DeferredCluster> deferred;
+  std::shared_ptr<ClusterNode> node;
+  ~ClusterNodeOnExit() {
+    if (node != nullptr) node->Leave();
+    if (deferred != nullptr) deferred->Set(nullptr);
+    node.reset();
   }
 };
 
@@ -597,10 +607,9 @@ int Run(int argc, char** argv) {
 
   const ClusterFlags cluster_flags = ClusterFlagValues();
   std::optional<ClusterConfig> cluster_config;
-  std::shared_ptr<ClusterMembership> membership;
   std::shared_ptr<EtcdClient> etcd_client;
-  // Set once the node joined: the directory needs the server's registry.
-  std::shared_ptr<DeferredClusterReads> cluster_reads;
+  // The server reads the cluster through this; the node is set once it joined.
+  std::shared_ptr<DeferredCluster> cluster;
   if (cluster_flags.etcd_endpoints.empty()) {
     if (absl::Status status = CheckNoClusterFlagsWithoutEtcd(cluster_flags); !status.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(status.message()).c_str());
@@ -616,10 +625,9 @@ int Run(int argc, char** argv) {
     }
     cluster_config = std::move(*config);
     etcd_client = std::move(*etcd);
-    membership = std::make_shared<ClusterMembership>(etcd_client, cluster_config->membership);
-    options.cluster = membership;
-    cluster_reads = std::make_shared<DeferredClusterReads>();
-    options.cluster_reads = cluster_reads;
+    cluster = std::make_shared<DeferredCluster>(cluster_config->membership.node_name);
+    options.cluster = cluster;
+    options.cluster_access = cluster;
   }
 
   // gRPC uses absl::Mutex; Debian's Abseil keeps deadlock detection on,
@@ -654,59 +662,44 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
-  LeaveClusterOnExit leave_cluster;
-  std::shared_ptr<ClusterDirectory> directory;
-  leave_cluster.reads = cluster_reads.get();
-  if (membership != nullptr) {
+  ClusterNodeOnExit cluster_node;
+  if (cluster != nullptr) {
     absl::StatusOr<std::string> advertise = ChooseAdvertiseAddress(
         cluster_flags.advertise_address, (*server)->bound_addresses(), cluster_config->etcd.endpoints);
     if (!advertise.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(advertise.status().message()).c_str());
       return 2;
     }
-    ClusterMember self;
-    self.advertise_address = *advertise;
-    self.handoff_available = !options.handoff.socket_path.empty();
-    self.server_version = std::string(ReleaseVersion());
-    self.start_time_unix_ms = absl::ToUnixMillis(absl::Now());
-    Registry& registry = (*server)->registry();
-    leave_cluster.membership = membership.get();
-    if (absl::Status joined = membership->Join(std::move(self), [&registry](ClusterMember& record) {
-          record.host_bytes_used = registry.host_bytes_used();
-          record.host_bytes_limit = registry.host_bytes_limit();
-        });
-        !joined.ok()) {
+    ClusterNodeOptions node_options{
+        .membership = cluster_config->membership,
+        .replica_rules = cluster_config->replica_rules,
+        .max_txn_ops = cluster_config->max_txn_ops,
+        .compaction_interval = cluster_config->compaction_interval,
+        .peers = PeerChannelOptions{.bearer_token = cluster_config->peer_token,
+                                    .peer_ca_pem = cluster_config->peer_ca_pem,
+                                    .peer_tls_server_name = cluster_config->peer_tls_server_name,
+                                    .client_cert_pem = options.tls.cert_chain_pem,
+                                    .client_key_pem = options.tls.private_key_pem,
+                                    .max_message_bytes = static_cast<int>(std::max<uint32_t>(
+                                        options.max_message_bytes, 64 << 20)),
+                                    .idle_timeout = PeerIdleTimeout(options.connections.idle_timeout)},
+        .watch_history_items = options.registry.watch_history_items};
+    node_options.self.advertise_address = *advertise;
+    node_options.self.handoff_available = !options.handoff.socket_path.empty();
+    node_options.self.server_version = std::string(ReleaseVersion());
+    node_options.self.start_time_unix_ms = absl::ToUnixMillis(absl::Now());
+    absl::StatusOr<std::unique_ptr<ClusterNode>> joined =
+        ClusterNode::Join(etcd_client, (*server)->registry(), std::move(node_options));
+    if (!joined.ok()) {
       Log(LogLevel::kError, "cluster_join_failed",
           {{"node", cluster_config->membership.node_name},
            {"etcd", absl::StrJoin(cluster_config->etcd.endpoints, ",")},
-           {"error", joined.ToString()}});
+           {"error", joined.status().ToString()}});
       return 1;
     }
-    directory = std::make_shared<ClusterDirectory>(
-        etcd_client, registry,
-        DirectoryOptions{.prefix = cluster_config->membership.prefix,
-                         .node_name = cluster_config->membership.node_name,
-                         .advertise_address = *advertise},
-        [member = membership.get()] { return member->lease_id(); });
-    directory->Start();
-    leave_cluster.directory = directory;
-    auto read_through = std::make_shared<ReadThrough>(
-        directory, registry,
-        ReadThroughOptions{.bearer_token = cluster_config->peer_token,
-                           .peer_ca_pem = cluster_config->peer_ca_pem,
-                           .peer_tls_server_name = cluster_config->peer_tls_server_name,
-                           .client_cert_pem = options.tls.cert_chain_pem,
-                           .client_key_pem = options.tls.private_key_pem,
-                           .peer_connection_idle_timeout =
-                               PeerIdleTimeout(options.connections.idle_timeout)});
-    cluster_reads->Set(std::make_shared<EtcdClusterReads>(
-        directory, read_through,
-        std::make_unique<PutReplication>(directory, *read_through, membership, registry,
-                                         PutReplicationOptions{
-                                             .defaults = cluster_config->replica_rules,
-                                             .read_members = [member = membership.get()] {
-                                               return member->ListNodes();
-                                             }})));
+    cluster_node.deferred = cluster;
+    cluster_node.node = std::move(*joined);
+    cluster->Set(cluster_node.node);
   }
   std::unique_ptr<MetricsExporter> metrics;
   if (std::string address = absl::GetFlag(FLAGS_metrics_listen); !address.empty()) {
@@ -732,8 +725,8 @@ int Run(int argc, char** argv) {
                                              options.registry.device_backend->device_count())},
        {"tls", options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
        {"auth", options.token_grants.empty() ? "off" : "tokens"},
-       {"cluster", membership == nullptr ? std::string("off")
-                                         : absl::StrCat("node ", membership->node_name())},
+       {"cluster", cluster == nullptr ? std::string("off")
+                                      : absl::StrCat("node ", cluster->node_name())},
        {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
     if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {
@@ -746,16 +739,14 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   Log(LogLevel::kInfo, "shutting_down",
       {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
-  // Leave the cluster first, so nobody is directed here while calls drain
-  // (revoking the lease drops this node's directory entries too); reads go
-  // on from this node's own registry.
-  if (membership != nullptr) {
-    membership->Leave();
-    directory->Stop();
-    cluster_reads->Reset();
-  }
+  // Leave the cluster first, so others stop counting on this node while
+  // calls drain (writes are refused from here on; reads go on).
+  if (cluster_node.node != nullptr) cluster_node.node->Leave();
   (*server)->Shutdown(options.shutdown_grace);
   (*server)->Wait();
+  // Nothing calls into the cluster node now: its threads stop here.
+  if (cluster != nullptr) cluster->Set(nullptr);
+  cluster_node.node.reset();
   // After Wait: every put that was acknowledged is in the registry, and no
   // call can publish while the snapshot is written.
   int exit_code = 0;

@@ -185,12 +185,12 @@ class MetricsCollectable final : public prometheus::Collectable {
     AddCounter(errors, {}, static_cast<double>(cluster->etcd_errors()));
     families.push_back(std::move(members));
     families.push_back(std::move(errors));
-    const ClusterReads* reads = server_.cluster_reads();
-    if (reads == nullptr) return;
-    const ClusterReadStats stats = reads->stats();
+    const ClusterAccess* access = server_.cluster_access();
+    if (access == nullptr) return;
+    const ClusterStats stats = access->stats();
     for (auto [name, help, value, type] :
          {std::tuple{"tensord_cluster_pulls_total",
-                     "Versions this node copied from another node (read-through and replicas).",
+                     "Versions this node copied from another node (reads and replicas).",
                      stats.pulls, MetricType::Counter},
           std::tuple{"tensord_cluster_pulled_bytes_total", "Bytes of those copies.",
                      stats.pulled_bytes, MetricType::Counter},
@@ -198,17 +198,26 @@ class MetricsCollectable final : public prometheus::Collectable {
                      "Pulls from one holder that failed (another holder may have served).",
                      stats.pull_failures, MetricType::Counter},
           std::tuple{"tensord_cluster_pulls_joined_total",
-                     "Reads that waited on a pull of the same name already running.",
+                     "Reads that waited on a pull of the same version already running.",
                      stats.pulls_joined, MetricType::Counter},
-          std::tuple{"tensord_cluster_remote_deletes_total",
-                     "Copies dropped here for deletes made on other nodes.", stats.remote_deletes,
+          std::tuple{"tensord_cluster_stale_copies_dropped_total",
+                     "Copies dropped here because another node overwrote or deleted the name.",
+                     stats.stale_copies_dropped, MetricType::Counter},
+          std::tuple{"tensord_cluster_record_reads_total",
+                     "Name records read from etcd for reads of latest versions.",
+                     stats.record_reads, MetricType::Counter},
+          std::tuple{"tensord_cluster_record_read_txns_total",
+                     "etcd transactions those reads took (shared by concurrent reads).",
+                     stats.record_read_txns, MetricType::Counter},
+          std::tuple{"tensord_cluster_record_writes_total",
+                     "Name records written (durable puts, deletes).", stats.record_writes,
                      MetricType::Counter},
-          std::tuple{"tensord_cluster_registered_names",
-                     "Names this node has registered in the cluster directory.",
-                     stats.registered_names, MetricType::Gauge},
-          std::tuple{"tensord_cluster_directory_names",
-                     "Names the cluster directory lists, every node's.", stats.directory_names,
-                     MetricType::Gauge}}) {
+          std::tuple{"tensord_cluster_record_write_txns_total",
+                     "etcd transactions those writes took (group commits).",
+                     stats.record_write_txns, MetricType::Counter},
+          std::tuple{"tensord_cluster_cache_locations",
+                     "Places of cache copies this node keeps as their names' home.",
+                     stats.cache_locations, MetricType::Gauge}}) {
       MetricFamily family = Family(name, help, type);
       if (type == MetricType::Counter) {
         AddCounter(family, {}, static_cast<double>(value));

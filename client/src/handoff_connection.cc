@@ -1,5 +1,7 @@
 #include "client/src/handoff_connection.h"
 
+#include "client/src/local_transport.h"
+
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
@@ -47,7 +49,8 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
   if (response.message.code() != 0) {
     absl::Status refusal(static_cast<absl::StatusCode>(response.message.code()),
                          response.message.message());
-    return response.message.use_remote() ? MarkUseRemote(std::move(refusal)) : refusal;
+    return response.message.use_remote() ? MarkUseRemote(std::move(refusal))
+                                          : MarkServerAnswer(std::move(refusal));
   }
   return response;
 }

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
-#include "client/src/remote_transport.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
@@ -209,39 +208,18 @@ void AbortCreate(HandoffConnection& connection, uint64_t create_id) {
   (void)connection.Call(std::move(request));
 }
 
-constexpr absl::string_view kSealedPayload = "type.tensord/sealed";
+constexpr absl::string_view kServerAnswerPayload = "type.tensord/handoff-answer";
 
 }  // namespace
 
-absl::Status MarkSealed(absl::Status status) {
-  status.SetPayload(kSealedPayload, absl::Cord("1"));
+absl::Status MarkServerAnswer(absl::Status status) {
+  status.SetPayload(kServerAnswerPayload, absl::Cord("1"));
   return status;
 }
 
-bool IsSealed(const absl::Status& status) { return status.GetPayload(kSealedPayload).has_value(); }
-
-// What a seal on a cluster node waits for after the server published it:
-// the directory's registration and the copies (TensorService.AwaitCopies
-// over gRPC). Nothing on a single node (replicas 0): no extra call.
-struct SealCopies {
-  std::weak_ptr<RemoteTransport> remote;
-  uint32_t replicas = 0;  // the create's answer: 0 single node
-
-  absl::Status Await(const TensorInfo& info) const {
-    if (replicas == 0) return absl::OkStatus();
-    std::shared_ptr<RemoteTransport> alive = remote.lock();
-    absl::Status status =
-        alive == nullptr
-            ? absl::UnavailableError("the client that made this create is gone")
-            : alive->AwaitCopies(info.name, info.version, replicas);
-    if (status.ok()) return status;
-    return MarkSealed(absl::Status(
-        status.code(),
-        absl::StrCat("'", info.name, "' v", info.version,
-                     " is sealed and stands on the server, but the cluster did not confirm its ",
-                     replicas, replicas == 1 ? " copy" : " copies", ": ", status.message())));
-  }
-};
+bool IsServerAnswer(const absl::Status& status) {
+  return status.GetPayload(kServerAnswerPayload).has_value();
+}
 
 // A writer of a create pending on the server: sealed alone (Seal) or with
 // others as one atomic group (LocalTransport::SealGroup).
@@ -256,14 +234,8 @@ class PendingCreateWriter : public TensorWriter {
     *request.mutable_seal() = std::move(seal);
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
                              connection_->Call(std::move(request)));
-    TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(response.message.seal().info()));
-    TENSORD_RETURN_IF_ERROR(copies_.Await(info));
-    return info;
+    return InfoFromProto(response.message.seal().info());
   }
-
-  // Set once at Create from its answer.
-  void set_copies(SealCopies copies) { copies_ = std::move(copies); }
-  const SealCopies& copies() const { return copies_; }
 
   // The seal of this create: its checksum when asked, then this process's
   // view of the bytes closed (the server refuses to seal while a writable
@@ -302,7 +274,6 @@ class PendingCreateWriter : public TensorWriter {
   std::shared_ptr<HandoffConnection> connection_;
   const uint64_t create_id_;
   bool open_ = true;
-  SealCopies copies_;
 };
 
 namespace {
@@ -596,7 +567,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
         if (item.status().code() != 0) {
           absl::Status refusal(static_cast<absl::StatusCode>(item.status().code()),
                                item.status().message());
-          return item.use_remote() ? MarkUseRemote(std::move(refusal)) : refusal;
+          return item.use_remote() ? MarkUseRemote(std::move(refusal))
+                                   : MarkServerAnswer(std::move(refusal));
         }
         ScopedFd fd;
         if (item.fd_attached()) {
@@ -662,11 +634,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(
   const v1::CreateResponse& created = response.message.create();
   const uint64_t create_id = created.create_id();
   if (device.has_value() && device->device_type == kDLCUDA) {
-    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
-                             CreateOnDevice(create_id, size, created, std::move(response.fd), *device));
-    static_cast<PendingCreateWriter&>(*writer).set_copies(
-        SealCopies{.remote = remote_, .replicas = created.replicas()});
-    return writer;
+    return CreateOnDevice(create_id, size, created, std::move(response.fd), *device);
   }
   if (!response.fd.valid()) {
     AbortCreate(*connection_, create_id);
@@ -680,9 +648,8 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(
     return mapping.status();
   }
   // The mapping keeps the memory reachable; the fd is not needed any more.
-  auto writer = std::make_unique<LocalTensorWriter>(connection_, create_id, std::move(*mapping), size);
-  writer->set_copies(SealCopies{.remote = remote_, .replicas = created.replicas()});
-  return std::unique_ptr<TensorWriter>(std::move(writer));
+  return std::unique_ptr<TensorWriter>(
+      std::make_unique<LocalTensorWriter>(connection_, create_id, std::move(*mapping), size));
 }
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
@@ -760,11 +727,6 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
   if (infos.size() != creates.size()) {
     return absl::InternalError(absl::StrCat("seal group of ", creates.size(),
                                             " creates was answered with ", infos.size(), " infos"));
-  }
-  // In a cluster, each version's copies (one call each, in order; the
-  // group's registration is awaited by the first).
-  for (size_t i = 0; i < infos.size(); ++i) {
-    TENSORD_RETURN_IF_ERROR(creates[i]->copies().Await(infos[i]));
   }
   return infos;
 }

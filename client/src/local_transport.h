@@ -29,22 +29,19 @@ namespace tensord {
 // shared by every Tensor mapped from it. The lease ends when the last of
 // them is gone.
 class HeldVersion;
-class RemoteTransport;
 
-// A seal whose version stands on the server but whose cluster copies
-// failed: marked so that TransferPath::kAuto does not put it again over
-// gRPC.
-absl::Status MarkSealed(absl::Status status);
-bool IsSealed(const absl::Status& status);
+// A status the server answered on the handoff socket (as opposed to the
+// socket failing): TransferPath::kAuto does not retry it over gRPC, which
+// would hear the same (a cluster that cannot order a seal) or act twice (a
+// seal that stands but whose copies failed).
+absl::Status MarkServerAnswer(absl::Status status);
+bool IsServerAnswer(const absl::Status& status);
 
 // Thread-safe.
 class LocalTransport final : public ClientTransport {
  public:
-  // `remote` serves AwaitCopies after a seal on a cluster node (a create
-  // answered with replicas > 0); a seal there fails without it.
-  explicit LocalTransport(std::shared_ptr<HandoffConnection> connection,
-                          std::weak_ptr<RemoteTransport> remote = {})
-      : connection_(std::move(connection)), remote_(std::move(remote)) {}
+  explicit LocalTransport(std::shared_ptr<HandoffConnection> connection)
+      : connection_(std::move(connection)) {}
 
   // create + copy + seal: one copy, no gRPC. Host memory only (Client sends
   // device puts over gRPC).
@@ -103,7 +100,6 @@ class LocalTransport final : public ClientTransport {
                                                                ScopedFd fd, DLDevice device);
 
   std::shared_ptr<HandoffConnection> connection_;
-  const std::weak_ptr<RemoteTransport> remote_;
   ArenaMappings arenas_;
   Mutex mutex_;
   // Held versions by (name, version); expired entries are pruned on insert.

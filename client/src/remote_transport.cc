@@ -907,16 +907,6 @@ absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes() {
   return members;
 }
 
-absl::Status RemoteTransport::AwaitCopies(absl::string_view name, uint64_t version,
-                                          uint32_t replicas) {
-  v1::AwaitCopiesRequest request;
-  request.set_name(std::string(name));
-  request.set_version(version);
-  request.set_replicas(replicas);
-  v1::AwaitCopiesResponse response;
-  return rep_->Call(&TensorServiceClient::AwaitCopies, request, response);
-}
-
 absl::StatusOr<std::string> RemoteTransport::IssueHandoffToken() {
   v1::IssueHandoffTokenResponse response;
   TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::IssueHandoffToken,

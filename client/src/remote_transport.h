@@ -63,9 +63,6 @@ class RemoteTransport final : public ClientTransport {
   absl::StatusOr<std::string> Health(absl::string_view service);
   absl::StatusOr<ServerHandoffInfo> GetServerInfo();
   absl::StatusOr<std::string> IssueHandoffToken();
-  // After a local seal of `version` of `name` on a cluster node: waits for
-  // its copies (TensorService.AwaitCopies).
-  absl::Status AwaitCopies(absl::string_view name, uint64_t version, uint32_t replicas);
 
  private:
   struct Rep;

@@ -26,9 +26,9 @@ bool TransportSelector::FallBackFrom(const std::shared_ptr<LocalTransport>& loca
                                       const absl::Status& status) {
   if (path_ != TransferPath::kAuto) return false;
   if (IsUseRemote(status)) return true;  // the connection is fine
-  // Published here; only its cluster copies failed: a put over gRPC would
-  // publish it again.
-  if (IsSealed(status)) return false;
+  // The server answered (a cluster it could not ask, a seal whose copies
+  // failed): gRPC would hear the same, or publish again.
+  if (IsServerAnswer(status)) return false;
   if (status.code() != absl::StatusCode::kUnavailable) return false;
   MutexLock lock(&mutex_);
   if (local_ == local) {
@@ -63,7 +63,7 @@ absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Discover() {
         }
         return alive->IssueHandoffToken();
       }));
-  return std::make_shared<LocalTransport>(std::move(connection), remote);
+  return std::make_shared<LocalTransport>(std::move(connection));
 }
 
 }  // namespace tensord

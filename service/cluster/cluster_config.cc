@@ -124,6 +124,25 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
         "' needs --cluster-ca (the nodes talk plaintext without it)"));
   }
   config.peer_tls_server_name = flags.cluster_tls_server_name;
+  if (!config.peer_token.empty() && config.peer_ca_pem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cluster-token-file '", flags.cluster_token_file,
+        "' needs --cluster-ca: without TLS between the nodes the token would travel in plaintext"));
+  }
+  // etcd's own bounds: its default --max-txn-ops is 128; one op per key.
+  if (flags.etcd_max_txn_ops < 2 || flags.etcd_max_txn_ops > 100'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--etcd-max-txn-ops ", flags.etcd_max_txn_ops,
+                                                   " is outside 2..100000"));
+  }
+  config.max_txn_ops = static_cast<size_t>(flags.etcd_max_txn_ops);
+  if (flags.etcd_compaction_interval < absl::ZeroDuration() ||
+      (flags.etcd_compaction_interval > absl::ZeroDuration() &&
+       flags.etcd_compaction_interval < absl::Seconds(1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--etcd-compaction-interval ", absl::FormatDuration(flags.etcd_compaction_interval),
+        " must be 0 (off) or at least 1s"));
+  }
+  config.compaction_interval = flags.etcd_compaction_interval;
   // Every call must be able to fail over within a renewal period.
   config.etcd.call_timeout =
       std::clamp(flags.lease_ttl / 3, absl::Milliseconds(500), absl::Seconds(2));

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "service/cluster/cluster_membership.h"
 #include "service/cluster/etcd_client.h"
-#include "service/cluster/put_replication.h"
+#include "service/cluster/replica_rules.h"
 
 namespace tensord {
 
@@ -39,6 +39,11 @@ struct ClusterFlags {
   // The name their certificates are checked against, when not their
   // advertise host.
   std::string cluster_tls_server_name;
+  // Keys per etcd transaction; must not exceed etcd's --max-txn-ops.
+  int64_t etcd_max_txn_ops = 128;
+  // How often the history etcd keeps is compacted (0: never, for an etcd
+  // that compacts itself with --auto-compaction-*).
+  absl::Duration etcd_compaction_interval = absl::Minutes(5);
 };
 
 struct ClusterConfig {
@@ -50,6 +55,8 @@ struct ClusterConfig {
   // From --cluster-ca and --cluster-tls-server-name; empty CA: plaintext.
   std::string peer_ca_pem;
   std::string peer_tls_server_name;
+  size_t max_txn_ops = 128;
+  absl::Duration compaction_interval = absl::Minutes(5);
 };
 
 // INVALID_ARGUMENT naming the flag and its value for anything malformed:

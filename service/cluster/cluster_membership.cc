@@ -9,7 +9,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "etcd/etcd_v3.pb.h"
 #include "service/cluster/node_record.h"
 #include "service/common/host_identity.h"
 #include "service/common/log.h"
@@ -26,29 +25,6 @@ std::string Describe(const ClusterMember& member) {
                                        absl::FromUnixMillis(member.start_time_unix_ms),
                                        absl::UTCTimeZone()),
                       ", instance ", member.instance_id);
-}
-
-etcdserverpb::Compare CompareInt(const std::string& key, etcdserverpb::Compare::CompareTarget target,
-                                 int64_t value) {
-  etcdserverpb::Compare compare;
-  compare.set_key(key);
-  compare.set_target(target);
-  compare.set_result(etcdserverpb::Compare::EQUAL);
-  switch (target) {
-    case etcdserverpb::Compare::CREATE: compare.set_create_revision(value); break;
-    case etcdserverpb::Compare::MOD: compare.set_mod_revision(value); break;
-    case etcdserverpb::Compare::LEASE: compare.set_lease(value); break;
-    default: compare.set_version(value); break;
-  }
-  return compare;
-}
-
-void AddPut(google::protobuf::RepeatedPtrField<etcdserverpb::RequestOp>* ops, const std::string& key,
-            const std::string& value, int64_t lease) {
-  etcdserverpb::PutRequest* put = ops->Add()->mutable_request_put();
-  put->set_key(key);
-  put->set_value(value);
-  put->set_lease(lease);
 }
 
 }  // namespace
@@ -74,7 +50,7 @@ std::string ClusterMembership::NodeKey(absl::string_view prefix, absl::string_vi
   return absl::StrCat(prefix, "/nodes/", node_name);
 }
 
-ClusterMembership::ClusterMembership(std::shared_ptr<EtcdClient> etcd, MembershipOptions options)
+ClusterMembership::ClusterMembership(std::shared_ptr<KvStore> etcd, MembershipOptions options)
     : etcd_(std::move(etcd)),
       options_(std::move(options)),
       key_(NodeKey(options_.prefix, options_.node_name)),
@@ -152,7 +128,12 @@ std::vector<ClusterMember> ClusterMembership::members() const {
 
 absl::StatusOr<std::vector<ClusterMember>> ClusterMembership::ListNodes() {
   const std::string nodes_prefix = absl::StrCat(options_.prefix, "/nodes/");
-  TENSORD_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> values, etcd_->GetPrefix(nodes_prefix));
+  std::vector<EtcdKeyValue> values;
+  TENSORD_RETURN_IF_ERROR(KvReadPrefix(*etcd_, nodes_prefix, 1000,
+                                       [&values](std::vector<EtcdKeyValue> page) {
+                                         for (EtcdKeyValue& kv : page) values.push_back(std::move(kv));
+                                       })
+                              .status());
   std::vector<ClusterMember> members;
   for (const EtcdKeyValue& value : values) {
     absl::StatusOr<ClusterMember> member = DecodeNodeRecord(value.value);
@@ -184,20 +165,19 @@ absl::Status ClusterMembership::Register(int64_t lease, const ClusterMember& rec
   const std::string encoded = EncodeNodeRecord(record);
   // Bounded: each pass either writes, refuses, or saw the key change under it.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    etcdserverpb::TxnRequest create;
-    *create.add_compare() = CompareInt(key_, etcdserverpb::Compare::CREATE, 0);
-    AddPut(create.mutable_success(), key_, encoded, lease);
-    create.add_failure()->mutable_request_range()->set_key(key_);
-    TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse created, etcd_->Txn(create));
-    if (created.succeeded()) {
+    const KvCompare absent = KvCompare::Absent(key_);
+    const KvOp put = KvOp::Put(key_, encoded, lease);
+    const KvOp get = KvOp::Get(key_);
+    TENSORD_ASSIGN_OR_RETURN(KvTxnResult created, etcd_->Txn({&absent, 1}, {&put, 1}, {&get, 1}));
+    if (created.succeeded) {
       last_written_record_ = encoded;
       last_written_at_ = absl::Now();
       return absl::OkStatus();
     }
-    const etcdserverpb::RangeResponse& existing = created.responses(0).response_range();
-    if (existing.kvs_size() == 0) continue;  // deleted between compare and read: try again
-    const etcdserverpb::KeyValue& held = existing.kvs(0);
-    absl::StatusOr<ClusterMember> holder = DecodeNodeRecord(held.value());
+    const std::vector<EtcdKeyValue>& existing = created.results[0].values;
+    if (existing.empty()) continue;  // deleted between compare and read: try again
+    const EtcdKeyValue& held = existing[0];
+    absl::StatusOr<ClusterMember> holder = DecodeNodeRecord(held.value);
     if (!holder.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "etcd key ", key_, " holds something tensord cannot read (", holder.status().message(),
@@ -211,11 +191,9 @@ absl::Status ClusterMembership::Register(int64_t lease, const ClusterMember& rec
           "just killed, wait for its lease to expire (at most its TTL)"));
     }
     // Our own record from an earlier lease: move it to this one.
-    etcdserverpb::TxnRequest replace;
-    *replace.add_compare() = CompareInt(key_, etcdserverpb::Compare::MOD, held.mod_revision());
-    AddPut(replace.mutable_success(), key_, encoded, lease);
-    TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse replaced, etcd_->Txn(replace));
-    if (replaced.succeeded()) {
+    const KvCompare unchanged = KvCompare::ModRevisionIs(key_, held.mod_revision);
+    TENSORD_ASSIGN_OR_RETURN(KvTxnResult replaced, etcd_->Txn({&unchanged, 1}, {&put, 1}, {}));
+    if (replaced.succeeded) {
       last_written_record_ = encoded;
       last_written_at_ = absl::Now();
       return absl::OkStatus();
@@ -260,11 +238,10 @@ absl::Status ClusterMembership::RenewOnce() {
   if (encoded != last_written_record_ && absl::Now() - last_written_at_ >= granted_ttl_) {
     // Only while the key is still on our lease; otherwise register again
     // (someone deleted it, or took the name while we could not renew).
-    etcdserverpb::TxnRequest update;
-    *update.add_compare() = CompareInt(key_, etcdserverpb::Compare::LEASE, lease_);
-    AddPut(update.mutable_success(), key_, encoded, lease_);
-    TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse updated, etcd_->Txn(update));
-    if (updated.succeeded()) {
+    const KvCompare ours = KvCompare::LeaseIs(key_, lease_);
+    const KvOp put = KvOp::Put(key_, encoded, lease_);
+    TENSORD_ASSIGN_OR_RETURN(KvTxnResult updated, etcd_->Txn({&ours, 1}, {&put, 1}, {}));
+    if (updated.succeeded) {
       last_written_record_ = encoded;
       last_written_at_ = absl::Now();
     } else {

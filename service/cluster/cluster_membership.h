@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "service/cluster/etcd_client.h"
+#include "service/cluster/kv_store.h"
 #include "service/common/cluster_view.h"
 #include "service/common/episode_log.h"
 
@@ -49,7 +49,7 @@ using CapacitySource = std::function<void(ClusterMember&)>;
 // registers again.
 class ClusterMembership : public ClusterView {
  public:
-  ClusterMembership(std::shared_ptr<EtcdClient> etcd, MembershipOptions options);
+  ClusterMembership(std::shared_ptr<KvStore> etcd, MembershipOptions options);
   ~ClusterMembership() override;
   ClusterMembership(const ClusterMembership&) = delete;
   ClusterMembership& operator=(const ClusterMembership&) = delete;
@@ -94,7 +94,7 @@ class ClusterMembership : public ClusterView {
   void NoteFailure(absl::string_view where, const absl::Status& status);
   ClusterMember CurrentRecord();
 
-  const std::shared_ptr<EtcdClient> etcd_;
+  const std::shared_ptr<KvStore> etcd_;
   const MembershipOptions options_;
   const std::string key_;
   EpisodeLog unreachable_log_;

@@ -70,6 +70,25 @@ EtcdKeyValue FromProto(const etcdserverpb::KeyValue& kv) {
                       .lease = kv.lease()};
 }
 
+// etcd's answer as a status naming the call and endpoint; the refusals an
+// operator must act on say what to do.
+absl::Status EtcdCallStatus(const grpc::Status& status, absl::string_view what,
+                            absl::string_view endpoint) {
+  const std::string& message = status.error_message();
+  std::string advice;
+  if (absl::StrContains(message, "database space exceeded")) {
+    advice = " (etcd's backend quota, --quota-backend-bytes, is full and its NOSPACE alarm is "
+             "raised: it refuses writes until its history is compacted, the database "
+             "defragmented (etcdctl defrag) and the alarm disarmed (etcdctl alarm disarm))";
+  } else if (absl::StrContains(message, "too many operations in txn request")) {
+    advice = " (etcd's --max-txn-ops is lower than tensord's --etcd-max-txn-ops: set them alike)";
+  } else if (absl::StrContains(message, "request is too large")) {
+    advice = " (etcd's --max-request-bytes, 1.5 MiB by default, is smaller than the request)";
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("etcd ", what, " at ", endpoint, ": ", message, advice));
+}
+
 }  // namespace
 
 struct EtcdClient::Endpoint {
@@ -92,18 +111,6 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(absl::string_view te
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' names no etcd endpoint"));
   }
   return endpoints;
-}
-
-std::string EtcdClient::PrefixRangeEnd(absl::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty()) {
-    if (static_cast<unsigned char>(end.back()) < 0xff) {
-      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');  // etcd's "to the end of the key space"
 }
 
 EtcdClient::EtcdClient(const EtcdClientOptions& options) : options_(options) {}
@@ -203,9 +210,7 @@ class EtcdClient::CallRunner {
           client_.preferred_endpoint_.store(index, std::memory_order_relaxed);
           return response;
         }
-        last = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                            absl::StrCat("etcd ", what, " at ", endpoint.name, ": ",
-                                         status.error_message()));
+        last = EtcdCallStatus(status, what, endpoint.name);
         if (auth_attempt == 0 && !client_.options_.user.empty() && IsAuthTokenFailure(status)) {
           MutexLock lock(&client_.token_mu_);
           client_.token_.clear();
@@ -251,80 +256,158 @@ class EtcdClient::CallRunner {
   EtcdClient& client_;
 };
 
-absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
-    const etcdserverpb::RangeRequest& request) {
-  return CallRunner(*this).Run<etcdserverpb::RangeResponse>(
-      "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                   etcdserverpb::RangeResponse& out) {
-        return endpoint.kv->Range(&context, request, &out);
-      });
-}
+namespace {
 
-absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(absl::string_view key) {
-  etcdserverpb::RangeRequest request;
-  request.set_key(std::string(key));
-  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
-  if (response.kvs_size() == 0) return std::nullopt;
-  if (response.kvs_size() > 1 || response.kvs(0).key() != key) {
-    return absl::DataLossError(absl::StrCat("etcd answered a get of '", key, "' with ",
-                                            response.kvs_size(), " keys, the first '",
-                                            response.kvs(0).key(), "'"));
+etcdserverpb::Compare ToProto(const KvCompare& compare) {
+  etcdserverpb::Compare out;
+  out.set_key(compare.key);
+  out.set_result(etcdserverpb::Compare::EQUAL);
+  switch (compare.field) {
+    case KvCompare::Field::kCreateRevision:
+      out.set_target(etcdserverpb::Compare::CREATE);
+      out.set_create_revision(compare.number);
+      break;
+    case KvCompare::Field::kModRevision:
+      out.set_target(etcdserverpb::Compare::MOD);
+      out.set_mod_revision(compare.number);
+      break;
+    case KvCompare::Field::kLease:
+      out.set_target(etcdserverpb::Compare::LEASE);
+      out.set_lease(compare.number);
+      break;
+    case KvCompare::Field::kValue:
+      out.set_target(etcdserverpb::Compare::VALUE);
+      out.set_value(compare.value);
+      break;
   }
-  return FromProto(response.kvs(0));
+  return out;
 }
 
-absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(absl::string_view prefix) {
-  etcdserverpb::RangeRequest request;
-  request.set_key(std::string(prefix));
-  request.set_range_end(PrefixRangeEnd(prefix));
-  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
-  std::vector<EtcdKeyValue> values;
-  values.reserve(response.kvs_size());
-  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    if (!absl::StartsWith(kv.key(), prefix)) {
-      return absl::DataLossError(absl::StrCat("etcd answered a range of prefix '", prefix,
-                                              "' with key '", kv.key(), "' outside it"));
+void AddOp(const KvOp& op, etcdserverpb::RequestOp* out) {
+  switch (op.kind) {
+    case KvOp::Kind::kPut: {
+      etcdserverpb::PutRequest* put = out->mutable_request_put();
+      put->set_key(op.key);
+      put->set_value(op.value);
+      put->set_lease(op.lease);
+      break;
     }
-    values.push_back(FromProto(kv));
+    case KvOp::Kind::kDelete: {
+      etcdserverpb::DeleteRangeRequest* remove = out->mutable_request_delete_range();
+      remove->set_key(op.key);
+      remove->set_range_end(op.range_end);
+      break;
+    }
+    case KvOp::Kind::kGet: {
+      etcdserverpb::RangeRequest* get = out->mutable_request_range();
+      get->set_key(op.key);
+      get->set_range_end(op.range_end);
+      break;
+    }
   }
-  return values;
 }
 
-absl::StatusOr<EtcdRangeResult> EtcdClient::RangePrefix(absl::string_view prefix) {
-  etcdserverpb::RangeRequest request;
-  request.set_key(std::string(prefix));
-  request.set_range_end(PrefixRangeEnd(prefix));
-  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, Range(request));
-  EtcdRangeResult result;
+absl::StatusOr<KvOpResult> FromProto(const KvOp& op, const etcdserverpb::ResponseOp& response) {
+  KvOpResult result;
+  switch (op.kind) {
+    case KvOp::Kind::kPut:
+      if (!response.has_response_put()) break;
+      return result;
+    case KvOp::Kind::kDelete:
+      if (!response.has_response_delete_range()) break;
+      result.deleted = response.response_delete_range().deleted();
+      return result;
+    case KvOp::Kind::kGet:
+      if (!response.has_response_range()) break;
+      for (const etcdserverpb::KeyValue& kv : response.response_range().kvs()) {
+        const bool inside = op.range_end.empty()
+                                ? kv.key() == op.key
+                                : kv.key() >= op.key && (op.range_end == std::string(1, '\0') ||
+                                                         kv.key() < op.range_end);
+        if (!inside) {
+          return absl::DataLossError(absl::StrCat("etcd answered a read of '", op.key,
+                                                  "' with key '", kv.key(), "' outside it"));
+        }
+        result.values.push_back(FromProto(kv));
+      }
+      return result;
+  }
+  return absl::DataLossError(absl::StrCat("etcd answered an op on '", op.key,
+                                          "' with a result of another kind"));
+}
+
+}  // namespace
+
+absl::StatusOr<KvTxnResult> EtcdClient::Txn(std::span<const KvCompare> compares,
+                                            std::span<const KvOp> success,
+                                            std::span<const KvOp> failure) {
+  etcdserverpb::TxnRequest request;
+  for (const KvCompare& compare : compares) *request.add_compare() = ToProto(compare);
+  for (const KvOp& op : success) AddOp(op, request.add_success());
+  for (const KvOp& op : failure) AddOp(op, request.add_failure());
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::TxnResponse response,
+      CallRunner(*this).Run<etcdserverpb::TxnResponse>(
+          "txn", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                     etcdserverpb::TxnResponse& out) {
+            return endpoint.kv->Txn(&context, request, &out);
+          }));
+  const std::span<const KvOp> ran = response.succeeded() ? success : failure;
+  if (static_cast<size_t>(response.responses_size()) != ran.size()) {
+    return absl::DataLossError(absl::StrCat("etcd answered a txn of ", ran.size(), " ops with ",
+                                            response.responses_size(), " results"));
+  }
+  KvTxnResult result;
+  result.succeeded = response.succeeded();
   result.revision = response.header().revision();
-  result.values.reserve(response.kvs_size());
-  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    if (!absl::StartsWith(kv.key(), prefix)) {
-      return absl::DataLossError(absl::StrCat("etcd answered a range of prefix '", prefix,
-                                              "' with key '", kv.key(), "' outside it"));
-    }
-    result.values.push_back(FromProto(kv));
+  result.results.reserve(ran.size());
+  for (size_t i = 0; i < ran.size(); ++i) {
+    TENSORD_ASSIGN_OR_RETURN(KvOpResult op, FromProto(ran[i], response.responses(static_cast<int>(i))));
+    result.results.push_back(std::move(op));
   }
   return result;
 }
 
-void EtcdWatchCancel::Cancel() {
-  MutexLock lock(&mu_);
-  cancelled_ = true;
-  if (context_ != nullptr) context_->TryCancel();
+absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_view range_end,
+                                         int64_t revision, int64_t limit) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::string(key));
+  request.set_range_end(std::string(range_end));
+  request.set_revision(revision);
+  request.set_limit(limit);
+  TENSORD_ASSIGN_OR_RETURN(
+      etcdserverpb::RangeResponse response,
+      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
+          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                       etcdserverpb::RangeResponse& out) {
+            return endpoint.kv->Range(&context, request, &out);
+          }));
+  if (limit > 0 && response.kvs_size() > limit) {
+    return absl::DataLossError(absl::StrCat("etcd answered a range limited to ", limit,
+                                            " keys with ", response.kvs_size()));
+  }
+  KvPage page;
+  page.revision = response.header().revision();
+  page.more = response.more();
+  page.values.reserve(response.kvs_size());
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
+    if (kv.key() < key || (!range_end.empty() && range_end != absl::string_view("\0", 1) &&
+                           kv.key() >= range_end)) {
+      return absl::DataLossError(absl::StrCat("etcd answered a range from '", key,
+                                              "' with key '", kv.key(), "' outside it"));
+    }
+    page.values.push_back(FromProto(kv));
+  }
+  return page;
 }
 
-bool EtcdWatchCancel::cancelled() const {
-  MutexLock lock(&mu_);
-  return cancelled_;
-}
-
-absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_revision,
-                                     const WatchHandler& on_events, EtcdWatchCancel& cancel) {
+absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
+                               const WatchHandler& on_events, KvWatchCancel& cancel) {
   etcdserverpb::WatchRequest create;
   create.mutable_create_request()->set_key(std::string(prefix));
-  create.mutable_create_request()->set_range_end(PrefixRangeEnd(prefix));
+  create.mutable_create_request()->set_range_end(KvPrefixEnd(prefix));
   create.mutable_create_request()->set_start_revision(start_revision);
+  create.mutable_create_request()->set_fragment(true);
   const size_t count = endpoints_.size();
   const size_t first = preferred_endpoint_.load(std::memory_order_relaxed) % count;
   absl::Status last = absl::UnavailableError("no etcd endpoint");
@@ -363,6 +446,8 @@ absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_rev
               response.cancel_reason()));
         } else {
           opened = true;
+          // A revision's events, joined across fragments before the handler sees them.
+          std::vector<EtcdWatchEvent> events;
           while (more && stream->Read(&response)) {
             if (response.compact_revision() != 0) {
               outcome = absl::OutOfRangeError(absl::StrCat(
@@ -375,18 +460,15 @@ absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_rev
                   "etcd at ", endpoint.name, " cancelled the watch: ", response.cancel_reason()));
               break;
             }
-            if (response.events_size() == 0) continue;
-            std::vector<EtcdWatchEvent> events;
-            events.reserve(response.events_size());
             for (const etcdserverpb::Event& event : response.events()) {
               events.push_back(EtcdWatchEvent{.deleted = event.type() == etcdserverpb::Event::DELETE,
                                               .kv = FromProto(event.kv())});
             }
+            if (response.fragment() || events.empty()) continue;
             more = on_events(std::move(events));
+            events.clear();
           }
-          if (outcome.ok() && !more) {
-            context.TryCancel();
-          }
+          if (outcome.ok() && !more) context.TryCancel();
         }
       }
       if (!opened || !outcome.ok()) context.TryCancel();
@@ -419,51 +501,22 @@ absl::Status EtcdClient::WatchPrefix(absl::string_view prefix, int64_t start_rev
   return last;
 }
 
-absl::Status EtcdClient::Put(absl::string_view key, absl::string_view value, int64_t lease) {
-  etcdserverpb::PutRequest request;
-  request.set_key(std::string(key));
-  request.set_value(std::string(value));
-  request.set_lease(lease);
-  return CallRunner(*this)
-      .Run<etcdserverpb::PutResponse>(
-          "put", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                     etcdserverpb::PutResponse& out) {
-            return endpoint.kv->Put(&context, request, &out);
-          })
-      .status();
-}
-
-absl::StatusOr<int64_t> EtcdClient::Delete(absl::string_view key) {
-  etcdserverpb::DeleteRangeRequest request;
-  request.set_key(std::string(key));
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::DeleteRangeResponse response,
-      CallRunner(*this).Run<etcdserverpb::DeleteRangeResponse>(
-          "delete", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                        etcdserverpb::DeleteRangeResponse& out) {
-            return endpoint.kv->DeleteRange(&context, request, &out);
-          }));
-  if (response.deleted() < 0 || response.deleted() > 1) {
-    return absl::DataLossError(absl::StrCat("etcd says a delete of the one key '", key,
-                                            "' deleted ", response.deleted(), " keys"));
+absl::Status EtcdClient::Compact(int64_t revision) {
+  etcdserverpb::CompactionRequest request;
+  request.set_revision(revision);
+  absl::Status compacted =
+      CallRunner(*this)
+          .Run<etcdserverpb::CompactionResponse>(
+              "compaction", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                etcdserverpb::CompactionResponse& out) {
+                return endpoint.kv->Compact(&context, request, &out);
+              })
+          .status();
+  // Another node compacted as far already.
+  if (absl::StrContains(compacted.message(), "required revision has been compacted")) {
+    return absl::OkStatus();
   }
-  return response.deleted();
-}
-
-absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::TxnResponse response,
-      CallRunner(*this).Run<etcdserverpb::TxnResponse>(
-          "txn", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                     etcdserverpb::TxnResponse& out) {
-            return endpoint.kv->Txn(&context, request, &out);
-          }));
-  const int expected = response.succeeded() ? request.success_size() : request.failure_size();
-  if (response.responses_size() != expected) {
-    return absl::DataLossError(absl::StrCat("etcd answered a txn of ", expected, " ops with ",
-                                            response.responses_size(), " results"));
-  }
-  return response;
+  return compacted;
 }
 
 absl::StatusOr<EtcdLease> EtcdClient::GrantLease(absl::Duration ttl) {

@@ -1,30 +1,23 @@
-// A client of etcd's v3 gRPC API: the key-value, lease and authentication
-// calls tensord's cluster features build on. Several endpoints with
-// failover, a deadline on every call, TLS, and user/password auth.
+// A client of etcd's v3 gRPC API: the KvStore tensord's cluster builds on,
+// spoken to a real etcd. Several endpoints with failover, a deadline on
+// every call, TLS, and user/password auth.
 #ifndef TENSORD_SERVICE_CLUSTER_ETCD_CLIENT_H_
 #define TENSORD_SERVICE_CLUSTER_ETCD_CLIENT_H_
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/common/mutex.h"
 #include "absl/time/time.h"
-
-namespace grpc {
-class ClientContext;
-}  // namespace grpc
+#include "service/cluster/kv_store.h"
+#include "service/common/mutex.h"
 
 namespace etcdserverpb {
-class TxnRequest;
-class TxnResponse;
 class RangeRequest;
 class RangeResponse;
 }  // namespace etcdserverpb
@@ -48,105 +41,38 @@ struct EtcdClientOptions {
   absl::Duration call_timeout = absl::Seconds(2);
 };
 
-struct EtcdKeyValue {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-  int64_t version = 0;
-  // The lease the key is attached to; 0: none.
-  int64_t lease = 0;
-};
-
-// Keys of a prefix as of one revision of the store.
-struct EtcdRangeResult {
-  std::vector<EtcdKeyValue> values;
-  // The store's revision the values are current as of: a watch from
-  // revision + 1 misses nothing.
-  int64_t revision = 0;
-};
-
-struct EtcdWatchEvent {
-  bool deleted = false;  // a DELETE (or lease expiry); otherwise a PUT
-  // For a delete: the key and, in mod_revision, the revision of the delete.
-  EtcdKeyValue kv;
-};
-
-// Lets another thread end a WatchPrefix that blocks in this thread.
-class EtcdWatchCancel {
- public:
-  // Ends the watch it guards (now or, if none runs yet, as soon as it starts).
-  void Cancel();
-  bool cancelled() const;
-
- private:
-  friend class EtcdClient;
-  mutable Mutex mu_;
-  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-struct EtcdLease {
-  int64_t id = 0;
-  // What etcd granted, which may exceed what was asked (etcd has a minimum).
-  absl::Duration ttl;
-};
-
-// Thread-safe: every method may be called from any thread at once. Errors
-// are gRPC's codes as absl::Status (UNAVAILABLE when no endpoint answered),
-// with the endpoint and call named in the message.
-class EtcdClient {
+// Thread-safe. Errors name the endpoint and the call; UNAVAILABLE when no
+// endpoint answered. etcd's refusals that an operator must act on are
+// named: its space quota (NOSPACE alarm), --max-txn-ops, --max-request-bytes.
+class EtcdClient final : public KvStore {
  public:
   // INVALID_ARGUMENT, naming the value, for a malformed endpoint or TLS
   // material without https. Connects lazily: etcd need not be up yet.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(const EtcdClientOptions& options);
-  ~EtcdClient();
+  ~EtcdClient() override;
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  // The key, or nullopt when it does not exist.
-  absl::StatusOr<std::optional<EtcdKeyValue>> Get(absl::string_view key);
-  // Every key starting with `prefix`, in key order.
-  absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(absl::string_view prefix);
-  // The same, with the revision they are current as of.
-  absl::StatusOr<EtcdRangeResult> RangePrefix(absl::string_view prefix);
-  // `lease` 0 attaches none.
-  absl::Status Put(absl::string_view key, absl::string_view value, int64_t lease = 0);
-  // How many keys were deleted (0 or 1).
-  absl::StatusOr<int64_t> Delete(absl::string_view key);
-  // A transaction as etcd defines it (compare, then success or failure ops).
-  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+  absl::StatusOr<KvTxnResult> Txn(std::span<const KvCompare> compares,
+                                  std::span<const KvOp> success,
+                                  std::span<const KvOp> failure) override;
+  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
+                               int64_t revision, int64_t limit) override;
+  // Asks etcd to fragment large revisions and joins the fragments, so no
+  // watch message grows with a revision (a lease expiry deletes every key
+  // on it in one revision). The endpoints are tried in turn to open it.
+  absl::Status Watch(absl::string_view prefix, int64_t start_revision,
+                     const WatchHandler& on_events, KvWatchCancel& cancel) override;
+  absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl) override;
+  absl::Status RevokeLease(int64_t lease) override;
+  absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease) override;
+  absl::Status Compact(int64_t revision) override;
+  uint64_t errors() const override { return errors_.load(std::memory_order_relaxed); }
 
-  // Streams every change to keys starting with `prefix` from `start_revision`
-  // on, in revision order, to `on_events` (the events of one revision are
-  // never split across calls), until `on_events` returns false (OK),
-  // `cancel` is cancelled (CANCELLED), or the stream breaks (UNAVAILABLE, the
-  // caller watches again from its last revision + 1). Blocks. OUT_OF_RANGE
-  // when etcd compacted `start_revision` away: the caller must read the
-  // prefix again. The endpoints are tried in turn to open the stream.
-  using WatchHandler = std::function<bool(std::vector<EtcdWatchEvent> events)>;
-  absl::Status WatchPrefix(absl::string_view prefix, int64_t start_revision,
-                           const WatchHandler& on_events, EtcdWatchCancel& cancel);
-
-  absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl);
-  // NOT_FOUND when the lease had already expired or been revoked.
-  absl::Status RevokeLease(int64_t lease);
-  // Renews the lease once; returns the TTL it has now. NOT_FOUND when etcd
-  // no longer has it (expired while we could not reach etcd).
-  absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease);
-
-  // Calls that failed (after failover) since creation.
-  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   // The endpoints, as given.
   const std::vector<std::string>& endpoints() const;
 
-  // The first key after every key that starts with `prefix` (etcd's
-  // range_end for a prefix); "\0" when every byte is 0xff.
-  static std::string PrefixRangeEnd(absl::string_view prefix);
-
  private:
-  // One Range call (Get and GetPrefix), failing over like every call.
-  absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
   struct Endpoint;
   class CallRunner;
   explicit EtcdClient(const EtcdClientOptions& options);

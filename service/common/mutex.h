@@ -5,9 +5,12 @@
 #ifndef TENSORD_SERVICE_COMMON_MUTEX_H_
 #define TENSORD_SERVICE_COMMON_MUTEX_H_
 
+#include <algorithm>
+#include <condition_variable>
 #include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 
 namespace tensord {
 
@@ -48,6 +51,39 @@ class ABSL_SCOPED_LOCKABLE ReaderMutexLock {
 
  private:
   Mutex* const mutex_;
+};
+
+// A condition variable for Mutex (exclusive holders only). Spurious wakes
+// happen: wait in a loop on the condition.
+class CondVar {
+ public:
+  // Releases `mutex` while waiting; holds it again on return.
+  void Wait(Mutex* mutex) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    Adapter held{mutex};
+    cv_.wait(held);
+  }
+  // Wait for at most `timeout`; true when it passed without a signal.
+  bool WaitWithTimeout(Mutex* mutex, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    Adapter held{mutex};
+    if (timeout == absl::InfiniteDuration()) {
+      cv_.wait(held);
+      return false;
+    }
+    return cv_.wait_for(held, absl::ToChronoNanoseconds(std::max(timeout, absl::ZeroDuration()))) ==
+           std::cv_status::timeout;
+  }
+  void Signal() { cv_.notify_one(); }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  // What std::condition_variable_any locks and unlocks: the Mutex already
+  // held by the waiter, so the analysis (which cannot follow it) is off here.
+  struct Adapter {
+    Mutex* mutex;
+    void lock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mutex->Lock(); }
+    void unlock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mutex->Unlock(); }
+  };
+  std::condition_variable_any cv_;
 };
 
 }  // namespace tensord

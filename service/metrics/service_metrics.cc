@@ -16,8 +16,9 @@ absl::string_view RpcName(Rpc rpc) {
     case Rpc::kBatchFetch: return "BatchFetch";
     case Rpc::kWatch: return "Watch";
     case Rpc::kReplicate: return "Replicate";
-    case Rpc::kAwaitCopies: return "AwaitCopies";
+    case Rpc::kAnnounceCopies: return "AnnounceCopies";
     case Rpc::kFetchInline: return "FetchInline";
+    case Rpc::kLocateCopy: return "LocateCopy";
   }
   return "Unknown";
 }

@@ -31,10 +31,11 @@ enum class Rpc : uint8_t {
   kBatchFetch,
   kWatch,
   kReplicate,
-  kAwaitCopies,
+  kAnnounceCopies,
   kFetchInline,
+  kLocateCopy,
 };
-inline constexpr size_t kRpcCount = 14;
+inline constexpr size_t kRpcCount = 15;
 // Canonical codes OK (0) .. UNAUTHENTICATED (16).
 inline constexpr size_t kStatusCodeCount = 17;
 

@@ -81,6 +81,7 @@ VersionInfo InfoOf(const TensorVersion& version) {
       .created = version.created,
       .open_leases = version.open_leases.load(std::memory_order_relaxed),
       .retention = version.retention,
+      .origin = version.origin.load(std::memory_order_relaxed),
   };
 }
 
@@ -227,7 +228,7 @@ void Registry::MoveIntoArena(PendingVersion& pending) {
   pending.buffer = *std::move(slot);  // the memfd and its fd go now
 }
 
-absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::Seal(
+absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::SealBytes(
     PendingVersion& pending, std::optional<uint32_t> expected_crc32c) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(pending.name));
   const bool on_device = IsDeviceLayout(pending.layout);
@@ -274,6 +275,7 @@ absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::Seal(
   version->buffer = std::move(pending.buffer);
   version->device_memory = std::move(pending.device_memory);
   version->reservation = std::move(pending.reservation);
+  version->origin.store(pending.origin, std::memory_order_relaxed);
   version->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
   return version;
@@ -316,11 +318,36 @@ std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictAfterPublishLoc
                      WatermarkBytes(options_.eviction_high_watermark), keep, freeing_bytes);
 }
 
+bool Registry::OvertakenLocked(const TensorVersion& version) const {
+  const int64_t origin = version.origin.load(std::memory_order_relaxed);
+  if (origin == 0) return false;
+  auto it = latest_.find(version.name);
+  if (it == latest_.end()) return false;
+  const int64_t current = it->second->origin.load(std::memory_order_relaxed);
+  return current != 0 && current >= origin;
+}
+
+absl::StatusOr<SealedVersion> Registry::Seal(PendingVersion pending,
+                                             std::optional<uint32_t> expected_crc32c) {
+  SealedVersion sealed;
+  sealed.restored_version_ = pending.restored_version;
+  sealed.only_if_latest_ = pending.only_if_latest;
+  TENSORD_ASSIGN_OR_RETURN(sealed.version_, SealBytes(pending, expected_crc32c));
+  return sealed;
+}
+
 absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
                                               std::optional<uint32_t> expected_crc32c) {
-  const uint64_t restored_version = pending.restored_version;
-  const std::optional<uint64_t> only_if_latest = pending.only_if_latest;
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version, Seal(pending, expected_crc32c));
+  TENSORD_ASSIGN_OR_RETURN(SealedVersion sealed, Seal(std::move(pending), expected_crc32c));
+  return Install(std::move(sealed));
+}
+
+absl::StatusOr<VersionInfo> Registry::Install(SealedVersion sealed, int64_t origin) {
+  std::shared_ptr<TensorVersion> version = std::move(sealed.version_);
+  if (version == nullptr) return absl::InternalError("install of a version sealed twice or moved");
+  if (origin != 0) version->origin.store(origin, std::memory_order_relaxed);
+  const uint64_t restored_version = sealed.restored_version_;
+  const std::optional<uint64_t> only_if_latest = sealed.only_if_latest_;
   VersionInfo info;
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   // Freed after the lock is dropped: unmapping and truncating a large memfd
@@ -361,6 +388,11 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
     }
     version->version = last_version_;
     info = InfoOf(*version);
+    if (OvertakenLocked(*version)) {
+      // Its number is spent (never issued again); its bytes go with `version`.
+      info.superseded = true;
+      return info;
+    }
     changes_.Append(ChangeEvent{
         .kind = ChangeEvent::Kind::kPublished, .version = last_version_, .items = {info}});
     displaced = InstallLocked(std::move(version));
@@ -371,7 +403,7 @@ absl::StatusOr<VersionInfo> Registry::Publish(PendingVersion pending,
   return info;
 }
 
-absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
+absl::StatusOr<std::vector<SealedVersion>> Registry::SealGroup(
     std::vector<PendingVersion> group, std::span<const std::optional<uint32_t>> expected_crc32c) {
   if (group.empty()) return absl::InvalidArgumentError("an atomic group needs at least one item");
   if (!expected_crc32c.empty() && expected_crc32c.size() != group.size()) {
@@ -394,20 +426,43 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", *twice, "' appears twice in one atomic group"));
   }
-  std::vector<std::shared_ptr<TensorVersion>> versions;
-  versions.reserve(group.size());
+  std::vector<SealedVersion> sealed;
+  sealed.reserve(group.size());
   for (size_t i = 0; i < group.size(); ++i) {
-    PendingVersion& pending = group[i];
-    const std::string name = pending.name;
-    absl::StatusOr<std::shared_ptr<TensorVersion>> sealed =
-        Seal(pending, expected_crc32c.empty() ? std::nullopt : expected_crc32c[i]);
-    if (!sealed.ok()) {
-      return absl::Status(sealed.status().code(),
+    const std::string name = group[i].name;
+    absl::StatusOr<SealedVersion> item =
+        Seal(std::move(group[i]), expected_crc32c.empty() ? std::nullopt : expected_crc32c[i]);
+    if (!item.ok()) {
+      return absl::Status(item.status().code(),
                           absl::StrCat("atomic group not published: item '", name, "': ",
-                                       sealed.status().message()));
+                                       item.status().message()));
     }
-    versions.push_back(*std::move(sealed));
+    sealed.push_back(*std::move(item));
   }
+  return sealed;
+}
+
+absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
+    std::vector<PendingVersion> group, std::span<const std::optional<uint32_t>> expected_crc32c) {
+  TENSORD_ASSIGN_OR_RETURN(std::vector<SealedVersion> sealed,
+                           SealGroup(std::move(group), expected_crc32c));
+  return InstallGroup(std::move(sealed));
+}
+
+absl::StatusOr<std::vector<VersionInfo>> Registry::InstallGroup(std::vector<SealedVersion> group,
+                                                                int64_t origin) {
+  if (group.empty()) return absl::InvalidArgumentError("an atomic group needs at least one item");
+  const uint64_t restored_version = group.front().restored_version_;
+  std::vector<std::shared_ptr<TensorVersion>> versions;
+  std::vector<std::string> names;
+  versions.reserve(group.size());
+  for (SealedVersion& item : group) {
+    if (item.version_ == nullptr) return absl::InternalError("install of a moved group item");
+    if (origin != 0) item.version_->origin.store(origin, std::memory_order_relaxed);
+    names.push_back(item.version_->name);
+    versions.push_back(std::move(item.version_));
+  }
+  std::sort(names.begin(), names.end());
   std::vector<VersionInfo> infos;
   infos.reserve(versions.size());
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
@@ -429,11 +484,20 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
     }
     last_version_ = restored_version != 0 ? restored_version : last_version_ + 1;
     last_was_restored_ = false;
+    // A group is one version: overtaken as a whole when any item is (a
+    // newer version of one of its names was installed first), so a reader
+    // never sees part of it.
+    const bool overtaken = std::any_of(versions.begin(), versions.end(),
+                                       [this](const auto& version) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                         return OvertakenLocked(*version);
+                                       });
     for (const auto& version : versions) {
       version->version = last_version_;
       infos.push_back(InfoOf(*version));
-      displaced.push_back(InstallLocked(version));
+      infos.back().superseded = overtaken;
     }
+    if (overtaken) return infos;
+    for (const auto& version : versions) displaced.push_back(InstallLocked(version));
     changes_.Append(ChangeEvent{.kind = ChangeEvent::Kind::kPublished,
                                 .version = last_version_,
                                 .items = infos,
@@ -446,6 +510,21 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::PublishGroup(
   }
   LogEvicted(evicted);
   return infos;
+}
+
+absl::Status Registry::SetOrigin(absl::string_view name, uint64_t version, int64_t origin) {
+  MutexLock lock(&mutex_);
+  auto it = latest_.find(name);
+  if (it == latest_.end() || it->second->version != version) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", name, "' v", version, " is no longer the latest here"));
+  }
+  int64_t expected = 0;
+  if (!it->second->origin.compare_exchange_strong(expected, origin)) {
+    return absl::FailedPreconditionError(absl::StrCat("'", name, "' v", version,
+                                                      " is already ordered (origin ", expected, ")"));
+  }
+  return absl::OkStatus();
 }
 
 void Registry::PruneGroupsLocked() {

@@ -124,6 +124,32 @@ struct PendingVersion {
   // name is absent), else ABORTED and nothing is published. A read-through
   // copy uses it so it never replaces a newer local publish.
   std::optional<uint64_t> only_if_latest;
+  // In a cluster: the order of this version among the name's versions (its
+  // name record's origin). A version is installed only over one ordered
+  // before it: over an equal or newer one it is numbered and reported
+  // superseded, never installed, so a node's copy never goes backwards.
+  int64_t origin = 0;
+};
+
+// A version whose checks passed and whose bytes are sealed and summed, not
+// yet the latest of its name: what a cluster put holds while etcd orders
+// it. Move-only; dropping it frees the bytes and the reservation.
+class SealedVersion {
+ public:
+  SealedVersion(SealedVersion&&) = default;
+  SealedVersion& operator=(SealedVersion&&) = default;
+  const std::string& name() const { return version_->name; }
+  uint64_t total_bytes() const { return version_->total_bytes; }
+  uint32_t crc32c() const { return version_->crc32c; }
+  Retention retention() const { return version_->retention; }
+  const dlpack::TensorLayout& layout() const { return version_->layout; }
+
+ private:
+  friend class Registry;
+  SealedVersion() = default;
+  std::shared_ptr<TensorVersion> version_;
+  uint64_t restored_version_ = 0;
+  std::optional<uint64_t> only_if_latest_;
 };
 
 // Thread-safe. Publishing swaps one pointer under the lock; readers holding a
@@ -161,6 +187,27 @@ class Registry final : public WatchSource {
   // of it).
   absl::StatusOr<VersionInfo> Publish(PendingVersion pending,
                                       std::optional<uint32_t> expected_crc32c = std::nullopt);
+
+  // Publish in two steps, for a cluster that must order the version (with
+  // its checksum) before it becomes the latest: Seal runs Publish's checks,
+  // seals and sums the bytes; Install makes the version the latest, with
+  // `origin` (0: pending.origin's).
+  absl::StatusOr<SealedVersion> Seal(PendingVersion pending,
+                                     std::optional<uint32_t> expected_crc32c = std::nullopt);
+  absl::StatusOr<VersionInfo> Install(SealedVersion sealed, int64_t origin = 0);
+  // PublishGroup in two steps: every item sealed, then installed under one
+  // group version with one origin.
+  absl::StatusOr<std::vector<VersionInfo>> InstallGroup(std::vector<SealedVersion> group,
+                                                        int64_t origin = 0);
+  // The group's checks on names and count, then each item sealed.
+  absl::StatusOr<std::vector<SealedVersion>> SealGroup(
+      std::vector<PendingVersion> group,
+      std::span<const std::optional<uint32_t>> expected_crc32c = {});
+
+  // Gives `version` of `name` (still the latest, origin 0) the cluster order
+  // `origin`: a version held before the node joined, now recorded.
+  // FAILED_PRECONDITION when it is not the latest or already ordered.
+  absl::Status SetOrigin(absl::string_view name, uint64_t version, int64_t origin);
 
   // Publishes every pending version under one new version number (the
   // group version) in one step, or none of them: readers see all of the
@@ -296,8 +343,11 @@ class Registry final : public WatchSource {
   // Reserves `bytes` of host capacity, evicting cache versions to make room.
   absl::StatusOr<ByteReservation> ReserveHost(uint64_t bytes);
   // Publish's work before the lock: checks, seal, checksum, arena move.
-  absl::StatusOr<std::shared_ptr<TensorVersion>> Seal(PendingVersion& pending,
-                                                      std::optional<uint32_t> expected_crc32c);
+  absl::StatusOr<std::shared_ptr<TensorVersion>> SealBytes(PendingVersion& pending,
+                                                           std::optional<uint32_t> expected_crc32c);
+  // Whether `version` may replace the name's latest: not when both are
+  // ordered and the latest is as new or newer.
+  bool OvertakenLocked(const TensorVersion& version) const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   // Makes `version` the latest of its name; returns the version it displaced.
   std::shared_ptr<const TensorVersion> InstallLocked(std::shared_ptr<TensorVersion> version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -43,6 +43,11 @@ struct TensorVersion {
   std::unique_ptr<DeviceAllocation> device_memory;
   ByteReservation reservation;
   mutable std::atomic<uint64_t> open_leases{0};
+  // In a cluster: the etcd revision that ordered this version among the
+  // name's versions (its name record's origin); 0 for a version no record
+  // orders (a single node's, a cache put's). Set at publish, or once when a
+  // node joining the cluster registers what it held before.
+  mutable std::atomic<int64_t> origin{0};
   // Registry-wide access tick of the last publish or lease, for LRU eviction.
   mutable std::atomic<uint64_t> last_used{0};
 };

@@ -21,6 +21,11 @@ struct VersionInfo {
   absl::Time created;
   uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;
+  // The cluster order of the version (TensorVersion::origin); 0 outside one.
+  int64_t origin = 0;
+  // A publish that an equal or newer version of the name (by origin) had
+  // already overtaken on this node: numbered, never installed.
+  bool superseded = false;
   // In cluster watch events only: the node the version is on. Such items
   // carry name, version (that node's number), total_bytes and crc32c.
   std::string node;

@@ -16,10 +16,12 @@ constexpr RpcRule kRules[] = {
     {"PutPart", kPermissionWrite},
     {"BatchPut", kPermissionWrite},
     {"Delete", kPermissionWrite},
-    // Another node asks this one to copy a version it holds.
-    {"Replicate", kPermissionWrite},
-    // A producer waits for the copies of a version it sealed locally.
-    {"AwaitCopies", kPermissionWrite},
+    // Between the nodes of a cluster: copies, and where cache copies are.
+    // A node's identity, not a reader's or writer's.
+    {"Replicate", kPermissionCluster},
+    {"Fetch(cluster)", kPermissionCluster},
+    {"AnnounceCopies", kPermissionCluster},
+    {"LocateCopy", kPermissionCluster},
     // Discovery of the handoff socket; carries no tensor data.
     {"GetServerInfo", 0},
     // A handoff token admits its holder to the handoff socket with the

@@ -15,6 +15,7 @@ std::string PermissionNames(uint8_t permissions) {
   std::string names;
   if (permissions & kPermissionRead) names = "read";
   if (permissions & kPermissionWrite) absl::StrAppend(&names, names.empty() ? "" : ",", "write");
+  if (permissions & kPermissionCluster) absl::StrAppend(&names, names.empty() ? "" : ",", "cluster");
   if (permissions & kPermissionAdmin) absl::StrAppend(&names, names.empty() ? "" : ",", "admin");
   return names;
 }

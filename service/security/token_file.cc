@@ -60,10 +60,13 @@ absl::StatusOr<uint8_t> ParsePermissions(absl::string_view text, int line) {
       permissions |= kPermissionWrite;
     } else if (word == "admin") {
       permissions |= kPermissionRead | kPermissionWrite | kPermissionAdmin;
+    } else if (word == "cluster") {
+      // A node reads what it copies.
+      permissions |= kPermissionRead | kPermissionCluster;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("tokens file line ", line, ": permission '",
                                                      absl::CEscape(word),
-                                                     "' is not read, write or admin"));
+                                                     "' is not read, write, cluster or admin"));
     }
   }
   return permissions;

@@ -9,8 +9,8 @@
 //
 // <token> is the bearer token itself (16..4096 visible ASCII characters) or
 // "sha256:" followed by the 64 hex digits of its SHA-256 digest, so the file
-// need not hold the secret. <permissions> is a comma list of read, write and
-// admin. <name-prefix>, when present, limits the token to names starting with
+// need not hold the secret. <permissions> is a comma list of read, write,
+// cluster (a node of the cluster: copies between nodes) and admin. <name-prefix>, when present, limits the token to names starting with
 // it (a namespace such as "team-a/").
 #ifndef TENSORD_SERVICE_SECURITY_TOKEN_FILE_H_
 #define TENSORD_SERVICE_SECURITY_TOKEN_FILE_H_
@@ -31,6 +31,9 @@ enum Permission : uint8_t {
   kPermissionWrite = 2,
   // Every RPC, including administrative ones; implies read and write.
   kPermissionAdmin = 4,
+  // A cluster node's calls to another: Replicate, copies by cluster order,
+  // cache-copy places. What --cluster-token-file's token is granted.
+  kPermissionCluster = 8,
 };
 
 using TokenDigest = std::array<uint8_t, 32>;

@@ -19,8 +19,8 @@ constexpr absl::string_view kMagic = "TNSDSNAP";
 //   u8 dtype code, u8 dtype bits, u16 dtype lanes, i32 device type,
 //   i32 device id, u32 ndim, i64 shape[ndim], u8 has_strides,
 //   i64 strides[ndim] when has_strides, u64 byte_offset, u64 data_offset,
-//   u64 total_bytes, u32 crc32c
-constexpr size_t kMinRecordBytes = 2 + 1 + 8 + 8 + 1 + 1 + 1 + 2 + 4 + 4 + 4 + 1 + 8 + 8 + 8 + 4;
+//   u64 total_bytes, u32 crc32c, i64 origin (0 outside a cluster)
+constexpr size_t kMinRecordBytes = 2 + 1 + 8 + 8 + 1 + 1 + 1 + 2 + 4 + 4 + 4 + 1 + 8 + 8 + 8 + 4 + 8;
 
 class Writer {
  public:
@@ -92,6 +92,7 @@ void EncodeRecord(const SnapshotEntry& entry, Writer& writer) {
   writer.Put(entry.data_offset);
   writer.Put(entry.total_bytes);
   writer.Put(entry.crc32c);
+  writer.Put(entry.origin);
 }
 
 absl::Status ManifestError(size_t index, size_t position, absl::string_view what) {
@@ -157,8 +158,12 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
     }
   }
   if (!reader.Get(entry.layout.byte_offset) || !reader.Get(entry.data_offset) ||
-      !reader.Get(entry.total_bytes) || !reader.Get(entry.crc32c)) {
+      !reader.Get(entry.total_bytes) || !reader.Get(entry.crc32c) || !reader.Get(entry.origin)) {
     return truncated();
+  }
+  if (entry.origin < 0) {
+    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has origin ",
+                                                    entry.origin));
   }
   absl::StatusOr<uint64_t> required = dlpack::RequiredBytes(entry.layout);
   if (!required.ok()) {

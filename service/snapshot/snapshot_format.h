@@ -3,7 +3,7 @@
 // this untrusted input is fuzzed and unit-tested without a registry.
 //
 // Layout (integers little-endian):
-//   header   40 bytes: magic "TNSDSNAP", u32 format version (2), u32 entry
+//   header   40 bytes: magic "TNSDSNAP", u32 format version (3), u32 entry
 //            count, u64 manifest bytes, u64 next version (the registry's
 //            last issued version + 1 when written), u32 CRC-32C of the
 //            manifest, u32 CRC-32C of the 36 header bytes before it
@@ -26,9 +26,9 @@
 
 namespace tensord {
 
-// Version 1 (a 32-byte header without the next version) is not read: it
-// never left development.
-inline constexpr uint32_t kSnapshotFormatVersion = 2;
+// Versions 1 (a 32-byte header without the next version) and 2 (records
+// without the origin) are not read: they never left development.
+inline constexpr uint32_t kSnapshotFormatVersion = 3;
 inline constexpr size_t kSnapshotHeaderBytes = 40;
 inline constexpr uint64_t kSnapshotDataAlignment = 64;
 
@@ -43,6 +43,9 @@ struct SnapshotEntry {
   uint64_t data_offset = 0;
   uint64_t total_bytes = 0;
   uint32_t crc32c = 0;
+  // In a cluster: the version's order among the name's (its name record's
+  // origin), so a restart recognises whether it is still the latest.
+  int64_t origin = 0;
 };
 
 // What a snapshot holds besides the tensors' bytes.

@@ -78,6 +78,7 @@ absl::Status PublishRestored(Registry& registry, absl::string_view file,
   pending.crc32c = entry.crc32c;  // verified against these very bytes just before
   pending.restored_version = entry.version;
   pending.restored_created = absl::FromUnixNanos(entry.created_unix_nanos);
+  pending.origin = entry.origin;
   return registry.Publish(std::move(pending)).status();
 }
 
@@ -145,7 +146,8 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
                                     .retention = lease->retention,
                                     .layout = lease->layout,
                                     .total_bytes = lease->total_bytes,
-                                    .crc32c = lease->crc32c});
+                                    .crc32c = lease->crc32c,
+                                    .origin = lease->origin.load(std::memory_order_relaxed)});
     summary.total_bytes += lease->total_bytes;
   }
   const std::string prefix = EncodeSnapshotPrefix(entries, next_version);

@@ -48,8 +48,32 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       Finish(ToGrpcStatus(status));
       return;
     }
-    if (options.cluster_reads != nullptr && PullMissing(*options.cluster_reads, registry)) return;
-    WriteNext();
+    if (requested_.empty()) {
+      WriteNext();  // a prefix or a group: leased already
+      return;
+    }
+    // Named items: in a cluster the latest of each is made sure of first
+    // (the cluster's read path), then all are leased in one cut.
+    std::vector<std::string> latest;
+    for (const NameVersion& item : requested_) {
+      if (item.version == 0) latest.push_back(item.name);
+    }
+    ClusterAccess* cluster = options.cluster_access.get();
+    if (cluster == nullptr || latest.empty()) {
+      AcquireChosen(registry, {});
+      WriteNext();
+      return;
+    }
+    std::sort(latest.begin(), latest.end());
+    latest.erase(std::unique(latest.begin(), latest.end()), latest.end());
+    cluster->EnsureLatest(latest, [this, &registry, latest](std::vector<absl::Status> ready) {
+      std::map<std::string, absl::Status> failed;
+      for (size_t i = 0; i < latest.size(); ++i) {
+        if (!ready[i].ok()) failed.emplace(latest[i], std::move(ready[i]));
+      }
+      AcquireChosen(registry, failed);
+      WriteNext();
+    });
   }
 
   void OnWriteDone(bool ok) override {
@@ -126,70 +150,31 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       wanted.push_back({item.name(), item.version()});
       wanted_index.push_back(static_cast<uint32_t>(i));
     }
-    requested_ = wanted;
-    requested_index_ = wanted_index;
-    std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);
-    for (size_t i = 0; i < leases.size(); ++i) {
-      entries_[wanted_index[i]].lease = std::move(leases[i]);
-    }
+    requested_ = std::move(wanted);
+    requested_index_ = std::move(wanted_index);
     return absl::OkStatus();
   }
 
-  // In a cluster: named items (latest version) that this node lacks or
-  // holds older than another node are pulled first, each once, and then
-  // leased; the call goes on from the last pull's thread. False when none
-  // needs a pull.
-  bool PullMissing(ClusterReads& reads, Registry& registry) {
-    std::vector<std::string> names;
+  // Leases every requested item under one registry lock (one consistent
+  // cut); an item whose latest the cluster could not give answers why.
+  void AcquireChosen(Registry& registry, const std::map<std::string, absl::Status>& failed) {
+    std::vector<NameVersion> wanted;
+    std::vector<uint32_t> wanted_index;
+    wanted.reserve(requested_.size());
     for (size_t i = 0; i < requested_.size(); ++i) {
       const NameVersion& item = requested_[i];
-      if (item.version != 0) continue;
-      const absl::StatusOr<Lease>& lease = entries_[requested_index_[i]].lease;
-      const bool missing = !lease.ok() && lease.status().code() == absl::StatusCode::kNotFound;
-      if (missing || (lease.ok() && !reads.HoldsLatest(item.name))) names.push_back(item.name);
-    }
-    if (names.empty()) return false;
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    auto pulls = std::make_shared<PendingPulls>();
-    pulls->left = names.size();
-    pulls->names = names;
-    for (const std::string& name : names) {
-      reads.PullLatest(name, [this, pulls, name, &registry](absl::Status pulled) {
-        {
-          std::lock_guard<std::mutex> lock(pulls->mu);
-          if (!pulled.ok()) pulls->failed.emplace(name, pulled);
+      if (item.version == 0) {
+        if (auto it = failed.find(item.name); it != failed.end()) {
+          entries_[requested_index_[i]].lease = it->second;
+          continue;
         }
-        if (pulls->left.fetch_sub(1) != 1) return;
-        // Every pull is done: lease the pulled items now; an item whose
-        // pull failed answers with the pull's status.
-        std::vector<NameVersion> again;
-        std::vector<uint32_t> again_index;
-        for (size_t i = 0; i < requested_.size(); ++i) {
-          const NameVersion& item = requested_[i];
-          if (item.version != 0) continue;
-          if (!std::binary_search(pulls->names.begin(), pulls->names.end(), item.name)) continue;
-          if (auto failed = pulls->failed.find(item.name); failed != pulls->failed.end()) {
-            entries_[requested_index_[i]].lease = failed->second;
-            continue;
-          }
-          again.push_back(item);
-          again_index.push_back(requested_index_[i]);
-        }
-        std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(again);
-        for (size_t i = 0; i < leases.size(); ++i) entries_[again_index[i]].lease = std::move(leases[i]);
-        WriteNext();
-      });
+      }
+      wanted.push_back(item);
+      wanted_index.push_back(requested_index_[i]);
     }
-    return true;
+    std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);
+    for (size_t i = 0; i < leases.size(); ++i) entries_[wanted_index[i]].lease = std::move(leases[i]);
   }
-
-  struct PendingPulls {
-    std::atomic<size_t> left{0};
-    std::vector<std::string> names;  // sorted
-    std::mutex mu;
-    std::map<std::string, absl::Status> failed;  // guarded by mu
-  };
 
   // The bytes of a small version, copied out (device versions included).
   absl::StatusOr<std::string> CopyOut(const TensorVersion& version) const {

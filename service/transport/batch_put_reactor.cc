@@ -16,6 +16,7 @@
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/transport/call_record.h"
+#include "service/transport/publish.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
@@ -56,17 +57,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void OnReadDone(bool ok) override {
     if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (!ok) {
-      absl::Status answered = EndOfStream();
-      if (answered.ok() && published_ > 0 && options_.cluster_reads != nullptr) {
-        // As a put: acknowledged once the directory has every item, so a
-        // read on any node then finds them (one copy each; a batch asks for
-        // no replicas).
-        stream_slot_.reset();
-        options_.cluster_reads->AfterPut(std::string(), last_published_version_, 1,
-                                         [this](absl::Status status) { FinishWith(status); });
-        return;
-      }
-      FinishWith(answered);
+      EndOfStream();
       return;
     }
     if (absl::Status status = HandleMessage(); !status.ok()) {
@@ -78,7 +69,10 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnDone() override {
     metrics_.AddRemoteBytesReceived(received_total_);
-    metrics_.AddBatchItems(Rpc::kBatchPut, published_, failed_);
+    {
+      MutexLock lock(&results_mu_);
+      metrics_.AddBatchItems(Rpc::kBatchPut, published_, failed_);
+    }
     call_.End(outcome_);
     delete this;
   }
@@ -152,6 +146,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "batch put item ", open_->index, " ('", open_->name, "') got ", open_->received, " of ",
           open_->total_bytes, " bytes before the next item began"));
     }
+    MutexLock lock(&results_mu_);
     if (results_.size() >= kBatchItemLimit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "batch put has more than ", kBatchItemLimit, " items, the most one batch takes; "
@@ -282,18 +277,26 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       group_indexes_.push_back(index);
       return;
     }
-    absl::StatusOr<VersionInfo> info = registry_.Publish(std::move(pending), expected);
-    if (!info.ok()) {
-      FailItem(index, info.status());
-      return;
+    {
+      MutexLock lock(&results_mu_);
+      ++publishing_;
     }
-    SetPublished(index, *info);
+    // In a cluster the items of a batch share etcd commits (group commit).
+    PublishLatest(registry_, options_.cluster_access.get(), std::move(pending), expected, 1,
+                  [this, index](absl::StatusOr<VersionInfo> info) {
+                    if (info.ok()) {
+                      SetPublished(index, *info);
+                    } else {
+                      FailItem(index, info.status());
+                    }
+                    PublishedOne();
+                  });
   }
 
   void SetPublished(size_t index, const VersionInfo& info) {
+    MutexLock lock(&results_mu_);
     ItemResult& result = results_[index];
     result.version = info.version;
-    last_published_version_ = std::max(last_published_version_, info.version);
     result.crc32c = info.crc32c;
     result.created_unix_nanos = absl::ToUnixNanos(info.created);
     ++published_;
@@ -304,6 +307,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // message is cut, and once kMessageBudget bytes of them are out, later
   // failures carry their code only.
   void FailItem(size_t index, const absl::Status& status) {
+    MutexLock lock(&results_mu_);
     ItemResult& item = results_[index];
     item.code = status.code();
     if (message_bytes_ < kMessageBudget) {
@@ -319,52 +323,123 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
   }
 
+  // A publish answered: the batch answers once the stream ended and every
+  // publish did.
+  void PublishedOne() {
+    std::optional<absl::Status> failure;
+    {
+      MutexLock lock(&results_mu_);
+      --publishing_;
+      if (!ended_ || publishing_ != 0 || answered_) return;
+      answered_ = true;
+      failure = deferred_failure_;
+    }
+    if (failure.has_value()) {
+      FinishNow(*failure);
+      return;
+    }
+    Answer();
+  }
+
   // All or nothing: a failed item, or a failed group publish, leaves every
   // item unpublished and says why on each.
   void PublishGroup() {
-    if (group_.empty() && failed_ == 0) return;
-    absl::Status refused;
-    std::vector<VersionInfo> infos;
-    if (failed_ > 0) {
-      refused = absl::AbortedError(absl::StrCat(
-          "not published: the atomic batch publishes all items or none, and ", first_failure_));
-    } else {
-      absl::StatusOr<std::vector<VersionInfo>> published = registry_.PublishGroup(std::move(group_));
-      if (published.ok()) {
-        infos = *std::move(published);
-      } else {
-        refused = published.status();
-      }
+    {
+      MutexLock lock(&results_mu_);
+      ++publishing_;
     }
-    group_.clear();  // unpublished bytes and reservations go now
-    if (!refused.ok()) {
-      for (size_t index : group_indexes_) FailItem(index, refused);
+    uint64_t failed = 0;
+    std::string first_failure;
+    {
+      MutexLock lock(&results_mu_);
+      failed = failed_;
+      first_failure = first_failure_;
+    }
+    if (group_.empty() && failed == 0) {
+      PublishedOne();
       return;
     }
-    for (size_t i = 0; i < infos.size(); ++i) SetPublished(group_indexes_[i], infos[i]);
-    group_version_ = infos.front().version;
+    if (failed > 0) {
+      group_.clear();  // unpublished bytes and reservations go now
+      FailGroup(absl::AbortedError(absl::StrCat(
+          "not published: the atomic batch publishes all items or none, and ", first_failure)));
+      PublishedOne();
+      return;
+    }
+    std::vector<PendingVersion> group = std::move(group_);
+    group_.clear();
+    PublishGroupLatest(registry_, options_.cluster_access.get(), std::move(group), {}, 1,
+                       [this](absl::StatusOr<std::vector<VersionInfo>> published) {
+                         if (!published.ok()) {
+                           FailGroup(published.status());
+                         } else {
+                           for (size_t i = 0; i < published->size(); ++i) {
+                             SetPublished(group_indexes_[i], (*published)[i]);
+                           }
+                           MutexLock lock(&results_mu_);
+                           group_version_ = published->front().version;
+                         }
+                         PublishedOne();
+                       });
   }
 
-  absl::Status EndOfStream() {
+  void FailGroup(const absl::Status& refused) {
+    for (size_t index : group_indexes_) FailItem(index, refused);
+  }
+
+  // The stream's checks; then the batch answers once every item's publish
+  // did (at once on a single node, after their etcd commits in a cluster).
+  void EndOfStream() {
+    if (absl::Status complete = CheckComplete(); !complete.ok()) {
+      FinishWith(complete);
+      return;
+    }
+    // A cluster commit is not this stream idling.
+    stream_slot_.reset();
+    if (atomic_) PublishGroup();
+    {
+      MutexLock lock(&results_mu_);
+      ++publishing_;  // the stream's own, taken back by PublishedOne
+      ended_ = true;
+    }
+    PublishedOne();
+  }
+
+  absl::Status CheckComplete() {
     if (idle_cancelled_.load(std::memory_order_relaxed)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "batch put sent nothing for longer than the stream idle timeout; cancelled after ",
-          published_, " published items"));
+          published(), " published items"));
     }
     if (context_->IsCancelled()) {
       return absl::CancelledError(absl::StrCat("batch put cancelled by the client after ",
-                                               published_, " published items"));
+                                               published(), " published items"));
     }
     if (open_.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "batch put item ", open_->index, " ('", open_->name, "') ended after ", open_->received,
-          " of ", open_->total_bytes, " bytes; ", published_, " earlier items were published"));
+          " of ", open_->total_bytes, " bytes; ", published(), " earlier items were published"));
     }
-    if (atomic_) PublishGroup();
+    return absl::OkStatus();
+  }
+
+  uint64_t published() const {
+    MutexLock lock(&results_mu_);
+    return published_;
+  }
+
+  void Answer() {
+    AnswerWithResults();
+    FinishNow(absl::OkStatus());
+  }
+
+  void AnswerWithResults() {
+    // Every publish answered: nothing else touches the results now.
+    MutexLock lock(&results_mu_);
     Log(LogLevel::kInfo, "batch_put",
         {{"items", results_.size()}, {"published", published_}, {"failed", failed_},
          {"bytes", published_bytes_}, {"group_version", group_version_},
-         {"peer", context_->peer()}, {"request_id", call_.request_id()}});
+         {"request_id", call_.request_id()}});
     // Made, serialized and freed here, in one thread: a message of 65,536
     // items built across gRPC's threads would be freed in another one.
     v1::BatchPutResponse response;
@@ -381,14 +456,28 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
     }
     *response_ = SerializeToByteBuffer(response);
-    return absl::OkStatus();
   }
 
+  // Publishes still answering finish first: the last one finishes the call
+  // (the reactor must outlive every callback that touches it).
   void FinishWith(const absl::Status& status) {
+    {
+      MutexLock lock(&results_mu_);
+      if (publishing_ > 0) {
+        deferred_failure_ = status;
+        ended_ = true;
+        return;
+      }
+      answered_ = true;
+    }
+    FinishNow(status);
+  }
+
+  void FinishNow(const absl::Status& status) {
     outcome_ = status;
     if (!status.ok()) {
       Log(LogLevel::kInfo, "batch_put_failed",
-          {{"published", published_}, {"peer", context_->peer()},
+          {{"published", published()}, {"peer", context_->peer()},
            {"request_id", call_.request_id()},
            {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
       open_.reset();
@@ -425,14 +514,20 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     uint32_t crc32c = 0;
     int64_t created_unix_nanos = 0;
   };
-  std::vector<ItemResult> results_;
-  uint64_t group_version_ = 0;
-  uint64_t last_published_version_ = 0;  // the acknowledgement waits for its registration
-  std::string first_failure_;
-  size_t message_bytes_ = 0;
-  uint64_t published_ = 0;
-  uint64_t failed_ = 0;
-  uint64_t published_bytes_ = 0;
+  // Publishes answer on cluster threads: what they fill is behind a lock.
+  mutable Mutex results_mu_;
+  std::vector<ItemResult> results_ ABSL_GUARDED_BY(results_mu_);
+  uint64_t group_version_ ABSL_GUARDED_BY(results_mu_) = 0;
+  std::string first_failure_ ABSL_GUARDED_BY(results_mu_);
+  size_t message_bytes_ ABSL_GUARDED_BY(results_mu_) = 0;
+  uint64_t published_ ABSL_GUARDED_BY(results_mu_) = 0;
+  uint64_t failed_ ABSL_GUARDED_BY(results_mu_) = 0;
+  uint64_t published_bytes_ ABSL_GUARDED_BY(results_mu_) = 0;
+  size_t publishing_ ABSL_GUARDED_BY(results_mu_) = 0;  // publishes not yet answered
+  bool ended_ ABSL_GUARDED_BY(results_mu_) = false;     // the stream ended well
+  bool answered_ ABSL_GUARDED_BY(results_mu_) = false;
+  // A failure that came while publishes were answering: the call's answer.
+  std::optional<absl::Status> deferred_failure_ ABSL_GUARDED_BY(results_mu_);
   uint64_t received_total_ = 0;
   IdleHeapTrim& heap_trim_;
   std::unique_ptr<IdleHeapTrim::Activity> heap_activity_;  // once past kTrimAfterBytes

@@ -7,6 +7,7 @@
 #include "service/common/errno_status.h"
 #include "service/common/log.h"
 #include "service/wire/request_id.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 
@@ -53,6 +54,14 @@ void CallRecord::End(const absl::Status& status) {
          {"code", absl::StatusCodeToString(status.code())},
          {"duration_us", absl::ToInt64Microseconds(latency)}, {"message", status.message()}});
   }
+}
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status, CallRecord& call) {
+  call.End(status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 }  // namespace tensord

@@ -12,6 +12,7 @@
 
 namespace grpc {
 class CallbackServerContext;
+class ServerUnaryReactor;
 }
 
 namespace tensord {
@@ -53,6 +54,11 @@ class CallRecord {
   std::string request_id_;  // empty until made up
   bool ended_ = false;
 };
+
+// Ends `call` with `status` and finishes the unary call with it, on the
+// context's default reactor (what an answer known at once needs).
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status, CallRecord& call);
 
 }  // namespace tensord
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
+#include "service/transport/latest_read.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/payload_hold.h"
@@ -104,21 +105,18 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         metrics_(metrics),
         call_(Rpc::kFetch, *context, metrics, CallRecord::IdEcho::kAtStart) {
     absl::Status status = Admit(*request, service);
-    ClusterReads* reads = options.cluster_reads.get();
-    // In a cluster, a read of the latest version that another node holds
-    // newer (or that only other nodes hold) is pulled here first; the call
-    // goes on from the pull's thread.
-    const bool cluster_read = status.ok() && reads != nullptr && request_.version() == 0;
-    if (cluster_read && !reads->HoldsLatest(request_.name())) {
-      reads->PullLatest(request_.name(), [this](absl::Status pulled) { Serve(pulled, true); });
+    if (!status.ok()) {
+      Serve(status);
       return;
     }
-    if (status.ok()) status = Start();
-    if (cluster_read && status.code() == absl::StatusCode::kNotFound) {
-      reads->PullLatest(request_.name(), [this](absl::Status pulled) { Serve(pulled, true); });
-      return;
-    }
-    Serve(status, false);
+    // Another node's copy of an ordered version: served from this node's
+    // own registry, never through the cluster's read path.
+    const bool peer_copy = request_.cluster_origin() != 0;
+    WhenLatestIsHere(peer_copy ? nullptr : options.cluster_access.get(), request_.name(),
+                     request_.version(), [this](absl::Status ready) {
+                       if (ready.ok()) ready = Start();
+                       Serve(ready);
+                     });
   }
 
   void OnWriteDone(bool ok) override {
@@ -143,9 +141,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
  private:
-  // Acquires the version now when it was pulled first, then sends it.
-  void Serve(absl::Status status, bool pulled) {
-    if (status.ok() && pulled) status = Start();
+  // Sends the version Start() leased, or finishes with why not.
+  void Serve(absl::Status status) {
     if (!status.ok()) {
       outcome_ = status;
       Finish(ToGrpcStatus(status));
@@ -158,10 +155,17 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // Parsed before the token is checked only to name the tensor in a
     // refusal; an unauthenticated caller still hears UNAUTHENTICATED first.
     const absl::Status parsed = ParseFromByteBuffer(request_bytes, request_, "fetch request");
+    // A copy between nodes needs the node's identity, not a reader's.
+    const char* rpc = parsed.ok() && request_.cluster_origin() != 0 ? "Fetch(cluster)" : "Fetch";
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant,
-                             service.AdmitCall(context_, "Fetch", parsed.ok() ? request_.name() : ""));
+                             service.AdmitCall(context_, rpc, parsed.ok() ? request_.name() : ""));
     TENSORD_RETURN_IF_ERROR(parsed);
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "Fetch", request_.name()));
+    if (request_.cluster_origin() != 0 && request_.version() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a fetch of '", request_.name(), "' by cluster_origin ", request_.cluster_origin(),
+          " names no version number too (it got ", request_.version(), ")"));
+    }
     // A stalled reader is cancelled after the idle timeout, which ends the
     // stream and, once gRPC drops the queued slices, the lease.
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Fetch", [this] {
@@ -174,6 +178,13 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     Registry& registry = registry_;
     const ServerOptions& options = options_;
     TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
+    if (const int64_t wanted = request_.cluster_origin(); wanted != 0) {
+      const int64_t held = lease->origin.load(std::memory_order_relaxed);
+      if (held != wanted) {
+        return absl::NotFoundError(absl::StrCat("this node's copy of '", request_.name(),
+                                                "' has cluster version ", held, ", not ", wanted));
+      }
+    }
     TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, lease->total_bytes));
     start_offset_ = range.offset;
     next_offset_ = range.offset;
@@ -333,19 +344,18 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
   absl::Status admitted = grant.status();
   if (admitted.ok()) admitted = parsed;
   if (admitted.ok()) admitted = CheckName(*grant, "Fetch", request.name);
-  // In a cluster, a read of the latest version held newer elsewhere (or
-  // only elsewhere) is pulled here first and answered from the pull's thread.
-  ClusterReads* reads = options_.cluster_reads.get();
-  if (admitted.ok() && reads != nullptr && request.version == 0) {
-    const bool held_here = reads->HoldsLatest(request.name) &&
-                           registry_.Stat(request.name, 0).status().code() !=
-                               absl::StatusCode::kNotFound;
-    if (!held_here) {
-      reads->PullLatest(std::string(request.name), std::move(answer));
-      return reactor;
-    }
+  if (!admitted.ok()) {
+    answer(admitted);
+    return reactor;
   }
-  answer(admitted);
+  if (request.cluster_origin != 0) {
+    answer(absl::InvalidArgumentError(absl::StrCat(
+        "FetchInline of '", request.name, "' with cluster_origin ", request.cluster_origin,
+        ": copies between nodes go through Fetch")));
+    return reactor;
+  }
+  WhenLatestIsHere(options_.cluster_access.get(), request.name, request.version,
+                   std::move(answer));
   return reactor;
 }
 

@@ -68,17 +68,20 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
       wanted.push_back({item.name(), item.version()});
       wanted_index.push_back(static_cast<uint32_t>(i));
     }
-    std::vector<absl::StatusOr<Lease>> leases = registry_.AcquireMany(wanted);
-    for (size_t i = 0; i < leases.size(); ++i) {
-      // In a cluster an item this node lacks, or holds older than another
-      // node, is sent to gRPC, whose fetch pulls it here.
-      absl::Status redirect =
-          ClusterRedirect(wanted[i].name, wanted[i].version, leases[i].status());
-      if (!redirect.ok()) {
-        chosen[wanted_index[i]].second = redirect;
-      } else {
-        chosen[wanted_index[i]].second = std::move(leases[i]);
+    // In a cluster, an item whose latest the cluster could not give says why.
+    std::vector<NameVersion> leasing;
+    std::vector<uint32_t> leasing_index;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      if (absl::Status verdict = ClusterVerdict(wanted[i].name, wanted[i].version); !verdict.ok()) {
+        chosen[wanted_index[i]].second = verdict;
+        continue;
       }
+      leasing.push_back(std::move(wanted[i]));
+      leasing_index.push_back(wanted_index[i]);
+    }
+    std::vector<absl::StatusOr<Lease>> leases = registry_.AcquireMany(leasing);
+    for (size_t i = 0; i < leases.size(); ++i) {
+      chosen[leasing_index[i]].second = std::move(leases[i]);
     }
     return chosen;
   }

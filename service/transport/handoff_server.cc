@@ -13,6 +13,7 @@
 #include "service/common/errno_status.h"
 #include "service/common/fd_limits.h"
 #include "service/common/log.h"
+#include "service/common/mutex.h"
 #include "service/common/unix_socket.h"
 
 namespace tensord {
@@ -20,6 +21,39 @@ namespace tensord {
 struct HandoffConnection {
   ScopedFd socket;
   std::unique_ptr<HandoffSession> session;
+  uint64_t id = 0;
+  // Its reply waits for the cluster: not read from until it is sent.
+  bool waiting = false;
+};
+
+// Finishers of replies that waited for the cluster, from cluster threads to
+// the event loop, with an eventfd of their own that wakes it. Shared with
+// every pending resume, so a late one after Stop() finds it alive.
+class HandoffResumes {
+ public:
+  HandoffResumes() : wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  int fd() const { return wake_.get(); }
+
+  void Push(uint64_t connection, HandoffSession::Finisher finisher) {
+    {
+      MutexLock lock(&mu_);
+      ready_.emplace_back(connection, std::move(finisher));
+    }
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t written = ::write(wake_.get(), &one, sizeof(one));
+  }
+
+  std::vector<std::pair<uint64_t, HandoffSession::Finisher>> Take() {
+    uint64_t count = 0;
+    [[maybe_unused]] ssize_t read = ::read(wake_.get(), &count, sizeof(count));
+    MutexLock lock(&mu_);
+    return std::exchange(ready_, {});
+  }
+
+ private:
+  ScopedFd wake_;
+  Mutex mu_;
+  std::vector<std::pair<uint64_t, HandoffSession::Finisher>> ready_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -44,6 +78,8 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(const Handof
                                  : DefaultMaxHandoffConnections(OpenFileLimit());
   server->wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!server->wake_.valid()) return ErrnoStatus(errno, "eventfd");
+  server->resumes_ = std::make_shared<HandoffResumes>();
+  if (server->resumes_->fd() < 0) return ErrnoStatus(errno, "eventfd");
   server->thread_ = std::thread([raw = server.get()] { raw->Run(); });
   return server;
 }
@@ -97,9 +133,20 @@ bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, a
         {{"peer_pid", peer->pid}, {"peer_uid", peer->uid}, {"authorized", authorized}});
     metrics_.AddConnectionAccepted(Listener::kHandoff);
     connections.push_back(HandoffConnection{
-        std::move(result.connection),
-        std::make_unique<HandoffSession>(registry_, tokens_, options_.limits, *peer, authorized,
-                                         metrics_, options_.cluster_reads)});
+        .socket = std::move(result.connection),
+        .session = std::make_unique<HandoffSession>(registry_, tokens_, options_.limits, *peer,
+                                                    authorized, metrics_, options_.cluster),
+        .id = next_connection_id_++});
+  }
+  return true;
+}
+
+bool HandoffServer::SendReply(HandoffConnection& connection, HandoffSession::Reply reply) {
+  absl::Status sent = SendPacket(connection.socket.get(), reply.bytes, reply.fds);
+  if (!sent.ok()) {
+    Log(LogLevel::kWarning, "handoff_send_failed",
+        {{"peer_pid", connection.session->peer().pid}, {"error", sent.ToString()}});
+    return false;
   }
   return true;
 }
@@ -115,8 +162,11 @@ void HandoffServer::Run() {
     polled.push_back({wake_.get(), POLLIN, 0});
     // A resting listener stays in the set (indices stay fixed) but unpolled.
     polled.push_back({listener_resting_until > absl::Now() ? -1 : listener_.get(), POLLIN, 0});
+    polled.push_back({resumes_->fd(), POLLIN, 0});
     for (const HandoffConnection& connection : connections) {
-      polled.push_back({connection.socket.get(), POLLIN, 0});
+      // One request at a time per connection: one waiting for the cluster
+      // is not read from until its reply is sent.
+      polled.push_back({connection.waiting ? -1 : connection.socket.get(), POLLIN, 0});
     }
     int ready = ::poll(polled.data(), polled.size(), kReapIntervalMs);
     if (ready < 0 && errno != EINTR) {
@@ -128,10 +178,20 @@ void HandoffServer::Run() {
 
     // Serve ready connections; a closed or misbehaving one is dropped, which
     // ends every lease and create it held.
+    if (polled[2].revents & POLLIN) {
+      for (auto& [id, finisher] : resumes_->Take()) {
+        auto it = std::find_if(connections.begin(), connections.end(),
+                               [id = id](const HandoffConnection& c) { return c.id == id; });
+        if (it == connections.end()) continue;
+        it->waiting = false;
+        if (!SendReply(*it, std::move(finisher)())) it->socket.Reset();
+      }
+    }
     for (size_t i = 0; i < connections.size(); ++i) {
-      short events = polled[i + 2].revents;
+      short events = polled[i + 3].revents;
       if (events == 0) continue;
       HandoffConnection& connection = connections[i];
+      if (connection.waiting) continue;
       bool keep = (events & POLLIN) != 0;
       if (keep) {
         // Batch requests (many names) may be larger than a single one.
@@ -141,12 +201,15 @@ void HandoffServer::Run() {
           keep = false;
         } else {
           // Requests never carry fds; one that does is closed by `packet`.
-          HandoffSession::Reply reply = connection.session->Handle(packet->bytes, now);
-          absl::Status sent = SendPacket(connection.socket.get(), reply.bytes, reply.fds);
-          if (!sent.ok()) {
-            Log(LogLevel::kWarning, "handoff_send_failed",
-                {{"peer_pid", connection.session->peer().pid}, {"error", sent.ToString()}});
-            keep = false;
+          std::optional<HandoffSession::Reply> reply = connection.session->Handle(
+              packet->bytes, now,
+              [resumes = resumes_, id = connection.id](HandoffSession::Finisher finisher) {
+                resumes->Push(id, std::move(finisher));
+              });
+          if (!reply.has_value()) {
+            connection.waiting = true;
+          } else {
+            keep = SendReply(connection, *std::move(reply));
           }
         }
       }
@@ -158,7 +221,10 @@ void HandoffServer::Run() {
         connection.socket.Reset();
       }
     }
-    std::erase_if(connections, [](const HandoffConnection& c) { return !c.socket.valid(); });
+    // A connection whose reply waits for the cluster stays until it came:
+    // its finisher runs on its session.
+    std::erase_if(connections,
+                  [](const HandoffConnection& c) { return !c.socket.valid() && !c.waiting; });
 
     if (polled[1].revents & POLLIN) {
       if (!AcceptWaiting(connections, now)) listener_resting_until = now + kRestAtFdLimit;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "service/common/cluster_reads.h"
+#include "service/registry/cluster_access.h"
 #include "service/common/episode_log.h"
 #include "service/common/guarded_accept.h"
 #include "service/common/scoped_fd.h"
@@ -31,16 +31,17 @@ struct HandoffOptions {
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;
   HandoffLimits limits;
-  // In a cluster: reads of a name another node holds newer are answered
-  // use_remote, so the client's gRPC fetch pulls it here. Not owned; null
-  // for a single node.
-  ClusterReads* cluster_reads = nullptr;
+  // In a cluster: reads of a latest version and seals wait for the cluster
+  // (off the event loop: the connection waits, the others go on). Not
+  // owned; null for a single node.
+  ClusterAccess* cluster = nullptr;
   // Most connections open at once; more are closed as soon as accepted.
   // 0 = derived from RLIMIT_NOFILE (DefaultMaxHandoffConnections).
   uint64_t max_connections = 0;
 };
 
 struct HandoffConnection;
+class HandoffResumes;
 
 class HandoffServer {
  public:
@@ -70,6 +71,8 @@ class HandoffServer {
   // Accepts what waits on the listener into `connections`; false when the
   // process is out of fds and the listener should rest.
   bool AcceptWaiting(std::vector<HandoffConnection>& connections, absl::Time now);
+  // Sends `reply`; false (logged) when the connection broke.
+  bool SendReply(HandoffConnection& connection, HandoffSession::Reply reply);
 
   const HandoffOptions options_;
   Registry& registry_;
@@ -77,7 +80,10 @@ class HandoffServer {
   ServiceMetrics& metrics_;
   ScopedFd listener_;
   ScopedFd wake_;  // eventfd that ends Run()
+  // Replies that waited for the cluster, handed back to the event loop.
+  std::shared_ptr<HandoffResumes> resumes_;
   uint64_t max_connections_ = 0;
+  uint64_t next_connection_id_ = 1;  // the event loop's
   GuardedAccept accept_;
   EpisodeLog cap_log_{"handoff_connection_cap_reached"};
   std::thread thread_;

@@ -16,22 +16,47 @@
 namespace tensord {
 
 HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Time now) {
+  std::optional<Reply> reply = Handle(packet, now, nullptr);
+  if (reply.has_value()) return *std::move(reply);
+  v1::HandoffResponse response;
+  return Encode(response, absl::InternalError("a reply that waits for the cluster needs a resume"),
+                Reply());
+}
+
+std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view packet,
+                                                            absl::Time now, const Resume& resume) {
   // The previous reply has been sent: its exported fds are no longer needed
   // (the keepalive, kept with the lease or create, holds the memory).
   sent_export_fds_.clear();
   v1::HandoffRequest request;
-  v1::HandoffResponse response;
-  Reply reply;
-  absl::Status status;
   if (!request.ParseFromArray(packet.data(), static_cast<int>(packet.size()))) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("handoff packet of ", packet.size(), " bytes is not a HandoffRequest"));
-  } else {
-    response.set_request_id(request.request_id());
-    status = Dispatch(request, now, response, reply.fds);
+    v1::HandoffResponse response;
+    return Encode(response,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "handoff packet of ", packet.size(), " bytes is not a HandoffRequest")),
+                  Reply());
   }
+  if (cluster_ != nullptr && resume != nullptr && authorized_ &&
+      StartInCluster(request, now, resume)) {
+    return std::nullopt;
+  }
+  return Answer(request, now);
+}
+
+HandoffSession::Reply HandoffSession::Answer(const v1::HandoffRequest& request, absl::Time now) {
+  v1::HandoffResponse response;
+  response.set_request_id(request.request_id());
+  Reply reply;
+  const absl::Status status = Dispatch(request, now, response, reply.fds);
+  if (!status.ok() && IsFdExhaustion(status)) {
+    FdExhaustionLog().Note("handoff request", status.message(), now);
+  }
+  return Encode(response, status, std::move(reply));
+}
+
+HandoffSession::Reply HandoffSession::Encode(v1::HandoffResponse& response,
+                                             const absl::Status& status, Reply reply) {
   if (!status.ok()) {
-    if (IsFdExhaustion(status)) FdExhaustionLog().Note("handoff request", status.message(), now);
     response.clear_kind();
     reply.fds.clear();
     response.set_code(static_cast<int32_t>(status.code()));
@@ -40,6 +65,54 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
   }
   reply.bytes = response.SerializeAsString();
   return reply;
+}
+
+bool HandoffSession::StartInCluster(const v1::HandoffRequest& request, absl::Time now,
+                                    const Resume& resume) {
+  std::vector<std::string> names;
+  switch (request.kind_case()) {
+    case v1::HandoffRequest::kAcquire:
+      if (request.acquire().version() == 0 &&
+          scope_.Check(request.acquire().name(), /*write_access=*/false).ok()) {
+        names.push_back(request.acquire().name());
+      }
+      break;
+    case v1::HandoffRequest::kAcquireMany:
+      for (const v1::NameVersion& item : request.acquire_many().items()) {
+        if (item.version() == 0 && scope_.Check(item.name(), /*write_access=*/false).ok()) {
+          names.push_back(item.name());
+        }
+      }
+      break;
+    case v1::HandoffRequest::kSeal: return SealInCluster(request, resume);
+    case v1::HandoffRequest::kSealGroup: return SealGroupInCluster(request, resume);
+    default: break;
+  }
+  if (names.empty()) return false;
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  // The read goes on once the cluster made sure of the latest versions,
+  // off this loop (it may wait for etcd or another node).
+  cluster_->EnsureLatest(names, [this, names, request, now, resume](
+                                    std::vector<absl::Status> ready) {
+    auto refusals = std::make_shared<absl::flat_hash_map<std::string, absl::Status>>();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!ready[i].ok()) refusals->emplace(names[i], std::move(ready[i]));
+    }
+    resume([this, request, now, refusals]() {
+      cluster_refusals_ = refusals.get();
+      Reply reply = Answer(request, now);
+      cluster_refusals_ = nullptr;
+      return reply;
+    });
+  });
+  return true;
+}
+
+absl::Status HandoffSession::ClusterVerdict(absl::string_view name, uint64_t version) const {
+  if (cluster_ == nullptr || version != 0 || cluster_refusals_ == nullptr) return absl::OkStatus();
+  auto it = cluster_refusals_->find(std::string(name));
+  return it == cluster_refusals_->end() ? absl::OkStatus() : it->second;
 }
 
 int HandoffSession::KeepUntilSent(ScopedFd fd) {
@@ -106,35 +179,11 @@ absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request
   return absl::OkStatus();
 }
 
-absl::Status HandoffSession::ClusterRedirect(absl::string_view name, uint64_t version,
-                                             const absl::Status& local) const {
-  // Versions are numbered per node: only a read of the latest can be
-  // answered by another node's copy. The event loop must not wait for a
-  // pull, so the client is sent to gRPC, whose fetch pulls the version here
-  // once; later handoff reads of it are local.
-  if (cluster_reads_ == nullptr || version != 0) return absl::OkStatus();
-  if (local.ok()) {
-    if (cluster_reads_->HoldsLatest(name)) return absl::OkStatus();
-    return MarkUseRemote(absl::NotFoundError(absl::StrCat(
-        "another node holds a newer version of '", name,
-        "': fetch it over gRPC, which copies it to this node")));
-  }
-  if (local.code() != absl::StatusCode::kNotFound) return absl::OkStatus();
-  return MarkUseRemote(absl::NotFoundError(absl::StrCat(
-      "'", name, "' is not on this node; a gRPC fetch looks for it on the other nodes: ",
-      local.message())));
-}
-
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
   TENSORD_RETURN_IF_ERROR(scope_.Check(request.name(), /*write_access=*/false));
-  TENSORD_RETURN_IF_ERROR(ClusterRedirect(request.name(), request.version(), absl::OkStatus()));
-  absl::StatusOr<Lease> acquired = registry_.Acquire(request.name(), request.version());
-  if (!acquired.ok()) {
-    TENSORD_RETURN_IF_ERROR(ClusterRedirect(request.name(), request.version(), acquired.status()));
-    return acquired.status();
-  }
-  Lease lease = *std::move(acquired);
+  TENSORD_RETURN_IF_ERROR(ClusterVerdict(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
   const bool on_device = IsDeviceLayout(lease->layout);
   if (on_device && request.host_only()) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
@@ -214,14 +263,12 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   header.set_retention(request.retention());
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
   TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
-  // The copies are checked before anything is allocated, as a Put's header
-  // is. ReplicasFor answers from memory, except that it rereads the member
-  // list from etcd when the kept one has fewer live nodes than asked for
-  // (a node that just joined): rare, and bounded by the etcd call's
-  // deadline, but it does hold this event loop for that read.
+  // The copies are checked before anything is allocated, as a Put's
+  // header is (from memory: nothing here waits on etcd).
   uint32_t replicas = 0;  // single node: nothing for the producer to await
-  if (cluster_reads_ != nullptr) {
-    TENSORD_ASSIGN_OR_RETURN(replicas, cluster_reads_->ReplicasFor(put.name, request.replicas()));
+  if (cluster_ != nullptr) {
+    TENSORD_ASSIGN_OR_RETURN(replicas,
+                             cluster_->ReplicasFor(put.name, request.replicas(), put.retention));
   } else if (request.replicas() > 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "create of '", put.name, "' asks for replicas=", request.replicas(),
@@ -248,6 +295,7 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
     fd = KeepUntilSent(std::move(create.device_export.fd));
   }
   create.deadline = now + limits_.create_timeout;
+  create.replicas = std::max<uint32_t>(replicas, 1);
   uint64_t id = next_id_++;
   response.set_create_id(id);
   response.set_replicas(replicas);
@@ -277,6 +325,24 @@ absl::Status HandoffSession::Seal(const v1::SealRequest& request, v1::SealRespon
 
 absl::Status HandoffSession::SealGroup(const v1::SealGroupRequest& request,
                                        v1::SealGroupResponse& response) {
+  std::vector<std::optional<uint32_t>> expected;
+  TENSORD_ASSIGN_OR_RETURN(std::vector<PendingVersion> group, TakeGroup(request, expected));
+  TENSORD_ASSIGN_OR_RETURN(std::vector<VersionInfo> infos,
+                           registry_.PublishGroup(std::move(group), expected));
+  uint64_t bytes = 0;
+  for (const VersionInfo& info : infos) {
+    bytes += info.total_bytes;
+    InfoToProto(info, response.add_infos());
+  }
+  metrics_.AddHandoffBytesReceived(bytes);
+  Log(LogLevel::kInfo, "seal_group",
+      {{"tensors", infos.size()}, {"version", infos.front().version}, {"bytes", bytes},
+       {"peer_pid", peer_.pid}});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PendingVersion>> HandoffSession::TakeGroup(
+    const v1::SealGroupRequest& request, std::vector<std::optional<uint32_t>>& expected) {
   if (request.seals_size() == 0) {
     return absl::InvalidArgumentError("seal group names no create");
   }
@@ -295,25 +361,89 @@ absl::Status HandoffSession::SealGroup(const v1::SealGroupRequest& request,
     }
   }
   std::vector<PendingVersion> group;
-  std::vector<std::optional<uint32_t>> expected;
   for (const v1::SealRequest& seal : request.seals()) {
     auto it = creates_.find(seal.create_id());
     group.push_back(std::move(it->second.version));
     creates_.erase(it);
     expected.push_back(seal.has_crc32c() ? std::optional<uint32_t>(seal.crc32c()) : std::nullopt);
   }
-  TENSORD_ASSIGN_OR_RETURN(std::vector<VersionInfo> infos,
-                           registry_.PublishGroup(std::move(group), expected));
-  uint64_t bytes = 0;
-  for (const VersionInfo& info : infos) {
-    bytes += info.total_bytes;
-    InfoToProto(info, response.add_infos());
+  return group;
+}
+
+bool HandoffSession::SealInCluster(const v1::HandoffRequest& request, const Resume& resume) {
+  auto it = creates_.find(request.seal().create_id());
+  if (it == creates_.end()) return false;  // answered now, as NOT_FOUND
+  PendingVersion pending = std::move(it->second.version);
+  const uint32_t replicas = it->second.replicas;
+  creates_.erase(it);
+  std::optional<uint32_t> expected;
+  if (request.seal().has_crc32c()) expected = request.seal().crc32c();
+  const uint64_t request_id = request.request_id();
+  auto answer = [this, request_id](absl::StatusOr<VersionInfo> info) {
+    v1::HandoffResponse response;
+    response.set_request_id(request_id);
+    if (info.ok()) {
+      metrics_.AddHandoffBytesReceived(info->total_bytes);
+      Log(LogLevel::kInfo, "seal",
+          {{"name", info->name}, {"version", info->version}, {"bytes", info->total_bytes},
+           {"origin", info->origin}, {"peer_pid", peer_.pid}});
+      InfoToProto(*info, response.mutable_seal()->mutable_info());
+    }
+    return Encode(response, info.status(), Reply());
+  };
+  absl::StatusOr<SealedVersion> sealed = registry_.Seal(std::move(pending), expected);
+  if (!sealed.ok()) {
+    resume([answer, status = sealed.status()]() mutable { return answer(status); });
+    return true;
   }
-  metrics_.AddHandoffBytesReceived(bytes);
-  Log(LogLevel::kInfo, "seal_group",
-      {{"tensors", infos.size()}, {"version", infos.front().version}, {"bytes", bytes},
-       {"peer_pid", peer_.pid}});
-  return absl::OkStatus();
+  cluster_->Commit(*std::move(sealed), replicas,
+                   [answer, resume](absl::StatusOr<VersionInfo> info) mutable {
+                     resume([answer, info = std::move(info)]() mutable { return answer(info); });
+                   });
+  return true;
+}
+
+bool HandoffSession::SealGroupInCluster(const v1::HandoffRequest& request, const Resume& resume) {
+  // The group's items get the most copies any of their creates asked for.
+  uint32_t replicas = 1;
+  for (const v1::SealRequest& seal : request.seal_group().seals()) {
+    if (auto it = creates_.find(seal.create_id()); it != creates_.end()) {
+      replicas = std::max(replicas, it->second.replicas);
+    }
+  }
+  std::vector<std::optional<uint32_t>> expected;
+  absl::StatusOr<std::vector<PendingVersion>> group = TakeGroup(request.seal_group(), expected);
+  if (!group.ok()) return false;  // answered now, with why
+  const uint64_t request_id = request.request_id();
+  auto answer = [this, request_id](absl::StatusOr<std::vector<VersionInfo>> infos) {
+    v1::HandoffResponse response;
+    response.set_request_id(request_id);
+    if (infos.ok()) {
+      uint64_t bytes = 0;
+      for (const VersionInfo& info : *infos) {
+        bytes += info.total_bytes;
+        InfoToProto(info, response.mutable_seal_group()->add_infos());
+      }
+      metrics_.AddHandoffBytesReceived(bytes);
+      Log(LogLevel::kInfo, "seal_group",
+          {{"tensors", infos->size()}, {"version", infos->front().version}, {"bytes", bytes},
+           {"peer_pid", peer_.pid}});
+    }
+    return Encode(response, infos.status(), Reply());
+  };
+  absl::StatusOr<std::vector<SealedVersion>> sealed =
+      registry_.SealGroup(*std::move(group), expected);
+  if (!sealed.ok()) {
+    resume([answer, status = sealed.status()]() mutable { return answer(status); });
+    return true;
+  }
+  cluster_->CommitGroup(*std::move(sealed), replicas,
+                        [answer, resume](absl::StatusOr<std::vector<VersionInfo>> infos) mutable {
+                          resume([answer, infos = std::move(infos)]() mutable {
+                            return answer(infos);
+                          });
+                        });
+  return true;
 }
 
 absl::Status HandoffSession::Abort(const v1::AbortRequest& request) {

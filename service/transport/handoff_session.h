@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 #include <string>
@@ -15,7 +17,8 @@
 #include "absl/time/time.h"
 #include "service/common/unix_socket.h"
 #include "service/metrics/service_metrics.h"
-#include "service/common/cluster_reads.h"
+#include "absl/functional/any_invocable.h"
+#include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
 #include "tensord/v1/handoff.pb.h"
@@ -33,17 +36,17 @@ struct HandoffLimits {
 class HandoffSession {
  public:
   // Bytes handed out and sealed are added to `metrics`.
-  // `cluster_reads` (null for a single node) must outlive the session.
+  // `cluster` (null for a single node) must outlive the session.
   HandoffSession(Registry& registry, HandoffTokens& tokens, const HandoffLimits& limits,
                  PeerCredentials peer, bool authorized, ServiceMetrics& metrics,
-                 ClusterReads* cluster_reads = nullptr)
+                 ClusterAccess* cluster = nullptr)
       : registry_(registry),
         tokens_(tokens),
         limits_(limits),
         peer_(peer),
         authorized_(authorized),
         metrics_(metrics),
-        cluster_reads_(cluster_reads) {}
+        cluster_(cluster) {}
 
   struct Reply {
     std::string bytes;  // a serialized HandoffResponse
@@ -57,6 +60,15 @@ class HandoffSession {
   // Answers one packet. Never fails: every error becomes a response with a
   // canonical code and a message naming the bad value.
   Reply Handle(absl::string_view packet, absl::Time now);
+
+  // In a cluster some answers wait for it (a read of a latest version, a
+  // seal): Handle then returns nullopt and, later, calls `resume` once,
+  // from a cluster thread, with the Finisher that makes the reply. The
+  // Finisher must run on the session's thread, and no other packet of the
+  // session may be handled before it ran.
+  using Finisher = absl::AnyInvocable<Reply() &&>;
+  using Resume = std::function<void(Finisher)>;
+  std::optional<Reply> Handle(absl::string_view packet, absl::Time now, const Resume& resume);
 
   // Reclaims creates whose timeout has passed.
   void ReapExpiredCreates(absl::Time now);
@@ -77,12 +89,26 @@ class HandoffSession {
   };
   struct PendingCreate {
     PendingVersion version;
+    uint32_t replicas = 1;  // copies its seal waits for (cluster)
     ExportedHandle device_export;  // device creates: what the producer imported
     absl::Time deadline;
   };
 
   // Holds an exported fd until the reply carrying it has been sent.
   int KeepUntilSent(ScopedFd fd);
+  // The reply to a parsed request, answered now.
+  Reply Answer(const v1::HandoffRequest& request, absl::Time now);
+  // `response` with `status` when it is an error.
+  static Reply Encode(v1::HandoffResponse& response, const absl::Status& status, Reply reply);
+  // Starts what a request must ask the cluster first; true when it did
+  // (the reply then comes through `resume`).
+  bool StartInCluster(const v1::HandoffRequest& request, absl::Time now, const Resume& resume);
+  // A seal's commit through the cluster; the reply comes through `resume`.
+  bool SealInCluster(const v1::HandoffRequest& request, const Resume& resume);
+  bool SealGroupInCluster(const v1::HandoffRequest& request, const Resume& resume);
+  // The creates a seal group consumes, checked (every one pending, none twice).
+  absl::StatusOr<std::vector<PendingVersion>> TakeGroup(
+      const v1::SealGroupRequest& request, std::vector<std::optional<uint32_t>>& expected);
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
                         v1::HandoffResponse& response, std::vector<int>& fds);
   // The requests whose answers carry no fd.
@@ -118,11 +144,13 @@ class HandoffSession {
   // Every name for an allow-listed peer; a redeemed token's otherwise.
   HandoffScope scope_;
   ServiceMetrics& metrics_;
-  ClusterReads* const cluster_reads_;
-  // In a cluster: why a read of the latest version of `name` must go over
-  // gRPC (which pulls it here), or OK when this node can serve it.
-  absl::Status ClusterRedirect(absl::string_view name, uint64_t version,
-                               const absl::Status& local) const;
+  ClusterAccess* const cluster_;
+  // In a cluster, while a read's reply is made after the cluster made sure
+  // of the latest versions: the names it could not give, and why.
+  const absl::flat_hash_map<std::string, absl::Status>* cluster_refusals_ = nullptr;
+  // OK when the registry may answer a read of `name` at `version`; the
+  // cluster's refusal otherwise.
+  absl::Status ClusterVerdict(absl::string_view name, uint64_t version) const;
   uint64_t next_id_ = 1;
   // Exported device fds of the reply last sent, closed at the next request.
   std::vector<ScopedFd> sent_export_fds_;

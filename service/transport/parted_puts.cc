@@ -1,5 +1,7 @@
 #include "service/transport/parted_puts.h"
 
+#include "service/transport/publish.h"
+
 #include <iterator>
 #include <utility>
 
@@ -156,28 +158,16 @@ void PartedPut::Publish() {
     pending = std::move(pending_);
   }
   pending.crc32c = crc;
-  absl::StatusOr<VersionInfo> info = owner_.registry_.Publish(std::move(pending), identity_.crc32c);
-  if (!info.ok()) {
-    AnswerAll(info.status());
-    return;
-  }
-  Log(LogLevel::kInfo, "put",
-      {{"name", info->name}, {"version", info->version}, {"bytes", info->total_bytes},
-       {"parts", static_cast<uint64_t>(identity_.part->parts)}});
-  if (owner_.cluster_ == nullptr) {
-    AnswerAll(*info);
-    return;
-  }
-  // Acknowledged once the directory has it and its copies exist, as a put
-  // in one stream is.
-  owner_.cluster_->AfterPut(info->name, info->version, replicas_,
-                            [self = shared_from_this(), published = *info](absl::Status status) {
-                              if (status.ok()) {
-                                self->AnswerAll(published);
-                              } else {
-                                self->AnswerAll(status);
-                              }
-                            });
+  PublishLatest(owner_.registry_, owner_.cluster_, std::move(pending), identity_.crc32c, replicas_,
+                [self = shared_from_this()](absl::StatusOr<VersionInfo> info) {
+                  if (info.ok()) {
+                    Log(LogLevel::kInfo, "put",
+                        {{"name", info->name}, {"version", info->version},
+                         {"bytes", info->total_bytes},
+                         {"parts", static_cast<uint64_t>(self->identity_.part->parts)}});
+                  }
+                  self->AnswerAll(info);
+                });
 }
 
 void PartedPut::AnswerAll(const absl::StatusOr<VersionInfo>& outcome) {
@@ -213,7 +203,7 @@ void PartedPut::Fail(const absl::Status& cause) {
   for (Waiter& waiter : waiters) waiter.answer(failure);
 }
 
-PartedPuts::PartedPuts(Registry& registry, ClusterReads* cluster)
+PartedPuts::PartedPuts(Registry& registry, ClusterAccess* cluster)
     : registry_(registry), cluster_(cluster) {}
 
 absl::StatusOr<std::shared_ptr<PartedPut>> PartedPuts::Join(

@@ -21,7 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "service/common/cluster_reads.h"
+#include "service/registry/cluster_access.h"
 #include "service/common/mutex.h"
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
@@ -114,7 +114,7 @@ class PartedPut : public std::enable_shared_from_this<PartedPut> {
 class PartedPuts {
  public:
   // `cluster` is null on a single node.
-  PartedPuts(Registry& registry, ClusterReads* cluster);
+  PartedPuts(Registry& registry, ClusterAccess* cluster);
 
   // The put `put.part` belongs to, made when this is its first part:
   // `prepare` then resolves the copies and reserves the pending version
@@ -144,7 +144,7 @@ class PartedPuts {
   void Forget(const std::string& upload_id, const PartedPut* put, const absl::Status& how);
 
   Registry& registry_;
-  ClusterReads* const cluster_;
+  ClusterAccess* const cluster_;
   mutable Mutex mutex_;
   absl::flat_hash_map<std::string, std::shared_ptr<PartedPut>> puts_;  // guarded by mutex_
   absl::flat_hash_map<std::string, absl::Status> ended_;              // guarded by mutex_

@@ -18,6 +18,7 @@
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/parted_puts.h"
+#include "service/transport/publish.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
@@ -60,16 +61,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     if (!ok) {
-      absl::Status published = EndOfStream();
-      if (published.ok() && options_.cluster_reads != nullptr) {
-        // In a cluster the put is acknowledged once the directory has it
-        // (and its replicas exist), so a read on any node then finds it.
-        stream_slot_.reset();
-        options_.cluster_reads->AfterPut(name_, published_version_, replicas_,
-                                         [this](absl::Status status) { FinishWith(status); });
-        return;
-      }
-      FinishWith(published);
+      EndOfStream();
       return;
     }
     if (absl::Status status = HandleMessage(); !status.ok()) {
@@ -145,14 +137,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                                     "' names a part (PutHeader.part): parts go to PutPart"));
     }
     if (part_call_) return JoinParts(header, put);
-    if (options_.cluster_reads != nullptr) {
-      TENSORD_ASSIGN_OR_RETURN(replicas_,
-                               options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
-    } else if (header.replicas() > 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "put of '", put.name, "' asks for replicas=", header.replicas(),
-          ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
-    }
+    TENSORD_ASSIGN_OR_RETURN(replicas_, CopiesFor(put, header.replicas()));
     TENSORD_ASSIGN_OR_RETURN(pending_, registry_.Prepare(std::move(put.name), std::move(put.layout),
                                                          put.total_bytes, put.retention));
     started_ = true;
@@ -169,19 +154,22 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   // The first part of a put in parts reserves its version (as a put in one
   // stream does); the others join it.
-  absl::Status JoinParts(const v1::PutHeader& header, const ValidatedPut& put) {
-    if (options_.cluster_reads == nullptr && header.replicas() > 1) {
+  // The copies a put gets, checked before any byte moves.
+  absl::StatusOr<uint32_t> CopiesFor(const ValidatedPut& put, uint32_t requested) const {
+    if (options_.cluster_access != nullptr) {
+      return options_.cluster_access->ReplicasFor(put.name, requested, put.retention);
+    }
+    if (requested > 1) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "put of '", put.name, "' asks for replicas=", header.replicas(),
+          "put of '", put.name, "' asks for replicas=", requested,
           ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
     }
-    // Resolved by every part, outside the table's lock (it may ask etcd);
-    // the put keeps its first part's.
-    uint32_t replicas = 1;
-    if (options_.cluster_reads != nullptr) {
-      TENSORD_ASSIGN_OR_RETURN(replicas,
-                               options_.cluster_reads->ReplicasFor(put.name, header.replicas()));
-    }
+    return 1u;
+  }
+
+  absl::Status JoinParts(const v1::PutHeader& header, const ValidatedPut& put) {
+    // Resolved by every part; the put keeps its first part's.
+    TENSORD_ASSIGN_OR_RETURN(const uint32_t replicas, CopiesFor(put, header.replicas()));
     TENSORD_ASSIGN_OR_RETURN(
         parted_, service_.parted_puts().Join(
                      put, header.replicas(), grant_,
@@ -301,7 +289,34 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
   }
 
-  absl::Status EndOfStream() {
+  // The stream's checks, then the publish; the call finishes from its
+  // outcome (inline, or on a cluster thread once the cluster has it).
+  void EndOfStream() {
+    if (absl::Status complete = CheckComplete(); !complete.ok()) {
+      FinishWith(complete);
+      return;
+    }
+    pending_.crc32c = crc32c_;
+    // The place among the open streams goes now: a cluster commit is not
+    // this stream idling.
+    stream_slot_.reset();
+    PublishLatest(registry_, options_.cluster_access.get(), std::move(pending_), expected_crc32c_,
+                  replicas_, [this](absl::StatusOr<VersionInfo> info) {
+                    if (info.ok()) {
+                      published_version_ = info->version;
+                      Log(LogLevel::kInfo, "put",
+                          {{"name", info->name}, {"version", info->version},
+                           {"bytes", info->total_bytes}, {"origin", info->origin},
+                           {"request_id", call_.request_id()}});
+                      v1::PutResponse response;
+                      InfoToProto(*info, response.mutable_info());
+                      *response_ = SerializeToByteBuffer(response);
+                    }
+                    FinishWith(info.status());
+                  });
+  }
+
+  absl::Status CheckComplete() {
     if (idle_cancelled_.load(std::memory_order_relaxed)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "put of '", name_, "' sent nothing for longer than the stream idle timeout; cancelled, "
@@ -323,16 +338,6 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       TENSORD_RETURN_IF_ERROR(upload_->Finish());
       upload_.reset();
     }
-    pending_.crc32c = crc32c_;
-    TENSORD_ASSIGN_OR_RETURN(VersionInfo info,
-                             registry_.Publish(std::move(pending_), expected_crc32c_));
-    published_version_ = info.version;
-    Log(LogLevel::kInfo, "put",
-        {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
-         {"peer", context_->peer()}, {"request_id", call_.request_id()}});
-    v1::PutResponse response;
-    InfoToProto(info, response.mutable_info());
-    *response_ = SerializeToByteBuffer(response);
     return absl::OkStatus();
   }
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "service/common/cluster_reads.h"
 #include "service/common/cluster_view.h"
+#include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_file.h"
@@ -78,10 +78,9 @@ struct ServerOptions {
   // This node's cluster membership (--etcd-endpoints), reported by
   // GetServerInfo and the metrics; null for a single node.
   std::shared_ptr<const ClusterView> cluster;
-  // Read-through and delete propagation in a cluster: a read of a name's
-  // latest version that another node holds newer pulls it first. Null for
-  // a single node.
-  std::shared_ptr<ClusterReads> cluster_reads;
+  // The cluster's read and write paths (reads of a latest version wait for
+  // EnsureLatest, writes go through Commit). Null for a single node.
+  std::shared_ptr<ClusterAccess> cluster_access;
 };
 
 }  // namespace tensord

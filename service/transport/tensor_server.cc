@@ -105,12 +105,12 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   }
   server->tokens_ = std::make_unique<HandoffTokens>();
   server->cluster_ = options.cluster;
-  server->cluster_reads_ = options.cluster_reads;
+  server->cluster_access_ = options.cluster_access;
   server->service_ = std::make_unique<TensorService>(*server->registry_, *server->tokens_, options,
                                                      *server->metrics_, server->snapshots_.get());
   if (!options.handoff.socket_path.empty()) {
     HandoffOptions handoff_options = options.handoff;
-    handoff_options.cluster_reads = options.cluster_reads.get();
+    handoff_options.cluster = options.cluster_access.get();
     absl::StatusOr<std::unique_ptr<HandoffServer>> handoff = HandoffServer::Start(
         handoff_options, *server->registry_, *server->tokens_, *server->metrics_);
     if (!handoff.ok()) return handoff.status();

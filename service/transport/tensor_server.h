@@ -49,7 +49,7 @@ class TensorServer {
   // Null for a single node (no --etcd-endpoints).
   const ClusterView* cluster() const { return cluster_.get(); }
   // Null for a single node.
-  const ClusterReads* cluster_reads() const { return cluster_reads_.get(); }
+  const ClusterAccess* cluster_access() const { return cluster_access_.get(); }
   // Null without --snapshot-dir.
   SnapshotStore* snapshots() { return snapshots_.get(); }
 
@@ -73,7 +73,7 @@ class TensorServer {
   std::unique_ptr<ConnectionListener> listener_;
   std::vector<std::string> bound_addresses_;
   std::shared_ptr<const ClusterView> cluster_;
-  std::shared_ptr<const ClusterReads> cluster_reads_;
+  std::shared_ptr<const ClusterAccess> cluster_access_;
 };
 
 }  // namespace tensord

@@ -10,6 +10,7 @@
 #include "service/common/log.h"
 #include "service/common/tensor_name.h"
 #include "service/transport/call_record.h"
+#include "service/transport/latest_read.h"
 #include "service/transport/tensor_info_wire.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/wire_requests.h"
@@ -17,18 +18,6 @@
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
-namespace {
-
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const absl::Status& status, CallRecord& call) {
-  call.End(status);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-}  // namespace
-
 TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
                              const ServerOptions& options, ServiceMetrics& metrics,
                              SnapshotStore* snapshots)
@@ -41,7 +30,7 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
                          ? nullptr
                          : std::make_unique<TokenAuthenticator>(options.token_grants)),
       streams_(options.stream_limits),
-      parted_puts_(registry, options.cluster_reads.get()),
+      parted_puts_(registry, options.cluster_access.get()),
       watches_(options.max_watches) {
   SetMessageAllocatorFor_List(&list_messages_);
   SetMessageAllocatorFor_Delete(&delete_messages_);
@@ -120,36 +109,36 @@ grpc::ServerUnaryReactor* TensorService::Stat(grpc::CallbackServerContext* conte
   if (absl::Status allowed = CheckName(*grant, "Stat", request.name); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
-  ClusterReads* reads = options_.cluster_reads.get();
-  const bool cluster_read = reads != nullptr && request.version == 0;
-  if (!cluster_read || reads->HoldsLatest(request.name)) {
-    absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
-        registry_.Find(request.name, request.version);
-    if (!cluster_read || found.status().code() != absl::StatusCode::kNotFound) {
-      if (found.ok()) {
-        grpc::ByteBuffer encoded = EncodeStatResponse(**found);
-        response->Swap(&encoded);
-      }
-      return FinishUnary(context, found.status(), call);
-    }
+  if (options_.cluster_access != nullptr && request.version == 0) {
+    return StatLatestInCluster(context, std::string(request.name), response, call);
   }
-  // Another node holds it (newer): pulled here first, answered from the
-  // pull's thread.
+  absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
+      registry_.Find(request.name, request.version);
+  if (found.ok()) {
+    grpc::ByteBuffer encoded = EncodeStatResponse(**found);
+    response->Swap(&encoded);
+  }
+  return FinishUnary(context, found.status(), call);
+}
+
+grpc::ServerUnaryReactor* TensorService::StatLatestInCluster(grpc::CallbackServerContext* context,
+                                                             std::string name,
+                                                             grpc::ByteBuffer* response,
+                                                             CallRecord& call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  std::string name(request.name);
-  reads->PullLatest(name, [this, name, response, reactor, record](absl::Status pulled) {
-    absl::StatusOr<VersionInfo> info =
-        pulled.ok() ? registry_.Stat(name, 0) : absl::StatusOr<VersionInfo>(pulled);
-    if (info.ok()) {
-      v1::StatResponse answer;
-      InfoToProto(*info, answer.mutable_info());
-      grpc::ByteBuffer encoded = SerializeToByteBuffer(answer);
-      response->Swap(&encoded);
-    }
-    record->End(info.status());
-    reactor->Finish(ToGrpcStatus(info.status()));
-  });
+  WhenLatestIsHere(options_.cluster_access.get(), name, 0,
+                   [this, name, response, reactor, record](absl::Status ready) {
+                     absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
+                         ready.ok() ? registry_.Find(name, 0)
+                                    : absl::StatusOr<std::shared_ptr<const TensorVersion>>(ready);
+                     if (found.ok()) {
+                       grpc::ByteBuffer encoded = EncodeStatResponse(**found);
+                       response->Swap(&encoded);
+                     }
+                     record->End(found.status());
+                     reactor->Finish(ToGrpcStatus(found.status()));
+                   });
   return reactor;
 }
 
@@ -179,7 +168,7 @@ grpc::ServerUnaryReactor* TensorService::ListCluster(grpc::CallbackServerContext
                                                      const v1::ListRequest& request,
                                                      v1::ListResponse* response, CallRecord& call) {
   constexpr uint32_t kMaxPageSize = 1000;
-  if (options_.cluster_reads == nullptr) {
+  if (options_.cluster_access == nullptr) {
     return FinishUnary(context,
                        absl::FailedPreconditionError(
                            "List with cluster=true needs a cluster; this server is a single node "
@@ -203,118 +192,30 @@ grpc::ServerUnaryReactor* TensorService::ListCluster(grpc::CallbackServerContext
     }
   }
   const uint32_t page_size = request.page_size() == 0 ? 100 : request.page_size();
-  std::vector<ClusterVersion> names =
-      options_.cluster_reads->ListNames(prefix, request.page_token(), page_size + 1);
-  const bool more = names.size() > page_size;
-  if (more) names.resize(page_size);
-  for (const ClusterVersion& version : names) {
-    v1::TensorInfo* info = response->add_tensors();
-    info->set_name(version.name);
-    info->set_version(version.version);
-    info->set_total_bytes(version.total_bytes);
-    info->set_crc32c(version.crc32c);
-    info->set_node(version.node);
-  }
-  if (more) response->set_next_page_token(names.back().name);
-  response->set_total_bytes(registry_.host_bytes_used());
-  return FinishUnary(context, absl::OkStatus(), call);
-}
-
-grpc::ServerUnaryReactor* TensorService::Replicate(grpc::CallbackServerContext* context,
-                                                   const v1::ReplicateRequest* request,
-                                                   v1::ReplicateResponse* response) {
-  CallRecord call(Rpc::kReplicate, *context, metrics_);
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "Replicate", request->name());
-  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
-  absl::Status valid = CheckName(*grant, "Replicate", request->name());
-  if (valid.ok()) valid = ValidateTensorName(request->name());
-  if (valid.ok() && options_.cluster_reads == nullptr) {
-    valid = absl::FailedPreconditionError("Replicate is a call between cluster nodes; this server "
-                                          "is a single node");
-  }
-  if (valid.ok() && (request->source_node().empty() || request->source_address().empty() ||
-                     request->source_version() == 0 || request->origin() <= 0)) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "Replicate of '", request->name(), "' needs source_node, source_address, source_version "
-        "and a positive origin (got node '", request->source_node(), "', address '",
-        request->source_address(), "', version ", request->source_version(), ", origin ",
-        request->origin(), ")"));
-  }
-  if (!valid.ok()) return FinishUnary(context, valid, call);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  options_.cluster_reads->Replicate(
-      ClusterVersion{.name = request->name(),
-                     .node = request->source_node(),
-                     .address = request->source_address(),
-                     .version = request->source_version(),
-                     .origin = request->origin(),
-                     .total_bytes = request->total_bytes(),
-                     .crc32c = request->crc32c()},
-      [this, request, response, reactor, record](absl::Status status) {
-        if (status.ok()) response->set_version(registry_.LatestVersionOf(request->name()));
-        record->End(status);
-        reactor->Finish(ToGrpcStatus(status));
+  options_.cluster_access->ListNames(
+      prefix, request.page_token(), page_size + 1,
+      [this, response, reactor, record, page_size](
+          absl::StatusOr<std::vector<ClusterVersion>> names) {
+        if (names.ok()) {
+          const bool more = names->size() > page_size;
+          if (more) names->resize(page_size);
+          for (const ClusterVersion& version : *names) {
+            v1::TensorInfo* info = response->add_tensors();
+            info->set_name(version.name);
+            // Across nodes a version is known by its cluster order.
+            info->set_version(static_cast<uint64_t>(version.origin));
+            info->set_total_bytes(version.total_bytes);
+            info->set_crc32c(version.crc32c);
+            info->set_node(version.writer);
+          }
+          if (more) response->set_next_page_token(names->back().name);
+          response->set_total_bytes(registry_.host_bytes_used());
+        }
+        record->End(names.status());
+        reactor->Finish(ToGrpcStatus(names.status()));
       });
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* TensorService::AwaitCopies(grpc::CallbackServerContext* context,
-                                                     const v1::AwaitCopiesRequest* request,
-                                                     v1::AwaitCopiesResponse* response) {
-  CallRecord call(Rpc::kAwaitCopies, *context, metrics_);
-  absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "AwaitCopies", request->name());
-  if (!grant.ok()) return FinishUnary(context, grant.status(), call);
-  absl::Status valid = CheckName(*grant, "AwaitCopies", request->name());
-  if (valid.ok()) {
-    if (absl::Status name = ValidateTensorName(request->name()); !name.ok()) {
-      valid = absl::InvalidArgumentError(absl::StrCat("AwaitCopies of '", request->name(),
-                                                      "': ", name.message()));
-    }
-  }
-  if (valid.ok() && request->version() == 0) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "AwaitCopies of '", request->name(),
-        "' needs the version this node published (the seal's answer), not version 0"));
-  }
-  if (!valid.ok()) return FinishUnary(context, valid, call);
-  ClusterReads* reads = options_.cluster_reads.get();
-  if (reads == nullptr) {
-    if (request->replicas() > 1) {
-      return FinishUnary(
-          context,
-          absl::FailedPreconditionError(absl::StrCat(
-              "AwaitCopies of '", request->name(), "' v", request->version(), " asks for replicas=",
-              request->replicas(), ", but this server is a single node (start it with "
-              "--etcd-endpoints to form a cluster); the version stands on this node")),
-          call);
-    }
-    response->set_replicas(1);
-    return FinishUnary(context, absl::OkStatus(), call);
-  }
-  // The version must be this node's: its copies are pulled from here.
-  if (absl::StatusOr<VersionInfo> held = registry_.Stat(request->name(), request->version());
-      !held.ok()) {
-    return FinishUnary(context,
-                       absl::Status(held.status().code(),
-                                    absl::StrCat("AwaitCopies of '", request->name(), "' v",
-                                                 request->version(), ": ",
-                                                 held.status().message())),
-                       call);
-  }
-  // May read the member list from etcd when the kept one is short (as a
-  // Put's header check does); this is a gRPC callback thread, not the
-  // handoff event loop.
-  absl::StatusOr<uint32_t> replicas = reads->ReplicasFor(request->name(), request->replicas());
-  if (!replicas.ok()) return FinishUnary(context, replicas.status(), call);
-  response->set_replicas(*replicas);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto record = std::make_shared<CallRecord>(std::move(call));
-  reads->AfterPut(request->name(), request->version(), *replicas,
-                  [reactor, record](absl::Status status) {
-                    record->End(status);
-                    reactor->Finish(ToGrpcStatus(status));
-                  });
   return reactor;
 }
 
@@ -327,42 +228,36 @@ grpc::ServerUnaryReactor* TensorService::Delete(grpc::CallbackServerContext* con
   if (absl::Status allowed = CheckName(*grant, "Delete", request->name()); !allowed.ok()) {
     return FinishUnary(context, allowed, call);
   }
-  ClusterReads* reads = options_.cluster_reads.get();
-  if (reads != nullptr && request->version() != 0 && !reads->HoldsLatest(request->name())) {
-    // "Only while at version V" names this node's version; another node
-    // published newer, which a delete here would remove everywhere.
+  ClusterAccess* cluster = options_.cluster_access.get();
+  if (cluster == nullptr) {
+    absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
+    if (removed.ok()) {
+      response->set_version(*removed);
+      Log(LogLevel::kInfo, "delete",
+          {{"name", request->name()}, {"version", *removed}, {"request_id", call.request_id()}});
+    }
+    return FinishUnary(context, removed.status(), call);
+  }
+  if (request->version() != 0) {
+    // Version numbers are each node's own; the cluster deletes a name.
     return FinishUnary(context,
-                       absl::FailedPreconditionError(absl::StrCat(
-                           "'", request->name(), "' has a newer version on another node than v",
-                           request->version(), " here; delete without a version to remove it "
-                           "everywhere")),
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "a delete of '", request->name(), "' at version ", request->version(),
+                           ": in a cluster a delete removes the name everywhere; give no version")),
                        call);
   }
-  absl::StatusOr<uint64_t> removed = registry_.Delete(request->name(), request->version());
-  if (removed.ok()) {
-    response->set_version(*removed);
-    Log(LogLevel::kInfo, "delete",
-        {{"name", request->name()}, {"version", *removed}, {"request_id", call.request_id()}});
-  }
-  // In a cluster a delete removes the name from every node, also when only
-  // other nodes hold it (version numbers are per node: only an
-  // unconditional delete reaches them).
-  const bool elsewhere = !removed.ok() && removed.status().code() == absl::StatusCode::kNotFound &&
-                         request->version() == 0 && reads != nullptr &&
-                         !reads->HoldsLatest(request->name());
-  if (reads == nullptr || (!removed.ok() && !elsewhere)) {
-    return FinishUnary(context, removed.status(), call);
+  if (absl::Status valid = ValidateTensorName(request->name()); !valid.ok()) {
+    return FinishUnary(context, valid, call);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  reads->PropagateDelete(request->name(), [reactor, record, name = request->name()](absl::Status propagated) {
-    if (!propagated.ok()) {
-      propagated = absl::UnavailableError(absl::StrCat(
-          "deleted '", name, "' on this node, but the cluster directory did not record the delete, "
-          "so other nodes may still serve it: ", propagated.message()));
+  cluster->Delete(request->name(), [reactor, record, name = request->name()](absl::Status deleted) {
+    if (deleted.ok()) {
+      Log(LogLevel::kInfo, "delete",
+          {{"name", name}, {"cluster", true}, {"request_id", record->request_id()}});
     }
-    record->End(propagated);
-    reactor->Finish(ToGrpcStatus(propagated));
+    record->End(deleted);
+    reactor->Finish(ToGrpcStatus(deleted));
   });
   return reactor;
 }

@@ -36,8 +36,9 @@ using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
                             v1::TensorService::WithRawCallbackMethod_BatchFetch<
                                 v1::TensorService::WithCallbackMethod_Watch<
                                     v1::TensorService::WithCallbackMethod_Replicate<
-                                        v1::TensorService::WithCallbackMethod_AwaitCopies<
-                                            v1::TensorService::Service>>>>>>>>>>>>>>>;
+                                        v1::TensorService::WithCallbackMethod_AnnounceCopies<
+                                            v1::TensorService::WithCallbackMethod_LocateCopy<
+                                                v1::TensorService::Service>>>>>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.
@@ -87,15 +88,18 @@ class TensorService final : public TensorServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* BatchFetch(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
 
-  // Cluster only: another node asks this one to copy a version it holds.
+  // Cluster only, between nodes (cluster_calls.cc): another node asks this
+  // one to copy an ordered version, tells it where cache copies are, or
+  // asks where one is.
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const v1::ReplicateRequest* request,
                                       v1::ReplicateResponse* response) override;
-  // After a local create/seal: answers once the cluster has the version's
-  // copies (ClusterReads::AfterPut), as a Put is acknowledged.
-  grpc::ServerUnaryReactor* AwaitCopies(grpc::CallbackServerContext* context,
-                                        const v1::AwaitCopiesRequest* request,
-                                        v1::AwaitCopiesResponse* response) override;
+  grpc::ServerUnaryReactor* AnnounceCopies(grpc::CallbackServerContext* context,
+                                           const v1::AnnounceCopiesRequest* request,
+                                           v1::AnnounceCopiesResponse* response) override;
+  grpc::ServerUnaryReactor* LocateCopy(grpc::CallbackServerContext* context,
+                                       const v1::LocateCopyRequest* request,
+                                       v1::LocateCopyResponse* response) override;
 
   // watch_reactor.cc.
   grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
@@ -127,10 +131,14 @@ class TensorService final : public TensorServiceBase {
   IdleHeapTrim& heap_trim() { return heap_trim_; }
 
  private:
-  // List with cluster=true: the directory's names.
+  // List with cluster=true: the durable names of the cluster, from etcd.
   grpc::ServerUnaryReactor* ListCluster(grpc::CallbackServerContext* context,
                                         const std::string& prefix, const v1::ListRequest& request,
                                         v1::ListResponse* response, CallRecord& call);
+  // A Stat that waits for the cluster's latest first.
+  grpc::ServerUnaryReactor* StatLatestInCluster(grpc::CallbackServerContext* context,
+                                                std::string name, grpc::ByteBuffer* response,
+                                                CallRecord& call);
 
   Registry& registry_;
   HandoffTokens& tokens_;

@@ -46,20 +46,18 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
   WatchReactor(grpc::CallbackServerContext* context, const v1::WatchRequest& request,
                Registry& registry, const ServerOptions& options, ServiceMetrics& metrics,
                TensorService& service, OpenWatches& watches)
-      : source_(&registry),
+      : feed_(&registry.changes()),
         metrics_(metrics),
         watches_(watches),
         message_budget_(options.chunk_bytes),
         call_(Rpc::kWatch, *context, metrics, CallRecord::IdEcho::kAtStart) {
-    if (absl::Status status = Start(context, request, options, service); !status.ok()) {
+    absl::StatusOr<bool> started = Start(context, request, registry, options, service);
+    if (!started.ok()) {
       MutexLock lock(&mutex_);
-      FinishLocked(status);
+      FinishLocked(started.status());
       return;
     }
-    // Subscribed after the start position was taken: changes appended in
-    // between are in the feed past that position, and Pump reads them.
-    subscription_ = source_->changes().Subscribe([this] { Pump(); });
-    Pump();
+    if (*started) Subscribe();
   }
 
   void OnWriteDone(bool ok) override {
@@ -98,8 +96,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
   }
 
  private:
-  absl::Status Start(grpc::CallbackServerContext* context, const v1::WatchRequest& request,
-                     const ServerOptions& options, TensorService& service) {
+  // Checks the request and takes the start position. True when started;
+  // false when a cluster watch's start is read from etcd off this thread
+  // (Started() goes on from there).
+  absl::StatusOr<bool> Start(grpc::CallbackServerContext* context, const v1::WatchRequest& request,
+                             Registry& registry, const ServerOptions& options,
+                             TensorService& service) {
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant,
                              service.AdmitCall(context, "Watch", request.prefix()));
     TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(request.prefix()));
@@ -119,23 +121,63 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
       MutexLock lock(&mutex_);
       EndLocked(status);
     }));
-    if (request.cluster()) {
-      // Every node's publishes and deletes, positioned by etcd revision.
-      WatchSource* cluster =
-          options.cluster_reads == nullptr ? nullptr : options.cluster_reads->ClusterWatchSource();
-      if (cluster == nullptr) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "watch of '", request.prefix(), "' with cluster=true needs a cluster; this server is "
-            "a single node (start it with --etcd-endpoints)"));
-      }
-      source_ = cluster;
+    if (!request.cluster()) {
+      TENSORD_ASSIGN_OR_RETURN(WatchStart start,
+                               registry.StartWatch(prefix_, request.send_existing(),
+                                                   request.from_version(), kBatchItemLimit));
+      MutexLock lock(&mutex_);
+      position_ = start.position;
+      existing_ = std::move(start.existing);
+      return true;
     }
-    TENSORD_ASSIGN_OR_RETURN(WatchStart start,
-                             source_->StartWatch(prefix_, request.send_existing(),
-                                                 request.from_version(), kBatchItemLimit));
-    position_ = start.position;
-    existing_ = std::move(start.existing);
-    return absl::OkStatus();
+    // Every node's durable publishes and deletes, positioned by etcd revision.
+    ClusterAccess* cluster = options.cluster_access.get();
+    feed_ = cluster == nullptr ? nullptr : cluster->ClusterChanges();
+    if (feed_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "watch of '", request.prefix(), "' with cluster=true needs a cluster; this server is "
+          "a single node (start it with --etcd-endpoints)"));
+    }
+    {
+      // Held like a write in flight: an end meanwhile waits for the start.
+      MutexLock lock(&mutex_);
+      writing_ = true;
+    }
+    cluster->StartClusterWatch(prefix_, request.send_existing(), request.from_version(),
+                               kBatchItemLimit,
+                               [this](absl::StatusOr<WatchStart> start) { Started(std::move(start)); });
+    return false;
+  }
+
+  void Started(absl::StatusOr<WatchStart> start) {
+    if (start.ok()) {
+      {
+        MutexLock lock(&mutex_);
+        position_ = start->position;
+        existing_ = std::move(start->existing);
+      }
+      // writing_ is still set: nothing finishes the call meanwhile, and a
+      // wake now leaves the first message to the lines below.
+      subscription_ = feed_->Subscribe([this] { Pump(); });
+    }
+    MutexLock lock(&mutex_);
+    writing_ = false;
+    if (end_status_.has_value()) {
+      FinishLocked(*end_status_);
+      return;
+    }
+    if (!start.ok()) {
+      FinishLocked(start.status());
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  // Subscribed after the start position was taken: changes appended in
+  // between are in the feed past that position, and Pump reads them.
+  void Subscribe() {
+    subscription_ = feed_->Subscribe([this] { Pump(); });
+    Pump();
   }
 
   // The feed's wake: writes when idle.
@@ -181,7 +223,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
         if (!AppendPendingLocked(bytes)) break;
         continue;
       }
-      ChangeRead read = source_->changes().ReadAfter(position_, kChangesPerRead);
+      ChangeRead read = feed_->ReadAfter(position_, kChangesPerRead);
       if (read.missed_to != 0) {
         // What matched so far, or an earlier missed range, goes first: one
         // report per message, so none overwrites another.
@@ -189,7 +231,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
         v1::WatchFellBehind* fell_behind = response_.mutable_fell_behind();
         fell_behind->set_missed_after(read.missed_after);
         fell_behind->set_resumed_at(read.missed_to);
-        fell_behind->set_history_items(source_->changes().history_items());
+        fell_behind->set_history_items(feed_->history_items());
         metrics_.AddWatchFellBehind();
         position_ = read.missed_to;
       }
@@ -253,8 +295,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
     Finish(ToGrpcStatus(status));
   }
 
-  // The registry, or the cluster directory for a cluster watch.
-  WatchSource* source_;
+  // The registry's changes, or the cluster's for a cluster watch.
+  ChangeFeed* feed_;
   ServiceMetrics& metrics_;
   OpenWatches& watches_;
   const size_t message_budget_;

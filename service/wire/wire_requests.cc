@@ -27,6 +27,7 @@ bool ParseWireFetchRequest(std::span<const uint8_t> bytes, WireFetchRequest& out
         return ParseByteRangeField(reader, depth, out.range_offset, out.range_length);
       case Tag(4, kWireVarint): return ParseVarintAs(reader, out.max_chunk_bytes);
       case Tag(5, kWireVarint): return ParseVarintAs(reader, out.split_above_bytes);
+      case Tag(6, kWireVarint): return ParseVarintAs(reader, out.cluster_origin);
       default: known = false; return true;
     }
   });

@@ -29,6 +29,7 @@ struct WireFetchRequest {
   uint64_t range_length = 0;
   uint32_t max_chunk_bytes = 0;
   uint64_t split_above_bytes = 0;
+  int64_t cluster_origin = 0;
 };
 
 // False where v1::FetchRequest::ParseFromArray would be.

@@ -1,11 +1,11 @@
 // libFuzzer target: what a node reads back from etcd, which any etcd user
-// can write: node records, directory keys and holder records. Beyond "no
-// crash", an accepted record must survive a round trip through its encoder.
+// can write: node records and name records. Beyond "no crash", an accepted
+// record must survive a round trip through its encoder.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "service/cluster/directory_record.h"
+#include "service/cluster/name_record.h"
 #include "service/cluster/node_record.h"
 
 namespace {
@@ -32,20 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kv.key = input.substr(0, newline);
   kv.value = newline == std::string::npos ? "" : input.substr(newline + 1);
   kv.mod_revision = 42;
-  if (absl::StatusOr<tensord::DirectoryKey> key = tensord::ParseDirectoryKey(kPrefix, kv.key);
-      key.ok()) {
-    const std::string rebuilt = key->kind == tensord::DirectoryKey::Kind::kHolder
-                                    ? tensord::HolderKey(kPrefix, key->name, key->node)
-                                    : tensord::TombstoneKey(kPrefix, key->name);
-    Check(rebuilt == kv.key);
-  }
-  if (absl::StatusOr<tensord::HolderRecord> record = tensord::DecodeHolder(kPrefix, kv);
+  if (absl::StatusOr<tensord::NameRecord> record = tensord::DecodeNameRecord(kPrefix, kv);
       record.ok()) {
-    Check(record->origin > 0 && record->version > 0 && !record->address.empty());
-    tensord::EtcdKeyValue written{.key = tensord::HolderKey(kPrefix, record->name, record->node),
-                                  .value = tensord::EncodeHolderValue(*record),
-                                  .mod_revision = 7};
-    absl::StatusOr<tensord::HolderRecord> again = tensord::DecodeHolder(kPrefix, written);
+    Check(record->origin > 0 && record->origin <= kv.mod_revision && !record->holders.empty() &&
+          record->mod_revision == kv.mod_revision);
+    Check(tensord::NameRecordKey(kPrefix, record->name) == kv.key);
+    // Written back as a rewrite of the same version, it reads the same.
+    tensord::EtcdKeyValue written{.key = kv.key,
+                                  .value = tensord::EncodeNameRecord(*record, /*with_origin=*/true),
+                                  .mod_revision = kv.mod_revision};
+    absl::StatusOr<tensord::NameRecord> again = tensord::DecodeNameRecord(kPrefix, written);
     Check(again.ok() && *again == *record);
   }
   return 0;

@@ -116,7 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             parsed.range_offset == proto.range().offset() &&
             parsed.range_length == proto.range().length() &&
             parsed.max_chunk_bytes == proto.max_chunk_bytes() &&
-            parsed.split_above_bytes == proto.split_above_bytes());
+            parsed.split_above_bytes == proto.split_above_bytes() &&
+            parsed.cluster_origin == proto.cluster_origin());
       // The server's range check reads both forms alike.
       for (uint64_t total : {uint64_t{0}, uint64_t{100}, ~uint64_t{0}}) {
         absl::StatusOr<ByteSpan> from_wire = ResolveFetchRange(parsed, total);

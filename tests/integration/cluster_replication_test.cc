@@ -1,10 +1,10 @@
 // Replicated puts and faults in a cluster of three tensord processes on a
 // real etcd: a put with replicas=2 is acknowledged once two nodes hold it,
 // readers keep being served while a holder is killed (counting wrong bytes
-// and failures), nodes accept puts while etcd is down and register them
-// when it returns, a restarted node re-announces its snapshot, the local
-// handoff sends a read of a remote name to gRPC, and the cluster listing
-// shows every node's names.
+// and failures), durable puts wait for etcd while cache puts do not, a
+// restarted node serves its snapshot's versions again (unavailable, never
+// older, while it is away), the local handoff reads a name another node
+// holds, and the cluster listing shows every node's names.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "service/cluster/directory_record.h"
 #include "service/cluster/etcd_client.h"
+#include "service/cluster/name_record.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/cluster_test_support.h"
@@ -59,16 +59,18 @@ class ClusterReplicationTest : public EtcdClusterTest {
     return CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed));
   }
 
-  // The nodes the directory lists as holding `name`.
+  // The nodes the name's record lists as holding its latest version.
   std::vector<std::string> Holders(const std::string& name) {
     absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
         EtcdClient::Create(EtcdClientOptions{.endpoints = {etcd_->endpoint()}});
     if (!etcd.ok()) return {absl::StrCat("<", etcd.status().ToString(), ">")};
-    absl::StatusOr<std::vector<EtcdKeyValue>> keys =
-        (*etcd)->GetPrefix(HolderKeysOf(kPrefix, name));
-    if (!keys.ok()) return {absl::StrCat("<", keys.status().ToString(), ">")};
-    std::vector<std::string> nodes;
-    for (const EtcdKeyValue& kv : *keys) nodes.push_back(kv.key.substr(kv.key.rfind('#') + 1));
+    absl::StatusOr<std::optional<EtcdKeyValue>> kv = KvGet(**etcd, NameRecordKey(kPrefix, name));
+    if (!kv.ok()) return {absl::StrCat("<", kv.status().ToString(), ">")};
+    if (!kv->has_value()) return {};
+    absl::StatusOr<NameRecord> record = DecodeNameRecord(kPrefix, **kv);
+    if (!record.ok()) return {absl::StrCat("<", record.status().ToString(), ">")};
+    std::vector<std::string> nodes = record->holders;
+    std::sort(nodes.begin(), nodes.end());
     return nodes;
   }
 
@@ -177,29 +179,34 @@ TEST_F(ClusterReplicationTest, ACopyMeantForAKilledNodeGoesToTheNextLiveOne) {
   }
 }
 
-TEST_F(ClusterReplicationTest, PutsWhileEtcdIsDownAreRegisteredWhenItReturns) {
+TEST_F(ClusterReplicationTest, DurablePutsWaitForEtcdAndCachePutsDoNot) {
   ASSERT_NO_FATAL_FAILURE(StartNodes(2));
   ASSERT_TRUE(etcd_->Stop(SIGKILL).ok());
   const HostTensor tensor = Pattern(4096, 31);
-  // A put with one copy stands on its node and is acknowledged promptly.
+  // A durable put must be ordered by etcd before it is acknowledged: with
+  // etcd gone it is refused promptly, naming why, and nothing stands.
   const absl::Time start = absl::Now();
   absl::StatusOr<TensorInfo> put = clients_[0]->Put("down/w", tensor.dl());
-  ASSERT_TRUE(put.ok()) << put.status();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  // One that needs copies cannot have them.
-  PutOptions two;
-  two.replicas = 2;
-  absl::StatusOr<TensorInfo> replicated = clients_[0]->Put("down/r", tensor.dl(), two);
-  EXPECT_FALSE(replicated.ok());
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kUnavailable) << put.status();
+  EXPECT_TRUE(absl::StrContains(put.status().message(), "etcd")) << put.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // A cache put needs no order across nodes: it stands here at once.
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  ASSERT_TRUE(clients_[0]->Put("down/cache", tensor.dl(), cache).ok());
+  absl::StatusOr<Tensor> cached = clients_[0]->Fetch("down/cache");
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(TensorBytes(*cached), tensor.storage);
+  // A durable read cannot be known to be the latest: refused too.
+  EXPECT_EQ(clients_[1]->Fetch("down/w").status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(etcd_->Restart().ok());
-  // The node registers it again once etcd answers; the other node reads it.
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        absl::StatusOr<Tensor> fetched = clients_[1]->Fetch("down/w");
-        return fetched.ok() && TensorBytes(*fetched) == tensor.storage;
-      },
-      absl::Seconds(15)))
+  // Once etcd answers the put goes through and every node reads it.
+  EXPECT_TRUE(WaitUntil([&] { return clients_[0]->Put("down/w", tensor.dl()).ok(); },
+                        absl::Seconds(15)))
       << nodes_[0]->StderrTail();
+  absl::StatusOr<Tensor> fetched = clients_[1]->Fetch("down/w");
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(TensorBytes(*fetched), tensor.storage);
 }
 
 TEST_F(ClusterReplicationTest, ANodeRestartedFromItsSnapshotAnnouncesItsTensorsAgain) {
@@ -221,10 +228,15 @@ TEST_F(ClusterReplicationTest, ANodeRestartedFromItsSnapshotAnnouncesItsTensorsA
     ASSERT_TRUE(client->Put("snap/w", tensor.dl()).ok());
   }
   ASSERT_TRUE((*node_a)->Stop(SIGTERM).ok());  // writes the snapshot, leaves the cluster
-  EXPECT_TRUE(Holders("snap/w").empty());
+  // The record outlives the node: while it is away its version is
+  // unavailable, not forgotten (and never replaced by an older one).
+  EXPECT_EQ(Holders("snap/w"), std::vector<std::string>{"node-a"});
+  std::unique_ptr<Client> reader = ConnectClient((*node_b)->address(), RemoteClientOptions());
+  absl::StatusOr<Tensor> away = reader->Fetch("snap/w");
+  EXPECT_EQ(away.status().code(), absl::StatusCode::kUnavailable) << away.status();
+  EXPECT_TRUE(absl::StrContains(away.status().message(), "snap/w")) << away.status();
   absl::StatusOr<std::unique_ptr<ServerProcess>> restarted = ServerProcess::Start(a);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  std::unique_ptr<Client> reader = ConnectClient((*node_b)->address(), RemoteClientOptions());
   EXPECT_TRUE(WaitUntil(
       [&] {
         absl::StatusOr<Tensor> fetched = reader->Fetch("snap/w");
@@ -236,7 +248,7 @@ TEST_F(ClusterReplicationTest, ANodeRestartedFromItsSnapshotAnnouncesItsTensorsA
   std::system(absl::StrCat("rm -rf '", snapshot_dir, "'").c_str());
 }
 
-TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce) {
+TEST_F(ClusterReplicationTest, TheLocalHandoffReadsANameAnotherNodeHolds) {
   char pattern[] = "/tmp/tensord-rep-handoff-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const std::string socket = absl::StrCat(pattern, "/handoff.sock");
@@ -253,10 +265,14 @@ TEST_F(ClusterReplicationTest, TheLocalHandoffSendsAReadOfARemoteNameToGrpcOnce)
   options.handoff_socket = socket;
   std::unique_ptr<Client> local = ConnectClient((*node_b)->address(), options);
   ASSERT_NE(local, nullptr);
-  absl::StatusOr<Tensor> first = local->Fetch("hand/w");  // handoff says use gRPC; it pulls
+  // The handoff waits for node b to copy it (off its event loop) and maps
+  // the copy: zero-copy from the first read.
+  absl::StatusOr<Tensor> first = local->Fetch("hand/w");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(TensorBytes(*first), tensor.storage);
-  absl::StatusOr<Tensor> second = local->Fetch("hand/w");  // now local: a shared mapping
+  EXPECT_TRUE(absl::StrContains(MapsLineOf(first->dl_tensor().data), "memfd:"))
+      << MapsLineOf(first->dl_tensor().data);
+  absl::StatusOr<Tensor> second = local->Fetch("hand/w");  // the copy, asked of etcd only
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(TensorBytes(*second), tensor.storage);
   EXPECT_TRUE(absl::StrContains(MapsLineOf(second->dl_tensor().data), "memfd:"))
@@ -369,7 +385,8 @@ TEST_F(ClusterReplicationTest, NodesWithTlsPullFromEachOtherOverTls) {
   // A node that speaks plaintext to TLS peers cannot pull, and says so.
   absl::StatusOr<Tensor> refused = clients[2]->Fetch("tls/w");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "could not pull it from"))
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "is held by no live node that could serve it"))
       << refused.status();
 }
 

@@ -73,10 +73,11 @@ bool Healthy(int port) {
 
 bool EtcdProcess::Available() { return access(kEtcdBinary, X_OK) == 0; }
 
-absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration ready_timeout,
-                                                                 std::optional<EtcdTls> tls) {
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
+    absl::Duration ready_timeout, std::optional<EtcdTls> tls, std::vector<std::string> extra_flags) {
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
   etcd->tls_ = std::move(tls);
+  etcd->extra_flags_ = std::move(extra_flags);
   std::string temp_dir = "/tmp/tensord-etcd-XXXXXX";
   if (mkdtemp(temp_dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
@@ -116,6 +117,7 @@ absl::Status EtcdProcess::Launch(absl::Duration ready_timeout) {
     arguments.push_back("--trusted-ca-file=" + tls_->client_ca_file);
     arguments.push_back("--client-cert-auth");
   }
+  for (const std::string& flag : extra_flags_) arguments.push_back(flag);
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
@@ -196,8 +198,20 @@ bool EtcdProcess::Reap(absl::Duration timeout) {
   }
 }
 
+void EtcdProcess::Pause() {
+  if (pid_ > 0 && !paused_) kill(pid_, SIGSTOP);
+  paused_ = true;
+}
+
+void EtcdProcess::Resume() {
+  if (pid_ > 0 && paused_) kill(pid_, SIGCONT);
+  paused_ = false;
+}
+
 absl::Status EtcdProcess::Stop(int signal) {
   if (pid_ <= 0) return absl::OkStatus();
+  if (paused_ && signal != SIGKILL) kill(pid_, SIGCONT);
+  paused_ = false;
   kill(pid_, signal);
   if (!Reap(absl::Seconds(15))) {
     return absl::DeadlineExceededError(absl::StrCat("etcd (pid ", pid_, ") still running"));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -36,8 +37,10 @@ class EtcdProcess {
   // Starts etcd on two free loopback ports and waits until it answers
   // (it has elected itself leader). With `tls` the client port speaks
   // https only and requires a client certificate.
+  // `extra_flags` go to etcd as they are (e.g. --quota-backend-bytes).
   static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
-      absl::Duration ready_timeout = absl::Seconds(30), std::optional<EtcdTls> tls = std::nullopt);
+      absl::Duration ready_timeout = absl::Seconds(30), std::optional<EtcdTls> tls = std::nullopt,
+      std::vector<std::string> extra_flags = {});
 
   // SIGKILLs etcd if still running, reaps it, removes the data directory.
   ~EtcdProcess();
@@ -46,6 +49,11 @@ class EtcdProcess {
 
   // Sends `signal` to etcd's PID and reaps it (up to 15 s).
   absl::Status Stop(int signal = SIGKILL);
+  // SIGSTOP / SIGCONT: etcd freezes (connections stay open, nothing
+  // answers) and thaws.
+  void Pause();
+  void Resume();
+
   // Starts etcd again on the same ports and data directory (after Stop).
   absl::Status Restart(absl::Duration ready_timeout = absl::Seconds(30));
 
@@ -65,6 +73,8 @@ class EtcdProcess {
   int peer_port_ = 0;
   std::string temp_dir_;
   std::optional<EtcdTls> tls_;
+  std::vector<std::string> extra_flags_;
+  bool paused_ = false;
 };
 
 }  // namespace tensord::testing

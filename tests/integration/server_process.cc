@@ -167,6 +167,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0 && !exited_) {
+    if (paused_) kill(pid_, SIGCONT);
     kill(pid_, SIGTERM);
     if (!Reap(absl::Seconds(15))) {
       kill(pid_, SIGKILL);
@@ -209,8 +210,24 @@ bool ServerProcess::Reap(absl::Duration timeout) {
 bool ServerProcess::Alive() { return !Reap(absl::ZeroDuration()); }
 
 absl::StatusOr<int> ServerProcess::Stop(int signal, absl::Duration timeout) {
-  if (pid_ > 0 && !exited_) kill(pid_, signal);
+  if (pid_ > 0 && !exited_) {
+    if (paused_ && signal != SIGKILL) kill(pid_, SIGCONT);
+    kill(pid_, signal);
+  }
+  paused_ = false;
   return Wait(timeout);
+}
+
+void ServerProcess::Pause() {
+  if (pid_ > 0 && !exited_ && !paused_) {
+    kill(pid_, SIGSTOP);
+    paused_ = true;
+  }
+}
+
+void ServerProcess::Resume() {
+  if (pid_ > 0 && !exited_ && paused_) kill(pid_, SIGCONT);
+  paused_ = false;
 }
 
 absl::StatusOr<int> ServerProcess::Wait(absl::Duration timeout) {

@@ -74,6 +74,12 @@ class ServerProcess {
   // Waits up to `timeout` for the process to exit without signalling it.
   absl::StatusOr<int> Wait(absl::Duration timeout);
 
+  // SIGSTOP / SIGCONT: the process freezes (its sockets stay open, nothing
+  // answers) and thaws. A paused server is resumed before it is stopped.
+  void Pause();
+  void Resume();
+  bool paused() const { return paused_; }
+
   // Everything the server wrote to stderr (its log) so far.
   std::string Stderr() const;
   // The last `max_bytes` of it, for failure messages.
@@ -83,6 +89,7 @@ class ServerProcess {
   ServerProcess() = default;
   // Polls waitpid until the child exits or `timeout` passes.
   bool Reap(absl::Duration timeout);
+  bool paused_ = false;
 
   pid_t pid_ = -1;
   bool exited_ = false;

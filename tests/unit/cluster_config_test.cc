@@ -148,9 +148,9 @@ TEST(ClusterConfigTest, AdvertiseAddressDefaultsToAReachableListenAddress) {
 }
 
 TEST(EtcdClientTest, PrefixRangeEndIsTheNextKeyAfterThePrefix) {
-  EXPECT_EQ(EtcdClient::PrefixRangeEnd("/tensord/nodes/"), "/tensord/nodes0");
-  EXPECT_EQ(EtcdClient::PrefixRangeEnd("a\xff"), "b");
-  EXPECT_EQ(EtcdClient::PrefixRangeEnd("\xff\xff"), std::string(1, '\0'));
+  EXPECT_EQ(KvPrefixEnd("/tensord/nodes/"), "/tensord/nodes0");
+  EXPECT_EQ(KvPrefixEnd("a\xff"), "b");
+  EXPECT_EQ(KvPrefixEnd("\xff\xff"), std::string(1, '\0'));
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // an idle connection between one and two idle timeouts after the last call:
 // a client's twice its timeout must stay under the server's once.
 #include "gtest/gtest.h"
-#include "service/cluster/read_through.h"
+#include "service/cluster/peer_channels.h"
 #include "service/transport/server_options.h"
 #include "tensord/client.h"
 

@@ -1,5 +1,6 @@
 #include "gtest/gtest.h"
-#include "service/cluster/put_replication.h"
+#include "service/cluster/rendezvous.h"
+#include "service/cluster/replica_rules.h"
 
 namespace tensord {
 namespace {
@@ -24,12 +25,22 @@ TEST(ReplicaRulesTest, TheLimitAndBadEntriesAreRefusedNamingThem) {
 TEST(ReplicaRulesTest, TargetsAreStableAndSkipThisNode) {
   std::vector<ClusterMember> nodes(4);
   for (int i = 0; i < 4; ++i) nodes[i].node_name = std::string(1, static_cast<char>('a' + i));
-  const std::vector<ClusterMember> first = PutReplication::ChooseTargets("w", nodes, "a", 2);
+  const std::vector<ClusterMember> first = RankMembers("w", nodes, "a", 2);
   ASSERT_EQ(first.size(), 2u);
   for (const ClusterMember& target : first) EXPECT_NE(target.node_name, "a");
   std::vector<ClusterMember> reversed(nodes.rbegin(), nodes.rend());
-  const std::vector<ClusterMember> again = PutReplication::ChooseTargets("w", reversed, "a", 2);
+  const std::vector<ClusterMember> again = RankMembers("w", reversed, "a", 2);
   EXPECT_EQ(again, first) << "the ranking depends on the name and nodes, not their order";
+}
+
+TEST(ReplicaRulesTest, TheLongestMatchingPrefixGivesTheDefault) {
+  absl::StatusOr<std::vector<ReplicaRule>> rules = ParseReplicaRules("model/=3,model/big/=2,4");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(ReplicasByRule(*rules, "model/x", 0), 3u);
+  EXPECT_EQ(ReplicasByRule(*rules, "model/big/x", 0), 2u);
+  EXPECT_EQ(ReplicasByRule(*rules, "other", 0), 4u);
+  EXPECT_EQ(ReplicasByRule(*rules, "model/x", 1), 1u) << "what a put asks for wins";
+  EXPECT_EQ(ReplicasByRule({}, "anything", 0), 1u);
 }
 
 }  // namespace

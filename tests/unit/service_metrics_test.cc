@@ -84,7 +84,8 @@ TEST(ServiceMetricsTest, RpcNamesAreTheWireMethodNames) {
   EXPECT_EQ(RpcName(Rpc::kIssueHandoffToken), "IssueHandoffToken");
   EXPECT_EQ(RpcName(Rpc::kBatchPut), "BatchPut");
   EXPECT_EQ(RpcName(Rpc::kBatchFetch), "BatchFetch");
-  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "FetchInline");
+  EXPECT_EQ(RpcName(Rpc::kFetchInline), "FetchInline");
+  EXPECT_EQ(RpcName(static_cast<Rpc>(kRpcCount - 1)), "LocateCopy") << "the last one is named";
 }
 
 // Runs under TSan in CI (the name matches 'Concurren'): recording threads

@@ -1,0 +1,106 @@
+// The read path's one decision, in one place: may this node answer a read
+// of a name's latest version from its own registry, and if not, which copy
+// must it fetch first?
+//
+//   a cache name held here          -> serve it (no etcd: misses and older
+//                                      copies are allowed for cache names)
+//   otherwise read the name's record (linearizable: after the read began)
+//     record, and our copy has its origin (or a newer one) -> serve ours
+//     record, our copy older or none -> pull that origin from a live holder
+//                                      it lists (never an older version)
+//     no record                      -> drop an ordered copy we hold (the
+//                                      name was deleted), then look for a
+//                                      cache copy at the name's home node
+#ifndef TENSORD_SERVICE_CLUSTER_LATEST_READS_H_
+#define TENSORD_SERVICE_CLUSTER_LATEST_READS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "service/cluster/member_list.h"
+#include "service/cluster/name_record.h"
+#include "service/cluster/peer_channels.h"
+#include "service/cluster/record_reader.h"
+#include "service/cluster/work_pool.h"
+#include "service/common/mutex.h"
+#include "service/registry/cluster_access.h"
+#include "service/registry/registry.h"
+
+namespace tensord {
+
+struct LatestReadsStats {
+  uint64_t pulls = 0;
+  uint64_t pulled_bytes = 0;
+  uint64_t pull_failures = 0;
+  uint64_t pulls_joined = 0;
+  uint64_t stale_copies_dropped = 0;
+};
+
+// Thread-safe. Everything it is given must outlive it.
+class LatestReads {
+ public:
+  // Where a cache name's copy is, asked of the name's home node (blocking,
+  // on a pool thread): NOT_FOUND when no node announced one.
+  using LocateCacheCopy = std::function<absl::StatusOr<CopyLocation>(const std::string& name)>;
+  // After a pull of an ordered version: this node lists itself as one more
+  // holder (blocking, on the pool thread, after the readers were answered),
+  // so a reader elsewhere has one more node to be served from.
+  using JoinHolders = std::function<absl::Status(const std::string& name, int64_t origin)>;
+
+  LatestReads(std::string self, Registry& registry, RecordReader& records, MemberList& members,
+              PeerChannels& peers, WorkPool& pool, LocateCacheCopy locate_cache_copy,
+              JoinHolders join_holders);
+  // Answers the pulls still waiting UNAVAILABLE.
+  ~LatestReads();
+
+  // ClusterAccess::EnsureLatest.
+  void EnsureLatest(std::vector<std::string> names, ClusterAccess::ReadDone done);
+
+  // Drops this node's copy of `name` (version `version`, ordered at
+  // `origin`) when a record says it is no longer the latest: overwritten
+  // by `newer_origin`, or deleted at that revision. Keeps a copy that
+  // changed meanwhile. Whether it went.
+  bool DropStaleCopy(const std::string& name, int64_t newer_origin);
+
+  LatestReadsStats stats() const;
+
+ private:
+  using NameDone = absl::AnyInvocable<void(absl::Status) &&>;
+  // With the record read: serve, pull, or look for a cache copy.
+  void Decide(const std::string& name, RecordReader::Answer answer, NameDone done);
+  // Pulls `record`'s version here; concurrent callers for one version
+  // share one pull.
+  void PullOrdered(NameRecord record, NameDone done);
+  absl::Status PullFromHolders(const NameRecord& record);
+  void PullCacheCopy(const std::string& name, NameDone done);
+
+  const std::string self_;
+  Registry& registry_;
+  RecordReader& records_;
+  MemberList& members_;
+  PeerChannels& peers_;
+  WorkPool& pool_;
+  const LocateCacheCopy locate_cache_copy_;
+  const JoinHolders join_holders_;
+
+  mutable Mutex mu_;
+  // Reads waiting on the pull of each (name, origin); the first started it.
+  absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<NameDone>> pulling_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> pulls_{0};
+  std::atomic<uint64_t> pulled_bytes_{0};
+  std::atomic<uint64_t> pull_failures_{0};
+  std::atomic<uint64_t> pulls_joined_{0};
+  std::atomic<uint64_t> stale_dropped_{0};
+};
+
+}  // namespace tensord
+
+#endif  // TENSORD_SERVICE_CLUSTER_LATEST_READS_H_

@@ -75,6 +75,40 @@ TEST(NameRecordTest, WhatTensordDoesNotWriteIsDataLossNamingTheKey) {
   }
 }
 
+// What a newer tensord may add is ignored; an origin equal to the key's
+// own revision (the rewrite's) is allowed.
+TEST(NameRecordTest, UnknownFieldsAreIgnoredAndAnOriginMayEqualTheKeysRevision) {
+  NameRecord record = Sample();
+  record.origin = 30;
+  std::string value = EncodeNameRecord(record, /*with_origin=*/true);
+  value.insert(1, R"("zone":"eu-1","replicas":{"wanted":3},)");
+  absl::StatusOr<NameRecord> decoded = DecodeNameRecord(
+      "/p", EtcdKeyValue{.key = NameRecordKey("/p", "model/w"), .value = value, .mod_revision = 30});
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->origin, 30);
+  EXPECT_EQ(decoded->holders, record.holders);
+}
+
+TEST(NameRecordTest, AnOversizedValueABadGroupOrAnEmptyNameIsDataLoss) {
+  const std::string key = NameRecordKey("/p", "model/w");
+  std::string huge = EncodeNameRecord(Sample(), false);
+  huge.insert(1, "\"pad\":\"" + std::string(9000, 'x') + "\",");
+  for (const EtcdKeyValue& bad : std::vector<EtcdKeyValue>{
+           {.key = key, .value = huge, .mod_revision = 5},
+           {.key = key,
+            .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":""})",
+            .mod_revision = 5},
+           {.key = key,
+            .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":7})",
+            .mod_revision = 5},
+           {.key = NameRecordKey("/p", ""), .value = EncodeNameRecord(Sample(), false),
+            .mod_revision = 5},
+       }) {
+    EXPECT_EQ(DecodeNameRecord("/p", bad).status().code(), absl::StatusCode::kDataLoss)
+        << bad.key << " = " << bad.value.substr(0, 100);
+  }
+}
+
 TEST(NameRecordTest, TooManyHoldersAreRefused) {
   NameRecord record = Sample();
   record.holders.clear();

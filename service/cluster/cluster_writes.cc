@@ -25,10 +25,6 @@ constexpr size_t kSpareCandidates = 4;
 // Compare-and-swap attempts to join a record's holders.
 constexpr int kJoinAttempts = 8;
 
-std::string GroupKey(absl::string_view prefix, absl::string_view group) {
-  return absl::StrCat(prefix, "/groups/", group);
-}
-
 }  // namespace
 
 ClusterWrites::ClusterWrites(ClusterWritesOptions options, Registry& registry,
@@ -44,7 +40,18 @@ ClusterWrites::ClusterWrites(ClusterWritesOptions options, Registry& registry,
       pool_(pool),
       cache_copies_(cache_copies),
       latest_(latest),
-      group_prefix_(absl::StrCat(options_.self, ".", absl::ToUnixMicros(absl::Now()))) {}
+      group_prefix_(absl::StrCat(options_.self, ".", absl::ToUnixMicros(absl::Now()))) {
+  resolver_ = std::thread([this] { ResolveLoop(); });
+}
+
+ClusterWrites::~ClusterWrites() {
+  {
+    MutexLock lock(&unanswered_mu_);
+    stopping_ = true;
+    unanswered_cv_.SignalAll();
+  }
+  resolver_.join();
+}
 
 absl::StatusOr<uint32_t> ClusterWrites::ReplicasFor(absl::string_view name, uint32_t requested,
                                                     Retention retention) const {
@@ -83,19 +90,25 @@ void ClusterWrites::Commit(SealedVersion sealed, uint32_t replicas,
     return;
   }
   const std::string name = sealed.name();
+  const std::string put_id = NextPutId();
   NameRecord record{.name = name,
                     .writer = options_.self,
                     .total_bytes = sealed.total_bytes(),
                     .crc32c = sealed.crc32c(),
-                    .holders = {options_.self}};
+                    .holders = {options_.self},
+                    .put_id = put_id};
   std::vector<RecordChange> changes;
   changes.push_back(RecordChange{.name = name, .record = std::move(record)});
-  auto sealed_holder = std::make_shared<SealedVersion>(std::move(sealed));
+  auto sealed_holder = std::make_shared<std::vector<SealedVersion>>();
+  sealed_holder->push_back(std::move(sealed));
   committer_.Commit(
       std::move(changes),
-      [this, name, sealed_holder, replicas,
+      [this, name, put_id, sealed_holder, replicas,
        done = std::move(done)](absl::StatusOr<RecordCommitted> committed) mutable {
         if (!committed.ok()) {
+          if (committed.status().code() == absl::StatusCode::kUnavailable) {
+            ResolveUnanswered({name}, put_id, sealed_holder);
+          }
           std::move(done)(absl::Status(
               committed.status().code(),
               absl::StrCat("the put of '", name, "' was not ordered by the cluster (etcd): ",
@@ -103,7 +116,7 @@ void ClusterWrites::Commit(SealedVersion sealed, uint32_t replicas,
           return;
         }
         absl::StatusOr<VersionInfo> installed =
-            registry_.Install(std::move(*sealed_holder), committed->revision);
+            registry_.Install(std::move(sealed_holder->front()), committed->revision);
         if (!installed.ok()) {
           Unrecord(name, committed->revision);
           std::move(done)(installed.status());
@@ -134,7 +147,8 @@ void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t repli
   }
   // One record per item and one for the group, in one transaction: every
   // node sees the whole group or none of it.
-  const std::string group_id = absl::StrCat(group_prefix_, ".", ++next_group_);
+  const std::string group_id = absl::StrCat(group_prefix_, ".g", ++next_group_);
+  const std::string put_id = NextPutId();
   std::vector<RecordChange> changes;
   std::vector<std::string> names;
   for (const SealedVersion& item : group) {
@@ -145,19 +159,17 @@ void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t repli
                                                         .total_bytes = item.total_bytes(),
                                                         .crc32c = item.crc32c(),
                                                         .holders = {options_.self},
-                                                        .group = group_id}});
-  }
-  std::sort(names.begin(), names.end());
-  if (!changes.empty()) {
-    changes.back().also.push_back(KvOp::Put(
-        GroupKey(options_.prefix, group_id),
-        absl::StrCat("{\"writer\":\"", options_.self, "\",\"items\":", names.size(), "}")));
+                                                        .group = group_id,
+                                                        .put_id = put_id}});
   }
   auto held = std::make_shared<std::vector<SealedVersion>>(std::move(group));
-  committer_.Commit(std::move(changes), [this, held, replicas, names = std::move(names),
+  committer_.Commit(std::move(changes), [this, held, replicas, put_id, names = std::move(names),
                                          done = std::move(done)](
                                             absl::StatusOr<RecordCommitted> committed) mutable {
     if (!committed.ok()) {
+      if (committed.status().code() == absl::StatusCode::kUnavailable) {
+        ResolveUnanswered(names, put_id, held);
+      }
       std::move(done)(absl::Status(committed.status().code(),
                                    absl::StrCat("the atomic group was not ordered by the cluster "
                                                 "(etcd): ",
@@ -175,6 +187,74 @@ void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t repli
     }
     SendGroupReplicas(*std::move(installed), replicas, std::move(done));
   });
+}
+
+std::string ClusterWrites::NextPutId() { return absl::StrCat(group_prefix_, ".", ++next_put_); }
+
+void ClusterWrites::ResolveUnanswered(std::vector<std::string> names, std::string put_id,
+                                      std::shared_ptr<std::vector<SealedVersion>> sealed) {
+  MutexLock lock(&unanswered_mu_);
+  // As long as a put could sensibly wait for etcd; the bytes go after.
+  unanswered_.push_back(Unanswered{.names = std::move(names),
+                                   .put_id = std::move(put_id),
+                                   .sealed = std::move(sealed),
+                                   .give_up = absl::Now() + absl::Minutes(5)});
+  unanswered_cv_.Signal();
+}
+
+absl::StatusOr<bool> ClusterWrites::Resolve(Unanswered& unanswered) {
+  TENSORD_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv,
+                           KvGet(*store_, NameRecordKey(options_.prefix, unanswered.names.front())));
+  int64_t origin = 0;
+  if (kv.has_value()) {
+    absl::StatusOr<NameRecord> record = DecodeNameRecord(options_.prefix, *kv);
+    if (record.ok() && record->put_id == unanswered.put_id) origin = record->origin;
+  }
+  // Not made, or overwritten since: nobody needs these bytes.
+  if (origin == 0) return true;
+  std::vector<SealedVersion>& sealed = *unanswered.sealed;
+  absl::Status installed = sealed.size() == 1
+                               ? registry_.Install(std::move(sealed.front()), origin).status()
+                               : registry_.InstallGroup(std::move(sealed), origin).status();
+  Log(LogLevel::kInfo, "cluster_unanswered_put_resolved",
+      {{"name", unanswered.names.front()}, {"items", unanswered.names.size()},
+       {"origin", origin}, {"installed", installed.ToString()}});
+  if (!installed.ok()) {
+    for (const std::string& name : unanswered.names) Unrecord(name, origin);
+  }
+  return true;
+}
+
+void ClusterWrites::ResolveLoop() {
+  while (true) {
+    std::vector<Unanswered> pending;
+    {
+      MutexLock lock(&unanswered_mu_);
+      while (!stopping_ && unanswered_.empty()) unanswered_cv_.Wait(&unanswered_mu_);
+      if (stopping_) return;
+      pending.swap(unanswered_);
+    }
+    std::vector<Unanswered> again;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      absl::StatusOr<bool> settled = Resolve(pending[i]);
+      if (settled.ok()) continue;
+      // etcd cannot be asked: the rest wait for the next pass.
+      for (size_t j = i; j < pending.size(); ++j) {
+        if (absl::Now() < pending[j].give_up) {
+          again.push_back(std::move(pending[j]));
+        } else {
+          Log(LogLevel::kWarning, "cluster_unanswered_put_abandoned",
+              {{"name", pending[j].names.front()}, {"error", settled.status().ToString()}});
+        }
+      }
+      break;
+    }
+    MutexLock lock(&unanswered_mu_);
+    for (Unanswered& item : again) unanswered_.push_back(std::move(item));
+    if (!unanswered_.empty() && !stopping_) {
+      unanswered_cv_.WaitWithTimeout(&unanswered_mu_, absl::Milliseconds(250));
+    }
+  }
 }
 
 void ClusterWrites::Unrecord(const std::string& name, int64_t origin) {
@@ -202,14 +282,16 @@ void ClusterWrites::Delete(std::string name, ClusterAccess::Done done) {
       return;
     }
     // Every copy ordered before the delete goes; a newer put here stays.
-    const bool dropped_here = latest_.DropStaleCopy(name, committed->revision);
+    latest_.DropStaleCopy(name, committed->revision);
     // A cache copy here is the name's only trace: it goes with the delete.
     bool cache_here = false;
     if (absl::StatusOr<VersionInfo> local = registry_.Stat(name, 0);
         local.ok() && local->origin == 0) {
       cache_here = registry_.Delete(name, local->version).ok();
     }
-    if (!committed->removed && !dropped_here && !cache_here) {
+    // Whether a durable name was there is the record's to say: a copy here
+    // may be one another delete already removed from the cluster.
+    if (!committed->removed && !cache_here) {
       std::move(done)(absl::NotFoundError(
           absl::StrCat("tensor '", name, "' not found on this node nor in the cluster")));
       return;

@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "service/cluster/cache_copies.h"
 #include "service/cluster/kv_store.h"
@@ -23,6 +25,7 @@
 #include "service/cluster/record_committer.h"
 #include "service/cluster/replica_rules.h"
 #include "service/cluster/work_pool.h"
+#include "service/common/mutex.h"
 #include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 
@@ -44,6 +47,8 @@ class ClusterWrites {
   ClusterWrites(ClusterWritesOptions options, Registry& registry, std::shared_ptr<KvStore> store,
                 RecordCommitter& committer, MemberList& members, PeerChannels& peers,
                 WorkPool& pool, CacheCopies& cache_copies, LatestReads& latest);
+  // Stops resolving unanswered commits (their versions are dropped).
+  ~ClusterWrites();
 
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const;
@@ -67,6 +72,27 @@ class ClusterWrites {
   // the record is removed again if it still names the version, so no node
   // waits for a copy that does not exist.
   void Unrecord(const std::string& name, int64_t origin);
+  // A commit whose answer was lost (etcd out of reach mid-call) may still
+  // have been made: the sealed versions are kept while the records are
+  // read again (off the caller's thread, until etcd answers); a record that
+  // names this put by its id gets its version installed here, so the name
+  // is served rather than stuck with a holder that threw its bytes away.
+  void ResolveUnanswered(std::vector<std::string> names, std::string put_id,
+                         std::shared_ptr<std::vector<SealedVersion>> sealed);
+  // A new put id: this process's prefix and a counter.
+  std::string NextPutId();
+  // The resolver's thread: one pass over the unanswered commits while etcd
+  // answers, then a pause.
+  void ResolveLoop();
+  // Whether `unanswered` is settled (installed, or known not needed);
+  // UNAVAILABLE while etcd cannot be asked.
+  struct Unanswered {
+    std::vector<std::string> names;
+    std::string put_id;
+    std::shared_ptr<std::vector<SealedVersion>> sealed;
+    absl::Time give_up;
+  };
+  absl::StatusOr<bool> Resolve(Unanswered& unanswered);
 
   const ClusterWritesOptions options_;
   Registry& registry_;
@@ -78,7 +104,13 @@ class ClusterWrites {
   CacheCopies& cache_copies_;
   LatestReads& latest_;
   std::atomic<uint64_t> next_group_{0};
+  std::atomic<uint64_t> next_put_{0};
   const std::string group_prefix_;  // unique to this process
+  Mutex unanswered_mu_;
+  CondVar unanswered_cv_;
+  std::vector<Unanswered> unanswered_ ABSL_GUARDED_BY(unanswered_mu_);
+  bool stopping_ ABSL_GUARDED_BY(unanswered_mu_) = false;
+  std::thread resolver_;
 };
 
 }  // namespace tensord

@@ -34,7 +34,9 @@ class DeferredCluster final : public ClusterAccess, public ClusterView {
       node->EnsureLatest(std::move(names), std::move(done));
       return;
     }
-    std::move(done)(std::vector<absl::Status>(names.size(), NotJoined()));
+    std::vector<absl::StatusOr<Lease>> refused;
+    for (size_t i = 0; i < names.size(); ++i) refused.emplace_back(NotJoined());
+    std::move(done)(std::move(refused));
   }
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override {

@@ -221,6 +221,13 @@ class EtcdClient::CallRunner {
       if (!IsEndpointFailure(last)) break;
     }
     client_.errors_.fetch_add(1, std::memory_order_relaxed);
+    // No endpoint answered in time: etcd is out of reach, which is what
+    // UNAVAILABLE says (the call's own deadline is not the caller's).
+    if (last.code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::UnavailableError(absl::StrCat(
+          last.message(), " (no etcd endpoint answered within ",
+          absl::FormatDuration(client_.options_.call_timeout), ")"));
+    }
     return last;
   }
 
@@ -446,6 +453,7 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
               response.cancel_reason()));
         } else {
           opened = true;
+          more = on_events({});  // established
           // A revision's events, joined across fragments before the handler sees them.
           std::vector<EtcdWatchEvent> events;
           while (more && stream->Read(&response)) {

@@ -100,6 +100,13 @@ absl::StatusOr<ReconcileCounts> ReconcileHeld(Registry& registry, KvStore& store
     std::vector<VersionInfo> unrecorded;
     for (size_t i = 0; i < judged.size(); ++i) {
       const VersionInfo& info = judged[i];
+      if (answers[i].status().code() == absl::StatusCode::kDataLoss) {
+        // A record tensord did not write: this name cannot be judged, the
+        // others can. The copy stays; reads of the name fail on the record.
+        Log(LogLevel::kWarning, "cluster_record_unreadable",
+            {{"name", info.name}, {"error", answers[i].status().ToString()}});
+        continue;
+      }
       TENSORD_RETURN_IF_ERROR(answers[i].status());
       const std::optional<NameRecord>& record = *answers[i];
       if (info.origin != 0) {

@@ -28,8 +28,10 @@ void HistoryCompactor::Stop() {
 }
 
 bool HistoryCompactor::CompactOnce() {
+  // Only the first live member by name; a node that is not listed (its
+  // lease lapsed) leaves it to the others.
   const std::vector<ClusterMember> members = members_.members();
-  if (!members.empty() && members.front().node_name != self_) {
+  if (members.empty() || members.front().node_name != self_) {
     remembered_ = 0;  // another node compacts; start afresh if that changes
     return false;
   }

@@ -56,7 +56,9 @@ absl::StatusOr<int64_t> KvReadPrefix(
   int64_t revision = 0;
   while (true) {
     TENSORD_ASSIGN_OR_RETURN(KvPage page, store.Range(from, end, revision, page_size));
-    revision = page.revision;
+    // A page says the store's revision now; every later page is read at
+    // the first one's, so the whole read is one cut.
+    if (revision == 0) revision = page.revision;
     if (page.values.empty()) return revision;
     // The next page starts just after this one's last key.
     from = page.values.back().key + std::string(1, '\0');

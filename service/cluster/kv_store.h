@@ -145,8 +145,9 @@ class KvStore {
   // one revision are never split across calls, however many there are),
   // until `on_events` returns false (OK), `cancel` is cancelled
   // (CANCELLED), or the stream breaks (UNAVAILABLE: watch again from the
-  // last revision + 1). Blocks. OUT_OF_RANGE when `start_revision` was
-  // compacted away: read the prefix again.
+  // last revision + 1). The first call, once the watch is established, has
+  // no events. Blocks. OUT_OF_RANGE when `start_revision` was compacted
+  // away: read the prefix again.
   using WatchHandler = std::function<bool(std::vector<EtcdWatchEvent> events)>;
   virtual absl::Status Watch(absl::string_view prefix, int64_t start_revision,
                              const WatchHandler& on_events, KvWatchCancel& cancel) = 0;

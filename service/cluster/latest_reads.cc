@@ -14,25 +14,26 @@ namespace {
 // The answers of one EnsureLatest, gathered from several threads.
 class Gather {
  public:
-  Gather(size_t count, ClusterAccess::ReadDone done)
-      : statuses_(count), left_(count), done_(std::move(done)) {}
+  Gather(size_t count, ClusterAccess::ReadDone done) : left_(count), done_(std::move(done)) {
+    for (size_t i = 0; i < count; ++i) answers_.emplace_back(absl::UnknownError("unanswered"));
+  }
 
-  void Set(size_t index, absl::Status status) {
+  void Set(size_t index, absl::StatusOr<Lease> answer) {
     ClusterAccess::ReadDone done;
-    std::vector<absl::Status> statuses;
+    std::vector<absl::StatusOr<Lease>> answers;
     {
       MutexLock lock(&mu_);
-      statuses_[index] = std::move(status);
+      answers_[index] = std::move(answer);
       if (--left_ != 0) return;
       done = std::move(done_);
-      statuses = std::move(statuses_);
+      answers = std::move(answers_);
     }
-    std::move(done)(std::move(statuses));
+    std::move(done)(std::move(answers));
   }
 
  private:
   Mutex mu_;
-  std::vector<absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::StatusOr<Lease>> answers_ ABSL_GUARDED_BY(mu_);
   size_t left_ ABSL_GUARDED_BY(mu_);
   ClusterAccess::ReadDone done_ ABSL_GUARDED_BY(mu_);
 };
@@ -56,18 +57,22 @@ LatestReads::LatestReads(std::string self, Registry& registry, RecordReader& rec
       join_holders_(std::move(join_holders)) {}
 
 LatestReads::~LatestReads() {
-  std::vector<NameDone> waiting;
+  std::vector<PullDone> waiting;
   {
     MutexLock lock(&mu_);
     for (auto& [key, dones] : pulling_) {
-      for (NameDone& done : dones) waiting.push_back(std::move(done));
+      for (PullDone& done : dones) waiting.push_back(std::move(done));
     }
     pulling_.clear();
   }
-  for (NameDone& done : waiting) std::move(done)(absl::UnavailableError("the node is shutting down"));
+  for (PullDone& done : waiting) std::move(done)(absl::UnavailableError("the node is shutting down"));
 }
 
 void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::ReadDone done) {
+  if (names.empty()) {
+    std::move(done)({});
+    return;
+  }
   auto gather = std::make_shared<Gather>(names.size(), std::move(done));
   std::vector<std::string> asked;
   std::vector<size_t> asked_index;
@@ -76,7 +81,7 @@ void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::Re
     // A cache copy nobody ordered: served as it is (cache names promise no
     // order across nodes, so no etcd round trip).
     if (local.ok() && (*local)->retention == Retention::kCache && OriginOf(**local) == 0) {
-      gather->Set(i, absl::OkStatus());
+      gather->Set(i, Lease(*std::move(local)));
       continue;
     }
     asked.push_back(std::move(names[i]));
@@ -88,15 +93,16 @@ void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::Re
                 [this, gather, asked = std::move(asked), asked_index = std::move(asked_index)](
                     std::vector<RecordReader::Answer> answers) mutable {
                   for (size_t k = 0; k < answers.size(); ++k) {
-                    Decide(asked[k], std::move(answers[k]),
-                           [gather, index = asked_index[k]](absl::Status status) {
-                             gather->Set(index, std::move(status));
+                    Decide(asked[k], std::move(answers[k]), /*attempt=*/1,
+                           [gather, index = asked_index[k]](absl::StatusOr<Lease> answer) {
+                             gather->Set(index, std::move(answer));
                            });
                   }
                 });
 }
 
-void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, NameDone done) {
+void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, int attempt,
+                         NameDone done) {
   if (!answer.ok()) {
     // Without the record no copy can be known to be the latest.
     std::move(done)(absl::UnavailableError(answer.status().message()));
@@ -112,12 +118,42 @@ void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, N
   }
   NameRecord& record = **answer;
   // A newer copy here is a put that etcd ordered after this read began:
-  // serving it is as right as serving the record's.
+  // serving it is as right as serving the record's. The lease keeps the
+  // version even if a newer one replaces it before the read is served.
   if (local.ok() && local_origin != 0 && local_origin >= record.origin) {
-    std::move(done)(absl::OkStatus());
+    std::move(done)(Lease(*std::move(local)));
     return;
   }
-  PullOrdered(std::move(record), std::move(done));
+  const std::string pulled_name = record.name;
+  const int64_t origin = record.origin;
+  PullOrdered(std::move(record), [this, pulled_name, origin, attempt,
+                                  done = std::move(done)](absl::Status pulled) mutable {
+    if (!pulled.ok()) {
+      std::move(done)(pulled);
+      return;
+    }
+    LeasePulled(pulled_name, origin, attempt, std::move(done));
+  });
+}
+
+void LatestReads::LeasePulled(const std::string& name, int64_t origin, int attempt,
+                              NameDone done) {
+  absl::StatusOr<std::shared_ptr<const TensorVersion>> local = registry_.Find(name, 0);
+  if (local.ok() && OriginOf(**local) >= origin) {
+    std::move(done)(Lease(*std::move(local)));
+    return;
+  }
+  // Replaced (or dropped for a newer record) between the pull and now: the
+  // record is read again, a few times at most.
+  if (attempt >= kAttempts) {
+    std::move(done)(absl::UnavailableError(absl::StrCat(
+        "tensor '", name, "' was replaced ", kAttempts, " times while this node copied it; retry")));
+    return;
+  }
+  records_.Read({name}, [this, name, attempt, done = std::move(done)](
+                            std::vector<RecordReader::Answer> answers) mutable {
+    Decide(name, std::move(answers.front()), attempt + 1, std::move(done));
+  });
 }
 
 bool LatestReads::DropStaleCopy(const std::string& name, int64_t newer_origin) {
@@ -138,7 +174,7 @@ bool LatestReads::DropStaleCopy(const std::string& name, int64_t newer_origin) {
   return true;
 }
 
-void LatestReads::PullOrdered(NameRecord record, NameDone done) {
+void LatestReads::PullOrdered(NameRecord record, PullDone done) {
   const std::pair<std::string, int64_t> key(record.name, record.origin);
   {
     MutexLock lock(&mu_);
@@ -150,7 +186,7 @@ void LatestReads::PullOrdered(NameRecord record, NameDone done) {
     }
   }
   auto finish = [this, key](absl::Status status) {
-    std::vector<NameDone> waiting;
+    std::vector<PullDone> waiting;
     {
       MutexLock lock(&mu_);
       auto it = pulling_.find(key);
@@ -158,7 +194,7 @@ void LatestReads::PullOrdered(NameRecord record, NameDone done) {
       waiting = std::move(it->second);
       pulling_.erase(it);
     }
-    for (NameDone& waiter : waiting) std::move(waiter)(status);
+    for (PullDone& waiter : waiting) std::move(waiter)(status);
   };
   pool_.Run(
       [this, record = std::move(record), finish]() mutable {
@@ -259,12 +295,21 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
               " that could not be copied: ", pulled.status().message())));
           return;
         }
-        absl::Status published = registry_.Publish(*std::move(pulled)).status();
-        if (published.ok()) {
-          pulls_.fetch_add(1, std::memory_order_relaxed);
-          pulled_bytes_.fetch_add(location->total_bytes, std::memory_order_relaxed);
+        absl::StatusOr<VersionInfo> published = registry_.Publish(*std::move(pulled));
+        if (!published.ok()) {
+          std::move(done)(published.status());
+          return;
         }
-        std::move(done)(published);
+        pulls_.fetch_add(1, std::memory_order_relaxed);
+        pulled_bytes_.fetch_add(location->total_bytes, std::memory_order_relaxed);
+        absl::StatusOr<std::shared_ptr<const TensorVersion>> local =
+            registry_.Find(name, published->version);
+        if (!local.ok()) {
+          std::move(done)(absl::NotFoundError(absl::StrCat(
+              "tensor '", name, "' (a cache copy) was replaced as it was copied here")));
+          return;
+        }
+        std::move(done)(Lease(*std::move(local)));
       },
       [shared]() mutable {
         std::move(*shared)(absl::UnavailableError("the node is shutting down"));

@@ -63,6 +63,10 @@ class LatestReads {
   // ClusterAccess::EnsureLatest.
   void EnsureLatest(std::vector<std::string> names, ClusterAccess::ReadDone done);
 
+  // How often a read whose version was replaced while it was pulled reads
+  // the record again before it answers UNAVAILABLE.
+  static constexpr int kAttempts = 4;
+
   // Drops this node's copy of `name` (version `version`, ordered at
   // `origin`) when a record says it is no longer the latest: overwritten
   // by `newer_origin`, or deleted at that revision. Keeps a copy that
@@ -72,12 +76,16 @@ class LatestReads {
   LatestReadsStats stats() const;
 
  private:
-  using NameDone = absl::AnyInvocable<void(absl::Status) &&>;
+  using NameDone = absl::AnyInvocable<void(absl::StatusOr<Lease>) &&>;
+  using PullDone = absl::AnyInvocable<void(absl::Status) &&>;
   // With the record read: serve, pull, or look for a cache copy.
-  void Decide(const std::string& name, RecordReader::Answer answer, NameDone done);
+  void Decide(const std::string& name, RecordReader::Answer answer, int attempt, NameDone done);
+  // After a pull of `origin`: a lease on the copy, or the decision again
+  // when a newer version (or a delete) replaced it meanwhile.
+  void LeasePulled(const std::string& name, int64_t origin, int attempt, NameDone done);
   // Pulls `record`'s version here; concurrent callers for one version
   // share one pull.
-  void PullOrdered(NameRecord record, NameDone done);
+  void PullOrdered(NameRecord record, PullDone done);
   absl::Status PullFromHolders(const NameRecord& record);
   void PullCacheCopy(const std::string& name, NameDone done);
 
@@ -92,7 +100,7 @@ class LatestReads {
 
   mutable Mutex mu_;
   // Reads waiting on the pull of each (name, origin); the first started it.
-  absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<NameDone>> pulling_
+  absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<PullDone>> pulling_
       ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> pulls_{0};
   std::atomic<uint64_t> pulled_bytes_{0};

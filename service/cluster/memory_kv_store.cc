@@ -69,7 +69,9 @@ void MemoryKvStore::DeleteKeyLocked(const std::string& key, int64_t revision,
                                     std::vector<EtcdWatchEvent>& events) {
   const Entry* entry = CurrentLocked(key);
   if (entry == nullptr) return;
-  if (entry->lease != 0) leases_[entry->lease].erase(key);
+  if (auto lease = leases_.find(entry->lease); entry->lease != 0 && lease != leases_.end()) {
+    lease->second.erase(key);
+  }
   keys_[key].emplace_back(revision, std::nullopt);
   events.push_back(EtcdWatchEvent{.deleted = true, .kv = {.key = key, .mod_revision = revision}});
 }
@@ -89,7 +91,9 @@ absl::StatusOr<KvOpResult> MemoryKvStore::ApplyLocked(const KvOp& op, int64_t re
                   .version = old == nullptr ? 1 : old->version + 1,
                   .lease = op.lease};
       if (old != nullptr && old->lease != 0 && old->lease != op.lease) {
-        leases_[old->lease].erase(op.key);
+        if (auto lease = leases_.find(old->lease); lease != leases_.end()) {
+          lease->second.erase(op.key);
+        }
       }
       if (op.lease != 0) leases_[op.lease].insert(op.key);
       keys_[op.key].emplace_back(revision, entry);
@@ -140,12 +144,16 @@ absl::StatusOr<KvTxnResult> MemoryKvStore::Txn(std::span<const KvCompare> compar
     errors_.fetch_add(1, std::memory_order_relaxed);
     return write_failure_;
   }
-  // etcd refuses a key written twice in one transaction.
+  // etcd refuses a key written twice in one transaction, and a put on a
+  // lease it does not have, before anything is written.
   std::set<std::string> written;
   for (const KvOp& op : ops) {
     if (op.kind == KvOp::Kind::kGet) continue;
     if (!written.insert(op.key).second) {
       return absl::InvalidArgumentError("etcdserver: duplicate key given in txn request");
+    }
+    if (op.kind == KvOp::Kind::kPut && op.lease != 0 && !leases_.contains(op.lease)) {
+      return absl::NotFoundError("etcdserver: requested lease not found");
     }
   }
   KvTxnResult result;
@@ -231,9 +239,16 @@ absl::Status MemoryKvStore::Watch(absl::string_view prefix, int64_t start_revisi
   if (absl::Status reachable = CheckReachable(); !reachable.ok()) return reachable;
   const uint64_t epoch = reach_epoch_;
   int64_t next = start_revision == 0 ? revision_ + 1 : start_revision;
-  if (next <= compacted_) {
+  // As etcd: the compaction revision itself can still be watched from.
+  if (next < compacted_) {
     return absl::OutOfRangeError(absl::StrCat("revision ", next, " was compacted (oldest kept: ",
-                                              compacted_ + 1, ")"));
+                                              compacted_, ")"));
+  }
+  {
+    mu_.Unlock();
+    const bool more = on_events({});  // established
+    mu_.Lock();
+    if (!more) return absl::OkStatus();
   }
   while (true) {
     if (cancel.cancelled()) return absl::CancelledError("watch cancelled");
@@ -241,7 +256,7 @@ absl::Status MemoryKvStore::Watch(absl::string_view prefix, int64_t start_revisi
     if (!reachable_ || reach_epoch_ != epoch) {
       return absl::UnavailableError("the in-memory store was switched unreachable");
     }
-    if (next <= compacted_) {
+    if (next < compacted_) {
       return absl::OutOfRangeError("the watched revisions were compacted away");
     }
     // The first unseen revision's events under the prefix, whole.

@@ -35,6 +35,7 @@ std::string EncodeNameRecord(const NameRecord& record, bool with_origin) {
                 {"holders", record.holders}};
   if (with_origin) value["origin"] = record.origin;
   if (!record.group.empty()) value["group"] = record.group;
+  if (!record.put_id.empty()) value["put"] = record.put_id;
   return value.dump();
 }
 
@@ -91,6 +92,10 @@ absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const Etcd
   if (auto group = value.find("group"); group != value.end()) {
     if (!group->is_string() || group->get<std::string>().empty()) return bad("field group invalid");
     record.group = group->get<std::string>();
+  }
+  if (auto put = value.find("put"); put != value.end()) {
+    if (!put->is_string() || put->get<std::string>().empty()) return bad("field put invalid");
+    record.put_id = put->get<std::string>();
   }
   record.writer = writer->get<std::string>();
   record.total_bytes = total_bytes;

@@ -2,7 +2,7 @@
 // in the cluster's order, and which nodes hold a durable copy of it.
 //
 //   <prefix>/names/<tensor name> = {"writer": node, "total_bytes": N,
-//       "crc32c": C, "holders": [node, ...], "origin": R, "group": G}
+//       "crc32c": C, "holders": [node, ...], "put": id, "origin": R, "group": G}
 //
 // One key per name, with no lease: it outlives every node, so a node that
 // dies or restarts cannot take an acknowledged version with it or bring an
@@ -42,9 +42,12 @@ struct NameRecord {
   uint32_t crc32c = 0;
   // Nodes holding a durable copy, the writer first.
   std::vector<std::string> holders;
-  // The atomic group this version was published in, empty when none
-  // (group_record.h names its key).
+  // The atomic group this version was published in, empty when none.
   std::string group;
+  // Unique to the put that wrote this version (its writer's process and a
+  // counter): a writer whose commit went unanswered recognises its own
+  // write by it.
+  std::string put_id;
   // The key's mod_revision when read: what a compare-and-swap compares.
   int64_t mod_revision = 0;
 

@@ -62,7 +62,6 @@ absl::Status PrefixFollower::health() const {
 }
 
 void PrefixFollower::Loop() {
-  absl::Duration backoff = absl::Milliseconds(50);
   bool need_read = true;
   while (true) {
     {
@@ -78,8 +77,9 @@ void PrefixFollower::Loop() {
     }
     health_ = status.ok() ? absl::UnavailableError("watch ended") : status;
     log_.Note(what_, status.ToString(), absl::Now());
-    moved_.WaitWithTimeout(&mu_, backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
+    moved_.WaitWithTimeout(&mu_, backoff_);
+    // Longer after each failure in a row; back to the first once it follows.
+    backoff_ = std::min(backoff_ * 2, absl::Seconds(1));
   }
 }
 
@@ -119,11 +119,16 @@ absl::Status PrefixFollower::FollowOnce(bool& need_read) {
   return store_->Watch(
       prefix_, from,
       [this](std::vector<EtcdWatchEvent> events) {
-        const int64_t revision = events.back().kv.mod_revision;
-        callbacks_.on_events(std::move(events));
+        int64_t revision = 0;
+        if (!events.empty()) {
+          revision = events.back().kv.mod_revision;
+          callbacks_.on_events(std::move(events));
+        }
+        // Established (no events) or moving: current either way.
         MutexLock lock(&mu_);
         revision_ = std::max(revision_, revision);
         health_ = absl::OkStatus();
+        backoff_ = kFirstBackoff;
         moved_.SignalAll();
         return !stopping_;
       },

@@ -67,7 +67,9 @@ class PrefixFollower {
 
   mutable Mutex mu_;
   mutable CondVar moved_;
+  static constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_) = kFirstBackoff;
   absl::Status health_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("not started");
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   KvWatchCancel cancel_;

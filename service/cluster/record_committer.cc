@@ -62,6 +62,11 @@ void RecordCommitter::Commit(std::vector<RecordChange> changes, Done done) {
   std::move(done)(absl::UnavailableError("the node is shutting down; nothing was written"));
 }
 
+RecordCommitter::ChangeKind RecordCommitter::KindOf(const Pending& pending) {
+  if (pending.changes.size() > 1) return ChangeKind::kGroup;
+  return pending.changes.front().record.has_value() ? ChangeKind::kPut : ChangeKind::kDelete;
+}
+
 void RecordCommitter::WorkLoop() {
   while (true) {
     std::vector<Pending> batch;
@@ -71,13 +76,18 @@ void RecordCommitter::WorkLoop() {
       if (stopping_) return;
       // Whole pendings in arrival order while they fit and touch no key
       // twice (etcd refuses that); the rest waits for the next transaction.
+      // A transaction carries one kind of change: single puts, or deletes,
+      // or one atomic group alone, so the revision a watch reports is one
+      // kind of event (and a group is exactly one).
       size_t keys = 0;
       absl::flat_hash_set<std::string> names;
+      const ChangeKind kind = KindOf(queue_.front());
       for (auto it = queue_.begin(); it != queue_.end();) {
         if (keys + it->keys > options_.max_ops_per_txn) break;
+        if (kind == ChangeKind::kGroup && !batch.empty()) break;
         const bool clash = std::any_of(it->changes.begin(), it->changes.end(),
                                        [&](const RecordChange& c) { return names.contains(c.name); });
-        if (clash) {
+        if (clash || KindOf(*it) != kind) {
           ++it;
           continue;
         }

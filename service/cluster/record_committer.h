@@ -74,6 +74,8 @@ class RecordCommitter {
     size_t keys = 0;
     Done done;
   };
+  enum class ChangeKind { kPut, kDelete, kGroup };
+  static ChangeKind KindOf(const Pending& pending);
   void WorkLoop();
   void CommitBatch(std::vector<Pending> batch);
 

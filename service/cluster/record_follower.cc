@@ -67,6 +67,10 @@ void RecordFollower::Apply(std::vector<EtcdWatchEvent> events) {
                         .version = static_cast<uint64_t>(revision)};
   ChangeEvent deleted{.kind = ChangeEvent::Kind::kDeleted,
                       .version = static_cast<uint64_t>(revision)};
+  // An atomic group is one transaction of records naming one group; other
+  // puts may share a revision (a group commit) without being one.
+  std::string group;
+  bool one_group = true;
   for (const EtcdWatchEvent& event : events) {
     absl::string_view name = event.kv.key;
     if (!absl::ConsumePrefix(&name, records_prefix_) || !ValidateTensorName(name).ok()) continue;
@@ -87,11 +91,16 @@ void RecordFollower::Apply(std::vector<EtcdWatchEvent> events) {
     }
     latest_.DropStaleCopy(record->name, record->origin);
     // A holder joining an ordered version is not a change of the name.
-    if (RecordValueOrdersAVersion(event.kv.value)) published.items.push_back(ItemOf(*record));
+    if (RecordValueOrdersAVersion(event.kv.value)) {
+      if (published.items.empty()) group = record->group;
+      one_group = one_group && !record->group.empty() && record->group == group;
+      published.items.push_back(ItemOf(*record));
+    }
   }
-  // One revision is one change: an atomic group's items are one event.
+  // One revision is one change (the committer never mixes puts, deletes and
+  // groups in one transaction): an atomic group's items are one event.
   if (!published.items.empty()) {
-    published.atomic_group = published.items.size() > 1;
+    published.atomic_group = one_group;
     changes_.Append(std::move(published));
   } else if (!deleted.items.empty()) {
     changes_.Append(std::move(deleted));

@@ -70,7 +70,7 @@ struct ClusterStats {
 class ClusterAccess {
  public:
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
-  using ReadDone = absl::AnyInvocable<void(std::vector<absl::Status>) &&>;
+  using ReadDone = absl::AnyInvocable<void(std::vector<absl::StatusOr<Lease>>) &&>;
   using CommitDone = absl::AnyInvocable<void(absl::StatusOr<VersionInfo>) &&>;
   using GroupDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<VersionInfo>>) &&>;
   using ListDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<ClusterVersion>>) &&>;
@@ -78,13 +78,14 @@ class ClusterAccess {
 
   virtual ~ClusterAccess() = default;
 
-  // Makes the registry hold the cluster's latest version of each name, so
-  // that a read of version 0 served from the registry next answers it. One
-  // status per name, in order: OK (serve from the registry), NOT_FOUND (no
-  // node holds it), UNAVAILABLE naming why (etcd out of reach, or no live
-  // holder could give the version the cluster ordered: an older one is
-  // never served instead). Inline when nothing must be asked (a cache name
-  // held here), else on a cluster thread.
+  // A lease on the cluster's latest version of each name, copied here
+  // first when another node holds it; serve exactly that version (it may be
+  // replaced in the registry a moment later: the lease keeps it). One
+  // answer per name, in order: the lease, NOT_FOUND (no node holds it), or
+  // UNAVAILABLE naming why (etcd out of reach, or no live holder could give
+  // the version the cluster ordered: an older one is never served
+  // instead). Inline when nothing must be asked (a cache name held here),
+  // else on a cluster thread.
   virtual void EnsureLatest(std::vector<std::string> names, ReadDone done) = 0;
 
   // The copies a put of `name` asking for `requested` (0: the node's

@@ -66,12 +66,11 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     }
     std::sort(latest.begin(), latest.end());
     latest.erase(std::unique(latest.begin(), latest.end()), latest.end());
-    cluster->EnsureLatest(latest, [this, &registry, latest](std::vector<absl::Status> ready) {
-      std::map<std::string, absl::Status> failed;
-      for (size_t i = 0; i < latest.size(); ++i) {
-        if (!ready[i].ok()) failed.emplace(latest[i], std::move(ready[i]));
-      }
-      AcquireChosen(registry, failed);
+    cluster->EnsureLatest(latest, [this, &registry, latest](
+                                      std::vector<absl::StatusOr<Lease>> leases) {
+      std::map<std::string, absl::StatusOr<Lease>> confirmed;
+      for (size_t i = 0; i < latest.size(); ++i) confirmed.emplace(latest[i], std::move(leases[i]));
+      AcquireChosen(registry, confirmed);
       WriteNext();
     });
   }
@@ -156,20 +155,26 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   }
 
   // Leases every requested item under one registry lock (one consistent
-  // cut); an item whose latest the cluster could not give answers why.
-  void AcquireChosen(Registry& registry, const std::map<std::string, absl::Status>& failed) {
+  // cut). In a cluster, a latest item is the version the cluster confirmed
+  // (leased in `confirmed`, so found even if replaced since), or answers why
+  // there is none.
+  void AcquireChosen(Registry& registry,
+                     const std::map<std::string, absl::StatusOr<Lease>>& confirmed) {
     std::vector<NameVersion> wanted;
     std::vector<uint32_t> wanted_index;
     wanted.reserve(requested_.size());
     for (size_t i = 0; i < requested_.size(); ++i) {
-      const NameVersion& item = requested_[i];
+      NameVersion item = requested_[i];
       if (item.version == 0) {
-        if (auto it = failed.find(item.name); it != failed.end()) {
-          entries_[requested_index_[i]].lease = it->second;
-          continue;
+        if (auto it = confirmed.find(item.name); it != confirmed.end()) {
+          if (!it->second.ok()) {
+            entries_[requested_index_[i]].lease = it->second.status();
+            continue;
+          }
+          item.version = (*it->second)->version;
         }
       }
-      wanted.push_back(item);
+      wanted.push_back(std::move(item));
       wanted_index.push_back(requested_index_[i]);
     }
     std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);

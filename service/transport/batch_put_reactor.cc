@@ -156,7 +156,9 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     return results_.size() - 1;
   }
 
-  absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header) {
+  // Item `index`'s checks, copies (as a Put's: PutHeader.replicas or the
+  // server's default for the name) and reservation.
+  absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header, size_t index) {
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchPut", put.name));
     if (IsDeviceLayout(put.layout)) {
@@ -164,6 +166,17 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "batch put carries host tensors only; put device tensor '", put.name, "' (",
           DeviceLabel(put.layout.device), ") with Put"));
     }
+    uint32_t replicas = 1;
+    if (options_.cluster_access != nullptr) {
+      TENSORD_ASSIGN_OR_RETURN(replicas, options_.cluster_access->ReplicasFor(
+                                             put.name, header.replicas(), put.retention));
+    } else if (header.replicas() > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch put item '", put.name, "' asks for replicas=", header.replicas(),
+          ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
+    }
+    if (replicas_.size() <= index) replicas_.resize(index + 1, 1);
+    replicas_[index] = replicas;
     return registry_.Prepare(std::move(put.name), std::move(put.layout), put.total_bytes,
                              put.retention);
   }
@@ -173,7 +186,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     received_total_ += item.data().size();
     NoteLargeTransfer();
     // Checked (the name above all) before anything else is said about it.
-    absl::StatusOr<PendingVersion> pending = PrepareItem(item.header());
+    absl::StatusOr<PendingVersion> pending = PrepareItem(item.header(), index);
     if (!pending.ok()) {
       FailItem(index, pending.status());
       return absl::OkStatus();
@@ -209,7 +222,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     item.name = header.name();
     item.total_bytes = header.total_bytes();
     if (header.has_crc32c()) item.expected_crc32c = header.crc32c();
-    absl::StatusOr<PendingVersion> pending = PrepareItem(header);
+    absl::StatusOr<PendingVersion> pending = PrepareItem(header, index);
     if (pending.ok()) {
       item.pending = *std::move(pending);
     } else {
@@ -282,7 +295,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       ++publishing_;
     }
     // In a cluster the items of a batch share etcd commits (group commit).
-    PublishLatest(registry_, options_.cluster_access.get(), std::move(pending), expected, 1,
+    PublishLatest(registry_, options_.cluster_access.get(), std::move(pending), expected,
+                  replicas_[index],
                   [this, index](absl::StatusOr<VersionInfo> info) {
                     if (info.ok()) {
                       SetPublished(index, *info);
@@ -368,7 +382,9 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     std::vector<PendingVersion> group = std::move(group_);
     group_.clear();
-    PublishGroupLatest(registry_, options_.cluster_access.get(), std::move(group), {}, 1,
+    uint32_t replicas = 1;
+    for (size_t index : group_indexes_) replicas = std::max(replicas, replicas_[index]);
+    PublishGroupLatest(registry_, options_.cluster_access.get(), std::move(group), {}, replicas,
                        [this](absl::StatusOr<std::vector<VersionInfo>> published) {
                          if (!published.ok()) {
                            FailGroup(published.status());
@@ -506,6 +522,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Atomic batches: the complete items, and their positions in the batch.
   std::vector<PendingVersion> group_;
   std::vector<size_t> group_indexes_;
+  // Each item's copies, by position (the reactor's thread only).
+  std::vector<uint32_t> replicas_;
   // One per item, in order; the response is made from them at the end.
   struct ItemResult {
     absl::StatusCode code = absl::StatusCode::kOk;

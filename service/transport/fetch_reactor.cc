@@ -78,10 +78,10 @@ absl::Status EncodeFetchHeader(PayloadHold& hold, DeviceBackend* backend, uint64
 
 // FetchInline's answer for `request`: the bytes inline when the range is
 // small enough, else a split header. Returns the bytes it carries.
-absl::StatusOr<uint64_t> AnswerInline(Registry& registry, const WireFetchRequest& request,
+absl::StatusOr<uint64_t> AnswerInline(Registry& registry, Lease lease,
+                                      const WireFetchRequest& request,
                                       std::atomic<int64_t>& live_payloads,
                                       grpc::ByteBuffer& response) {
-  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request.name, request.version));
   TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, lease->total_bytes));
   const bool split = range.length > kMaxInlineFetchBytes;
   // Lives on in the answer's data slice, if it has one.
@@ -112,11 +112,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // Another node's copy of an ordered version: served from this node's
     // own registry, never through the cluster's read path.
     const bool peer_copy = request_.cluster_origin() != 0;
-    WhenLatestIsHere(peer_copy ? nullptr : options.cluster_access.get(), request_.name(),
-                     request_.version(), [this](absl::Status ready) {
-                       if (ready.ok()) ready = Start();
-                       Serve(ready);
-                     });
+    LeaseForRead(registry, peer_copy ? nullptr : options.cluster_access.get(), request_.name(),
+                 request_.version(), [this](absl::StatusOr<Lease> lease) {
+                   Serve(lease.ok() ? Start(*std::move(lease)) : lease.status());
+                 });
   }
 
   void OnWriteDone(bool ok) override {
@@ -174,10 +173,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
-  absl::Status Start() {
+  // Prepares the stream of the leased version.
+  absl::Status Start(Lease lease) {
     Registry& registry = registry_;
     const ServerOptions& options = options_;
-    TENSORD_ASSIGN_OR_RETURN(Lease lease, registry.Acquire(request_.name(), request_.version()));
     if (const int64_t wanted = request_.cluster_origin(); wanted != 0) {
       const int64_t held = lease->origin.load(std::memory_order_relaxed);
       if (held != wanted) {
@@ -328,10 +327,11 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
       !ParseWireFetchRequest({call->bytes.begin(), call->bytes.size()}, call->request)) {
     parsed = absl::InvalidArgumentError("fetch request is not a valid tensord.v1.FetchRequest");
   }
-  auto answer = [this, response, reactor, call](absl::Status status) {
-    if (status.ok()) {
+  auto answer = [this, response, reactor, call](absl::StatusOr<Lease> lease) {
+    absl::Status status = lease.status();
+    if (lease.ok()) {
       absl::StatusOr<uint64_t> sent =
-          AnswerInline(registry_, call->request, live_payloads_, *response);
+          AnswerInline(registry_, *std::move(lease), call->request, live_payloads_, *response);
       if (sent.ok()) metrics_.AddRemoteBytesSent(*sent);
       status = sent.status();
     }
@@ -354,8 +354,8 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
         ": copies between nodes go through Fetch")));
     return reactor;
   }
-  WhenLatestIsHere(options_.cluster_access.get(), request.name, request.version,
-                   std::move(answer));
+  LeaseForRead(registry_, options_.cluster_access.get(), request.name, request.version,
+               std::move(answer));
   return reactor;
 }
 

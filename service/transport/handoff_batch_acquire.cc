@@ -72,10 +72,12 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
     std::vector<NameVersion> leasing;
     std::vector<uint32_t> leasing_index;
     for (size_t i = 0; i < wanted.size(); ++i) {
-      if (absl::Status verdict = ClusterVerdict(wanted[i].name, wanted[i].version); !verdict.ok()) {
-        chosen[wanted_index[i]].second = verdict;
+      absl::StatusOr<uint64_t> version = VersionToRead(wanted[i].name, wanted[i].version);
+      if (!version.ok()) {
+        chosen[wanted_index[i]].second = version.status();
         continue;
       }
+      wanted[i].version = *version;
       leasing.push_back(std::move(wanted[i]));
       leasing_index.push_back(wanted_index[i]);
     }

@@ -94,25 +94,27 @@ bool HandoffSession::StartInCluster(const v1::HandoffRequest& request, absl::Tim
   // The read goes on once the cluster made sure of the latest versions,
   // off this loop (it may wait for etcd or another node).
   cluster_->EnsureLatest(names, [this, names, request, now, resume](
-                                    std::vector<absl::Status> ready) {
-    auto refusals = std::make_shared<absl::flat_hash_map<std::string, absl::Status>>();
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (!ready[i].ok()) refusals->emplace(names[i], std::move(ready[i]));
-    }
-    resume([this, request, now, refusals]() {
-      cluster_refusals_ = refusals.get();
+                                    std::vector<absl::StatusOr<Lease>> confirmed) {
+    auto leases =
+        std::make_shared<absl::flat_hash_map<std::string, absl::StatusOr<Lease>>>();
+    for (size_t i = 0; i < names.size(); ++i) leases->emplace(names[i], std::move(confirmed[i]));
+    resume([this, request, now, leases]() {
+      cluster_leases_ = leases.get();
       Reply reply = Answer(request, now);
-      cluster_refusals_ = nullptr;
+      cluster_leases_ = nullptr;
       return reply;
     });
   });
   return true;
 }
 
-absl::Status HandoffSession::ClusterVerdict(absl::string_view name, uint64_t version) const {
-  if (cluster_ == nullptr || version != 0 || cluster_refusals_ == nullptr) return absl::OkStatus();
-  auto it = cluster_refusals_->find(std::string(name));
-  return it == cluster_refusals_->end() ? absl::OkStatus() : it->second;
+absl::StatusOr<uint64_t> HandoffSession::VersionToRead(absl::string_view name,
+                                                       uint64_t version) const {
+  if (cluster_ == nullptr || version != 0 || cluster_leases_ == nullptr) return version;
+  auto it = cluster_leases_->find(std::string(name));
+  if (it == cluster_leases_->end()) return version;
+  if (!it->second.ok()) return it->second.status();
+  return (*it->second)->version;
 }
 
 int HandoffSession::KeepUntilSent(ScopedFd fd) {
@@ -182,8 +184,8 @@ absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
   TENSORD_RETURN_IF_ERROR(scope_.Check(request.name(), /*write_access=*/false));
-  TENSORD_RETURN_IF_ERROR(ClusterVerdict(request.name(), request.version()));
-  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(const uint64_t version, VersionToRead(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), version));
   const bool on_device = IsDeviceLayout(lease->layout);
   if (on_device && request.host_only()) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(

@@ -145,12 +145,13 @@ class HandoffSession {
   HandoffScope scope_;
   ServiceMetrics& metrics_;
   ClusterAccess* const cluster_;
-  // In a cluster, while a read's reply is made after the cluster made sure
-  // of the latest versions: the names it could not give, and why.
-  const absl::flat_hash_map<std::string, absl::Status>* cluster_refusals_ = nullptr;
-  // OK when the registry may answer a read of `name` at `version`; the
-  // cluster's refusal otherwise.
-  absl::Status ClusterVerdict(absl::string_view name, uint64_t version) const;
+  // In a cluster, while a read's reply is made after the cluster answered:
+  // per name, its lease on the version to serve, or why there is none.
+  const absl::flat_hash_map<std::string, absl::StatusOr<Lease>>* cluster_leases_ = nullptr;
+  // The version a read of `name` at `version` serves: `version` itself,
+  // or in a cluster for 0 the one the cluster confirmed (its lease keeps it
+  // findable), or the cluster's refusal.
+  absl::StatusOr<uint64_t> VersionToRead(absl::string_view name, uint64_t version) const;
   uint64_t next_id_ = 1;
   // Exported device fds of the reply last sent, closed at the next request.
   std::vector<ScopedFd> sent_export_fds_;

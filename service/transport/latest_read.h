@@ -1,8 +1,8 @@
-// The transport's one rule for reads in a cluster: a read of a name's
-// latest version (version 0) is served from the registry only after the
-// cluster made sure the registry holds the latest it ordered
-// (ClusterAccess::EnsureLatest); a read of a given version, or any read on
-// a single node, is served at once.
+// The transport's one rule for reads: a read leases the version it serves
+// here. A read of a name's latest version (version 0) in a cluster gets its
+// lease from the cluster (ClusterAccess::EnsureLatest: the version the
+// cluster ordered, copied here first when another node holds it); any
+// other read, and every read on a single node, from the registry at once.
 #ifndef TENSORD_SERVICE_TRANSPORT_LATEST_READ_H_
 #define TENSORD_SERVICE_TRANSPORT_LATEST_READ_H_
 
@@ -11,31 +11,35 @@
 #include <utility>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "service/registry/cluster_access.h"
+#include "service/registry/registry.h"
 
 namespace tensord {
 
-// Runs `serve` with OK when the registry may answer the read, or with why
-// not (NOT_FOUND, UNAVAILABLE): inline when nothing must be asked, else on
-// a cluster thread.
-// A template so the single-node path calls `serve` directly, with no
+// Whether a read of `version` must ask the cluster first.
+inline bool AsksCluster(const ClusterAccess* cluster, uint64_t version) {
+  return cluster != nullptr && version == 0;
+}
+
+// Runs `serve` with a lease on the version to serve (or why there is
+// none): inline when nothing must be asked, else on a cluster thread. A
+// template so the single-node path calls `serve` directly, with no
 // type-erased callback on the small-call path.
 template <typename Serve>
-void WhenLatestIsHere(ClusterAccess* cluster, absl::string_view name, uint64_t version,
-                      Serve&& serve) {
-  if (cluster == nullptr || version != 0) {
-    std::forward<Serve>(serve)(absl::OkStatus());
+void LeaseForRead(Registry& registry, ClusterAccess* cluster, absl::string_view name,
+                  uint64_t version, Serve&& serve) {
+  if (!AsksCluster(cluster, version)) {
+    std::forward<Serve>(serve)(registry.Acquire(name, version));
     return;
   }
   std::vector<std::string> names;
   names.emplace_back(name);
   cluster->EnsureLatest(
       std::move(names),
-      [serve = std::forward<Serve>(serve)](std::vector<absl::Status> statuses) mutable {
-        std::move(serve)(std::move(statuses.front()));
+      [serve = std::forward<Serve>(serve)](std::vector<absl::StatusOr<Lease>> leases) mutable {
+        std::move(serve)(std::move(leases.front()));
       });
 }
 

@@ -127,18 +127,15 @@ grpc::ServerUnaryReactor* TensorService::StatLatestInCluster(grpc::CallbackServe
                                                              CallRecord& call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  WhenLatestIsHere(options_.cluster_access.get(), name, 0,
-                   [this, name, response, reactor, record](absl::Status ready) {
-                     absl::StatusOr<std::shared_ptr<const TensorVersion>> found =
-                         ready.ok() ? registry_.Find(name, 0)
-                                    : absl::StatusOr<std::shared_ptr<const TensorVersion>>(ready);
-                     if (found.ok()) {
-                       grpc::ByteBuffer encoded = EncodeStatResponse(**found);
-                       response->Swap(&encoded);
-                     }
-                     record->End(found.status());
-                     reactor->Finish(ToGrpcStatus(found.status()));
-                   });
+  LeaseForRead(registry_, options_.cluster_access.get(), name, 0,
+               [response, reactor, record](absl::StatusOr<Lease> lease) {
+                 if (lease.ok()) {
+                   grpc::ByteBuffer encoded = EncodeStatResponse(**lease);
+                   response->Swap(&encoded);
+                 }
+                 record->End(lease.status());
+                 reactor->Finish(ToGrpcStatus(lease.status()));
+               });
   return reactor;
 }
 

@@ -26,17 +26,27 @@ using cluster_test::PutKey;
 using cluster_test::PutNameRecord;
 using cluster_test::SampleRecord;
 
-std::vector<absl::Status> EnsureLatestNow(LatestReads& latest, std::vector<std::string> names) {
-  auto answered = std::make_shared<std::promise<std::vector<absl::Status>>>();
-  std::future<std::vector<absl::Status>> answers = answered->get_future();
-  latest.EnsureLatest(std::move(names), [answered](std::vector<absl::Status> statuses) {
-    answered->set_value(std::move(statuses));
+// The leases EnsureLatest answers, waited for.
+std::vector<absl::StatusOr<Lease>> LeasesNow(LatestReads& latest, std::vector<std::string> names) {
+  auto answered = std::make_shared<std::promise<std::vector<absl::StatusOr<Lease>>>>();
+  std::future<std::vector<absl::StatusOr<Lease>>> answers = answered->get_future();
+  latest.EnsureLatest(std::move(names), [answered](std::vector<absl::StatusOr<Lease>> leases) {
+    answered->set_value(std::move(leases));
   });
   if (answers.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     ADD_FAILURE() << "EnsureLatest did not answer";
     return {};
   }
   return answers.get();
+}
+
+// Only whether each name got a lease, and why not.
+std::vector<absl::Status> EnsureLatestNow(LatestReads& latest, std::vector<std::string> names) {
+  std::vector<absl::Status> statuses;
+  for (const absl::StatusOr<Lease>& lease : LeasesNow(latest, std::move(names))) {
+    statuses.push_back(lease.status());
+  }
+  return statuses;
 }
 
 int64_t OriginHere(Registry& registry, const std::string& name) {
@@ -157,13 +167,34 @@ TEST_F(LatestReadsTest, AnswersEachNameInOrder) {
   EXPECT_TRUE(answers[3].ok()) << answers[3];
 }
 
+// The answer is a lease on the version the record confirmed: a read keeps
+// serving exactly it even when a newer version replaces it (or a record
+// event drops it) before the read is served. Dropping it in that window
+// used to turn a read into NOT_FOUND.
+TEST_F(LatestReadsTest, TheLeaseKeepsTheConfirmedVersionWhenItIsReplaced) {
+  const int64_t origin = PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("r", "node-a"));
+  ASSERT_TRUE(PublishLocal(node_.registry(), "r", 16, 1.0f, origin).ok());
+  std::vector<absl::StatusOr<Lease>> leases = LeasesNow(node_.latest(), {"r"});
+  ASSERT_EQ(leases.size(), 1u);
+  ASSERT_TRUE(leases[0].ok()) << leases[0].status();
+  const uint64_t confirmed = (*leases[0])->version;
+  EXPECT_EQ((*leases[0])->origin.load(), origin);
+  // A newer record drops the copy from the registry.
+  EXPECT_TRUE(node_.latest().DropStaleCopy("r", origin + 5));
+  EXPECT_EQ(node_.registry().Stat("r", 0).status().code(), absl::StatusCode::kNotFound);
+  // The leased version is still found by its number, bytes and all.
+  absl::StatusOr<Lease> again = node_.registry().Acquire("r", confirmed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->total_bytes, (*leases[0])->total_bytes);
+}
+
 // ClusterAccess's contract: inline when nothing must be asked, so no names
 // is answered at once with no statuses.
 TEST_F(LatestReadsTest, NoNamesAreAnsweredAtOnce) {
   bool answered = false;
-  node_.latest().EnsureLatest({}, [&answered](std::vector<absl::Status> statuses) {
+  node_.latest().EnsureLatest({}, [&answered](std::vector<absl::StatusOr<Lease>> leases) {
     answered = true;
-    EXPECT_TRUE(statuses.empty());
+    EXPECT_TRUE(leases.empty());
   });
   EXPECT_TRUE(answered) << "EnsureLatest of no names never called its callback";
 }

@@ -49,6 +49,11 @@ class WatchRecorder {
               prefix, start_revision,
               [this, stop_after_calls](std::vector<EtcdWatchEvent> events) {
                 MutexLock lock(&mu_);
+                // The first call, empty, says the watch is established.
+                if (events.empty() && !established_) {
+                  established_ = true;
+                  return true;
+                }
                 calls_.push_back(std::move(events));
                 return stop_after_calls == 0 || calls_.size() < stop_after_calls;
               },
@@ -84,6 +89,7 @@ class WatchRecorder {
  private:
   mutable Mutex mu_;
   std::vector<std::vector<EtcdWatchEvent>> calls_ ABSL_GUARDED_BY(mu_);
+  bool established_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
   KvWatchCancel cancel_;
   std::thread thread_;

@@ -241,26 +241,54 @@ TEST(RecordCommitterTest, SharedTransactionsHoldAtMostMaxOpsKeys) {
   RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
                                                           .max_ops_per_txn = 10, .threads = 1});
   gated->Close();
-  AnswerLog log(1 + 8);
+  AnswerLog log(1 + 24);
   committer.Commit({Write("first")}, log.Collect(0));
   ASSERT_TRUE(gated->AwaitWaiting(1));
-  // Eight changes of three keys each: three fit a transaction of ten.
-  for (size_t i = 0; i < 8; ++i) {
-    committer.Commit({Write(absl::StrCat("a", i)), Write(absl::StrCat("b", i)),
-                      Write(absl::StrCat("c", i))},
-                     log.Collect(1 + i));
+  // Twenty-four single puts: ten fit a transaction of ten keys.
+  for (size_t i = 0; i < 24; ++i) {
+    committer.Commit({Write(absl::StrCat("n", i))}, log.Collect(1 + i));
   }
   gated->Open();
   ASSERT_TRUE(log.AwaitAll());
   EXPECT_EQ(memory->write_txns(), 1u + 3u);
-  for (size_t i = 0; i < 8; ++i) {
+  for (size_t i = 0; i < 24; ++i) {
+    ASSERT_TRUE(log.answer(1 + i).ok()) << log.answer(1 + i).status();
+  }
+}
+
+// An atomic group is a transaction of its own, so the revision a watch
+// reports for it holds exactly that group, all or nothing.
+TEST(RecordCommitterTest, AnAtomicGroupIsATransactionOfItsOwn) {
+  auto memory = std::make_shared<MemoryKvStore>();
+  auto gated = std::make_shared<GatedKvStore>(memory);
+  RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
+                                                          .max_ops_per_txn = 10, .threads = 1});
+  gated->Close();
+  AnswerLog log(1 + 3 + 2);
+  committer.Commit({Write("first")}, log.Collect(0));
+  ASSERT_TRUE(gated->AwaitWaiting(1));
+  for (size_t i = 0; i < 3; ++i) {
+    committer.Commit({Write(absl::StrCat("a", i)), Write(absl::StrCat("b", i)),
+                      Write(absl::StrCat("c", i))},
+                     log.Collect(1 + i));
+  }
+  committer.Commit({Write("single0")}, log.Collect(4));
+  committer.Commit({Write("single1")}, log.Collect(5));
+  gated->Open();
+  ASSERT_TRUE(log.AwaitAll());
+  // first, three groups alone, the two singles together.
+  EXPECT_EQ(memory->write_txns(), 1u + 3u + 1u);
+  for (size_t i = 0; i < 3; ++i) {
     const Answer answer = log.answer(1 + i);
     ASSERT_TRUE(answer.ok()) << answer.status();
-    // All or nothing, in one revision.
     for (const char* letter : {"a", "b", "c"}) {
       EXPECT_EQ(ReadRecord(*memory, absl::StrCat(letter, i))->origin, answer->revision);
     }
   }
+  ASSERT_TRUE(log.answer(4).ok());
+  ASSERT_TRUE(log.answer(5).ok());
+  EXPECT_EQ(log.answer(4)->revision, log.answer(5)->revision);
+  EXPECT_NE(log.answer(1)->revision, log.answer(2)->revision);
 }
 
 // Two changes of one name never share a transaction (etcd refuses a key

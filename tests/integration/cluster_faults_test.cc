@@ -1,0 +1,409 @@
+// The failures a cluster showed under faults, each a test (docs/cluster.md
+// states what must hold): an overwritten version came back after a kill or
+// a restart of its newer holder, a paused node held readers for the whole
+// pull deadline, a node joining a directory larger than gRPC's default
+// message saw nothing, a group was many watch events, a holder was trusted
+// whatever it was, and a full etcd stalled in silence.
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/cluster/etcd_client.h"
+#include "service/cluster/name_record.h"
+#include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
+#include "tests/integration/cluster_harness.h"
+#include "tests/integration/cluster_test_support.h"
+#include "tests/integration/raw_stub.h"
+#include "tests/integration/test_support.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr char kPrefix[] = "/tensord-faults";
+
+class ClusterFaultTest : public EtcdClusterTest {
+ protected:
+  void StartNodes(std::vector<HarnessNode> nodes) {
+    harness_ = std::make_unique<ClusterHarness>(*etcd_, kPrefix, kTtl);
+    for (HarnessNode& node : nodes) {
+      absl::Status added = harness_->Add(std::move(node));
+      ASSERT_TRUE(added.ok()) << added;
+    }
+  }
+  void StartNodes(int count) {
+    std::vector<HarnessNode> nodes;
+    for (int i = 0; i < count; ++i) {
+      nodes.push_back(HarnessNode{.name = absl::StrCat("node-", std::string(1, 'a' + i))});
+    }
+    StartNodes(std::move(nodes));
+  }
+
+  // A client of node `i` as it runs now, with a deadline so a paused node
+  // cannot hang the test.
+  std::unique_ptr<Client> ClientOf(size_t i, absl::Duration timeout = absl::Seconds(10)) {
+    ClientOptions options = RemoteClientOptions();
+    options.timeout = timeout;
+    return ConnectClient(harness_->address(i), options);
+  }
+
+  static HostTensor Pattern(size_t size, uint64_t seed) {
+    return CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, seed));
+  }
+
+  ::testing::AssertionResult Reads(size_t node, const std::string& name, const HostTensor& want) {
+    absl::StatusOr<Tensor> fetched = ClientOf(node)->Fetch(name);
+    if (!fetched.ok()) {
+      return ::testing::AssertionFailure() << name << " on " << harness_->name(node) << ": "
+                                           << fetched.status();
+    }
+    const std::vector<uint8_t> bytes = TensorBytes(*fetched);
+    return BytesEqual(bytes.data(), bytes.size(), want.storage.data(), want.storage.size());
+  }
+
+  std::unique_ptr<EtcdClient> Etcd() {
+    absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
+        EtcdClient::Create(EtcdClientOptions{.endpoints = {etcd_->endpoint()}});
+    EXPECT_TRUE(etcd.ok()) << etcd.status();
+    return etcd.ok() ? *std::move(etcd) : nullptr;
+  }
+
+  std::unique_ptr<ClusterHarness> harness_;
+};
+
+// put x=1 on a, x=2 on b, kill -9 b: a and c used to answer x=1.
+TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackWhenItsNewerHolderIsKilled) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
+  const HostTensor one = Pattern(4096, 1);
+  const HostTensor two = Pattern(4096, 2);
+  ASSERT_TRUE(ClientOf(0)->Put("x", one.dl()).ok());
+  ASSERT_TRUE(ClientOf(1)->Put("x", two.dl()).ok());
+  ASSERT_TRUE(harness_->Stop(1, SIGKILL).ok());
+  for (size_t node : {0u, 2u}) {
+    absl::StatusOr<Tensor> read = ClientOf(node)->Fetch("x");
+    ASSERT_FALSE(read.ok()) << "node " << harness_->name(node) << " answered an overwritten version";
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+    EXPECT_TRUE(absl::StrContains(read.status().message(), "'x'")) << read.status();
+    EXPECT_TRUE(absl::StrContains(read.status().message(), "node-b")) << read.status();
+  }
+  // Restarted without a snapshot, b has lost x=2: still never x=1.
+  ASSERT_TRUE(harness_->Start(1).ok());
+  for (size_t node : {0u, 1u, 2u}) {
+    EXPECT_EQ(ClientOf(node)->Fetch("x").status().code(), absl::StatusCode::kUnavailable);
+  }
+  // A new put makes the name readable again everywhere.
+  const HostTensor three = Pattern(4096, 3);
+  ASSERT_TRUE(ClientOf(2)->Put("x", three.dl()).ok());
+  for (size_t node : {0u, 1u, 2u}) EXPECT_TRUE(Reads(node, "x", three));
+}
+
+// The same with b restarted by SIGTERM and --snapshot-dir: all three nodes
+// used to serve x=1 after the restart.
+TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackAfterItsHolderRestartsFromASnapshot) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a"},
+                                      HarnessNode{.name = "node-b", .snapshots = true},
+                                      HarnessNode{.name = "node-c"}}));
+  const HostTensor one = Pattern(4096, 11);
+  const HostTensor two = Pattern(4096, 12);
+  ASSERT_TRUE(ClientOf(0)->Put("x", one.dl()).ok());
+  ASSERT_TRUE(ClientOf(1)->Put("x", two.dl()).ok());
+  ASSERT_TRUE(harness_->Stop(1, SIGTERM).ok());
+  ASSERT_TRUE(harness_->Start(1).ok());
+  for (size_t node : {0u, 1u, 2u}) EXPECT_TRUE(Reads(node, "x", two)) << harness_->StderrTails();
+  // And a snapshot older than the name's latest does not bring its own back.
+  const HostTensor three = Pattern(4096, 13);
+  ASSERT_TRUE(ClientOf(0)->Put("x", three.dl()).ok());
+  ASSERT_TRUE(harness_->Stop(1, SIGKILL).ok());
+  ASSERT_TRUE(harness_->Start(1).ok());
+  for (size_t node : {0u, 1u, 2u}) EXPECT_TRUE(Reads(node, "x", three));
+}
+
+// A delete acknowledged while a node was paused, or before the snapshot it
+// restarts from, is not undone by that node.
+TEST_F(ClusterFaultTest, AnAcknowledgedDeleteIsNeverUndoneByANodeThatWasAway) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .snapshots = true},
+                                      HarnessNode{.name = "node-b"}}));
+  const HostTensor tensor = Pattern(8192, 21);
+  ASSERT_TRUE(ClientOf(0)->Put("gone", tensor.dl()).ok());
+  ASSERT_TRUE(ClientOf(0)->Snapshot().ok());  // the snapshot holds "gone"
+  harness_->Pause(0);
+  ASSERT_TRUE(ClientOf(1)->Delete("gone").ok());
+  absl::SleepFor(kTtl + absl::Seconds(1));
+  harness_->Resume(0);
+  EXPECT_EQ(ClientOf(0)->Fetch("gone").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(harness_->Stop(0, SIGKILL).ok());
+  ASSERT_TRUE(harness_->Start(0).ok());  // restores the snapshot that holds it
+  for (size_t node : {0u, 1u}) {
+    EXPECT_EQ(ClientOf(node)->Fetch("gone").status().code(), absl::StatusCode::kNotFound)
+        << harness_->StderrTails();
+  }
+  EXPECT_TRUE(absl::StrContains(harness_->process(0).Stderr(), "dropped=1"))
+      << harness_->process(0).StderrTail();
+}
+
+// put w --replicas 2 on a (copy on b), SIGSTOP a, fetch w on c: the fetch
+// used to hang for the whole 20 s window.
+TEST_F(ClusterFaultTest, APausedHolderDoesNotHoldReadersBack) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
+  const HostTensor tensor = Pattern(1 << 20, 31);
+  PutOptions two;
+  two.replicas = 2;
+  absl::StatusOr<TensorInfo> put = ClientOf(0)->Put("w", tensor.dl(), two);
+  ASSERT_TRUE(put.ok()) << put.status();
+  harness_->Pause(0);
+  // Node c may try a first (still listed until its TTL runs out): it gives
+  // up on it and reads b's copy within TTL + 2 s.
+  for (size_t node : {1u, 2u}) {
+    const absl::Time start = absl::Now();
+    EXPECT_TRUE(Reads(node, "w", tensor)) << harness_->StderrTails();
+    EXPECT_LT(absl::Now() - start, kTtl + absl::Seconds(2)) << harness_->name(node);
+  }
+  harness_->Resume(0);
+}
+
+// A reader whose only holder is paused is answered (UNAVAILABLE) within
+// TTL + 2 s, not left waiting on the pull.
+TEST_F(ClusterFaultTest, AReaderOfAPausedSoleHolderIsAnsweredWithinTheTtl) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(2));
+  const HostTensor tensor = Pattern(256 << 10, 41);
+  ASSERT_TRUE(ClientOf(0)->Put("solo", tensor.dl()).ok());
+  harness_->Pause(0);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Tensor> read = ClientOf(1, absl::Seconds(20))->Fetch("solo");
+  EXPECT_LT(absl::Now() - start, kTtl + absl::Seconds(2));
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+  EXPECT_TRUE(absl::StrContains(read.status().message(), "'solo'")) << read.status();
+  harness_->Resume(0);
+  // Back in the cluster (its lease may have lapsed: it registers again).
+  EXPECT_TRUE(WaitUntil([&] { return bool(Reads(1, "solo", tensor)); }, absl::Seconds(10)))
+      << harness_->StderrTails();
+}
+
+// A node cut off from etcd refuses what etcd must order and serves its
+// cache names; the others go on; the cut node catches up when it returns.
+TEST_F(ClusterFaultTest, ANodeCutOffFromEtcdRefusesWhatEtcdMustOrder) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .through_proxy = true},
+                                      HarnessNode{.name = "node-b"}}));
+  const HostTensor before = Pattern(4096, 51);
+  const HostTensor after = Pattern(4096, 52);
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  ASSERT_TRUE(ClientOf(0)->Put("d", before.dl()).ok());
+  ASSERT_TRUE(ClientOf(0)->Put("c", before.dl(), cache).ok());
+  harness_->CutFromEtcd(0);
+  ASSERT_TRUE(ClientOf(1)->Put("d", after.dl()).ok());  // the side with etcd writes
+  std::unique_ptr<Client> cut = ClientOf(0);
+  absl::StatusOr<Tensor> read = cut->Fetch("d");
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable)
+      << "a cut-off node must not answer its overwritten copy: " << read.status();
+  // Writes are refused; whether etcd got them anyway is not known (their
+  // outcome is unknown, as for any write that lost its answer): other names.
+  EXPECT_EQ(cut->Put("e", before.dl()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(cut->Delete("c").status().code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<Tensor> cached = cut->Fetch("c");
+  EXPECT_TRUE(cached.ok()) << cached.status();
+  EXPECT_TRUE(Reads(1, "d", after));
+  harness_->ReconnectToEtcd(0);
+  ::testing::AssertionResult last = ::testing::AssertionFailure();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        last = Reads(0, "d", after);
+        return bool(last);
+      },
+      absl::Seconds(10)))
+      << last.message() << "\n" << harness_->StderrTails();
+  // Whatever became of the unanswered put, every node answers the same.
+  absl::StatusOr<Tensor> e_on_a = ClientOf(0)->Fetch("e");
+  absl::StatusOr<Tensor> e_on_b = ClientOf(1)->Fetch("e");
+  ASSERT_EQ(e_on_a.status().code(), e_on_b.status().code()) << e_on_a.status() << e_on_b.status();
+  if (e_on_a.ok()) {
+    EXPECT_EQ(TensorBytes(*e_on_a), before.storage);
+    EXPECT_EQ(TensorBytes(*e_on_b), before.storage);
+  }
+}
+
+// 30,000 names (over 4 MiB of records): a node joining later used to list
+// none ("Received message larger than max") and, once the big node was
+// killed, every other node's watch failed in a loop.
+TEST_F(ClusterFaultTest, ADirectoryBeyondGrpcsMessageLimitIsListedAndWatchedAcrossAKill) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
+  constexpr int kNames = 30000;
+  const std::vector<uint8_t> bytes(64, 7);
+  const HostTensor small = CompactTensor(kU8, {64}, bytes);
+  std::unique_ptr<Client> big = ClientOf(0, absl::Seconds(120));
+  std::vector<BatchPutItem> items;
+  for (int i = 0; i < kNames; ++i) {
+    // Long names: the records of the whole directory exceed 4 MiB.
+    items.push_back(BatchPutItem{
+        .name = absl::StrCat("many/", std::string(96, 'n'), "/", i), .tensor = small.dl()});
+  }
+  absl::StatusOr<BatchPutResult> put = big->BatchPut(items);
+  ASSERT_TRUE(put.ok()) << put.status();
+  for (const absl::StatusOr<TensorInfo>& item : put->items) ASSERT_TRUE(item.ok()) << item.status();
+  // A node that joins now lists every name, page by page.
+  ServerProcessOptions late;
+  late.flags = harness_->JoinFlags("node-d", etcd_->endpoint());
+  absl::StatusOr<std::unique_ptr<ServerProcess>> joined = ServerProcess::Start(late);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  std::unique_ptr<Client> d = ConnectClient((*joined)->address(), RemoteClientOptions());
+  size_t listed = 0;
+  std::string token;
+  do {
+    absl::StatusOr<ListResult> page = d->ListCluster("many/", 1000, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    listed += page->tensors.size();
+    token = page->next_page_token;
+  } while (!token.empty());
+  EXPECT_EQ(listed, static_cast<size_t>(kNames));
+  // A cluster watch on c, then the big node dies.
+  WatchOptions options;
+  options.cluster = true;
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = ClientOf(2)->Watch("after/", options);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  ASSERT_TRUE(harness_->Stop(0, SIGKILL).ok());
+  absl::SleepFor(kTtl + absl::Seconds(1));
+  ASSERT_TRUE(ClientOf(1)->Put("after/kill", small.dl()).ok());
+  absl::StatusOr<WatchEvent> event = (*watch)->Next(absl::Seconds(5));
+  ASSERT_TRUE(event.ok()) << event.status() << harness_->StderrTails();
+  ASSERT_EQ(event->items.size(), 1u);
+  EXPECT_EQ(event->items[0].name, "after/kill");
+  // The dead node's names are listed still (their records outlive it) and
+  // read as unavailable, not missing or old.
+  absl::StatusOr<ListResult> page = d->ListCluster("many/", 10);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->tensors.size(), 10u);
+  EXPECT_EQ(d->Fetch(page->tensors[0].name).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// An atomic put-many of 200 tensors used to show up on another node's
+// cluster watch as 200 events.
+TEST_F(ClusterFaultTest, AnAtomicGroupIsOneClusterWatchEvent) {
+  // etcd and the nodes allow transactions of 256 keys: the group's 200
+  // records and its own in one.
+  etcd_.reset();
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd =
+      EtcdProcess::Start(absl::Seconds(30), std::nullopt, {"--max-txn-ops=256"});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  etcd_ = *std::move(etcd);
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .flags = {"--etcd-max-txn-ops=256"}},
+                                      HarnessNode{.name = "node-c", .flags = {"--etcd-max-txn-ops=256"}}}));
+  WatchOptions options;
+  options.cluster = true;
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = ClientOf(1)->Watch("group/", options);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  const std::vector<uint8_t> bytes(256, 9);
+  const HostTensor small = CompactTensor(kU8, {256}, bytes);
+  std::vector<BatchPutItem> items;
+  for (int i = 0; i < 200; ++i) {
+    items.push_back(BatchPutItem{.name = absl::StrCat("group/", i), .tensor = small.dl()});
+  }
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> put = ClientOf(0)->BatchPut(items, atomic);
+  ASSERT_TRUE(put.ok()) << put.status();
+  for (const absl::StatusOr<TensorInfo>& item : put->items) ASSERT_TRUE(item.ok()) << item.status();
+  size_t items_seen = 0;
+  absl::StatusOr<WatchEvent> event = (*watch)->Next(absl::Seconds(5));
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_TRUE(event->atomic_group);
+  items_seen += event->items.size();
+  EXPECT_EQ(items_seen, 200u) << "one event carries the whole group";
+  absl::StatusOr<WatchEvent> more = (*watch)->Next(absl::Milliseconds(500));
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kDeadlineExceeded) << "a second event came";
+  // Larger than a transaction: refused whole, naming the limit.
+  for (int i = 200; i < 300; ++i) {
+    items.push_back(BatchPutItem{.name = absl::StrCat("group/", i), .tensor = small.dl()});
+  }
+  absl::StatusOr<BatchPutResult> too_big = ClientOf(0)->BatchPut(items, atomic);
+  ASSERT_TRUE(too_big.ok()) << too_big.status();
+  ASSERT_FALSE(too_big->items[0].ok());
+  EXPECT_EQ(too_big->items[0].status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(too_big->items[0].status().message(), "--etcd-max-txn-ops"))
+      << too_big->items[0].status();
+}
+
+// A record's holders are trusted only as live members at their registered
+// address: a record naming a node that is not one is never contacted.
+TEST_F(ClusterFaultTest, AHolderThatIsNotALiveMemberIsNeverUsed) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(1));
+  std::unique_ptr<EtcdClient> etcd = Etcd();
+  ASSERT_NE(etcd, nullptr);
+  const NameRecord forged{.name = "forged",
+                          .writer = "intruder",
+                          .total_bytes = 4,
+                          .crc32c = 1,
+                          .holders = {"intruder"}};
+  const KvOp write = KvOp::Put(NameRecordKey(kPrefix, "forged"), EncodeNameRecord(forged, false));
+  ASSERT_TRUE(etcd->Txn({}, {&write, 1}, {}).ok());
+  absl::StatusOr<Tensor> read = ClientOf(0)->Fetch("forged");
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+  EXPECT_TRUE(absl::StrContains(read.status().message(), "intruder: not a live member"))
+      << read.status();
+}
+
+// Replicate and copies between nodes need a node's identity (the cluster
+// permission), not a writer's token; the node token needs TLS.
+TEST_F(ClusterFaultTest, NodeToNodeCallsNeedTheClusterPermission) {
+  const std::string tokens_path = ::testing::TempDir() + "/tokens-cluster";
+  {
+    std::FILE* file = std::fopen(tokens_path.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fputs("writer-token-0123456789 read,write\n", file);
+    std::fclose(file);
+  }
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a",
+                                                  .flags = {"--tokens-file=" + tokens_path}}}));
+  std::unique_ptr<RawStub> stub = NewRawStub(harness_->address(0));
+  std::unique_ptr<grpc::ClientContext> context = RawContext();
+  context->AddMetadata("authorization", "Bearer writer-token-0123456789");
+  v1::ReplicateRequest request;
+  request.set_name("x");
+  request.set_source_node("node-a");
+  request.set_origin(5);
+  v1::ReplicateResponse response;
+  const grpc::Status refused = stub->Replicate(context.get(), request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "cluster")) << refused.error_message();
+  // A node given a token but no CA to send it over TLS does not start.
+  ServerProcessOptions plaintext;
+  plaintext.flags = harness_->JoinFlags("node-b", etcd_->endpoint());
+  plaintext.flags.push_back("--cluster-token-file=" + tokens_path);
+  absl::StatusOr<std::unique_ptr<ServerProcess>> refused_start = ServerProcess::Start(plaintext);
+  ASSERT_FALSE(refused_start.ok());
+  EXPECT_TRUE(absl::StrContains(refused_start.status().message(), "needs --cluster-ca"))
+      << refused_start.status();
+}
+
+// etcd's quota full (its NOSPACE alarm) is an error that says so, not a stall.
+TEST_F(ClusterFaultTest, AFullEtcdIsANamedError) {
+  etcd_.reset();
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start(
+      absl::Seconds(30), std::nullopt, {"--quota-backend-bytes=16777216"});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  etcd_ = *std::move(etcd);
+  ASSERT_NO_FATAL_FAILURE(StartNodes(1));
+  // Fill the quota with what any etcd user may write.
+  std::unique_ptr<EtcdClient> client = Etcd();
+  ASSERT_NE(client, nullptr);
+  const std::string filler(1 << 20, 'f');
+  absl::Status filled;
+  for (int i = 0; i < 64 && filled.ok(); ++i) {
+    const KvOp write = KvOp::Put(absl::StrCat("/filler/", i), filler);
+    filled = client->Txn({}, {&write, 1}, {}).status();
+  }
+  ASSERT_EQ(filled.code(), absl::StatusCode::kResourceExhausted) << filled;
+  const HostTensor tensor = Pattern(4096, 61);
+  absl::StatusOr<TensorInfo> put = ClientOf(0)->Put("full", tensor.dl());
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kResourceExhausted) << put.status();
+  EXPECT_TRUE(absl::StrContains(put.status().message(), "NOSPACE")) << put.status();
+  EXPECT_TRUE(absl::StrContains(put.status().message(), "alarm disarm")) << put.status();
+}
+
+}  // namespace
+}  // namespace tensord::testing

@@ -4,14 +4,20 @@
 # directory (ready file, log) and handoff socket under one mktemp directory.
 #
 # Steps: lists the members (tensorctl nodes); puts a 4 MiB .npy on node a
-# with --replicas 2 and shows who holds it (each node's own `ls`) and what
-# the directory says (`ls --cluster`); fetches it from b and c and compares
-# the bytes with the original; shows the pulls each node logged
-# (event=cluster_pulled); puts a second tensor on a with --replicas 2 that
-# nobody reads yet; kill -9 of node a; fetches both tensors again from b and
-# c (the second one's first reader must pull it from the surviving replica),
-# compares the bytes and times each fetch; waits for a to leave the member
-# list; prints a summary. Exits non-zero on any mismatch or failed call.
+# with --replicas 2 (acknowledged once etcd ordered it, in the name's one
+# record <prefix>/names/<name>, and a second node holds a replica) and shows
+# who holds it (each node's own `ls`) and the cluster's records (`ls
+# --cluster`: writer and cluster order, read from etcd); fetches it from b
+# and c and compares the bytes with the original: the replica serves its
+# own copy, the node without one pulls it from a holder the record lists
+# (event=cluster_pulled in its log; a replica's copy logs none) and joins
+# the record's holders, which the demo prints from etcd; puts a second
+# tensor on a with --replicas 2 that nobody reads yet; kill -9 of node a;
+# fetches both tensors again from b and c (the second one's first reader
+# must pull it from the surviving replica), compares the bytes and times
+# each fetch; waits for a to leave the member list; prints a summary.
+# Exits non-zero on any mismatch or failed call, or when a node pulls when
+# it should not (the replica) or serves without pulling when it must have.
 # Every process it starts is stopped by its PID when it exits, even on
 # failure. Needs no network. About 5 s once built (2 cores).
 #
@@ -39,7 +45,7 @@ tensorctl=$build_dir/client/tensorctl/tensorctl
 etcd=/usr/bin/etcd
 etcdctl=/usr/bin/etcdctl
 python=/usr/bin/python3
-ttl=2  # seconds: a killed node's names and membership vanish with its lease
+ttl=2  # seconds: a killed node leaves the member list with its lease (name records are on no lease)
 prefix=/tensord-demo
 
 # shellcheck source=scripts/lib/tensord-process.sh
@@ -122,14 +128,17 @@ fetch() {
   compare_npy "$original" "$out" "get $name from node $node, $fetch_ms ms"
 }
 
-# The cluster_pulled lines (name, version, source) each node in NODES...
-# logged after line MARK[node] of its log (0: all of them).
+# The cluster_pulled lines each node in NODES... logged after line
+# MARK[node] of its log (0: all of them): a read on that node copied the
+# name's latest version from node `from` (`origin`: the version's cluster
+# order, its record's etcd revision). Only reads log it; a replica copy
+# made for a put does not.
 declare -A mark
 pulls_since() {
   local node
   for node in "$@"; do
     tail -n +$((${mark[$node]:-0} + 1)) "$work/$node/tensord.log" |
-      grep -o 'event=cluster_pulled name=[^ ]* version=[^ ]* from=[^ ]*' |
+      grep -o 'event=cluster_pulled name=[^ ]* from=[^ ]* bytes=[^ ]* origin=[^ ]*' |
       sed "s/^/    node $node: /" || true
   done
 }
@@ -140,7 +149,14 @@ set_marks() {
 # The node NODE pulled NAME from, after its mark ("" when it did not pull).
 pulled_from() {
   tail -n +$((${mark[$1]:-0} + 1)) "$work/$1/tensord.log" |
-    grep -o "event=cluster_pulled name=$2 version=[^ ]* from=[^ ]*" | tail -n 1 | sed 's/.*from=//' || true
+    grep -o "event=cluster_pulled name=$2 from=[^ ]*" | tail -n 1 | sed 's/.*from=//' || true
+}
+
+# NAME's record in etcd, as tensord wrote it (JSON: writer, size, CRC-32C,
+# holders; "origin" only once rewritten, e.g. by a holder joining).
+name_record() {
+  ETCDCTL_API=3 "$etcdctl" --endpoints="$endpoint" --dial-timeout=1s --command-timeout=2s \
+    get --print-value-only "$prefix/names/$1"
 }
 
 # Which nodes hold NAME themselves (their own listing; a List never pulls).
@@ -236,8 +252,9 @@ read -r -a holder_list <<<"$weights_holders"
 }
 replica=${holder_list[1]}
 
-echo "==> tensorctl ls --cluster (asking node b)"
+echo "==> tensorctl ls --cluster (asking node b: the names' etcd records; NODE is the writer, VERSION the cluster order)"
 "$tensorctl" --server "${address[b]}" ls --cluster
+echo "    record $prefix/names/demo/weights: $(name_record demo/weights)"
 
 echo "==> fetching demo/weights from node b and node c (tensorctl get -o), comparing the bytes"
 reader=b  # the one of b and c without a copy: its first fetch pulls
@@ -251,13 +268,29 @@ done
 weights_source=$(pulled_from "$reader" demo/weights)
 
 echo "==> which node pulled (event=cluster_pulled in the node logs)"
+replica_pull=$(pulled_from "$replica" demo/weights)
 mark=()
 pulls_since "${nodes[@]}"
-echo "    (node $replica's line is the replica copy it made for the put; node $reader pulled on its first fetch)"
+echo "    (node $reader held no copy: it read the record, pulled from a holder it lists and served;" \
+  "node $replica served its replica, which the put made without a cluster_pulled line)"
 [[ -n $weights_source ]] || {
   echo "cluster-demo: FAILED: node $reader served demo/weights without logging a pull" >&2
   exit 1
 }
+[[ -z $replica_pull ]] || {
+  echo "cluster-demo: FAILED: node $replica pulled demo/weights from $replica_pull although it holds a replica" >&2
+  exit 1
+}
+# The reader's node lists itself as one more holder after it answered the
+# read (best effort, off the read's path): wait a little for it.
+for _ in $(seq 50); do  # 5 s at most
+  record=$(name_record demo/weights)
+  [[ $record == *"\"$reader\""* ]] && break
+  sleep 0.1
+done
+echo "    record $prefix/names/demo/weights: $record"
+[[ $record == *"\"$reader\""* ]] ||
+  echo "    WARNING: node $reader did not join the record's holders within 5 s" >&2
 
 echo "==> tensorctl put demo/fresh on node a --replicas 2 (nobody reads it before the kill)"
 "$tensorctl" --server "${address[a]}" put demo/fresh "$work/fresh.npy" --replicas 2
@@ -296,6 +329,19 @@ pulls_since b c
   echo "cluster-demo: FAILED: node $fresh_reader served demo/fresh without logging a pull" >&2
   exit 1
 }
+# Node a is dead (whether or not it is still listed within its TTL): the
+# replica is the one holder left that can serve.
+[[ $fresh_source == "$fresh_replica" ]] || {
+  echo "cluster-demo: FAILED: node $fresh_reader pulled demo/fresh from $fresh_source, not from the replica $fresh_replica" >&2
+  exit 1
+}
+for node in b c; do  # both held demo/weights before the kill
+  again=$(pulled_from "$node" demo/weights)
+  [[ -z $again ]] || {
+    echo "cluster-demo: FAILED: node $node pulled demo/weights again (from $again) although it held it" >&2
+    exit 1
+  }
+done
 
 echo "==> waiting for node a to leave the member list (lease TTL ${ttl}s)"
 left_ms=""
@@ -308,7 +354,7 @@ for _ in $(seq 150); do  # 15 s at most
 done
 "$tensorctl" --server "${address[b]}" nodes
 [[ -n $left_ms ]] || echo "    WARNING: node a is still listed 15 s after kill -9 (lease TTL ${ttl}s)" >&2
-echo "==> tensorctl ls --cluster (asking node b)"
+echo "==> tensorctl ls --cluster (asking node b: the records outlive node a, still their writer)"
 "$tensorctl" --server "${address[b]}" ls --cluster
 
 echo "==> stopping nodes b and c, then etcd (SIGTERM by PID)"

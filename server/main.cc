@@ -233,9 +233,11 @@ ABSL_FLAG(std::string, etcd_password_file, "",
           "File holding --etcd-user's password (one trailing newline is ignored). "
           "Env: TENSORD_ETCD_PASSWORD_FILE.");
 ABSL_FLAG(std::string, cluster_token_file, "",
-          "File holding the bearer token this node presents to other nodes when it pulls a "
-          "tensor from them (read-through), for clusters whose nodes run with --tokens-file; "
-          "it needs read permission on the names pulled. Env: TENSORD_CLUSTER_TOKEN_FILE.");
+          "File holding the bearer token this node presents to other nodes on node-to-node "
+          "calls (pulls of a version, Replicate, cache-copy places), for clusters whose nodes "
+          "run with --tokens-file; the token needs the 'cluster' permission. It is sent only "
+          "over TLS: needs --cluster-ca (the start is refused otherwise). "
+          "Env: TENSORD_CLUSTER_TOKEN_FILE.");
 ABSL_FLAG(std::string, cluster_ca, "",
           "PEM CA bundle (contents or path) that signed the other nodes' --tls-cert: nodes then "
           "pull from each other over TLS, presenting this node's --tls-cert as client "

@@ -190,7 +190,9 @@ class MetricsCollectable final : public prometheus::Collectable {
     const ClusterStats stats = access->stats();
     for (auto [name, help, value, type] :
          {std::tuple{"tensord_cluster_pulls_total",
-                     "Versions this node copied from another node (reads and replicas).",
+                     "Versions a read on this node copied from another node (the latest of a "
+                     "durable name, or a cache copy); replica copies asked by a put's writer "
+                     "(Replicate) are not counted.",
                      stats.pulls, MetricType::Counter},
           std::tuple{"tensord_cluster_pulled_bytes_total", "Bytes of those copies.",
                      stats.pulled_bytes, MetricType::Counter},

@@ -9,8 +9,8 @@ namespace tensord {
 
 absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
   if (!wire.node.empty()) {
-    // From the cluster directory (cluster listings and watches), which
-    // knows no layout: only what it lists.
+    // From the cluster's etcd name records (cluster listings and watches),
+    // which hold no layout: only what a record holds.
     TensorInfo info;
     info.name = std::move(wire.name);
     info.version = wire.version;

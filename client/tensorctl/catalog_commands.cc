@@ -57,8 +57,8 @@ absl::Status RunStat(Client& client, const Invocation& invocation) {
 
 namespace {
 
-// ls --cluster: what the directory knows, which is less than a node's own
-// listing (no layout).
+// ls --cluster: the durable names' etcd records, which hold less than a
+// node's own listing (no layout; the writer and the record's revision).
 absl::Status ListCluster(Client& client, const std::string& prefix) {
   std::vector<TensorInfo> tensors;
   std::string token;

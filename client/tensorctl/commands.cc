@@ -43,8 +43,8 @@ std::span<const OptionSpec> Options() {
        "remote get or put in N concurrent streams, 1..8 (default: chosen from the size and the "
        "cores)"},
       {kClusterOption, "", OptionKind::kFlag, "",
-       "ls: every node's names, with the node holding each; watch: every node's changes "
-       "(positions are etcd revisions)"},
+       "ls: the cluster's durable names (from etcd), with the node that took each put; watch: "
+       "every node's durable changes (positions are etcd revisions)"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;

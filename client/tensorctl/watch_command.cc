@@ -38,7 +38,8 @@ void PrintEvent(const WatchEvent& event) {
       event.atomic_group ? absl::StrCat(" (atomic group of ", event.items.size(), ")") : "";
   for (const TensorInfo& item : event.items) {
     if (!item.node.empty()) {
-      // A cluster watch: the directory knows where, not the layout.
+      // A cluster watch: the name record holds the writer and the size,
+      // not the layout.
       if (event.kind == WatchEvent::Kind::kPublished) {
         absl::PrintF("%d %s %s on %s (version %d there) %s\n", event.version, KindWord(event),
                      item.name, item.node, item.version, FormatByteSize(item.total_bytes));

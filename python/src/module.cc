@@ -395,7 +395,8 @@ void BindTensorInfo(nb::module_& m) {
       .def_prop_ro("retention", [](const TensorInfo& i) { return std::string(RetentionName(i.retention)); },
                    "'default', 'pinned' or 'cache' (evictable).")
       .def_ro("node", &TensorInfo::node,
-              "Cluster listings and watches: the node holding the version; '' otherwise.")
+              "Cluster listings and watches: the node that took the version's put; '' "
+              "otherwise.")
       .def("__repr__", &InfoRepr);
 }
 
@@ -492,8 +493,9 @@ void BindClient(nb::module_& m) {
       .def("stat", &PythonClient::Stat, "name"_a, "version"_a = nb::none())
       .def("list", &PythonClient::List, "prefix"_a = "", nb::kw_only(), "cluster"_a = false,
            "TensorInfo of every name starting with prefix. cluster=True (in a cluster): every "
-           "node's names from the cluster directory, with TensorInfo.node set and only name, "
-           "version (on that node), total_bytes and crc32c known.")
+           "durable name, from the cluster's etcd name records (cache names are not listed), "
+           "with only name, version (the record's etcd revision, not a node's number), "
+           "total_bytes, crc32c and TensorInfo.node (the node that took the put) known.")
       .def("delete", &PythonClient::Delete, "name"_a, "version"_a = nb::none(),
            "Removes `name` (only while at `version`, when given); returns the removed version.")
       .def("batch_put", &PythonClient::BatchPut, "items"_a, nb::kw_only(), "atomic"_a = false,
@@ -532,8 +534,9 @@ void BindClient(nb::module_& m) {
           "send_existing=True first sends the latest version of each matching name; "
           "from_version=V resumes after V (Watch.position of an earlier watch). A watcher that "
           "fell further behind than the server's history gets a 'fell_behind' event naming what "
-          "it may have missed. cluster=True (in a cluster): every node's publishes and deletes, "
-          "positioned by etcd revision, items naming their node.")
+          "it may have missed. cluster=True (in a cluster): every node's durable publishes and "
+          "deletes (cache puts are not seen), positioned by etcd revision, published items naming "
+          "the node that took the put.")
       .def("health", &PythonClient::Health, "service"_a = "",
            "The server's grpc.health.v1 status: 'SERVING', 'NOT_SERVING', ...")
       .def_prop_ro("local", &PythonClient::local, "True when calls take the local handoff path.");

@@ -1,6 +1,6 @@
 // This node's membership of a tensord cluster, kept in etcd: a record under
 // <prefix>/nodes/<node-name> attached to an etcd lease, so the node leaves
-// the directory when it stops renewing (crash, partition) within the TTL.
+// the member list when it stops renewing (crash, partition) within the TTL.
 // etcd decides liveness; tensord runs no failure detector of its own.
 #ifndef TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
 #define TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
@@ -61,8 +61,8 @@ class ClusterMembership : public ClusterView {
   // a wrong endpoint shows at start rather than as a silent single node).
   absl::Status Join(ClusterMember self, CapacitySource capacity);
 
-  // Stops renewing and revokes the lease, so the node leaves the directory
-  // at once. Idempotent; the destructor calls it.
+  // Stops renewing and revokes the lease, so the node leaves the member
+  // list at once. Idempotent; the destructor calls it.
   void Leave();
 
   // The live members, read from etcd now. Records that do not decode are
@@ -74,8 +74,9 @@ class ClusterMembership : public ClusterView {
   std::vector<ClusterMember> members() const override;
   uint64_t etcd_errors() const override { return etcd_->errors(); }
 
-  // The lease this node's record (and its directory entries) hang on; 0
-  // while it holds none (etcd lost it, or not joined).
+  // The lease this node's member record hangs on (nothing else is on it:
+  // name records are not); 0 while it holds none (etcd lost it, or not
+  // joined).
   int64_t lease_id() const { return current_lease_.load(std::memory_order_acquire); }
 
   // Key of a node's record under `prefix`.

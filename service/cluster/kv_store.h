@@ -1,7 +1,7 @@
 // etcd as tensord's cluster logic sees it: transactions, paged ranges,
 // watches, leases and compaction over plain types. EtcdClient speaks it to a
-// real etcd; MemoryKvStore keeps it in memory, so the directory logic has
-// unit tests without a process.
+// real etcd; MemoryKvStore keeps it in memory, so the cluster logic (name
+// records, membership) has unit tests without a process.
 #ifndef TENSORD_SERVICE_CLUSTER_KV_STORE_H_
 #define TENSORD_SERVICE_CLUSTER_KV_STORE_H_
 

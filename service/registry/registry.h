@@ -121,8 +121,8 @@ struct PendingVersion {
   uint64_t restored_version = 0;
   std::optional<absl::Time> restored_created;
   // Set: publish only while the name's latest version is this one (0: the
-  // name is absent), else ABORTED and nothing is published. A read-through
-  // copy uses it so it never replaces a newer local publish.
+  // name is absent), else ABORTED and nothing is published. (No caller sets
+  // it at present: copies between cluster nodes are ordered by `origin`.)
   std::optional<uint64_t> only_if_latest;
   // In a cluster: the order of this version among the name's versions (its
   // name record's origin). A version is installed only over one ordered

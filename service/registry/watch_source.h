@@ -1,8 +1,8 @@
 // What a watch reads: a start position (with the matching names' latest
 // versions, when asked) and the feed of changes after it. The registry is
-// one source (this node's changes, by version); in a cluster the directory
-// is another (every node's publishes and deletes, by etcd revision), so
-// one watch reactor serves both.
+// one source (this node's changes, by version); in a cluster the etcd name
+// records are another (every node's durable publishes and deletes, by etcd
+// revision), so one watch reactor serves both.
 #ifndef TENSORD_SERVICE_REGISTRY_WATCH_SOURCE_H_
 #define TENSORD_SERVICE_REGISTRY_WATCH_SOURCE_H_
 

@@ -218,15 +218,15 @@ struct CreateOptions {
   // device pointer (write it with cudaMemcpy or a kernel; with the simulated
   // backend it is host memory).
   std::optional<DLDevice> device;
-  // Copies, in a cluster: Seal (and SealGroup) return once this server has
-  // published the version, the cluster directory registered it and
-  // replicas-1 other live nodes hold a copy, as a Put is acknowledged. 0
-  // takes the server's default for the name (--default-replicas), 1 this
-  // server only. Checked at Create, before anything is allocated:
-  // FAILED_PRECONDITION when fewer nodes are live, or when the server is a
-  // single node and this is above 1. On a single node the seal waits for
-  // nothing more. When the copies fail, the seal returns that error, but the
-  // version stands on this server.
+  // Copies, in a cluster: Seal (and SealGroup) return once the cluster
+  // ordered the version (its etcd name record written), this server
+  // published it and replicas-1 other live nodes hold a copy, as a Put is
+  // acknowledged. 0 takes the server's default for the name
+  // (--default-replicas), 1 this server only. Checked at Create, before
+  // anything is allocated: FAILED_PRECONDITION when fewer nodes are live,
+  // or when the server is a single node and this is above 1. On a single
+  // node the seal waits for nothing more. When the copies fail, the seal
+  // returns that error, but the version stands on this server.
   uint32_t replicas = 0;
 };
 
@@ -286,11 +286,14 @@ struct WatchOptions {
   // reading, the server holds back, and a watcher that stays behind for
   // longer than the server's history (--watch-history) gets kFellBehind.
   size_t max_buffered_events = 4096;
-  // In a cluster: every node's publishes and deletes (from the cluster
-  // directory), positioned by etcd revision; items carry TensorInfo::node
-  // and only name, version (on that node), total_bytes and crc32c. A
+  // In a cluster: every durable publish and delete on any node (a watch of
+  // the etcd name records; cache puts are not seen), positioned by etcd
+  // revision; a publish's items carry only name, version (the record's
+  // etcd revision, not a node's number), total_bytes, crc32c and
+  // TensorInfo::node (the node that took the put); a delete's the name. A
   // reader swaps to a new version by fetching the name from its own node,
-  // which pulls it. FAILED_PRECONDITION from a single-node server.
+  // which pulls it from a holder if it must. FAILED_PRECONDITION from a
+  // single-node server.
   bool cluster = false;
 };
 
@@ -411,9 +414,10 @@ class Client {
                                   absl::string_view page_token = "");
   // Every page, concatenated.
   absl::StatusOr<std::vector<TensorInfo>> ListAll(absl::string_view prefix);
-  // In a cluster: the latest version of every name any node holds, from the
-  // cluster directory, one page (TensorInfo::node says where; layout and
-  // creation time are not known for names held elsewhere).
+  // In a cluster: the latest version of every durable name, from the etcd
+  // name records, one page (cache names have no record and are not listed;
+  // TensorInfo::version is the record's etcd revision and ::node the node
+  // that took the put; layout and creation time are not in the record).
   // FAILED_PRECONDITION from a single-node server.
   absl::StatusOr<ListResult> ListCluster(absl::string_view prefix, uint32_t page_size = 0,
                                          absl::string_view page_token = "");

@@ -27,9 +27,10 @@ struct TensorInfo {
   absl::Time created;
   uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;
-  // Client::ListCluster and cluster watches only: the node holding the
-  // version. Such entries carry name, version (that node's number),
-  // total_bytes and crc32c only.
+  // Client::ListCluster and cluster watches only: the node that took the
+  // version's put (it may no longer hold a copy). Such entries carry name,
+  // version (the cluster's order: the name record's etcd revision, not a
+  // node's number), total_bytes and crc32c only.
   std::string node;
 };
 

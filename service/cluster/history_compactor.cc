@@ -35,12 +35,10 @@ bool HistoryCompactor::CompactOnce() {
     remembered_ = 0;  // another node compacts; start afresh if that changes
     return false;
   }
-  // Any one key: the answer's revision is what counts.
-  const std::string everything(1, '\0');
-  absl::StatusOr<KvPage> now = store_->Range(everything, everything, 0, 1);
+  absl::StatusOr<int64_t> now = KvRevisionNow(*store_);
   if (!now.ok()) return false;
   const int64_t target = remembered_;
-  remembered_ = now->revision;
+  remembered_ = *now;
   if (target <= compacted_to_.load(std::memory_order_relaxed)) return false;
   if (absl::Status compacted = store_->Compact(target); !compacted.ok()) {
     Log(LogLevel::kWarning, "etcd_compaction_failed",

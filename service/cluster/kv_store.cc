@@ -48,6 +48,47 @@ absl::StatusOr<std::optional<EtcdKeyValue>> KvGet(KvStore& store, absl::string_v
   return std::move(result.results[0].values[0]);
 }
 
+absl::StatusOr<int64_t> KvRevisionNow(KvStore& store) {
+  // Any one key, present or not: the answer's revision is what counts.
+  TENSORD_ASSIGN_OR_RETURN(KvPage page, store.Range(std::string(1, '\0'), "", 0, 1));
+  return page.revision;
+}
+
+namespace {
+
+// Whether the range end `a` comes before `b` ("\0" is the end of the key
+// space, after every key).
+bool EndsBefore(absl::string_view a, absl::string_view b) {
+  const absl::string_view everything("\0", 1);
+  if (a == everything) return false;
+  if (b == everything) return true;
+  return a < b;
+}
+
+}  // namespace
+
+absl::StatusOr<KvPage> KvRangePage(KvStore& store, absl::string_view from,
+                                   absl::string_view range_end, int64_t revision, int64_t limit) {
+  // Windows: keys starting with all of `from`, then with one byte less,
+  // and so on; the last one is the whole range.
+  // (A key starting with all of a next-page `from`, "<last key>\0", is
+  // rare: that window is skipped.)
+  const size_t longest = !from.empty() && from.back() == '\0' ? from.size() - 1 : from.size();
+  for (size_t length = longest;; --length) {
+    std::string window_end = length == 0 ? std::string(range_end) : KvPrefixEnd(from.substr(0, length));
+    const bool whole = !EndsBefore(window_end, range_end);
+    if (whole) window_end = std::string(range_end);
+    TENSORD_ASSIGN_OR_RETURN(KvPage page, store.Range(from, window_end, revision, limit));
+    // Every window is read as of the first one's revision: one cut.
+    if (revision == 0) revision = page.revision;
+    if (whole) return page;
+    if (limit > 0 && static_cast<int64_t>(page.values.size()) >= limit) {
+      page.more = true;  // keys may follow, in this window or after it
+      return page;
+    }
+  }
+}
+
 absl::StatusOr<int64_t> KvReadPrefix(
     KvStore& store, absl::string_view prefix, int64_t page_size,
     const std::function<void(std::vector<EtcdKeyValue>)>& on_page) {
@@ -55,7 +96,7 @@ absl::StatusOr<int64_t> KvReadPrefix(
   std::string from(prefix);
   int64_t revision = 0;
   while (true) {
-    TENSORD_ASSIGN_OR_RETURN(KvPage page, store.Range(from, end, revision, page_size));
+    TENSORD_ASSIGN_OR_RETURN(KvPage page, KvRangePage(store, from, end, revision, page_size));
     // A page says the store's revision now; every later page is read at
     // the first one's, so the whole read is one cut.
     if (revision == 0) revision = page.revision;

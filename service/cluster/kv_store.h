@@ -173,6 +173,19 @@ std::string KvPrefixEnd(absl::string_view prefix);
 // The key, or nullopt when it does not exist.
 absl::StatusOr<std::optional<EtcdKeyValue>> KvGet(KvStore& store, absl::string_view key);
 
+// The store's revision now, read through one key (cheap at any size: a
+// range over many keys costs etcd 3.4 a walk of all of them, limit or not).
+absl::StatusOr<int64_t> KvRevisionNow(KvStore& store);
+
+// At most `limit` keys of [from, range_end) in key order, as of `revision`
+// (0: now; the page says which). etcd 3.4 walks every key of a range to
+// count it whatever the limit, so paging through a million keys would read
+// about n^2/limit of them; this reads through windows of keys that share
+// ever shorter prefixes of `from` (each a bounded range) until one holds a
+// page, so a page costs about the keys of the smallest window holding it.
+absl::StatusOr<KvPage> KvRangePage(KvStore& store, absl::string_view from,
+                                   absl::string_view range_end, int64_t revision, int64_t limit);
+
 // Reads every key starting with `prefix`, `page_size` keys per call, all at
 // one revision (the first page's), handing each page to `on_page`; returns
 // that revision. A store answer never holds more than a page.

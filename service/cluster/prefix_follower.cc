@@ -101,9 +101,8 @@ absl::Status PrefixFollower::FollowOnce(bool& need_read) {
                                                       }));
       callbacks_.on_read(std::move(keys), revision);
     } else {
-      // Only the current revision: an empty page of the prefix says it.
-      TENSORD_ASSIGN_OR_RETURN(KvPage page, store_->Range(prefix_, KvPrefixEnd(prefix_), 0, 1));
-      revision = page.revision;
+      // Only the current revision.
+      TENSORD_ASSIGN_OR_RETURN(revision, KvRevisionNow(*store_));
       if (callbacks_.on_gap) callbacks_.on_gap(from - 1, revision);
     }
     need_read = false;

@@ -118,9 +118,8 @@ absl::StatusOr<WatchStart> RecordFollower::StartWatch(absl::string_view prefix,
   }
   if (!with_existing) {
     // The store's revision now: everything after it reaches the feed.
-    TENSORD_ASSIGN_OR_RETURN(KvPage page, store_->Range(records_prefix_,
-                                                        KvPrefixEnd(records_prefix_), 0, 1));
-    start.position = static_cast<uint64_t>(page.revision);
+    TENSORD_ASSIGN_OR_RETURN(const int64_t now, KvRevisionNow(*store_));
+    start.position = static_cast<uint64_t>(now);
     return start;
   }
   const std::string from = absl::StrCat(records_prefix_, prefix);
@@ -156,7 +155,7 @@ absl::StatusOr<std::vector<ClusterVersion>> RecordFollower::ListNames(absl::stri
   const std::string end = KvPrefixEnd(first);
   while (names.size() < max_names) {
     const int64_t want = std::min<int64_t>(kPageKeys, static_cast<int64_t>(max_names - names.size()));
-    TENSORD_ASSIGN_OR_RETURN(KvPage page, store_->Range(from, end, 0, want));
+    TENSORD_ASSIGN_OR_RETURN(KvPage page, KvRangePage(*store_, from, end, 0, want));
     for (const EtcdKeyValue& kv : page.values) {
       absl::StatusOr<NameRecord> record = DecodeNameRecord(prefix_, kv);
       if (!record.ok()) continue;

@@ -60,6 +60,8 @@ class EtcdProcess {
   // "http://127.0.0.1:PORT" ("https://" with TLS)
   std::string endpoint() const;
   pid_t pid() const { return pid_; }
+  // etcd's data directory (its bbolt file is member/snap/db under it).
+  std::string data_dir() const { return temp_dir_ + "/data"; }
   // etcd's own log, for failure messages.
   std::string LogTail(size_t max_bytes = 4096) const;
 

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,12 +17,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
+#include "tests/integration/process_memory.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
@@ -52,28 +51,6 @@ void FillTensor(uint64_t index, std::vector<uint8_t>& bytes) {
   for (size_t at = sizeof(index); at < bytes.size(); ++at) {
     bytes[at] = static_cast<uint8_t>(index * 31 + at);
   }
-}
-
-struct ProcessMemory {
-  uint64_t anon_kib = 0;   // heap, stacks: the server's own memory
-  uint64_t shmem_kib = 0;  // tensor pages it has touched
-  uint64_t fds = 0;
-  uint64_t mappings = 0;
-};
-
-ProcessMemory MemoryOf(pid_t pid) {
-  ProcessMemory memory;
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (parts.size() < 2) continue;
-    if (parts[0] == "RssAnon:") (void)absl::SimpleAtoi(parts[1], &memory.anon_kib);
-    if (parts[0] == "RssShmem:") (void)absl::SimpleAtoi(parts[1], &memory.shmem_kib);
-  }
-  memory.fds = CountOpenFds(absl::StrCat("/proc/", pid, "/fd"));
-  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
-  for (std::string line; std::getline(maps, line);) ++memory.mappings;
-  return memory;
 }
 
 std::string Name(uint64_t index) { return absl::StrCat("scale/", index); }

@@ -281,14 +281,16 @@ void ClusterWrites::Delete(std::string name, ClusterAccess::Done done) {
                        committed.status().message())));
       return;
     }
-    // Every copy ordered before the delete goes; a newer put here stays.
-    latest_.DropStaleCopy(name, committed->revision);
-    // A cache copy here is the name's only trace: it goes with the delete.
+    // A cache copy here is the name's only trace: it goes with the delete
+    // (and counts as found: asked before the stale copies go, which would
+    // take it too).
     bool cache_here = false;
     if (absl::StatusOr<VersionInfo> local = registry_.Stat(name, 0);
         local.ok() && local->origin == 0) {
       cache_here = registry_.Delete(name, local->version).ok();
     }
+    // Every copy ordered before the delete goes; a newer put here stays.
+    latest_.DropStaleCopy(name, committed->revision);
     // Whether a durable name was there is the record's to say: a copy here
     // may be one another delete already removed from the cluster.
     if (!committed->removed && !cache_here) {

@@ -202,6 +202,21 @@ TEST_F(ClusterDirectoryTest, ADeleteOnAnyNodeRemovesTheNameEverywhere) {
   EXPECT_TRUE(WaitUntil([&] { return bool(FetchesAs(2, "gone/x", again)); }, absl::Seconds(5)));
 }
 
+// A delete of a cache name on the node holding it used to answer
+// NOT_FOUND: the record (none) was asked after the stale-copy sweep had
+// already taken the cache copy.
+TEST_F(ClusterDirectoryTest, ADeleteOfACacheNameOnItsNodeSucceedsAndRemovesIt) {
+  const HostTensor tensor = Pattern(256, 5);
+  PutOptions cache;
+  cache.retention = Retention::kCache;
+  ASSERT_TRUE(clients_[0]->Put("cached/x", tensor.dl(), cache).ok());
+  absl::StatusOr<uint64_t> deleted = clients_[0]->Delete("cached/x");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(clients_[0]->Fetch("cached/x").status().code(), absl::StatusCode::kNotFound);
+  // A second delete finds nothing, and says so.
+  EXPECT_EQ(clients_[0]->Delete("cached/x").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(ClusterDirectoryTest, AKilledHoldersReadersAreServedFromAReplica) {
   const HostTensor tensor = Pattern(1 << 20, 5);
   Put(0, "ha/w", tensor);

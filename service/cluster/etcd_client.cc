@@ -1,5 +1,6 @@
 #include "service/cluster/etcd_client.h"
 
+#include <algorithm>
 #include <grpcpp/grpcpp.h>
 
 #include <utility>
@@ -183,7 +184,9 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
 // elsewhere; a rejected auth token is renewed once.
 class EtcdClient::CallRunner {
  public:
-  explicit CallRunner(EtcdClient& client) : client_(client) {}
+  explicit CallRunner(EtcdClient& client)
+      : client_(client), timeout_(client.options_.call_timeout) {}
+  CallRunner(EtcdClient& client, absl::Duration timeout) : client_(client), timeout_(timeout) {}
 
   template <typename Response, typename Invoke>
   absl::StatusOr<Response> Run(absl::string_view what, Invoke invoke) {
@@ -195,7 +198,7 @@ class EtcdClient::CallRunner {
       Endpoint& endpoint = *client_.endpoints_[index];
       for (int auth_attempt = 0; auth_attempt < 2; ++auth_attempt) {
         grpc::ClientContext context;
-        context.set_deadline(absl::ToChronoTime(absl::Now() + client_.options_.call_timeout));
+        context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
         if (!client_.options_.user.empty()) {
           absl::StatusOr<std::string> token = Token(endpoint);
           if (!token.ok()) {
@@ -225,8 +228,8 @@ class EtcdClient::CallRunner {
     // UNAVAILABLE says (the call's own deadline is not the caller's).
     if (last.code() == absl::StatusCode::kDeadlineExceeded) {
       return absl::UnavailableError(absl::StrCat(
-          last.message(), " (no etcd endpoint answered within ",
-          absl::FormatDuration(client_.options_.call_timeout), ")"));
+          last.message(), " (no etcd endpoint answered within ", absl::FormatDuration(timeout_),
+          ")"));
     }
     return last;
   }
@@ -261,6 +264,7 @@ class EtcdClient::CallRunner {
 
  private:
   EtcdClient& client_;
+  const absl::Duration timeout_;
 };
 
 namespace {
@@ -384,7 +388,10 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
   request.set_limit(limit);
   TENSORD_ASSIGN_OR_RETURN(
       etcdserverpb::RangeResponse response,
-      CallRunner(*this).Run<etcdserverpb::RangeResponse>(
+      // A range over many keys costs etcd 3.4 a walk of all of them.
+      CallRunner(*this, range_end.empty() ? options_.call_timeout
+                                          : std::max(options_.call_timeout, options_.scan_timeout))
+          .Run<etcdserverpb::RangeResponse>(
           "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
                        etcdserverpb::RangeResponse& out) {
             return endpoint.kv->Range(&context, request, &out);

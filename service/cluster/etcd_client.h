@@ -39,6 +39,10 @@ struct EtcdClientOptions {
   std::string password;
   // Deadline of each call on each endpoint.
   absl::Duration call_timeout = absl::Seconds(2);
+  // Deadline of a range over many keys (a page of a listing): etcd 3.4
+  // walks every key of a range to count it, whatever the limit, so the
+  // first page of a million names takes it a good part of a second.
+  absl::Duration scan_timeout = absl::Seconds(15);
 };
 
 // Thread-safe. Errors name the endpoint and the call; UNAVAILABLE when no

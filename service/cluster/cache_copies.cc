@@ -53,7 +53,9 @@ void CacheCopies::Announce(const VersionInfo& info) {
                                                     .total_bytes = info.total_bytes,
                                                     .crc32c = info.crc32c});
   ++queued_;
-  queued_cv_.Signal();
+  // The sender wakes for the first announcement (then lingers for company)
+  // and for a full batch; waking it for each one would send each alone.
+  if (queued_ == 1 || queued_ >= options_.batch) queued_cv_.Signal();
 }
 
 void CacheCopies::Remember(std::vector<CopyLocation> copies) {

@@ -30,13 +30,26 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
       const int64_t shape[1] = {static_cast<int64_t>(kSmallOpBytes)};
       return client->Put(TensorName("small", kSmallOpBytes), ByteTensor(bytes.data(), shape)).status();
     }
-    if (kind == "stat") {
+    if (kind == "put-cache") {
+      // Overwrites one cache-retention name: on a cluster node, the put a
+      // KV-cache block pays (no etcd write).
+      auto bytes = std::make_shared<std::vector<uint8_t>>(kSmallOpBytes);
+      FillPattern(bytes->data(), bytes->size(), kPatternSeed);
+      call = [client, bytes]() -> absl::Status {
+        const int64_t shape[1] = {static_cast<int64_t>(kSmallOpBytes)};
+        PutOptions options;
+        options.retention = Retention::kCache;
+        return client
+            ->Put(TensorName("small-cache", kSmallOpBytes), ByteTensor(bytes->data(), shape), options)
+            .status();
+      };
+    } else if (kind == "stat") {
       call = SmallStatCall(std::move(client));
     } else if (kind == "fetch") {
       call = SmallFetchCall(std::move(client));
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, empty-client-path, payload, stat, fetch, put)"));
+          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, empty-client-path, payload, stat, fetch, put, put-cache)"));
     }
   }
   for (int i = 0; i < kWarmupCalls; ++i) TENSORD_RETURN_IF_ERROR(call());

@@ -4,7 +4,8 @@
 // instructions.sh), which the machine's noise cannot move. Kinds: `empty`
 // and `payload` (the empty call and the 4 KiB answer, against
 // --serve-empty), `stat` and `fetch` (of the 4 KiB tensor bench/small/4096),
-// `put` (stores that tensor once).
+// `put` (stores that tensor once), `put-cache` (N cache-retention puts of
+// one name).
 #ifndef TENSORD_BENCH_CALL_LOOP_H_
 #define TENSORD_BENCH_CALL_LOOP_H_
 

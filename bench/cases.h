@@ -63,6 +63,13 @@ struct BenchConfig {
   uint64_t cluster_small_bytes = 0;
   RepeatPolicy cluster_large_policy;
   RepeatPolicy cluster_small_policy;
+  // BatchPut rows: small tensors a call, and the calls' repeats.
+  int cluster_batch_count = 0;
+  RepeatPolicy cluster_batch_policy;
+  // Reads timed with their holder paused (each waits out a lease TTL).
+  int cluster_failover_rounds = 0;
+  // Names in the cluster a node joins (join time, memory per name).
+  uint64_t cluster_join_names = 0;
 
   // The largest buffer any section needs.
   uint64_t LargestBytes() const;
@@ -149,6 +156,11 @@ absl::Status RunBatchSection(const BenchEnv& env);
 absl::Status RunDeviceSection(const BenchEnv& env);
 // Starts its own etcd and nodes; a "skipped" row when /usr/bin/etcd is absent.
 absl::Status RunClusterSection(const BenchEnv& env);
+// Parts of the cluster section on clusters of their own
+// (cluster_scale_cases.cc): a read whose holder is paused, and a node
+// joining a cluster of cluster_join_names names.
+absl::Status RunClusterFailoverRows(const BenchEnv& env);
+absl::Status RunClusterJoinRows(const BenchEnv& env);
 
 }  // namespace tensord::bench
 

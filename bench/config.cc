@@ -77,6 +77,10 @@ BenchConfig FullConfig() {
   config.cluster_small_bytes = 4 * kKiB;
   config.cluster_large_policy = {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 1.0};
   config.cluster_small_policy = {.warmup = 20, .min_runs = 50, .max_runs = 1000, .budget_s = 0.3};
+  config.cluster_batch_count = 1000;
+  config.cluster_batch_policy = {.warmup = 1, .min_runs = 5, .max_runs = 20, .budget_s = 2.0};
+  config.cluster_failover_rounds = 3;
+  config.cluster_join_names = 1'000'000;
   return config;
 }
 
@@ -103,6 +107,10 @@ BenchConfig SmokeConfig() {
   config.cluster_small_bytes = 4 * kKiB;
   config.cluster_large_policy = {.warmup = 1, .min_runs = 2, .max_runs = 2, .budget_s = 0.05};
   config.cluster_small_policy = {.warmup = 1, .min_runs = 5, .max_runs = 10, .budget_s = 0.01};
+  config.cluster_batch_count = 100;
+  config.cluster_batch_policy = {.warmup = 1, .min_runs = 2, .max_runs = 2, .budget_s = 0.05};
+  config.cluster_failover_rounds = 1;
+  config.cluster_join_names = 10'000;
   return config;
 }
 

@@ -80,7 +80,9 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
   const absl::Time give_up = absl::Now() + kJoinPatience;
   for (absl::Status registered = RegisterWithNewLease(); !registered.ok();
        registered = RegisterWithNewLease()) {
-    if (registered.code() != absl::StatusCode::kDeadlineExceeded || absl::Now() >= give_up) {
+    const bool slow = registered.code() == absl::StatusCode::kDeadlineExceeded ||
+                      IsKvTimedOut(registered);
+    if (!slow || absl::Now() >= give_up) {
       return registered;
     }
     Log(LogLevel::kWarning, "cluster_join_slow",

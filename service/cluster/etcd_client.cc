@@ -227,9 +227,8 @@ class EtcdClient::CallRunner {
     // No endpoint answered in time: etcd is out of reach, which is what
     // UNAVAILABLE says (the call's own deadline is not the caller's).
     if (last.code() == absl::StatusCode::kDeadlineExceeded) {
-      return absl::UnavailableError(absl::StrCat(
-          last.message(), " (no etcd endpoint answered within ", absl::FormatDuration(timeout_),
-          ")"));
+      return KvTimedOut(absl::StrCat(last.message(), " (no etcd endpoint answered within ",
+                                     absl::FormatDuration(timeout_), ")"));
     }
     return last;
   }

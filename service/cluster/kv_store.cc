@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 
@@ -35,6 +36,21 @@ std::string KvPrefixEnd(absl::string_view prefix) {
     end.pop_back();
   }
   return std::string(1, '\0');  // etcd's "to the end of the key space"
+}
+
+namespace {
+constexpr absl::string_view kTimedOutPayload = "tensord/kv-timed-out";
+}  // namespace
+
+absl::Status KvTimedOut(absl::string_view message) {
+  absl::Status status = absl::UnavailableError(message);
+  status.SetPayload(kTimedOutPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsKvTimedOut(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kTimedOutPayload).has_value();
 }
 
 absl::StatusOr<std::optional<EtcdKeyValue>> KvGet(KvStore& store, absl::string_view key) {

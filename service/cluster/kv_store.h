@@ -166,6 +166,12 @@ class KvStore {
   virtual uint64_t errors() const = 0;
 };
 
+// An UNAVAILABLE that says the store was reached but answered too slowly
+// (no endpoint within the call's deadline), as against one that cannot be
+// reached at all: a start may wait out a slow store, not an absent one.
+absl::Status KvTimedOut(absl::string_view message);
+bool IsKvTimedOut(const absl::Status& status);
+
 // The first key after every key that starts with `prefix` (etcd's
 // range_end for a prefix); "\0" when every byte is 0xff.
 std::string KvPrefixEnd(absl::string_view prefix);

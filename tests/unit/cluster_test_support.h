@@ -78,7 +78,20 @@ class GatedKvStore final : public KvStore {
                      const WatchHandler& on_events, KvWatchCancel& cancel) override {
     return inner_->Watch(prefix, start_revision, on_events, cancel);
   }
+  // The next `count` lease grants fail with `status` (a slow or absent store).
+  void FailGrants(int count, absl::Status status) {
+    MutexLock lock(&mu_);
+    failed_grants_ = count;
+    grant_failure_ = std::move(status);
+  }
   absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl) override {
+    {
+      MutexLock lock(&mu_);
+      if (failed_grants_ > 0) {
+        --failed_grants_;
+        return grant_failure_;
+      }
+    }
     return inner_->GrantLease(ttl);
   }
   absl::Status RevokeLease(int64_t lease) override { return inner_->RevokeLease(lease); }
@@ -94,6 +107,8 @@ class GatedKvStore final : public KvStore {
   CondVar changed_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  int failed_grants_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status grant_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 // Writes one key; the revision of the write.

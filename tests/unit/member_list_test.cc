@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "service/cluster/cluster_membership.h"
 #include "service/cluster/memory_kv_store.h"
 #include "service/cluster/node_record.h"
 #include "tests/unit/cluster_test_support.h"
@@ -17,6 +19,7 @@ namespace tensord {
 namespace {
 
 using cluster_test::DeleteKey;
+using cluster_test::GatedKvStore;
 using cluster_test::PutKey;
 using cluster_test::PutMember;
 using cluster_test::SampleMember;
@@ -143,6 +146,29 @@ TEST(MemberListTest, ChangesWhileItsWatchWasDownAreSeenDespiteACompaction) {
   PutMember(*store, kPrefix, "node-c");
   ASSERT_TRUE(store->Compact(store->revision()).ok());
   EXPECT_TRUE(AwaitNames(members, {"node-b", "node-c"}));
+}
+
+// A CI failure: a node started while etcd was busy got "no etcd endpoint
+// answered within 666ms" for its lease grant and exited, although a slow
+// store is one a start waits out (a store that refuses is not).
+TEST(ClusterMembershipTest, AJoinWaitsOutAStoreThatAnswersTooSlowly) {
+  auto store = std::make_shared<GatedKvStore>(std::make_shared<MemoryKvStore>());
+  store->FailGrants(2, KvTimedOut("etcd lease grant: Deadline Exceeded"));
+  ClusterMembership membership(store, MembershipOptions{.prefix = kPrefix, .node_name = "node-a"});
+  ASSERT_TRUE(membership.Join(SampleMember("node-a"), [](ClusterMember&) {}).ok());
+  absl::StatusOr<std::optional<EtcdKeyValue>> record =
+      KvGet(*store, std::string(kPrefix) + "/nodes/node-a");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_TRUE(record->has_value());
+}
+
+TEST(ClusterMembershipTest, AJoinFailsAtOnceWhenTheStoreCannotBeReached) {
+  auto store = std::make_shared<GatedKvStore>(std::make_shared<MemoryKvStore>());
+  store->FailGrants(1, absl::UnavailableError("etcd lease grant: connection refused"));
+  ClusterMembership membership(store, MembershipOptions{.prefix = kPrefix, .node_name = "node-a"});
+  const absl::Status joined = membership.Join(SampleMember("node-a"), [](ClusterMember&) {});
+  EXPECT_EQ(joined.code(), absl::StatusCode::kUnavailable) << joined;
+  EXPECT_TRUE(absl::StrContains(joined.message(), "connection refused")) << joined;
 }
 
 }  // namespace

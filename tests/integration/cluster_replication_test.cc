@@ -147,7 +147,12 @@ TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) 
   };
   std::vector<std::thread> readers;
   for (int node : {0, 1, 2}) readers.emplace_back(read_loop, node);
-  absl::SleepFor(absl::Milliseconds(300));
+  // Until node a has served some reads (bounded: a loaded ASan run
+  // served 5 in a fixed 300 ms).
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
+       before_kill.load() <= 5 && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   killed.store(true);
   ASSERT_TRUE(nodes_[0]->Stop(SIGKILL).ok());
   absl::SleepFor(kTtl + absl::Milliseconds(1500));  // through the TTL window and past it

@@ -515,12 +515,30 @@ void ClusterWrites::Replicate(ReplicaSource source, ClusterAccess::Done done) {
         } else if (held > source.origin) {
           std::move(*shared)(absl::OkStatus());  // overwritten meanwhile: the copy is moot
           return;
+        } else if ((*local)->retention == Retention::kCache) {
+          // A reader's copy of this very version, which eviction may drop:
+          // a replica must stay, so it becomes a durable copy first.
+          if (absl::Status kept = KeepDurably(**local); !kept.ok()) {
+            std::move(*shared)(kept);
+            return;
+          }
         }
         std::move(*shared)(JoinHolders(source.name, source.origin));
       },
       [shared]() mutable {
         std::move(*shared)(absl::UnavailableError("the node is shutting down"));
       });
+}
+
+absl::Status ClusterWrites::KeepDurably(const TensorVersion& copy) {
+  const int64_t origin = copy.origin.load(std::memory_order_relaxed);
+  TENSORD_ASSIGN_OR_RETURN(PendingVersion durable,
+                           registry_.Prepare(copy.name, copy.layout, copy.total_bytes));
+  TENSORD_RETURN_IF_ERROR(durable.buffer->Write(0, copy.buffer->data(), copy.total_bytes));
+  durable.origin = origin;
+  // Superseded when a newer version came meanwhile: JoinHolders then finds
+  // the record moved on and leaves it alone.
+  return registry_.Publish(std::move(durable), copy.crc32c).status();
 }
 
 absl::Status ClusterWrites::JoinHolders(const std::string& name, int64_t origin) {

@@ -64,6 +64,9 @@ class ClusterWrites {
   absl::Status JoinHolders(const std::string& name, int64_t origin);
 
  private:
+  // Replaces `copy`, a cache copy of an ordered version, by a durable copy
+  // of the same bytes and origin (a replica asked of a node that had read it).
+  absl::Status KeepDurably(const TensorVersion& copy);
   // Copies an installed durable version to replicas-1 other live nodes.
   void SendReplicas(VersionInfo info, uint32_t replicas, ClusterAccess::CommitDone done);
   void SendGroupReplicas(std::vector<VersionInfo> infos, uint32_t replicas,

@@ -323,8 +323,13 @@ bool Registry::OvertakenLocked(const TensorVersion& version) const {
   if (origin == 0) return false;
   auto it = latest_.find(version.name);
   if (it == latest_.end()) return false;
-  const int64_t current = it->second->origin.load(std::memory_order_relaxed);
-  return current != 0 && current >= origin;
+  const TensorVersion& held = *it->second;
+  const int64_t current = held.origin.load(std::memory_order_relaxed);
+  if (current == 0 || current < origin) return false;
+  // A durable copy of the very version replaces a cache copy of it (a
+  // replica asked of a node that had read the version).
+  return current > origin || held.retention != Retention::kCache ||
+         version.retention == Retention::kCache;
 }
 
 absl::StatusOr<SealedVersion> Registry::Seal(PendingVersion pending,

@@ -226,6 +226,13 @@ done
 cat "$work/nodes.out"
 $listed || { echo "cluster-demo: FAILED: node a does not list all three nodes after 10 s" >&2; exit 1; }
 
+echo "==> tensorctl watch --cluster demo/ on node c, in the background: the next two puts, wherever made"
+# --existing: a put that lands before the watch starts shows as existing.
+"$tensorctl" --server "${address[c]}" watch demo/ --cluster --existing --count 2 --for 60s \
+  >"$work/watch.out" 2>&1 &
+watch_pid=$!
+started+=("$watch_pid")
+
 size_mib=4
 echo "==> writing demo tensors: float32[1024, 1024] ($size_mib MiB each), seeded random values"
 "$python" - "$work/weights.npy" "$work/fresh.npy" <<'PY'
@@ -303,6 +310,16 @@ read -r -a holder_list <<<"$fresh_holders"
 }
 fresh_replica=${holder_list[1]}
 fresh_reader=b
+
+echo "==> what the watch on node c printed (position, change, name, cluster version, writer, size)"
+wait "$watch_pid" || true
+sed 's/^/    /' "$work/watch.out"
+for name in demo/weights demo/fresh; do
+  grep -Eq "^[0-9]+ (published|existing) $name \(cluster version [0-9]+\) written on a " "$work/watch.out" || {
+    echo "cluster-demo: FAILED: the cluster watch on node c did not report the put of $name on node a" >&2
+    exit 1
+  }
+done
 [[ $fresh_replica == b ]] && fresh_reader=c
 
 echo "==> kill -9 node a (pid ${pid[a]}), the node both puts went to"

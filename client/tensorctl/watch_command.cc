@@ -39,10 +39,11 @@ void PrintEvent(const WatchEvent& event) {
   for (const TensorInfo& item : event.items) {
     if (!item.node.empty()) {
       // A cluster watch: the name record holds the writer and the size,
-      // not the layout.
+      // not the layout; a version is known by its cluster order.
       if (event.kind == WatchEvent::Kind::kPublished) {
-        absl::PrintF("%d %s %s on %s (version %d there) %s\n", event.version, KindWord(event),
-                     item.name, item.node, item.version, FormatByteSize(item.total_bytes));
+        absl::PrintF("%d %s %s (cluster version %d) written on %s %s%s\n", event.version,
+                     KindWord(event), item.name, item.version, item.node,
+                     FormatByteSize(item.total_bytes), group);
       } else {
         absl::PrintF("%d %s %s (on %s)\n", event.version, KindWord(event), item.name, item.node);
       }
@@ -52,6 +53,9 @@ void PrintEvent(const WatchEvent& event) {
       absl::PrintF("%d %s %s %s%s %s%s\n", event.version, KindWord(event), item.name,
                    dlpack::DataTypeName(item.dtype), FormatShape(item.shape),
                    FormatByteSize(item.total_bytes), group);
+    } else if (item.version == 0) {
+      // A cluster delete removes the name's record, whatever its version.
+      absl::PrintF("%d %s %s\n", event.version, KindWord(event), item.name);
     } else {
       absl::PrintF("%d %s %s (version %d)\n", event.version, KindWord(event), item.name,
                    item.version);

@@ -194,11 +194,8 @@ std::string ClusterWrites::NextPutId() { return absl::StrCat(group_prefix_, ".",
 void ClusterWrites::ResolveUnanswered(std::vector<std::string> names, std::string put_id,
                                       std::shared_ptr<std::vector<SealedVersion>> sealed) {
   MutexLock lock(&unanswered_mu_);
-  // As long as a put could sensibly wait for etcd; the bytes go after.
-  unanswered_.push_back(Unanswered{.names = std::move(names),
-                                   .put_id = std::move(put_id),
-                                   .sealed = std::move(sealed),
-                                   .give_up = absl::Now() + absl::Minutes(5)});
+  unanswered_.push_back(Unanswered{
+      .names = std::move(names), .put_id = std::move(put_id), .sealed = std::move(sealed)});
   unanswered_cv_.Signal();
 }
 
@@ -226,6 +223,9 @@ absl::StatusOr<bool> ClusterWrites::Resolve(Unanswered& unanswered) {
 }
 
 void ClusterWrites::ResolveLoop() {
+  // Between passes while etcd does not answer: from 250 ms up to 5 s.
+  absl::Duration pause = absl::Milliseconds(250);
+  bool waiting_logged = false;  // one line per stretch without etcd
   while (true) {
     std::vector<Unanswered> pending;
     {
@@ -238,22 +238,25 @@ void ClusterWrites::ResolveLoop() {
     for (size_t i = 0; i < pending.size(); ++i) {
       absl::StatusOr<bool> settled = Resolve(pending[i]);
       if (settled.ok()) continue;
-      // etcd cannot be asked: the rest wait for the next pass.
-      for (size_t j = i; j < pending.size(); ++j) {
-        if (absl::Now() < pending[j].give_up) {
-          again.push_back(std::move(pending[j]));
-        } else {
-          Log(LogLevel::kWarning, "cluster_unanswered_put_abandoned",
-              {{"name", pending[j].names.front()}, {"error", settled.status().ToString()}});
-        }
+      // etcd cannot be asked: the rest wait for the next pass, bytes kept
+      // (however long it takes: dropping them could lose the name's latest).
+      if (!waiting_logged) {
+        Log(LogLevel::kWarning, "cluster_unanswered_puts_waiting",
+            {{"puts", pending.size() - i}, {"error", settled.status().ToString()}});
+        waiting_logged = true;
       }
+      for (size_t j = i; j < pending.size(); ++j) again.push_back(std::move(pending[j]));
       break;
+    }
+    if (again.empty()) {
+      waiting_logged = false;
+      pause = absl::Milliseconds(250);
+    } else {
+      pause = std::min(pause * 2, absl::Seconds(5));
     }
     MutexLock lock(&unanswered_mu_);
     for (Unanswered& item : again) unanswered_.push_back(std::move(item));
-    if (!unanswered_.empty() && !stopping_) {
-      unanswered_cv_.WaitWithTimeout(&unanswered_mu_, absl::Milliseconds(250));
-    }
+    if (!again.empty() && !stopping_) unanswered_cv_.WaitWithTimeout(&unanswered_mu_, pause);
   }
 }
 

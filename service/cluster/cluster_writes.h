@@ -77,9 +77,10 @@ class ClusterWrites {
   void Unrecord(const std::string& name, int64_t origin);
   // A commit whose answer was lost (etcd out of reach mid-call) may still
   // have been made: the sealed versions are kept while the records are
-  // read again (off the caller's thread, until etcd answers); a record that
-  // names this put by its id gets its version installed here, so the name
-  // is served rather than stuck with a holder that threw its bytes away.
+  // read again (off the caller's thread, for as long as etcd does not
+  // answer: the record may name them, and no other node has them); a record
+  // that names this put by its id gets its version installed here, so the
+  // name is served rather than stuck with a holder that threw its bytes away.
   void ResolveUnanswered(std::vector<std::string> names, std::string put_id,
                          std::shared_ptr<std::vector<SealedVersion>> sealed);
   // A new put id: this process's prefix and a counter.
@@ -93,7 +94,6 @@ class ClusterWrites {
     std::vector<std::string> names;
     std::string put_id;
     std::shared_ptr<std::vector<SealedVersion>> sealed;
-    absl::Time give_up;
   };
   absl::StatusOr<bool> Resolve(Unanswered& unanswered);
 

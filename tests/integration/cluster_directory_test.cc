@@ -32,6 +32,11 @@ class ClusterDirectoryTest : public EtcdClusterTest {
       ServerProcessOptions options;
       options.flags = NodeFlags(name, "/tensord-dir-test");
       options.flags.push_back("--metrics-listen=127.0.0.1:0");
+      if (std::string(name) == "node-a") {
+        // Node a has a (simulated) device; b and c have none.
+        options.flags.push_back("--device-backend=simulated");
+        options.flags.push_back("--simulated-devices=1");
+      }
       absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);
       ASSERT_TRUE(node.ok()) << node.status();
       clients_.push_back(ConnectClient((*node)->address(), RemoteClientOptions()));
@@ -229,6 +234,28 @@ TEST_F(ClusterDirectoryTest, AKilledHoldersReadersAreServedFromAReplica) {
   // Inside the TTL window the dead node is still listed: node c tries it,
   // fails to connect, and pulls from node b instead, with no error.
   EXPECT_TRUE(FetchesAs(2, "ha/w", tensor)) << nodes_[2]->StderrTail();
+}
+
+// A device tensor held on one node is read through any node: a node with
+// no device pulls it into host memory (a Fetch over gRPC answers host bytes
+// anyway). With replicas=2 the copy on the node without a device is host
+// memory too.
+TEST_F(ClusterDirectoryTest, ADeviceTensorHeldOnAnotherNodeIsReadThroughAnyNode) {
+  const HostTensor tensor = Pattern((3 << 20) + 17, 91);
+  PutOptions on_device;
+  on_device.device = DLDevice{kDLCUDA, 0};
+  absl::StatusOr<TensorInfo> put = clients_[0]->Put("dev/w", tensor.dl(), on_device);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->device.device_type, kDLCUDA);
+  EXPECT_TRUE(FetchesAs(1, "dev/w", tensor));
+  EXPECT_TRUE(FetchesAs(2, "dev/w", tensor));
+  EXPECT_TRUE(FetchesAs(0, "dev/w", tensor));
+
+  on_device.replicas = 2;
+  const HostTensor next = Pattern(1 << 20, 92);
+  absl::StatusOr<TensorInfo> replicated = clients_[0]->Put("dev/r", next.dl(), on_device);
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  for (int node : {1, 2}) EXPECT_TRUE(FetchesAs(node, "dev/r", next)) << "node " << node;
 }
 
 TEST_F(ClusterDirectoryTest, AClusterWatchLetsAReaderSwapToEachVersionPublishedAnywhere) {

@@ -302,6 +302,9 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
         }
         pulls_.fetch_add(1, std::memory_order_relaxed);
         pulled_bytes_.fetch_add(location->total_bytes, std::memory_order_relaxed);
+        Log(LogLevel::kInfo, "cluster_pulled",
+            {{"name", name}, {"from", location->node}, {"bytes", location->total_bytes},
+             {"origin", 0}, {"cache_copy", true}});
         absl::StatusOr<std::shared_ptr<const TensorVersion>> local =
             registry_.Find(name, published->version);
         if (!local.ok()) {

@@ -15,11 +15,6 @@ using Json = nlohmann::json;
 
 constexpr size_t kMaxValueBytes = 8192;
 
-std::string Excerpt(absl::string_view text) {
-  constexpr size_t kMax = 80;
-  return text.size() <= kMax ? std::string(text) : absl::StrCat(text.substr(0, kMax), "...");
-}
-
 }  // namespace
 
 std::string NameRecordPrefix(absl::string_view prefix) { return absl::StrCat(prefix, "/names/"); }
@@ -47,8 +42,9 @@ bool RecordValueOrdersAVersion(absl::string_view value) {
 
 absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const EtcdKeyValue& kv) {
   auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("name record '", Excerpt(kv.key), "' = '",
-                                            Excerpt(kv.value), "' is not one tensord writes: ", why));
+    return absl::DataLossError(absl::StrCat("name record '", RecordExcerpt(kv.key), "' = '",
+                                            RecordExcerpt(kv.value),
+                                            "' is not one tensord writes: ", why));
   };
   absl::string_view name = kv.key;
   if (!absl::ConsumePrefix(&name, NameRecordPrefix(prefix))) return bad("outside the records");

@@ -14,23 +14,22 @@ constexpr size_t kMaxNodeNameBytes = 253;
 // A record is a few hundred bytes; anything far larger is not ours.
 constexpr size_t kMaxRecordBytes = 64 * 1024;
 
-// Short enough to quote in an error message.
-std::string Excerpt(absl::string_view text) {
+}  // namespace
+
+std::string RecordExcerpt(absl::string_view text) {
   constexpr size_t kMax = 80;
   return text.size() <= kMax ? std::string(text) : absl::StrCat(text.substr(0, kMax), "...");
 }
 
-}  // namespace
-
 absl::Status ValidateNodeName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNodeNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("node name '", Excerpt(name), "' must be 1..",
-                                                   kMaxNodeNameBytes, " characters"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node name '", RecordExcerpt(name), "' must be 1..", kMaxNodeNameBytes, " characters"));
   }
   for (char c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "node name '", Excerpt(name), "' has '", std::string(1, c),
+          "node name '", RecordExcerpt(name), "' has '", std::string(1, c),
           "'; node names may hold only letters, digits, '.', '_' and '-'"));
     }
   }
@@ -54,8 +53,8 @@ std::string EncodeNodeRecord(const ClusterMember& member) {
 
 absl::StatusOr<ClusterMember> DecodeNodeRecord(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(
-        absl::StrCat("node record '", Excerpt(text), "' is not a tensord node record: ", why));
+    return absl::DataLossError(absl::StrCat("node record '", RecordExcerpt(text),
+                                            "' is not a tensord node record: ", why));
   };
   if (text.size() > kMaxRecordBytes) return bad(absl::StrCat(text.size(), " bytes is too large"));
   Json record = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);

@@ -22,6 +22,10 @@ std::string EncodeNodeRecord(const ClusterMember& member);
 // such a record.
 absl::StatusOr<ClusterMember> DecodeNodeRecord(absl::string_view text);
 
+// `text`, cut to 80 bytes and "..." when longer: short enough to quote in
+// an error message about a record (node or name) that is not tensord's.
+std::string RecordExcerpt(absl::string_view text);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_CLUSTER_NODE_RECORD_H_

@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/common/absl_view.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
 
@@ -22,11 +23,7 @@ constexpr std::string_view kMagic("\x93NUMPY", 6);
 constexpr size_t kHeaderAlign = 64;
 // Real headers are a few hundred bytes (kMaxDims extents at most); a larger
 // one is corrupt or hostile, and refusing it bounds the parsing work.
-constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;
-
-// Debian's Abseil has its own string_view, which std::string_view does not
-// convert to.
-absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
+constexpr uint64_t kMaxNpyHeaderBytes = uint64_t{1} << 20;
 
 absl::Status HeaderError(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("npy header: ", AsAbsl(what)));
@@ -289,9 +286,9 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view file, bool file_is_com
     return HeaderError(absl::StrCat("input of ", file.size(), " bytes ends inside the preamble"));
   }
   const uint64_t dict_bytes = LoadLe(file.substr(kMagic.size() + 2, length_bytes));
-  if (dict_bytes > kMaxHeaderBytes) {
+  if (dict_bytes > kMaxNpyHeaderBytes) {
     return HeaderError(
-        absl::StrCat("header length ", dict_bytes, " exceeds the limit of ", kMaxHeaderBytes));
+        absl::StrCat("header length ", dict_bytes, " exceeds the limit of ", kMaxNpyHeaderBytes));
   }
   if (dict_bytes > file.size() - prefix) {
     return HeaderError(absl::StrCat("header length ", dict_bytes, " runs past the end of the ",

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "service/common/absl_view.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
 
@@ -67,7 +68,7 @@ class DuplicateKeyFinder final : public nlohmann::json_sax<Json> {
 };
 
 // The reference implementation's limit: a larger header is corrupt or hostile.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 constexpr size_t kLengthBytes = 8;
 
 struct DtypeName {
@@ -93,10 +94,6 @@ constexpr std::array<DtypeName, 16> kDtypes = {{
     {"F8_E4M3", {dlpack::kFloat8_e4m3fn, 8, 1}},
     {"F8_E5M2", {dlpack::kFloat8_e5m2, 8, 1}},
 }};
-
-// Debian's Abseil has its own string_view, which std::string_view does not
-// convert to.
-absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
 
 absl::Status Error(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("safetensors: ", AsAbsl(what)));
@@ -218,9 +215,9 @@ absl::StatusOr<SafetensorsIndex> ParseSafetensors(std::string_view file) {
   for (size_t i = kLengthBytes; i-- > 0;) {
     header_bytes = header_bytes << 8 | static_cast<unsigned char>(file[i]);
   }
-  if (header_bytes > kMaxHeaderBytes) {
-    return Error(
-        absl::StrCat("header length ", header_bytes, " exceeds the limit of ", kMaxHeaderBytes));
+  if (header_bytes > kMaxSafetensorsHeaderBytes) {
+    return Error(absl::StrCat("header length ", header_bytes, " exceeds the limit of ",
+                              kMaxSafetensorsHeaderBytes));
   }
   if (header_bytes > file.size() - kLengthBytes) {
     return Error(absl::StrCat("header length ", header_bytes, " runs past the end of the ",

@@ -37,8 +37,9 @@ build_dir=build-demo
 stage configure "configuring $build_dir/ (CMake, Ninja, ccache; a unity build of tensord and tensorctl)"
 # The tests need packages the demo does not install; scripts/test.sh builds
 # them, and everything else, in build/.
+# Optimised as build/ is (-O2), without debug info: a fifth less to compile.
 scripts/build.sh --configure-only "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTENSORD_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG" -DTENSORD_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON
 stage_done
 
 stage build "building tensord and tensorctl ($(nproc) jobs; several minutes from scratch on 2 cores, seconds once built)"

@@ -6,7 +6,7 @@
 #   CMAKE ARGUMENTS   go to cmake (e.g. -DCMAKE_BUILD_TYPE=RelWithDebInfo).
 #                     CMake runs when BUILD_DIR is new, or when a -DNAME=VALUE
 #                     among them is not what BUILD_DIR's cache holds (so
-#                     scripts/test.sh gets the tests scripts/demo.sh left out)
+#                     a build dir made with other values gets them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/command-line.sh

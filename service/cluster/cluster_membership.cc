@@ -80,9 +80,7 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
   const absl::Time give_up = absl::Now() + kJoinPatience;
   for (absl::Status registered = RegisterWithNewLease(); !registered.ok();
        registered = RegisterWithNewLease()) {
-    const bool slow = registered.code() == absl::StatusCode::kDeadlineExceeded ||
-                      IsKvTimedOut(registered);
-    if (!slow || absl::Now() >= give_up) {
+    if (!IsKvTimedOut(registered) || absl::Now() >= give_up) {
       return registered;
     }
     Log(LogLevel::kWarning, "cluster_join_slow",

@@ -37,7 +37,6 @@ namespace tensord::testing {
 namespace {
 
 constexpr char kPrefix[] = "/tensord-scale";
-constexpr DLDataType kU8{kDLUInt, 8, 1};
 constexpr int64_t kTensorBytes = 64;
 constexpr size_t kBatchItems = 1000;
 constexpr int kClients = 4;
@@ -106,8 +105,8 @@ TEST_F(ClusterScaleTest, AMillionNamesOnOneNodeOfThree) {
         return;
       }
       const uint64_t batches = (count + kBatchItems - 1) / kBatchItems;
-      std::vector<std::vector<uint8_t>> bytes(kBatchItems, std::vector<uint8_t>(kTensorBytes));
-      int64_t shape[1] = {kTensorBytes};
+      std::vector<HostTensor> tensors(
+          kBatchItems, CompactTensor(kU8, {kTensorBytes}, std::vector<uint8_t>(kTensorBytes)));
       for (uint64_t batch = c; batch < batches; batch += kClients) {
         if (absl::Now() > deadline) {
           out_of_time.store(true);
@@ -116,15 +115,9 @@ TEST_F(ClusterScaleTest, AMillionNamesOnOneNodeOfThree) {
         std::vector<BatchPutItem> items;
         for (uint64_t index = batch * kBatchItems; index < std::min(count, (batch + 1) * kBatchItems);
              ++index) {
-          std::vector<uint8_t>& data = bytes[items.size()];
-          FillTensor(index, data);
-          DLTensor tensor{};
-          tensor.data = data.data();
-          tensor.device = {kDLCPU, 0};
-          tensor.ndim = 1;
-          tensor.dtype = kU8;
-          tensor.shape = shape;
-          items.push_back(BatchPutItem{.name = Name(index), .tensor = tensor});
+          HostTensor& tensor = tensors[items.size()];
+          FillTensor(index, tensor.storage);
+          items.push_back(BatchPutItem{.name = Name(index), .tensor = tensor.dl()});
         }
         absl::StatusOr<BatchPutResult> put = client->BatchPut(items);
         if (!put.ok()) {

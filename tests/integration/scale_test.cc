@@ -32,7 +32,6 @@
 namespace tensord::testing {
 namespace {
 
-constexpr DLDataType kU8{kDLUInt, 8, 1};
 constexpr int64_t kTensorBytes = 4096;
 constexpr int kClients = 4;
 // Tensors per BatchPut, and the unit dealt to each client.
@@ -89,17 +88,8 @@ TEST(ScaleTest, AMillionSmallTensorsWithDefaultFlags) {
       // Chunks of kChunk consecutive tensors, dealt round-robin: the first
       // tenth put one call each (the unary path at scale), the rest in one
       // BatchPut per chunk (a million single puts took CI over 4 minutes).
-      std::vector<std::vector<uint8_t>> bytes(kChunk, std::vector<uint8_t>(kTensorBytes));
-      int64_t shape[1] = {kTensorBytes};
-      auto tensor_of = [&](std::vector<uint8_t>& data) {
-        DLTensor tensor{};
-        tensor.data = data.data();
-        tensor.device = {kDLCPU, 0};
-        tensor.ndim = 1;
-        tensor.dtype = kU8;
-        tensor.shape = shape;
-        return tensor;
-      };
+      std::vector<HostTensor> tensors(
+          kChunk, CompactTensor(kU8, {kTensorBytes}, std::vector<uint8_t>(kTensorBytes)));
       const uint64_t chunks = (count + kChunk - 1) / kChunk;
       for (uint64_t chunk = c; chunk < chunks; chunk += kClients) {
         if (absl::Now() > deadline) {
@@ -110,8 +100,8 @@ TEST(ScaleTest, AMillionSmallTensorsWithDefaultFlags) {
         const uint64_t end = std::min(count, first + kChunk);
         if (first < count / 10) {
           for (uint64_t index = first; index < end; ++index) {
-            FillTensor(index, bytes[0]);
-            absl::StatusOr<TensorInfo> put = client->Put(Name(index), tensor_of(bytes[0]));
+            FillTensor(index, tensors[0].storage);
+            absl::StatusOr<TensorInfo> put = client->Put(Name(index), tensors[0].dl());
             if (!put.ok()) {
               if (failures.fetch_add(1) < 5) ADD_FAILURE() << Name(index) << ": " << put.status();
               continue;
@@ -122,9 +112,9 @@ TEST(ScaleTest, AMillionSmallTensorsWithDefaultFlags) {
         }
         std::vector<BatchPutItem> items;
         for (uint64_t index = first; index < end; ++index) {
-          std::vector<uint8_t>& data = bytes[index - first];
-          FillTensor(index, data);
-          items.push_back(BatchPutItem{.name = Name(index), .tensor = tensor_of(data)});
+          HostTensor& tensor = tensors[index - first];
+          FillTensor(index, tensor.storage);
+          items.push_back(BatchPutItem{.name = Name(index), .tensor = tensor.dl()});
         }
         absl::StatusOr<BatchPutResult> put = client->BatchPut(items);
         if (!put.ok()) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "etcd/etcd_v3.grpc.pb.h"
+#include "service/cluster/etcd_status.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
@@ -50,13 +51,6 @@ absl::StatusOr<ParsedEndpoint> ParseEndpoint(absl::string_view endpoint, bool tl
   return parsed;
 }
 
-// UNAVAILABLE and DEADLINE_EXCEEDED mean this endpoint could not answer
-// (down, partitioned, no leader): another one may.
-bool IsEndpointFailure(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kDeadlineExceeded;
-}
-
 bool IsAuthTokenFailure(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
          absl::StrContains(status.error_message(), "invalid auth token");
@@ -73,23 +67,6 @@ EtcdKeyValue FromProto(const etcdserverpb::KeyValue& kv) {
 
 // etcd's answer as a status naming the call and endpoint; the refusals an
 // operator must act on say what to do.
-absl::Status EtcdCallStatus(const grpc::Status& status, absl::string_view what,
-                            absl::string_view endpoint) {
-  const std::string& message = status.error_message();
-  std::string advice;
-  if (absl::StrContains(message, "database space exceeded")) {
-    advice = " (etcd's backend quota, --quota-backend-bytes, is full and its NOSPACE alarm is "
-             "raised: it refuses writes until its history is compacted, the database "
-             "defragmented (etcdctl defrag) and the alarm disarmed (etcdctl alarm disarm))";
-  } else if (absl::StrContains(message, "too many operations in txn request")) {
-    advice = " (etcd's --max-txn-ops is lower than tensord's --etcd-max-txn-ops: set them alike)";
-  } else if (absl::StrContains(message, "request is too large")) {
-    advice = " (etcd's --max-request-bytes, 1.5 MiB by default, is smaller than the request)";
-  }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("etcd ", what, " at ", endpoint, ": ", message, advice));
-}
-
 }  // namespace
 
 struct EtcdClient::Endpoint {
@@ -221,7 +198,7 @@ class EtcdClient::CallRunner {
         }
         break;
       }
-      if (!IsEndpointFailure(last)) break;
+      if (!IsEtcdEndpointFailure(last)) break;
     }
     client_.errors_.fetch_add(1, std::memory_order_relaxed);
     // No endpoint answered in time: etcd is out of reach, which is what
@@ -431,7 +408,7 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
       absl::StatusOr<std::string> token = CallRunner(*this).Token(endpoint);
       if (!token.ok()) {
         last = token.status();
-        if (IsEndpointFailure(last)) continue;
+        if (IsEtcdEndpointFailure(last)) continue;
         break;
       }
       context.AddMetadata("token", *token);
@@ -505,7 +482,7 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
       cancel.context_ = nullptr;
       if (cancel.cancelled_) return absl::CancelledError("etcd watch cancelled");
     }
-    if (opened || !IsEndpointFailure(outcome)) {
+    if (opened || !IsEtcdEndpointFailure(outcome)) {
       if (!outcome.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
       return outcome;
     }

@@ -32,6 +32,7 @@
 #include "client/src/unary_byte_call.h"
 #include "client/src/watch_stream.h"
 #include "service/common/crc32c.h"
+#include "service/common/errno_safe_connects.h"
 #include "service/common/errno_status.h"
 #include "service/common/malloc_tuning.h"
 #include "service/common/pem_source.h"
@@ -652,6 +653,7 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
     const ClientOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateClientOptions(options));
   if (options.tune_malloc) KeepFreedHeapForTransfers();
+  MakeGrpcConnectsErrnoSafe();
   grpc::ChannelArguments arguments = ClientChannelArguments(options);
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                            ChannelCredentialsFor(options));

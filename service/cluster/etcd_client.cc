@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "etcd/etcd_v3.grpc.pb.h"
 #include "service/cluster/etcd_status.h"
+#include "service/common/errno_safe_connects.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
@@ -144,6 +145,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->name = name;
+    MakeGrpcConnectsErrnoSafe();
     endpoint->channel = grpc::CreateCustomChannel(parsed.target, credentials, arguments);
     endpoint->kv = etcdserverpb::KV::NewStub(endpoint->channel);
     endpoint->lease = etcdserverpb::Lease::NewStub(endpoint->channel);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "service/common/errno_safe_connects.h"
 #include "service/wire/channel_arg_milliseconds.h"
 
 namespace tensord {
@@ -68,6 +69,7 @@ std::shared_ptr<grpc::Channel> PeerChannels::ChannelTo(const std::string& addres
         arguments.SetSslTargetNameOverride(options_.peer_tls_server_name);
       }
     }
+    MakeGrpcConnectsErrnoSafe();
     channel = grpc::CreateCustomChannel(address, credentials, arguments);
   }
   return channel;

@@ -459,8 +459,12 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
       return absl::InternalError(
           absl::StrCat("handoff of '", held->info().name, "' came without an fd"));
     }
-    // Older servers leave mapping_bytes unset: the bytes themselves.
-    held->SetMemfd(std::move(fd), std::max(acquired.mapping_bytes(), held->info().total_bytes));
+    if (acquired.mapping_bytes() < held->info().total_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "handoff of '", held->info().name, "' came with mapping_bytes ",
+          acquired.mapping_bytes(), ", fewer than its ", held->info().total_bytes, " bytes"));
+    }
+    held->SetMemfd(std::move(fd), acquired.mapping_bytes());
   }
   MutexLock lock(&mutex_);
   // Pruned when it has doubled since, so a batch of N stays O(N).

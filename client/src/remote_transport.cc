@@ -245,9 +245,9 @@ struct RemoteTransport::Rep {
                                           FetchStreamReceiver::DestinationFor destination_for,
                                           std::optional<uint64_t> expected_bytes);
 
-  // The FetchInline call; nullopt when the server does not have it (an
-  // older tensord), which is remembered.
-  absl::StatusOr<std::optional<StreamedRange>> FetchInline(
+  // The FetchInline call: the bytes, or a split header when the range is
+  // too large to travel inline.
+  absl::StatusOr<StreamedRange> FetchInline(
       absl::string_view name, const FetchOptions& fetch_options,
       FetchStreamReceiver::DestinationFor destination_for);
 
@@ -276,8 +276,7 @@ struct RemoteTransport::Rep {
                                             SliceLatch& latch);
 
   // A put in `parts`, each a PutPart stream: the server publishes once all
-  // are in, and every part answers with the version. UNIMPLEMENTED when the
-  // server has no PutPart (remembered).
+  // are in, and every part answers with the version.
   absl::StatusOr<TensorInfo> PutParts(const v1::PutRequest& header, const uint8_t* data,
                                       const PutOptions& options,
                                       const std::vector<TransferPart>& parts);
@@ -305,14 +304,10 @@ struct RemoteTransport::Rep {
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
   const grpc::internal::RpcMethod put_method;
   const grpc::internal::RpcMethod put_part_method;
-  // Set once a server answered PutPart with UNIMPLEMENTED (an older
-  // tensord): puts then go in one stream.
-  std::atomic<bool> server_lacks_put_parts{false};
   const grpc::internal::RpcMethod fetch_method;
   const grpc::internal::RpcMethod fetch_inline_method;
   // Raw: the answer is parsed by hand (service/wire/wire_tensor_info.h).
   const grpc::internal::RpcMethod stat_method;
-  std::atomic<bool> server_lacks_fetch_inline{false};
   std::mutex large_names_mutex;
   // Looked up by string_view: no string built per fetch.
   absl::flat_hash_set<std::string> large_names;
@@ -363,7 +358,6 @@ grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
 
 bool RemoteTransport::Rep::ShouldFetchInline(absl::string_view name,
                                              std::optional<uint64_t> expected_bytes) {
-  if (server_lacks_fetch_inline.load(std::memory_order_relaxed)) return false;
   if (expected_bytes.has_value()) return *expected_bytes <= kMaxInlineFetchBytes;
   std::lock_guard<std::mutex> lock(large_names_mutex);
   return !large_names.contains(name);
@@ -375,7 +369,7 @@ void RemoteTransport::Rep::RememberLarge(absl::string_view name) {
   large_names.emplace(name);
 }
 
-absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
+absl::StatusOr<StreamedRange> RemoteTransport::Rep::FetchInline(
     absl::string_view name, const FetchOptions& fetch_options,
     FetchStreamReceiver::DestinationFor destination_for) {
   grpc::ClientContext context;
@@ -385,10 +379,6 @@ absl::StatusOr<std::optional<StreamedRange>> RemoteTransport::Rep::FetchInline(
   const grpc::Status status =
       UnaryByteCall(*channel, fetch_inline_method, context,
                     NameVersionRequest{.name = name, .version = fetch_options.version}, answer);
-  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    server_lacks_fetch_inline.store(true, std::memory_order_relaxed);
-    return std::nullopt;
-  }
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   // Read whole where it lies. An answer in several slices (half of those
   // of 4 KiB) is flattened first: that copy costs less than the stream
@@ -562,8 +552,9 @@ absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
                                                                      &response));
   bool open = writer->Write(SerializeToByteBuffer(header));
   // A part waits for the server to take the call before any chunk goes
-  // out: a server without PutPart answers UNIMPLEMENTED at once without
-  // reading the stream, and chunks queued on it would never be released.
+  // out: a server that refuses a part (a bad token, a name outside the
+  // token's namespace) answers at once without reading the stream, and
+  // chunks queued on it would never be released.
   if (open && &method == &put_part_method) writer->WaitForInitialMetadata();
   const uint64_t end = part.offset + part.length;
   for (uint64_t offset = part.offset; open && offset < end;) {
@@ -631,12 +622,6 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
   contexts.clear();  // gives back the chunks of parts that ended early
   latch.Wait();
   TENSORD_RETURN_IF_ERROR(started);
-  for (const absl::StatusOr<v1::PutResponse>& result : results) {
-    if (result.status().code() == absl::StatusCode::kUnimplemented) {
-      server_lacks_put_parts.store(true, std::memory_order_relaxed);
-      return result.status();
-    }
-  }
   // The cause, not the other parts' cancellation or the server's ABORTED
   // echo of it.
   std::vector<absl::Status> outcomes;
@@ -691,11 +676,9 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   if (!options.device.has_value() && split_above != 0 && source.size > split_above) {
     const uint32_t streams =
         TransferStreamsFor(TransferDirection::kPut, source.size, options.streams, cores);
-    if (streams > 1 && !rep_->server_lacks_put_parts.load(std::memory_order_relaxed)) {
-      absl::StatusOr<TensorInfo> put =
-          rep_->PutParts(header_message, source.data, options, SplitIntoParts(0, source.size, streams));
-      // An older server, without PutPart: one stream, as it takes.
-      if (put.status().code() != absl::StatusCode::kUnimplemented) return put;
+    if (streams > 1) {
+      return rep_->PutParts(header_message, source.data, options,
+                            SplitIntoParts(0, source.size, streams));
     }
   }
   SliceLatch latch;

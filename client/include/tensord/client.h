@@ -54,9 +54,9 @@ struct ClientOptions {
   // gRPC's retry machinery. tensord sets no retry policy, so all it would
   // do is retry a call transparently when gRPC knows the server never saw
   // it (a stream the server refused, or sent after a GOAWAY); off, such a
-  // call fails UNAVAILABLE. It costs every call 7,600 client instructions,
-  // more than tensord's own work on a Stat or a small fetch (callgrind),
-  // and it does not save a call that crosses a server's idle close (see
+  // call fails UNAVAILABLE. It costs every call more client CPU than
+  // tensord's own work on a Stat or a small fetch (bench/README.md), and it
+  // does not save a call that crosses a server's idle close (see
   // connection_idle_timeout).
   bool grpc_retries = false;
   // A connection with no call for this long is closed by the client; its

@@ -63,7 +63,11 @@ void RecordCommitter::Commit(std::vector<RecordChange> changes, Done done) {
 }
 
 RecordCommitter::ChangeKind RecordCommitter::KindOf(const Pending& pending) {
-  if (pending.changes.size() > 1) return ChangeKind::kGroup;
+  // A group of one item too: a revision orders at most one group.
+  const RecordChange& first = pending.changes.front();
+  if (pending.changes.size() > 1 || (first.record.has_value() && !first.record->group.empty())) {
+    return ChangeKind::kGroup;
+  }
   return pending.changes.front().record.has_value() ? ChangeKind::kPut : ChangeKind::kDelete;
 }
 

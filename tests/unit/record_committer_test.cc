@@ -291,6 +291,31 @@ TEST(RecordCommitterTest, AnAtomicGroupIsATransactionOfItsOwn) {
   EXPECT_NE(log.answer(1)->revision, log.answer(2)->revision);
 }
 
+// An atomic group of one item (its record names the group) is alone in its
+// transaction too: a revision holds at most one group, which is how a
+// group is found again by the revision that ordered it.
+TEST(RecordCommitterTest, AOneItemGroupIsATransactionOfItsOwn) {
+  auto memory = std::make_shared<MemoryKvStore>();
+  auto gated = std::make_shared<GatedKvStore>(memory);
+  RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
+                                                          .max_ops_per_txn = 10, .threads = 1});
+  gated->Close();
+  AnswerLog log(4);
+  committer.Commit({Write("first")}, log.Collect(0));
+  ASSERT_TRUE(gated->AwaitWaiting(1));
+  RecordChange grouped = Write("grouped");
+  grouped.record->group = "node-a.g1";
+  committer.Commit({Write("single0")}, log.Collect(1));
+  committer.Commit({std::move(grouped)}, log.Collect(2));
+  committer.Commit({Write("single1")}, log.Collect(3));
+  gated->Open();
+  ASSERT_TRUE(log.AwaitAll());
+  for (size_t i = 0; i < 4; ++i) ASSERT_TRUE(log.answer(i).ok()) << log.answer(i).status();
+  EXPECT_NE(log.answer(2)->revision, log.answer(1)->revision);
+  EXPECT_NE(log.answer(2)->revision, log.answer(3)->revision);
+  EXPECT_EQ(log.answer(1)->revision, log.answer(3)->revision);
+}
+
 // Two changes of one name never share a transaction (etcd refuses a key
 // written twice), and the later one is ordered later.
 TEST(RecordCommitterTest, TwoChangesOfOneNameAreOrderedInTheOrderAsked) {

@@ -208,6 +208,14 @@ absl::Status ClusterMembership::RegisterWithNewLease() {
   if (absl::Status registered = Register(lease.id, CurrentRecord()); !registered.ok()) {
     // Not ours to keep: a lease with no key would only expire later.
     etcd_->RevokeLease(lease.id).IgnoreError();
+    if (registered.code() == absl::StatusCode::kNotFound) {
+      // The lease ran out between its grant and its first use: etcd
+      // answered more slowly than the TTL, which a start waits out.
+      return KvTimedOut(absl::StrCat("the lease etcd granted (TTL ",
+                                     absl::FormatDuration(lease.ttl),
+                                     ") expired before the registration could use it: ",
+                                     registered.message()));
+    }
     return registered;
   }
   lease_ = lease.id;

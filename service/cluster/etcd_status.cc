@@ -10,6 +10,9 @@ namespace {
 
 // Go's context.DeadlineExceeded, which etcd 3.4 passes through as UNKNOWN.
 constexpr absl::string_view kDeadlinePassedInsideEtcd = "context deadline exceeded";
+// gRPC 1.51's words for a connection whose HTTP/2 handshake did not finish
+// within the connect timeout.
+constexpr absl::string_view kConnectTimedOut = "timed out before receiving SETTINGS frame";
 
 }  // namespace
 
@@ -28,6 +31,11 @@ absl::Status EtcdCallStatus(const grpc::Status& status, absl::string_view what,
   }
   absl::StatusCode code = static_cast<absl::StatusCode>(status.error_code());
   if (code == absl::StatusCode::kUnknown && message == kDeadlinePassedInsideEtcd) {
+    code = absl::StatusCode::kDeadlineExceeded;
+  }
+  // gRPC's connect gave up waiting: etcd's listener took the connection
+  // but answered too slowly, which is a slow etcd, not an absent one.
+  if (code == absl::StatusCode::kUnavailable && absl::StrContains(message, kConnectTimedOut)) {
     code = absl::StatusCode::kDeadlineExceeded;
   }
   return absl::Status(code, absl::StrCat("etcd ", what, " at ", endpoint, ": ", message, advice));

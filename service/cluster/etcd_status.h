@@ -13,7 +13,9 @@ namespace tensord {
 //
 // etcd answers UNKNOWN "context deadline exceeded" when the deadline that
 // tensord sent with the call passes inside etcd (a slow disk or raft): that
-// is a timeout like the client's own, so it comes back as DEADLINE_EXCEEDED.
+// is a timeout like the client's own, so it comes back as DEADLINE_EXCEEDED;
+// so does a connection that etcd took but did not answer within gRPC's
+// connect timeout (a refused connection stays UNAVAILABLE).
 absl::Status EtcdCallStatus(const grpc::Status& status, absl::string_view what,
                             absl::string_view endpoint);
 

@@ -84,12 +84,24 @@ class GatedKvStore final : public KvStore {
     failed_grants_ = count;
     grant_failure_ = std::move(status);
   }
+  // The next `count` leases granted expire at once, as a lease does when
+  // etcd is slower than its TTL between the grant and the first put.
+  void ExpireGrantedLeases(int count) {
+    MutexLock lock(&mu_);
+    expired_grants_ = count;
+  }
   absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl) override {
     {
       MutexLock lock(&mu_);
       if (failed_grants_ > 0) {
         --failed_grants_;
         return grant_failure_;
+      }
+      if (expired_grants_ > 0) {
+        --expired_grants_;
+        absl::StatusOr<EtcdLease> granted = inner_->GrantLease(ttl);
+        if (granted.ok()) inner_->ExpireLease(granted->id);
+        return granted;
       }
     }
     return inner_->GrantLease(ttl);
@@ -108,6 +120,7 @@ class GatedKvStore final : public KvStore {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   int failed_grants_ ABSL_GUARDED_BY(mu_) = 0;
+  int expired_grants_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status grant_failure_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -18,6 +18,25 @@ TEST(EtcdStatusTest, ADeadlineThatPassedInsideEtcdIsATimeout) {
   EXPECT_TRUE(IsEtcdEndpointFailure(status));
 }
 
+// The same TSan run: a connection etcd accepted but did not answer in time
+// ("connection attempt timed out before receiving SETTINGS frame") is a
+// slow etcd, as a deadline is, not one that refuses connections.
+TEST(EtcdStatusTest, AConnectionThatTimedOutIsATimeoutAndARefusedOneIsNot) {
+  const absl::Status slow = EtcdCallStatus(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                   "failed to connect to all addresses; last error: UNKNOWN: "
+                   "ipv4:127.0.0.1:33941: connection attempt timed out before receiving "
+                   "SETTINGS frame"),
+      "lease grant", "e");
+  EXPECT_EQ(slow.code(), absl::StatusCode::kDeadlineExceeded) << slow;
+  const absl::Status refused = EtcdCallStatus(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                   "failed to connect to all addresses; last error: UNKNOWN: "
+                   "ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused"),
+      "lease grant", "e");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+}
+
 TEST(EtcdStatusTest, EtcdsVerdictsKeepTheirCodeAndAreNotEndpointFailures) {
   const absl::Status refused = EtcdCallStatus(
       grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "etcdserver: requested lease not found"),

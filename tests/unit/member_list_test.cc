@@ -162,6 +162,21 @@ TEST(ClusterMembershipTest, AJoinWaitsOutAStoreThatAnswersTooSlowly) {
   EXPECT_TRUE(record->has_value());
 }
 
+// A TSan run under load: etcd took longer than the lease's TTL between
+// granting it and the registration that uses it, which then failed with
+// "requested lease not found", and the node exited. A start waits that out.
+TEST(ClusterMembershipTest, AJoinWhoseLeaseExpiredBeforeItsRegistrationTriesAgain) {
+  auto store = std::make_shared<GatedKvStore>(std::make_shared<MemoryKvStore>());
+  store->ExpireGrantedLeases(2);
+  ClusterMembership membership(store, MembershipOptions{.prefix = kPrefix, .node_name = "node-a"});
+  const absl::Status joined = membership.Join(SampleMember("node-a"), [](ClusterMember&) {});
+  ASSERT_TRUE(joined.ok()) << joined;
+  absl::StatusOr<std::optional<EtcdKeyValue>> record =
+      KvGet(*store, std::string(kPrefix) + "/nodes/node-a");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_TRUE(record->has_value());
+}
+
 TEST(ClusterMembershipTest, AJoinFailsAtOnceWhenTheStoreCannotBeReached) {
   auto store = std::make_shared<GatedKvStore>(std::make_shared<MemoryKvStore>());
   store->FailGrants(1, absl::UnavailableError("etcd lease grant: connection refused"));

@@ -195,6 +195,7 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
     TENSORD_ASSIGN_OR_RETURN(BatchPutResult sent,
                              rep_->transports.remote().BatchPut(part, part_options));
     result.group_version = sent.group_version;
+    result.cluster_group = sent.cluster_group;
     for (auto& item : sent.items) result.items.push_back(std::move(item));
     if (items.empty()) break;
   }
@@ -262,6 +263,16 @@ absl::StatusOr<std::vector<Tensor>> Client::BatchFetchGroup(uint64_t group_versi
   }
   BatchSelection selection;
   selection.group_version = group_version;
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
+}
+
+absl::StatusOr<std::vector<Tensor>> Client::BatchFetchClusterGroup(uint64_t cluster_group,
+                                                                   const FetchOptions& options) {
+  if (cluster_group == 0) {
+    return absl::InvalidArgumentError("cluster group 0 names no group");
+  }
+  BatchSelection selection;
+  selection.cluster_group = cluster_group;
   return AllOrFirstFailure(rep_->BatchFetch(selection, options));
 }
 

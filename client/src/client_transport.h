@@ -26,6 +26,7 @@ struct BatchSelection {
   std::span<const TensorRef> items;  // at most kMaxBatchItems
   std::optional<std::string> prefix;
   uint64_t group_version = 0;
+  uint64_t cluster_group = 0;  // remote only
 };
 
 // Implementations are thread-safe. Arguments have been validated by Client

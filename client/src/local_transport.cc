@@ -501,6 +501,11 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
     const BatchSelection& selection, const FetchOptions& options) {
+  if (selection.cluster_group != 0) {
+    // Found in etcd and copied between nodes: a gRPC call's work.
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "cluster group ", selection.cluster_group, " is read over gRPC, not the local handoff")));
+  }
   // Mapped until the answers are in, so the server need not send their fds
   // (a bounded list: an arena not named just comes with its fd again).
   const auto pinned = arenas_.Pin();

@@ -160,6 +160,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   }
   BatchPutResult result;
   result.group_version = response.group_version();
+  result.cluster_group = response.cluster_group();
   result.items.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const v1::BatchPutItemResult& item = response.items(static_cast<int>(i));

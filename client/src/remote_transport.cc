@@ -712,6 +712,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
   }
   if (selection.prefix.has_value()) request.set_prefix(*selection.prefix);
   request.set_group_version(selection.group_version);
+  request.set_cluster_group(selection.cluster_group);
   grpc::ClientContext context;
   rep_->PrepareContext(context);
   return StreamBatchFetch(rep_->channel.get(), rep_->batch_fetch_method, context, request,

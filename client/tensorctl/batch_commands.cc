@@ -127,6 +127,7 @@ struct PutTally {
   size_t failed = 0;
   uint64_t bytes = 0;
   uint64_t group_version = 0;
+  uint64_t cluster_group = 0;
 };
 
 // One BatchPut of `source`'s tensors; failed items are printed (the first
@@ -157,6 +158,7 @@ absl::Status PutBatch(Client& client, const PutSource& source, Retention retenti
     }
   }
   tally.group_version = result.group_version;
+  tally.cluster_group = result.cluster_group;
   return absl::OkStatus();
 }
 
@@ -211,10 +213,12 @@ absl::Status RunPutMany(Client& client, const Invocation& invocation) {
   }
   progress.Finish();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  absl::PrintF("put-many %s: %d of %d tensors, %s in %.2f s (%s)%s\n", path, tally.published,
+  absl::PrintF("put-many %s: %d of %d tensors, %s in %.2f s (%s)%s%s\n", path, tally.published,
                total, FormatByteSize(tally.bytes), seconds,
                FormatThroughput(tally.bytes, seconds),
                tally.group_version != 0 ? absl::StrCat(", group version ", tally.group_version)
+                                        : std::string(),
+               tally.cluster_group != 0 ? absl::StrCat(", cluster group ", tally.cluster_group)
                                         : std::string());
   if (tally.failed > 0) {
     return absl::Status(
@@ -230,12 +234,19 @@ absl::Status RunGetMany(Client& client, const Invocation& invocation) {
   const std::string& prefix = invocation.arguments[0];
   const std::string directory = invocation.Text(kOutputOption);
   const uint64_t group = invocation.Number(kVersionOption);
+  const bool cluster_group = invocation.Has(kClusterOption);
+  if (cluster_group && group == 0) {
+    return absl::InvalidArgumentError(
+        "get-many --cluster reads one cluster group: give its number with --version N");
+  }
   ProgressBar progress(absl::StrCat("get-many ", prefix));
   const absl::Time start = absl::Now();
   FetchOptions options;
   options.verify_crc32c = true;
   absl::StatusOr<std::vector<Tensor>> tensors =
-      group != 0 ? client.BatchFetchGroup(group, options) : client.BatchFetchPrefix(prefix, options);
+      cluster_group ? client.BatchFetchClusterGroup(group, options)
+      : group != 0  ? client.BatchFetchGroup(group, options)
+                    : client.BatchFetchPrefix(prefix, options);
   TENSORD_RETURN_IF_ERROR(tensors.status());
   size_t written = 0;
   uint64_t bytes = 0;

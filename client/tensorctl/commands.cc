@@ -44,7 +44,8 @@ std::span<const OptionSpec> Options() {
        "cores)"},
       {kClusterOption, "", OptionKind::kFlag, "",
        "ls: the cluster's durable names (from etcd), with the node that took each put; watch: "
-       "every node's durable changes (positions are etcd revisions)"},
+       "every node's durable changes (positions are etcd revisions); get-many --version N: N "
+       "is a cluster group (put-many's 'cluster group N', or a cluster watch's version)"},
       {kHelpOption, "-h", OptionKind::kFlag, "", "show this text"},
   };
   return kOptions;
@@ -148,10 +149,11 @@ std::span<const CommandSpec> Commands() {
       {.name = "get-many",
        .arguments = "PREFIX",
        .summary = "fetch every tensor whose name starts with PREFIX (with --version: of that "
-                  "atomic group) into DIR/NAME.npy, NAME less PREFIX",
+                  "atomic group; with --cluster too, through any node of a cluster) into "
+                  "DIR/NAME.npy, NAME less PREFIX",
        .min_arguments = 1,
        .max_arguments = 1,
-       .options = {kOutputOption, kVersionOption},
+       .options = {kOutputOption, kVersionOption, kClusterOption},
        .required_options = {kOutputOption},
        .run = RunGetMany},
       {.name = "watch",

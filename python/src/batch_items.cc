@@ -105,6 +105,7 @@ PythonBatchPutResult::PythonBatchPutResult(BatchPutResult result, std::span<cons
     }
   }
   if (result.group_version != 0) group_version_ = result.group_version;
+  if (result.cluster_group != 0) cluster_group_ = result.cluster_group;
 }
 
 nb::list PythonBatchPutResult::errors() const {
@@ -129,6 +130,9 @@ void BindBatchPutResult(nb::module_& module) {
       .def_prop_ro("group_version", &PythonBatchPutResult::group_version,
                    "The version every item of a published atomic batch has (for batch_fetch_group); "
                    "None for a plain batch or a refused atomic one.")
+      .def_prop_ro("cluster_group", &PythonBatchPutResult::cluster_group,
+                   "In a cluster, a published atomic batch of durable names: the etcd revision that "
+                   "ordered it (for batch_fetch_cluster_group on any node); None otherwise.")
       .def_prop_ro("ok", &PythonBatchPutResult::ok, "True when every item was published.")
       .def_prop_ro("errors", &PythonBatchPutResult::errors,
                    "[(name, tensord.Error)] of the items not published, in order.")

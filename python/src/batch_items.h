@@ -42,6 +42,7 @@ class PythonBatchPutResult {
 
   const nanobind::list& items() const { return items_; }
   std::optional<uint64_t> group_version() const { return group_version_; }
+  std::optional<uint64_t> cluster_group() const { return cluster_group_; }
   bool ok() const { return failed_indexes_.empty(); }
   // [(name, tensord.Error)] of the items that failed, in order.
   nanobind::list errors() const;
@@ -52,6 +53,7 @@ class PythonBatchPutResult {
   std::vector<std::string> names_;
   std::vector<size_t> failed_indexes_;
   std::optional<uint64_t> group_version_;
+  std::optional<uint64_t> cluster_group_;
 };
 
 void BindBatchPutResult(nanobind::module_& module);

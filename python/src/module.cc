@@ -281,6 +281,21 @@ class PythonClient {
     return WrapAll(ValueOrThrow(std::move(fetched)));
   }
 
+  std::vector<FetchedTensor> BatchFetchClusterGroup(int64_t cluster_group, bool verify_crc32c,
+                                                    bool device_to_host) {
+    if (cluster_group < 1) {
+      throw nb::value_error(
+          absl::StrCat("cluster_group must be a positive int, got ", cluster_group).c_str());
+    }
+    absl::StatusOr<std::vector<Tensor>> fetched;
+    {
+      nb::gil_scoped_release released;
+      fetched = client_->BatchFetchClusterGroup(static_cast<uint64_t>(cluster_group),
+                                                BatchFetchOptions(verify_crc32c, device_to_host));
+    }
+    return WrapAll(ValueOrThrow(std::move(fetched)));
+  }
+
   // fetch_into for buffer-protocol destinations (BufferDestination).
   TensorInfo FetchIntoBuffer(const std::string& name, nb::handle destination, const FetchOptions& options) {
     BufferDestination buffer(destination);
@@ -520,6 +535,12 @@ void BindClient(nb::module_& m) {
            "verify_crc32c"_a = false, "device_to_host"_a = false,
            "Every item of the atomic batch published as group_version, in name order; tensord.Error "
            "NOT_FOUND when any of them is gone.")
+      .def("batch_fetch_cluster_group", &PythonClient::BatchFetchClusterGroup, "cluster_group"_a,
+           nb::kw_only(), "verify_crc32c"_a = false, "device_to_host"_a = false,
+           "In a cluster: every item of the atomic batch of durable names ordered at cluster_group "
+           "(BatchPutResult.cluster_group, or a cluster watch event's version), through any node, "
+           "in name order; tensord.Error NOT_FOUND when an item moved on since, FAILED_PRECONDITION "
+           "on a single node.")
       .def(
           "watch",
           [](nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,

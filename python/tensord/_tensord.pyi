@@ -133,6 +133,11 @@ class BatchPutResult:
         """The version every item of a published atomic batch has; None for a
         plain batch or a refused atomic one."""
     @property
+    def cluster_group(self) -> Optional[int]:
+        """In a cluster, a published atomic batch of durable names: the etcd
+        revision that ordered it (for batch_fetch_cluster_group on any node);
+        None otherwise."""
+    @property
     def ok(self) -> bool:
         """True when every item was published."""
     @property
@@ -230,6 +235,9 @@ class Client:
     ) -> List[Tensor]: ...
     def batch_fetch_group(
         self, group_version: int, *, verify_crc32c: bool = False, device_to_host: bool = False
+    ) -> List[Tensor]: ...
+    def batch_fetch_cluster_group(
+        self, cluster_group: int, *, verify_crc32c: bool = False, device_to_host: bool = False
     ) -> List[Tensor]: ...
     def watch(
         self,

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "service/cluster/group_lookup.h"
 #include "service/cluster/held_reconciler.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
@@ -12,6 +13,9 @@ namespace {
 
 // How long a joining node waits for its first read of the member list.
 constexpr absl::Duration kMembersPatience = absl::Seconds(20);
+// How long a group lookup waits for etcd's history at a revision (it comes
+// at once; only a revision with no name record changed since waits it out).
+constexpr absl::Duration kGroupLookupPatience = absl::Seconds(2);
 
 }  // namespace
 
@@ -123,6 +127,26 @@ absl::Status ClusterNode::CheckWritable() const {
 
 void ClusterNode::EnsureLatest(std::vector<std::string> names, ReadDone done) {
   latest_->EnsureLatest(std::move(names), std::move(done));
+}
+
+void ClusterNode::EnsureGroup(int64_t cluster_group, GroupReadDone done) {
+  auto shared = std::make_shared<GroupReadDone>(std::move(done));
+  pool_->Run(
+      [this, cluster_group, shared] {
+        absl::StatusOr<GroupMembers> members =
+            FindGroupAt(*store_, options_.membership.prefix, cluster_group, kGroupLookupPatience);
+        if (!members.ok()) {
+          std::move(*shared)(members.status());
+          return;
+        }
+        std::vector<std::string> names = members->names;
+        latest_->EnsureLatest(
+            std::move(names), [cluster_group, members = *std::move(members),
+                               shared](std::vector<absl::StatusOr<Lease>> leases) mutable {
+              std::move(*shared)(WholeGroup(cluster_group, members, std::move(leases)));
+            });
+      },
+      [shared] { std::move(*shared)(absl::UnavailableError("the node is shutting down")); });
 }
 
 absl::StatusOr<uint32_t> ClusterNode::ReplicasFor(absl::string_view name, uint32_t requested,

@@ -76,6 +76,7 @@ class ClusterNode final : public ClusterAccess, public ClusterView {
 
   // ClusterAccess.
   void EnsureLatest(std::vector<std::string> names, ReadDone done) override;
+  void EnsureGroup(int64_t cluster_group, GroupReadDone done) override;
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override;
   void Commit(SealedVersion sealed, uint32_t replicas, CommitDone done) override;

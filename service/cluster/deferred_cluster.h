@@ -38,6 +38,13 @@ class DeferredCluster final : public ClusterAccess, public ClusterView {
     for (size_t i = 0; i < names.size(); ++i) refused.emplace_back(NotJoined());
     std::move(done)(std::move(refused));
   }
+  void EnsureGroup(int64_t cluster_group, GroupReadDone done) override {
+    if (std::shared_ptr<ClusterNode> node = Get()) {
+      node->EnsureGroup(cluster_group, std::move(done));
+      return;
+    }
+    std::move(done)(NotJoined());
+  }
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override {
     if (std::shared_ptr<ClusterNode> node = Get()) return node->ReplicasFor(name, requested, retention);

@@ -75,6 +75,7 @@ class ClusterAccess {
   using GroupDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<VersionInfo>>) &&>;
   using ListDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<ClusterVersion>>) &&>;
   using WatchStartDone = absl::AnyInvocable<void(absl::StatusOr<WatchStart>) &&>;
+  using GroupReadDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<Lease>>) &&>;
 
   virtual ~ClusterAccess() = default;
 
@@ -87,6 +88,15 @@ class ClusterAccess {
   // instead). Inline when nothing must be asked (a cache name held here),
   // else on a cluster thread.
   virtual void EnsureLatest(std::vector<std::string> names, ReadDone done) = 0;
+
+  // Leases on every item of the atomic group of durable names that the
+  // cluster ordered at etcd revision `cluster_group`, in name order, each
+  // copied here first when another node holds it: every item at that
+  // group's version, or the whole call fails: NOT_FOUND when the revision
+  // ordered no group (or etcd compacted it away) or an item has been
+  // overwritten or deleted since, UNAVAILABLE when etcd or every holder of
+  // an item is out of reach. On a cluster thread.
+  virtual void EnsureGroup(int64_t cluster_group, GroupReadDone done) = 0;
 
   // The copies a put of `name` asking for `requested` (0: the node's
   // default for the name) gets, from memory, checked before any byte

@@ -42,10 +42,22 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
         metrics_(metrics),
         device_backend_(registry.device_backend()),
         message_budget_(options.chunk_bytes),
+        cluster_(options.cluster_access.get()),
         call_(Rpc::kBatchFetch, *context, metrics, CallRecord::IdEcho::kAtStart) {
     if (absl::Status status = Start(*request, registry, service); !status.ok()) {
-      outcome_ = status;
-      Finish(ToGrpcStatus(status));
+      FailCall(status);
+      return;
+    }
+    if (cluster_group_ != 0) {
+      // A group the cluster ordered: found in etcd and copied here first.
+      cluster_->EnsureGroup(static_cast<int64_t>(cluster_group_),
+                            [this](absl::StatusOr<std::vector<Lease>> leases) {
+                              if (absl::Status taken = TakeGroup(std::move(leases)); !taken.ok()) {
+                                FailCall(taken);
+                                return;
+                              }
+                              WriteNext();
+                            });
       return;
     }
     if (requested_.empty()) {
@@ -105,11 +117,22 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     TENSORD_RETURN_IF_ERROR(ValidateBatchSelection(
         "batch fetch", request.items_size(), kBatchItemLimit,
         request.has_prefix() ? std::optional<std::string>(request.prefix()) : std::nullopt,
-        request.group_version()));
+        request.group_version(), request.cluster_group()));
+    if (request.cluster_group() != 0 && cluster_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch fetch of cluster group ", request.cluster_group(),
+          ": this server is not a cluster node (a single node's groups are read by "
+          "group_version)"));
+    }
     TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("BatchFetch", [this] {
       context_->TryCancel();
     }));
     if (request.items_size() > 0) return ChooseItems(request, grant, registry);
+    if (request.cluster_group() != 0) {
+      cluster_group_ = request.cluster_group();
+      grant_ = grant;
+      return absl::OkStatus();
+    }
     std::vector<Lease> leases;
     if (request.has_prefix()) {
       // A token limited to a namespace reads only inside it.
@@ -152,6 +175,26 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     requested_ = std::move(wanted);
     requested_index_ = std::move(wanted_index);
     return absl::OkStatus();
+  }
+
+  // The leases of a cluster group become the answer's items, all or none:
+  // a token that may not read one item gets none.
+  absl::Status TakeGroup(absl::StatusOr<std::vector<Lease>> leases) {
+    TENSORD_RETURN_IF_ERROR(leases.status());
+    for (const Lease& lease : *leases) {
+      TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchFetch", lease->name));
+    }
+    entries_.reserve(leases->size());
+    for (Lease& lease : *leases) {
+      entries_.push_back({static_cast<uint32_t>(entries_.size()), std::move(lease)});
+    }
+    return absl::OkStatus();
+  }
+
+  void FailCall(const absl::Status& status) {
+    finished_ = true;
+    outcome_ = status;
+    Finish(ToGrpcStatus(status));
   }
 
   // Leases every requested item under one registry lock (one consistent
@@ -298,12 +341,16 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   ServiceMetrics& metrics_;
   DeviceBackend* const device_backend_;
   const uint64_t message_budget_;
+  ClusterAccess* const cluster_;
   CallRecord call_;
   absl::Status outcome_;
   std::vector<BatchEntry> entries_;
   // The named items asked for (not denied by the token) and their entries.
   std::vector<NameVersion> requested_;
   std::vector<uint32_t> requested_index_;
+  // A cluster group asked for, and the token that asked.
+  uint64_t cluster_group_ = 0;
+  const TokenGrant* grant_ = nullptr;
   size_t next_entry_ = 0;
   // The large item whose chunks are being sent, and the next chunk's offset.
   PayloadHold* large_ = nullptr;

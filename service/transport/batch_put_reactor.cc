@@ -394,6 +394,10 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                            }
                            MutexLock lock(&results_mu_);
                            group_version_ = published->front().version;
+                           // Ordered by etcd (durable items in a cluster): the
+                           // group's cluster-wide identity.
+                           cluster_group_ = static_cast<uint64_t>(
+                               std::max<int64_t>(published->front().origin, 0));
                          }
                          PublishedOne();
                        });
@@ -455,11 +459,13 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     Log(LogLevel::kInfo, "batch_put",
         {{"items", results_.size()}, {"published", published_}, {"failed", failed_},
          {"bytes", published_bytes_}, {"group_version", group_version_},
+         {"cluster_group", cluster_group_},
          {"request_id", call_.request_id()}});
     // Made, serialized and freed here, in one thread: a message of 65,536
     // items built across gRPC's threads would be freed in another one.
     v1::BatchPutResponse response;
     response.set_group_version(group_version_);
+    response.set_cluster_group(cluster_group_);
     response.mutable_items()->Reserve(static_cast<int>(results_.size()));
     for (const ItemResult& result : results_) {
       v1::BatchPutItemResult* item = response.add_items();
@@ -536,6 +542,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   mutable Mutex results_mu_;
   std::vector<ItemResult> results_ ABSL_GUARDED_BY(results_mu_);
   uint64_t group_version_ ABSL_GUARDED_BY(results_mu_) = 0;
+  uint64_t cluster_group_ ABSL_GUARDED_BY(results_mu_) = 0;
   std::string first_failure_ ABSL_GUARDED_BY(results_mu_);
   size_t message_bytes_ ABSL_GUARDED_BY(results_mu_) = 0;
   uint64_t published_ ABSL_GUARDED_BY(results_mu_) = 0;

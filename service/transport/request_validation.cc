@@ -1,5 +1,7 @@
 #include "service/transport/request_validation.h"
 
+#include <limits>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -125,15 +127,24 @@ absl::StatusOr<ByteSpan> ResolveFetchRange(const WireFetchRequest& request, uint
 
 absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
                                     const std::optional<std::string>& prefix,
-                                    uint64_t group_version) {
+                                    uint64_t group_version,
+                                    std::optional<uint64_t> cluster_group) {
+  const uint64_t cluster = cluster_group.value_or(0);
   const int selectors = (items > 0 ? 1 : 0) + (prefix.has_value() ? 1 : 0) +
-                        (group_version != 0 ? 1 : 0);
+                        (group_version != 0 ? 1 : 0) + (cluster != 0 ? 1 : 0);
   if (selectors != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " names ", items, " items",
         prefix.has_value() ? absl::StrCat(", prefix '", absl::CHexEscape(*prefix), "'") : "",
         group_version != 0 ? absl::StrCat(", group ", group_version) : "",
-        ": give exactly one of items, prefix and group_version"));
+        cluster != 0 ? absl::StrCat(", cluster group ", cluster) : "",
+        cluster_group.has_value()
+            ? ": give exactly one of items, prefix, group_version and cluster_group"
+            : ": give exactly one of items, prefix and group_version"));
+  }
+  if (cluster > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of cluster group ", cluster,
+                                                   ": an etcd revision is at most 2^63-1"));
   }
   if (static_cast<size_t>(items) > max_items) {
     return absl::InvalidArgumentError(

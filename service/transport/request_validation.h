@@ -48,12 +48,14 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
 
 // A batch read chooses its tensors by exactly one of a name list (1..
-// `max_items` names), a prefix, or an atomic group's version;
+// `max_items` names), a prefix, an atomic group's version, or a cluster
+// group (`cluster_group`: nullopt for a request without that field);
 // INVALID_ARGUMENT naming what was given otherwise. `what` names the
 // request ("batch fetch", "batch acquire").
 absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
                                     const std::optional<std::string>& prefix,
-                                    uint64_t group_version);
+                                    uint64_t group_version,
+                                    std::optional<uint64_t> cluster_group = std::nullopt);
 
 // The absolute byte range [offset, offset + length) a fetch covers, checked
 // against the tensor's size. OUT_OF_RANGE names the range and the size.

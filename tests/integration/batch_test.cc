@@ -173,6 +173,11 @@ TEST_F(BatchTest, AnAtomicBatchPublishesWholeOrNotAtAll) {
   }
   EXPECT_EQ(client_->BatchFetchGroup(second->group_version + 1000).status().code(),
             absl::StatusCode::kNotFound);
+  // Cluster groups are numbered by etcd: a single node has none.
+  EXPECT_EQ(second->cluster_group, 0u);
+  absl::Status clusterless = client_->BatchFetchClusterGroup(second->group_version).status();
+  EXPECT_EQ(clusterless.code(), absl::StatusCode::kFailedPrecondition) << clusterless;
+  EXPECT_TRUE(MessageMentions(clusterless, "not a cluster node")) << clusterless;
 
   // One name twice cannot be one group.
   Batch twice;
@@ -354,7 +359,8 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   EXPECT_EQ(response.items(2).status().code(), 0);
   EXPECT_NE(response.items(2).version(), 0u);
 
-  // A batch fetch chooses by exactly one of items, prefix and group.
+  // A batch fetch chooses by exactly one of items, prefix, group and
+  // cluster group.
   v1::BatchFetchRequest two_ways;
   two_ways.add_items()->set_name("raw/good");
   two_ways.set_prefix("raw/");
@@ -366,8 +372,20 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   }
   status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("exactly one of items, prefix and group_version"),
+  EXPECT_NE(status.error_message().find(
+                "exactly one of items, prefix, group_version and cluster_group"),
             std::string::npos)
+      << status.error_message();
+  v1::BatchFetchRequest both_groups;
+  both_groups.set_group_version(3);
+  both_groups.set_cluster_group(7);
+  context = RawContext();
+  reader = service->BatchFetch(context.get(), both_groups);
+  while (reader->Read(&ignored)) {
+  }
+  status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("group 3, cluster group 7"), std::string::npos)
       << status.error_message();
 }
 

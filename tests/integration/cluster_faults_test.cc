@@ -6,6 +6,7 @@
 // whatever it was, and a full etcd stalled in silence.
 #include <signal.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -326,6 +327,93 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsOneClusterWatchEvent) {
   EXPECT_EQ(too_big->items[0].status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(too_big->items[0].status().message(), "--etcd-max-txn-ops"))
       << too_big->items[0].status();
+}
+
+// A group's etcd revision names it on every node: a reader anywhere gets
+// all of that group's versions, copied from the writer, or NOT_FOUND once
+// an item moved on; never a mix of two groups.
+TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersion) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(2));
+  WatchOptions options;
+  options.cluster = true;
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = ClientOf(1)->Watch("grp/", options);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto put_group = [&](int first_item, int count, uint64_t seed) -> absl::StatusOr<BatchPutResult> {
+    std::vector<HostTensor> tensors;
+    for (int i = 0; i < count; ++i) tensors.push_back(Pattern(1000 + 64 * i, seed + i));
+    std::vector<BatchPutItem> items;
+    for (int i = 0; i < count; ++i) {
+      items.push_back(BatchPutItem{.name = absl::StrCat("grp/", first_item + i), .tensor = tensors[i].dl()});
+    }
+    BatchPutOptions atomic;
+    atomic.atomic = true;
+    absl::StatusOr<BatchPutResult> put = ClientOf(0)->BatchPut(items, atomic);
+    if (put.ok()) {
+      for (const absl::StatusOr<TensorInfo>& item : put->items) {
+        if (!item.ok()) return item.status();
+      }
+    }
+    return put;
+  };
+  absl::StatusOr<BatchPutResult> first = put_group(0, 20, 100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_NE(first->cluster_group, 0u);
+  absl::StatusOr<WatchEvent> event = (*watch)->Next(absl::Seconds(5));
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_TRUE(event->atomic_group);
+  EXPECT_EQ(event->version, first->cluster_group) << "the watch reports the group by its revision";
+
+  for (size_t node : {size_t{1}, size_t{0}}) {
+    absl::StatusOr<std::vector<Tensor>> group = ClientOf(node)->BatchFetchClusterGroup(first->cluster_group);
+    ASSERT_TRUE(group.ok()) << "node " << node << ": " << group.status();
+    ASSERT_EQ(group->size(), 20u);
+    // Name order: grp/0, grp/1, grp/10, ...
+    std::vector<std::string> names;
+    for (int i = 0; i < 20; ++i) names.push_back(absl::StrCat("grp/", i));
+    std::sort(names.begin(), names.end());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const int item = std::stoi(names[i].substr(4));
+      EXPECT_EQ((*group)[i].info().name, names[i]);
+      EXPECT_EQ(TensorBytes((*group)[i]), Pattern(1000 + 64 * item, 100 + item).storage)
+          << "node " << node << ", " << names[i];
+    }
+  }
+
+  // A later group overwrites half of the items: the first is no longer
+  // whole anywhere, the second is read whole.
+  absl::StatusOr<BatchPutResult> second = put_group(10, 20, 500);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->cluster_group, first->cluster_group);
+  absl::Status broken = ClientOf(1)->BatchFetchClusterGroup(first->cluster_group).status();
+  EXPECT_EQ(broken.code(), absl::StatusCode::kNotFound) << broken;
+  EXPECT_TRUE(absl::StrContains(broken.message(), "no longer whole")) << broken;
+  absl::StatusOr<std::vector<Tensor>> whole = ClientOf(1)->BatchFetchClusterGroup(second->cluster_group);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 20u);
+  for (const Tensor& tensor : *whole) {
+    const int item = std::stoi(tensor.info().name.substr(4));
+    EXPECT_EQ(TensorBytes(tensor), Pattern(1000 + 64 * (item - 10), 500 + item - 10).storage)
+        << tensor.info().name;
+  }
+
+  // A revision that ordered a single put, not a group; one far ahead.
+  ASSERT_TRUE(ClientOf(0)->Put("grp/single", Pattern(100, 7).dl()).ok());
+  absl::StatusOr<WatchEvent> single;
+  do {
+    single = (*watch)->Next(absl::Seconds(5));
+    ASSERT_TRUE(single.ok()) << single.status();
+  } while (single->atomic_group);
+  absl::Status not_a_group = ClientOf(1)->BatchFetchClusterGroup(single->version).status();
+  EXPECT_EQ(not_a_group.code(), absl::StatusCode::kNotFound) << not_a_group;
+  EXPECT_TRUE(absl::StrContains(not_a_group.message(), "outside any group")) << not_a_group;
+  EXPECT_EQ(ClientOf(1)->BatchFetchClusterGroup(second->cluster_group + 1'000'000).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // A deleted item breaks the group too.
+  ASSERT_TRUE(ClientOf(0)->Delete("grp/15").ok());
+  absl::Status deleted = ClientOf(1)->BatchFetchClusterGroup(second->cluster_group).status();
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kNotFound) << deleted;
+  EXPECT_TRUE(absl::StrContains(deleted.message(), "grp/15")) << deleted;
 }
 
 // A record's holders are trusted only as live members at their registered

@@ -414,6 +414,16 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
         << names[i];
   }
 
+  // A cluster group needs its number, and a cluster: a single node says so.
+  const ProgramRun unnumbered =
+      RunProgram(kTensorctl, {"get-many", "m/", "--cluster", "-o", dir.File("out2"), server_flag});
+  EXPECT_NE(unnumbered.exit_code, 0);
+  EXPECT_THAT(unnumbered.err, HasSubstr("--version N"));
+  const ProgramRun single = RunProgram(
+      kTensorctl, {"get-many", "m/", "--cluster", "--version", "5", "-o", dir.File("out2"), server_flag});
+  EXPECT_NE(single.exit_code, 0);
+  EXPECT_THAT(single.err, HasSubstr("not a cluster node"));
+
   // A bad file stops the command before anything is sent.
   testing::WriteFile(dir.File("in/broken.npy"), "not npy");
   const ProgramRun broken = RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "x/", server_flag});

@@ -108,6 +108,25 @@ def test_a_cluster_watch_reports_publishes_on_every_node(nodes):
         assert [(item.name, item.node) for item in event.items] == [("pyw/m", "py-a")]
 
 
+def test_an_atomic_batch_is_read_whole_through_the_other_node_by_its_cluster_group(nodes):
+    a = tensord.Client(nodes[0].address, path="remote")
+    b = tensord.Client(nodes[1].address, path="remote")
+    first = {f"pyg/{i}": np.full(64, i, dtype=np.int16) for i in range(5)}
+    result = a.batch_put(first, atomic=True)
+    assert result.ok and result.cluster_group is not None
+    group = b.batch_fetch_cluster_group(result.cluster_group)
+    assert [tensor.name for tensor in group] == sorted(first)
+    for tensor in group:
+        np.testing.assert_array_equal(np.from_dlpack(tensor), first[tensor.name])
+    # A later put of one item: the group is no longer whole anywhere.
+    a.put("pyg/3", np.zeros(64, dtype=np.int16))
+    with pytest.raises(tensord.Error) as gone:
+        b.batch_fetch_cluster_group(result.cluster_group)
+    assert gone.value.code == tensord.StatusCode.NOT_FOUND
+    with pytest.raises(ValueError):
+        b.batch_fetch_cluster_group(0)
+
+
 def test_a_single_node_refuses_the_cluster_options(tcp_server):
     client = tensord.Client(tcp_server.address, path="remote")
     with pytest.raises(tensord.Error) as listed:
@@ -116,3 +135,8 @@ def test_a_single_node_refuses_the_cluster_options(tcp_server):
     with pytest.raises(tensord.Error) as put:
         client.put("single/x", np.zeros(4, dtype=np.uint8), replicas=2)
     assert put.value.code == tensord.StatusCode.FAILED_PRECONDITION
+    grouped = client.batch_put({"single/g": np.zeros(4, dtype=np.uint8)}, atomic=True)
+    assert grouped.ok and grouped.cluster_group is None
+    with pytest.raises(tensord.Error) as group:
+        client.batch_fetch_cluster_group(grouped.group_version)
+    assert group.value.code == tensord.StatusCode.FAILED_PRECONDITION

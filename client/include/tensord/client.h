@@ -266,6 +266,10 @@ struct BatchPutResult {
   // An atomic batch that published: the version every item has (fetch the
   // group with BatchFetchGroup). 0 otherwise.
   uint64_t group_version = 0;
+  // In a cluster, an atomic batch of durable names: the etcd revision that
+  // ordered the group, which a cluster watch reports as its version (fetch
+  // the group through any node with BatchFetchClusterGroup). 0 otherwise.
+  uint64_t cluster_group = 0;
 };
 
 // A tensor to fetch: 0 means its latest version.
@@ -462,6 +466,15 @@ class Client {
   // order; NOT_FOUND when any of them is gone.
   absl::StatusOr<std::vector<Tensor>> BatchFetchGroup(uint64_t group_version,
                                                       const FetchOptions& options = {});
+  // In a cluster: every item of the atomic group of durable names that the
+  // cluster ordered at `cluster_group` (BatchPutResult::cluster_group, or a
+  // cluster watch event's version), through any node, in name order, each
+  // at that group's version: NOT_FOUND when that revision ordered no group
+  // (or etcd compacted it away) or an item has been overwritten or deleted
+  // since; UNAVAILABLE when no live node holds an item; FAILED_PRECONDITION
+  // from a server that is not a cluster node. Always over gRPC.
+  absl::StatusOr<std::vector<Tensor>> BatchFetchClusterGroup(uint64_t cluster_group,
+                                                             const FetchOptions& options = {});
   // Seals writers from this client's local Create as one atomic group:
   // every version is published under one version number at once, or none
   // is. Each writer is consumed (closed) either way; the infos come in the

@@ -1,0 +1,108 @@
+// FindGroupAt: an atomic group of durable names found again by the etcd
+// revision that ordered it, from etcd's history (a watch from that
+// revision), with clear NOT_FOUNDs for revisions that ordered no group.
+#include "service/cluster/group_lookup.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/cluster/memory_kv_store.h"
+#include "service/cluster/name_record.h"
+#include "tests/unit/cluster_test_support.h"
+
+namespace tensord {
+namespace {
+
+using cluster_test::PutKey;
+using cluster_test::PutNameRecord;
+using cluster_test::SampleRecord;
+
+constexpr char kPrefix[] = "/t";
+constexpr absl::Duration kPatience = absl::Milliseconds(300);
+
+// Writes the records of a group in one transaction, as the committer does.
+int64_t PutGroup(KvStore& store, const std::string& group, const std::vector<std::string>& names) {
+  std::vector<KvOp> puts;
+  for (const std::string& name : names) {
+    NameRecord record = SampleRecord(name);
+    record.group = group;
+    puts.push_back(KvOp::Put(NameRecordKey(kPrefix, name), EncodeNameRecord(record, false)));
+  }
+  absl::StatusOr<KvTxnResult> written = store.Txn({}, puts, {});
+  return written.ok() ? written->revision : -1;
+}
+
+TEST(GroupLookupTest, TheRecordsWrittenAtAGroupsRevisionAreItsMembersInNameOrder) {
+  MemoryKvStore store;
+  PutNameRecord(store, kPrefix, SampleRecord("before"));
+  const int64_t revision = PutGroup(store, "node-a.g1", {"w/c", "w/a", "w/b"});
+  PutGroup(store, "node-a.g2", {"w/a", "w/d"});  // a later group overwrites w/a
+  PutNameRecord(store, kPrefix, SampleRecord("after"));
+  absl::StatusOr<GroupMembers> members = FindGroupAt(store, kPrefix, revision, kPatience);
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->group, "node-a.g1");
+  EXPECT_THAT(members->names, ::testing::ElementsAre("w/a", "w/b", "w/c"));
+}
+
+TEST(GroupLookupTest, ARevisionThatWroteNoGroupIsNotFoundSayingWhy) {
+  MemoryKvStore store;
+  const int64_t single = PutNameRecord(store, kPrefix, SampleRecord("single"));
+  const int64_t elsewhere = PutKey(store, "/t/members/node-a", "{}");
+  PutNameRecord(store, kPrefix, SampleRecord("later"));
+
+  absl::StatusOr<GroupMembers> outside = FindGroupAt(store, kPrefix, single, kPatience);
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(outside.status().message(), "outside any group")) << outside.status();
+
+  absl::StatusOr<GroupMembers> none = FindGroupAt(store, kPrefix, elsewhere, kPatience);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "no name record was written"))
+      << none.status();
+
+  absl::StatusOr<GroupMembers> future = FindGroupAt(store, kPrefix, single + 100, kPatience);
+  EXPECT_EQ(future.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(future.status().message(), "etcd is at revision")) << future.status();
+
+  EXPECT_EQ(FindGroupAt(store, kPrefix, 0, kPatience).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Nothing changed since the revision: the watch has no history to replay
+// and would wait for the next change; the lookup gives up after its
+// patience instead.
+TEST(GroupLookupTest, ARevisionWithNoRecordChangesSinceIsAnsweredWithinThePatience) {
+  MemoryKvStore store;
+  PutNameRecord(store, kPrefix, SampleRecord("first"));
+  const int64_t last = PutKey(store, "/t/members/node-a", "{}");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<GroupMembers> members = FindGroupAt(store, kPrefix, last, kPatience);
+  EXPECT_EQ(members.status().code(), absl::StatusCode::kNotFound) << members.status();
+  EXPECT_LT(absl::Now() - start, kPatience + absl::Seconds(2));
+}
+
+TEST(GroupLookupTest, AGroupOlderThanTheCompactedHistoryIsNotFoundNamingIt) {
+  MemoryKvStore store;
+  const int64_t revision = PutGroup(store, "node-a.g1", {"x", "y"});
+  const int64_t later = PutNameRecord(store, kPrefix, SampleRecord("z"));
+  ASSERT_TRUE(store.Compact(later).ok());
+  absl::StatusOr<GroupMembers> members = FindGroupAt(store, kPrefix, revision, kPatience);
+  EXPECT_EQ(members.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(members.status().message(), "compacted")) << members.status();
+}
+
+TEST(GroupLookupTest, AnUnreachableStoreIsUnavailable) {
+  MemoryKvStore store;
+  const int64_t revision = PutGroup(store, "node-a.g1", {"x", "y"});
+  store.SetReachable(false);
+  EXPECT_EQ(FindGroupAt(store, kPrefix, revision, kPatience).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tensord

@@ -16,6 +16,8 @@ constexpr absl::Duration kMembersPatience = absl::Seconds(20);
 // How long a group lookup waits for etcd's history at a revision (it comes
 // at once; only a revision with no name record changed since waits it out).
 constexpr absl::Duration kGroupLookupPatience = absl::Seconds(2);
+// Group lookups in flight at once (each may hold a pool thread that long).
+constexpr int kMaxGroupLookups = 4;
 
 }  // namespace
 
@@ -129,15 +131,34 @@ void ClusterNode::EnsureLatest(std::vector<std::string> names, ReadDone done) {
   latest_->EnsureLatest(std::move(names), std::move(done));
 }
 
-void ClusterNode::EnsureGroup(int64_t cluster_group, GroupReadDone done) {
+void ClusterNode::EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) {
+  // A lookup may hold a pool thread for its patience (a revision with no
+  // name record changed since): a bounded number at a time, so readers
+  // asking for such revisions cannot take the threads pulls need.
+  if (group_lookups_.fetch_add(1, std::memory_order_relaxed) >= kMaxGroupLookups) {
+    group_lookups_.fetch_sub(1, std::memory_order_relaxed);
+    std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
+        "cluster group ", cluster_group, ": ", kMaxGroupLookups,
+        " group lookups are in flight on this node, the most it runs at once; retry")));
+    return;
+  }
   auto shared = std::make_shared<GroupReadDone>(std::move(done));
   pool_->Run(
-      [this, cluster_group, shared] {
+      [this, cluster_group, may_read = std::move(may_read), shared] {
         absl::StatusOr<GroupMembers> members =
             FindGroupAt(*store_, options_.membership.prefix, cluster_group, kGroupLookupPatience);
+        group_lookups_.fetch_sub(1, std::memory_order_relaxed);
         if (!members.ok()) {
           std::move(*shared)(members.status());
           return;
+        }
+        if (may_read) {
+          for (const std::string& name : members->names) {
+            if (absl::Status allowed = may_read(name); !allowed.ok()) {
+              std::move(*shared)(allowed);
+              return;
+            }
+          }
         }
         std::vector<std::string> names = members->names;
         latest_->EnsureLatest(
@@ -146,7 +167,10 @@ void ClusterNode::EnsureGroup(int64_t cluster_group, GroupReadDone done) {
               std::move(*shared)(WholeGroup(cluster_group, members, std::move(leases)));
             });
       },
-      [shared] { std::move(*shared)(absl::UnavailableError("the node is shutting down")); });
+      [this, shared] {
+        group_lookups_.fetch_sub(1, std::memory_order_relaxed);
+        std::move(*shared)(absl::UnavailableError("the node is shutting down"));
+      });
 }
 
 absl::StatusOr<uint32_t> ClusterNode::ReplicasFor(absl::string_view name, uint32_t requested,

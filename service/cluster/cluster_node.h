@@ -76,7 +76,7 @@ class ClusterNode final : public ClusterAccess, public ClusterView {
 
   // ClusterAccess.
   void EnsureLatest(std::vector<std::string> names, ReadDone done) override;
-  void EnsureGroup(int64_t cluster_group, GroupReadDone done) override;
+  void EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) override;
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override;
   void Commit(SealedVersion sealed, uint32_t replicas, CommitDone done) override;
@@ -109,6 +109,7 @@ class ClusterNode final : public ClusterAccess, public ClusterView {
   Registry& registry_;
   const ClusterNodeOptions options_;
   std::atomic<bool> leaving_{false};
+  std::atomic<int> group_lookups_{0};  // EnsureGroup lookups in flight
 
   // Built in this order by Start(), torn down in reverse by the destructor.
   std::unique_ptr<ClusterMembership> membership_;

@@ -38,9 +38,9 @@ class DeferredCluster final : public ClusterAccess, public ClusterView {
     for (size_t i = 0; i < names.size(); ++i) refused.emplace_back(NotJoined());
     std::move(done)(std::move(refused));
   }
-  void EnsureGroup(int64_t cluster_group, GroupReadDone done) override {
+  void EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) override {
     if (std::shared_ptr<ClusterNode> node = Get()) {
-      node->EnsureGroup(cluster_group, std::move(done));
+      node->EnsureGroup(cluster_group, std::move(may_read), std::move(done));
       return;
     }
     std::move(done)(NotJoined());

@@ -10,6 +10,7 @@
 #define TENSORD_SERVICE_REGISTRY_CLUSTER_ACCESS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,8 @@ class ClusterAccess {
   using ListDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<ClusterVersion>>) &&>;
   using WatchStartDone = absl::AnyInvocable<void(absl::StatusOr<WatchStart>) &&>;
   using GroupReadDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<Lease>>) &&>;
+  // Whether the caller may read `name` (its status is the answer if not).
+  using NameCheck = std::function<absl::Status(absl::string_view name)>;
 
   virtual ~ClusterAccess() = default;
 
@@ -95,8 +98,11 @@ class ClusterAccess {
   // group's version, or the whole call fails: NOT_FOUND when the revision
   // ordered no group (or etcd compacted it away) or an item has been
   // overwritten or deleted since, UNAVAILABLE when etcd or every holder of
-  // an item is out of reach. On a cluster thread.
-  virtual void EnsureGroup(int64_t cluster_group, GroupReadDone done) = 0;
+  // an item is out of reach, RESOURCE_EXHAUSTED naming the limit when too
+  // many group lookups are in flight. `may_read` (empty: every name) is
+  // asked about each name before anything is copied: one refusal is the
+  // answer. On a cluster thread.
+  virtual void EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) = 0;
 
   // The copies a put of `name` asking for `requested` (0: the node's
   // default for the name) gets, from memory, checked before any byte

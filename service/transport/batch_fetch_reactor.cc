@@ -50,7 +50,13 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     }
     if (cluster_group_ != 0) {
       // A group the cluster ordered: found in etcd and copied here first.
+      // A token that may not read one item gets none, and nothing is
+      // copied for it.
+      const TokenGrant* grant = grant_;
       cluster_->EnsureGroup(static_cast<int64_t>(cluster_group_),
+                            [grant](absl::string_view name) {
+                              return TensorService::CheckName(grant, "BatchFetch", name);
+                            },
                             [this](absl::StatusOr<std::vector<Lease>> leases) {
                               if (absl::Status taken = TakeGroup(std::move(leases)); !taken.ok()) {
                                 FailCall(taken);
@@ -177,13 +183,10 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     return absl::OkStatus();
   }
 
-  // The leases of a cluster group become the answer's items, all or none:
-  // a token that may not read one item gets none.
+  // The leases of a cluster group (names checked against the token by
+  // EnsureGroup) become the answer's items.
   absl::Status TakeGroup(absl::StatusOr<std::vector<Lease>> leases) {
     TENSORD_RETURN_IF_ERROR(leases.status());
-    for (const Lease& lease : *leases) {
-      TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchFetch", lease->name));
-    }
     entries_.reserve(leases->size());
     for (Lease& lease : *leases) {
       entries_.push_back({static_cast<uint32_t>(entries_.size()), std::move(lease)});

@@ -7,8 +7,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -414,6 +416,81 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersi
   absl::Status deleted = ClientOf(1)->BatchFetchClusterGroup(second->cluster_group).status();
   EXPECT_EQ(deleted.code(), absl::StatusCode::kNotFound) << deleted;
   EXPECT_TRUE(absl::StrContains(deleted.message(), "grp/15")) << deleted;
+
+  // A revision after which no name record changed makes a lookup wait out
+  // its patience (2 s): a node runs 4 such lookups at once and refuses
+  // more, naming the limit, so readers cannot take the threads pulls need.
+  std::unique_ptr<EtcdClient> etcd = Etcd();
+  ASSERT_NE(etcd, nullptr);
+  const KvOp elsewhere = KvOp::Put("/not-tensord/key", "x");
+  absl::StatusOr<KvTxnResult> quiet = etcd->Txn({}, {&elsewhere, 1}, {});
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  std::vector<std::unique_ptr<Client>> readers;
+  for (int i = 0; i < 6; ++i) readers.push_back(ClientOf(1));
+  std::atomic<int> exhausted{0};
+  std::atomic<int> not_found{0};
+  std::vector<std::thread> lookups;
+  for (std::unique_ptr<Client>& reader : readers) {
+    lookups.emplace_back([&, client = reader.get()] {
+      const absl::Status status =
+          client->BatchFetchClusterGroup(static_cast<uint64_t>(quiet->revision)).status();
+      if (status.code() == absl::StatusCode::kResourceExhausted &&
+          absl::StrContains(status.message(), "4 group lookups")) {
+        ++exhausted;
+      } else if (status.code() == absl::StatusCode::kNotFound) {
+        ++not_found;
+      } else {
+        ADD_FAILURE() << status;
+      }
+    });
+  }
+  for (std::thread& lookup : lookups) lookup.join();
+  EXPECT_GE(exhausted.load(), 2);
+  EXPECT_EQ(exhausted.load() + not_found.load(), 6);
+}
+
+// A token that may not read one item of a group gets none of it, and the
+// node copies nothing for it.
+TEST_F(ClusterFaultTest, AClusterGroupIsReadOnlyWithATokenForEveryItem) {
+  const std::string tokens_path = ::testing::TempDir() + "/tokens-group";
+  {
+    std::FILE* file = std::fopen(tokens_path.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fputs("admin-token-0123456789abcdef admin\nteam-a-token-0123456789abcdef read team-a/\n",
+               file);
+    std::fclose(file);
+  }
+  // Node b checks tokens; node a (the writer, pulled from) does not.
+  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a"},
+                                      HarnessNode{.name = "node-b",
+                                                  .flags = {"--tokens-file=" + tokens_path}}}));
+  const HostTensor a = Pattern(300, 1);
+  const HostTensor b = Pattern(300, 2);
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> put = ClientOf(0)->BatchPut(
+      std::vector<BatchPutItem>{{.name = "team-a/x", .tensor = a.dl()},
+                                {.name = "team-b/y", .tensor = b.dl()}},
+      atomic);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_NE(put->cluster_group, 0u);
+  auto reader = [&](const char* token) {
+    ClientOptions options = RemoteClientOptions(token);
+    options.timeout = absl::Seconds(10);
+    return ConnectClient(harness_->address(1), options);
+  };
+  const absl::Status refused =
+      reader("team-a-token-0123456789abcdef")->BatchFetchClusterGroup(put->cluster_group).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "team-b/y")) << refused;
+  EXPECT_EQ(harness_->process(1).Stderr().find("cluster_pulled"), std::string::npos)
+      << "node b copied items for a reader it refused";
+  absl::StatusOr<std::vector<Tensor>> group =
+      reader("admin-token-0123456789abcdef")->BatchFetchClusterGroup(put->cluster_group);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->size(), 2u);
+  EXPECT_EQ(TensorBytes((*group)[0]), a.storage);
+  EXPECT_EQ(TensorBytes((*group)[1]), b.storage);
 }
 
 // A record's holders are trusted only as live members at their registered

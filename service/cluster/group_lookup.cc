@@ -59,7 +59,9 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   GroupMembers members;
   for (const EtcdKeyValue& kv : written) {
     absl::StatusOr<NameRecord> record = DecodeNameRecord(prefix, kv);
-    if (!record.ok() || record->group.empty()) continue;
+    // A record rewritten later (a replica joining its holders) keeps its
+    // group and its own origin: the group was not ordered here.
+    if (!record.ok() || record->group.empty() || record->origin != revision) continue;
     if (!members.group.empty() && members.group != record->group) {
       return absl::InternalError(absl::StrCat("cluster version ", revision, " wrote records of two groups, '",
                                               members.group, "' and '", record->group, "'"));

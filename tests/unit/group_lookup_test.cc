@@ -73,6 +73,25 @@ TEST(GroupLookupTest, ARevisionThatWroteNoGroupIsNotFoundSayingWhy) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A replica joining a group item's holders rewrites its record at a later
+// revision, keeping the group and the origin: no group was ordered there.
+TEST(GroupLookupTest, ARecordRewrittenWithItsOriginIsNotAGroupAtTheRewrite) {
+  MemoryKvStore store;
+  const int64_t revision = PutGroup(store, "node-a.g1", {"x", "y"});
+  NameRecord joined = SampleRecord("x");
+  joined.group = "node-a.g1";
+  joined.origin = revision;
+  joined.holders.push_back("node-b");
+  const int64_t rewrite =
+      PutKey(store, NameRecordKey(kPrefix, "x"), EncodeNameRecord(joined, /*with_origin=*/true));
+  PutNameRecord(store, kPrefix, SampleRecord("later"));
+  absl::StatusOr<GroupMembers> at_rewrite = FindGroupAt(store, kPrefix, rewrite, kPatience);
+  EXPECT_EQ(at_rewrite.status().code(), absl::StatusCode::kNotFound) << at_rewrite.status();
+  absl::StatusOr<GroupMembers> group = FindGroupAt(store, kPrefix, revision, kPatience);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_THAT(group->names, ::testing::ElementsAre("x", "y"));
+}
+
 // Nothing changed since the revision: the watch has no history to replay
 // and would wait for the next change; the lookup gives up after its
 // patience instead.

@@ -58,10 +58,11 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
                               return TensorService::CheckName(grant, "BatchFetch", name);
                             },
                             [this](absl::StatusOr<std::vector<Lease>> leases) {
-                              if (absl::Status taken = TakeGroup(std::move(leases)); !taken.ok()) {
-                                FailCall(taken);
+                              if (!leases.ok()) {
+                                FailCall(leases.status());
                                 return;
                               }
+                              TakeLeases(*std::move(leases));
                               WriteNext();
                             });
       return;
@@ -97,9 +98,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     if (stream_slot_ != nullptr) stream_slot_->Touch();
     if (finished_) return;
     if (!ok) {
-      finished_ = true;
-      outcome_ = absl::CancelledError("batch fetch stream broken");
-      Finish(ToGrpcStatus(outcome_));
+      FailCall(absl::CancelledError("batch fetch stream broken"));
       return;
     }
     WriteNext();
@@ -154,10 +153,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
         TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "BatchFetch", lease->name));
       }
     }
-    entries_.reserve(leases.size());
-    for (Lease& lease : leases) {
-      entries_.push_back({static_cast<uint32_t>(entries_.size()), std::move(lease)});
-    }
+    TakeLeases(std::move(leases));
     return absl::OkStatus();
   }
 
@@ -183,15 +179,12 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     return absl::OkStatus();
   }
 
-  // The leases of a cluster group (names checked against the token by
-  // EnsureGroup) become the answer's items.
-  absl::Status TakeGroup(absl::StatusOr<std::vector<Lease>> leases) {
-    TENSORD_RETURN_IF_ERROR(leases.status());
-    entries_.reserve(leases->size());
-    for (Lease& lease : *leases) {
+  // The leases of a prefix or a group become the answer's items, in order.
+  void TakeLeases(std::vector<Lease> leases) {
+    entries_.reserve(leases.size());
+    for (Lease& lease : leases) {
       entries_.push_back({static_cast<uint32_t>(entries_.size()), std::move(lease)});
     }
-    return absl::OkStatus();
   }
 
   void FailCall(const absl::Status& status) {

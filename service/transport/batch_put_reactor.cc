@@ -396,8 +396,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                            group_version_ = published->front().version;
                            // Ordered by etcd (durable items in a cluster): the
                            // group's cluster-wide identity.
-                           cluster_group_ = static_cast<uint64_t>(
-                               std::max<int64_t>(published->front().origin, 0));
+                           cluster_group_ = static_cast<uint64_t>(published->front().origin);
                          }
                          PublishedOne();
                        });

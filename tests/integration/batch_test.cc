@@ -387,6 +387,19 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("group 3, cluster group 7"), std::string::npos)
       << status.error_message();
+  // A cluster group is an etcd revision: at most 2^63-1.
+  v1::BatchFetchRequest too_far;
+  too_far.set_cluster_group(uint64_t{1} << 63);
+  context = RawContext();
+  reader = service->BatchFetch(context.get(), too_far);
+  while (reader->Read(&ignored)) {
+  }
+  status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("9223372036854775808"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("at most 2^63-1"), std::string::npos)
+      << status.error_message();
 }
 
 // The answer to a batch carries a status per item; when every one of

@@ -25,13 +25,15 @@ std::string HashedLine(const tensord::TokenGrant& grant) {
     line.push_back(kHex[byte >> 4]);
     line.push_back(kHex[byte & 15]);
   }
-  line += " ";
-  line += (grant.permissions & tensord::kPermissionAdmin) ? "admin" : "";
-  if (!(grant.permissions & tensord::kPermissionAdmin)) {
-    if (grant.permissions & tensord::kPermissionRead) line += "read,";
-    if (grant.permissions & tensord::kPermissionWrite) line += "write,";
-    line.pop_back();
-  }
+  // Every permission bit as its word; "admin" and "cluster" imply read (and
+  // admin write), so writing those again is harmless.
+  std::string words;
+  if (grant.permissions & tensord::kPermissionRead) words += "read,";
+  if (grant.permissions & tensord::kPermissionWrite) words += "write,";
+  if (grant.permissions & tensord::kPermissionAdmin) words += "admin,";
+  if (grant.permissions & tensord::kPermissionCluster) words += "cluster,";
+  words.pop_back();
+  absl::StrAppend(&line, " ", words);
   if (!grant.name_prefix.empty()) absl::StrAppend(&line, " ", grant.name_prefix);
   return line + "\n";
 }
@@ -50,7 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string hashed;
   int previous_line = 0;
   for (const TokenGrant& grant : *grants) {
-    Check(grant.permissions != 0 && grant.permissions <= 7);
+    constexpr uint8_t kEveryPermission = tensord::kPermissionRead | tensord::kPermissionWrite |
+                                       tensord::kPermissionAdmin | tensord::kPermissionCluster;
+    Check(grant.permissions != 0 && (grant.permissions & ~kEveryPermission) == 0);
     Check(grant.line > previous_line);
     previous_line = grant.line;
     Check(ValidateNamePrefix(grant.name_prefix).ok());

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -23,6 +22,7 @@
 #include "bench/cases.h"
 #include "bench/proc_stats.h"
 #include "service/common/status_macros.h"
+#include "service/common/mutex.h"
 
 namespace tensord::bench {
 namespace {
@@ -76,7 +76,7 @@ double BytesPerName(uint64_t before, uint64_t after, uint64_t names) {
 absl::StatusOr<double> PutNames(const std::string& target, uint64_t count) {
   std::atomic<bool> failed{false};
   absl::Status first_error;
-  std::mutex error_mu;
+  Mutex error_mu;
   const std::vector<uint8_t> bytes(kJoinTensorBytes, 0x5a);
   const int64_t shape = kJoinTensorBytes;
   const Clock::time_point start = Clock::now();
@@ -84,7 +84,7 @@ absl::StatusOr<double> PutNames(const std::string& target, uint64_t count) {
   for (int c = 0; c < kJoinClients; ++c) {
     clients.emplace_back([&, c] {
       auto fail = [&](absl::Status status) {
-        std::lock_guard<std::mutex> lock(error_mu);
+        MutexLock lock(&error_mu);
         if (first_error.ok()) first_error = std::move(status);
         failed.store(true);
       };

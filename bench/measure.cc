@@ -7,13 +7,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "bench/proc_stats.h"
+#include "service/common/mutex.h"
 
 namespace tensord::bench {
 namespace {
@@ -80,8 +79,8 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
     }
     return total;
   };
-  std::mutex mutex;
-  std::condition_variable changed;
+  Mutex mutex;
+  CondVar changed;
   int ready = 0;
   bool go = false;
   absl::Status failure;
@@ -93,11 +92,11 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
 
   // Records the first failure and releases everyone.
   auto fail = [&](const absl::Status& status) {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     if (failure.ok()) failure = status;
     stop = true;
     go = true;
-    changed.notify_all();
+    changed.SignalAll();
   };
   auto body = [&](int index) {
     absl::StatusOr<Operation> op = make(index);
@@ -110,10 +109,10 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
       if (Clock::now() >= warm_until) break;
     }
     {
-      std::unique_lock<std::mutex> lock(mutex);
+      MutexLock lock(&mutex);
       ++ready;
-      changed.notify_all();
-      if (status.ok()) changed.wait(lock, [&] { return go; });
+      changed.SignalAll();
+      while (status.ok() && !go) changed.Wait(&mutex);
     }
     if (!status.ok()) return fail(status);
     std::vector<double>& mine = latencies[index];
@@ -133,12 +132,12 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
   Clock::time_point start;
   absl::StatusOr<double> cpu_start = 0.0;
   {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return ready == threads; });
+    MutexLock lock(&mutex);
+    while (ready != threads) changed.Wait(&mutex);
     cpu_start = cpu_now();
     go = true;
     start = Clock::now();
-    changed.notify_all();
+    changed.SignalAll();
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(duration_s));
   stop = true;

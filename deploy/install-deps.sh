@@ -35,7 +35,7 @@ build_packages=(
 )
 test_packages=(
   git openssl libgtest-dev libgmock-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format-14
   python3 python3-numpy python3-yaml
   etcd-server etcd-client  # the cluster tests start a real etcd and set up its auth
 )

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -24,7 +25,7 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> ReceiveBufferPool::Allocate(ui
   void* data = nullptr;
   uint64_t capacity = size;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     DropStaleLocked(absl::Now());
     // The smallest idle buffer that holds `size` without wasting much.
     auto fit = idle_.lower_bound(size);
@@ -52,7 +53,7 @@ void ReceiveBufferPool::Release(void* data, uint64_t capacity) {
   ::madvise(data, capacity, MADV_FREE);
   std::vector<std::pair<void*, uint64_t>> unmap;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     const absl::Time now = absl::Now();
     DropStaleLocked(now);
     idle_.emplace(capacity, Idle{.data = data, .since = now});
@@ -85,17 +86,17 @@ void ReceiveBufferPool::DropStaleLocked(absl::Time now) {
 }
 
 uint64_t ReceiveBufferPool::pooled_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return idle_bytes_;
 }
 
 uint64_t ReceiveBufferPool::pooled_buffers() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return idle_.size();
 }
 
 uint64_t ReceiveBufferPool::reused() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return reused_;
 }
 

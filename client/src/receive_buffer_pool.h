@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/src/heap_tensor_memory.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -51,15 +52,16 @@ class ReceiveBufferPool final : public std::enable_shared_from_this<ReceiveBuffe
   };
   // Called by a pooled HeapTensorMemory's destructor.
   void Release(void* data, uint64_t capacity);
-  // Unmaps buffers idle longer than idle_release_; mutex_ held.
-  void DropStaleLocked(absl::Time now);
+  // Unmaps buffers idle longer than idle_release_.
+  void DropStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const uint64_t max_bytes_;
   const absl::Duration idle_release_;
-  mutable std::mutex mutex_;
-  std::multimap<uint64_t, Idle> idle_;  // by capacity
-  uint64_t idle_bytes_ = 0;
-  uint64_t reused_ = 0;
+  mutable Mutex mutex_;
+  // By capacity.
+  std::multimap<uint64_t, Idle> idle_ ABSL_GUARDED_BY(mutex_);
+  uint64_t idle_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t reused_ ABSL_GUARDED_BY(mutex_) = 0;
 
   friend class HeapTensorMemory;
 };

@@ -12,7 +12,6 @@
 #include <functional>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -47,6 +46,7 @@
 #include "service/wire/wire_tensor_info.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 namespace {
@@ -64,10 +64,10 @@ class PartProgress {
   // empty when nobody listens.
   ProgressCallback ForPart() {
     if (!report_) return ProgressCallback();
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     uint64_t* reported = &reported_.emplace_back(0);
     return [this, reported](uint64_t done, uint64_t) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       sum_ += done - *reported;
       *reported = done;
       report_(sum_, total_);
@@ -77,9 +77,10 @@ class PartProgress {
  private:
   const ProgressCallback& report_;
   const uint64_t total_;
-  std::mutex mutex_;
-  std::deque<uint64_t> reported_;  // per part; stable addresses
-  uint64_t sum_ = 0;               // guarded by mutex_
+  Mutex mutex_;
+  // Per part; stable addresses.
+  std::deque<uint64_t> reported_ ABSL_GUARDED_BY(mutex_);
+  uint64_t sum_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 constexpr char kPutMethod[] = "/tensord.v1.TensorService/Put";
@@ -297,8 +298,9 @@ struct RemoteTransport::Rep {
   const std::shared_ptr<grpc::ChannelCredentials> credentials;
   const grpc::ChannelArguments arguments;
   const std::shared_ptr<grpc::Channel> channel;
-  std::mutex part_channels_mutex;
-  std::vector<std::shared_ptr<grpc::Channel>> part_channels;  // [i - 1] for part i
+  Mutex part_channels_mutex;
+  // [i - 1] for part i.
+  std::vector<std::shared_ptr<grpc::Channel>> part_channels ABSL_GUARDED_BY(part_channels_mutex);
   // gRPC's generated client class for TensorService's unary calls.
   const std::unique_ptr<v1::TensorService::Stub> tensor_service;
   // Put and Fetch are raw ByteBuffer calls (zero-copy chunks both ways).
@@ -308,9 +310,9 @@ struct RemoteTransport::Rep {
   const grpc::internal::RpcMethod fetch_inline_method;
   // Raw: the answer is parsed by hand (service/wire/wire_tensor_info.h).
   const grpc::internal::RpcMethod stat_method;
-  std::mutex large_names_mutex;
+  Mutex large_names_mutex;
   // Looked up by string_view: no string built per fetch.
-  absl::flat_hash_set<std::string> large_names;
+  absl::flat_hash_set<std::string> large_names ABSL_GUARDED_BY(large_names_mutex);
   const grpc::internal::RpcMethod batch_put_method;
   const grpc::internal::RpcMethod batch_fetch_method;
   const grpc::internal::RpcMethod watch_method;
@@ -345,7 +347,7 @@ absl::StatusOr<StreamedRange> RemoteTransport::Rep::StreamFetch(
 
 grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
   if (index == 0) return *channel;
-  std::lock_guard<std::mutex> lock(part_channels_mutex);
+  MutexLock lock(&part_channels_mutex);
   while (part_channels.size() < index) {
     grpc::ChannelArguments part_arguments = arguments;
     // Channels with different arguments never share a connection.
@@ -359,12 +361,12 @@ grpc::Channel& RemoteTransport::Rep::PartChannel(size_t index) {
 bool RemoteTransport::Rep::ShouldFetchInline(absl::string_view name,
                                              std::optional<uint64_t> expected_bytes) {
   if (expected_bytes.has_value()) return *expected_bytes <= kMaxInlineFetchBytes;
-  std::lock_guard<std::mutex> lock(large_names_mutex);
+  MutexLock lock(&large_names_mutex);
   return !large_names.contains(name);
 }
 
 void RemoteTransport::Rep::RememberLarge(absl::string_view name) {
-  std::lock_guard<std::mutex> lock(large_names_mutex);
+  MutexLock lock(&large_names_mutex);
   if (large_names.size() >= kMaxLargeNames) large_names.clear();
   large_names.emplace(name);
 }

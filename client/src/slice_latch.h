@@ -3,8 +3,8 @@
 #ifndef TENSORD_CLIENT_SRC_SLICE_LATCH_H_
 #define TENSORD_CLIENT_SRC_SLICE_LATCH_H_
 
-#include <condition_variable>
-#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -20,24 +20,24 @@ class SliceLatch {
   ~SliceLatch() { Wait(); }
 
   void Add() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ++outstanding_;
   }
   // The release callback handed to MakeChunkBuffer with the latch.
   static void Release(void* latch) { static_cast<SliceLatch*>(latch)->Done(); }
   void Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    released_.wait(lock, [this] { return outstanding_ == 0; });
+    MutexLock lock(&mutex_);
+    while (outstanding_ != 0) released_.Wait(&mutex_);
   }
 
  private:
   void Done() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--outstanding_ == 0) released_.notify_all();
+    MutexLock lock(&mutex_);
+    if (--outstanding_ == 0) released_.SignalAll();
   }
-  std::mutex mutex_;
-  std::condition_variable released_;
-  int outstanding_ = 0;
+  Mutex mutex_;
+  CondVar released_;
+  int outstanding_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace tensord

@@ -1,9 +1,7 @@
 #include "client/src/watch_stream.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -13,6 +11,7 @@
 #include "client/src/info_conversion.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/status_conversion.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 namespace {
@@ -39,8 +38,8 @@ class GrpcWatchStream final : public WatchStream,
   ~GrpcWatchStream() override {
     context_->TryCancel();
     ReleaseHold();
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return done_; });
+    MutexLock lock(&mutex_);
+    while (!done_) changed_.Wait(&mutex_);
   }
 
   // Starts the call; waits up to `timeout` for the first message.
@@ -54,12 +53,9 @@ class GrpcWatchStream final : public WatchStream,
     AddHold();
     StartRead(&response_);
     StartCall();
-    std::unique_lock<std::mutex> lock(mutex_);
-    const auto answered = [this] { return first_message_ || done_; };
-    if (timeout == absl::InfiniteDuration()) {
-      changed_.wait(lock, answered);
-    } else {
-      changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), answered);
+    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mutex_);
+    while (!first_message_ && !done_ && !changed_.WaitWithDeadline(&mutex_, deadline)) {
     }
     if (first_message_) return absl::OkStatus();
     if (done_) return final_status_;
@@ -71,17 +67,18 @@ class GrpcWatchStream final : public WatchStream,
     bool resume = false;
     absl::StatusOr<WatchEvent> next = absl::UnknownError("unset");
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const auto ready = [this] { return !queue_.empty() || done_ || reading_ended_; };
-      if (timeout == absl::InfiniteDuration()) {
-        changed_.wait(lock, ready);
-      } else if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), ready)) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("no watch event within ", absl::FormatDuration(timeout)));
+      const absl::Time deadline = absl::Now() + timeout;
+      MutexLock lock(&mutex_);
+      while (queue_.empty() && !done_ && !reading_ended_) {
+        if (changed_.WaitWithDeadline(&mutex_, deadline) && queue_.empty() && !done_ &&
+            !reading_ended_) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("no watch event within ", absl::FormatDuration(timeout)));
+        }
       }
       if (queue_.empty()) {
         // Reading ended: the final status arrives with OnDone.
-        changed_.wait(lock, [this] { return done_; });
+        while (!done_) changed_.Wait(&mutex_);
         return final_status_;
       }
       Queued queued = std::move(queue_.front());
@@ -98,7 +95,7 @@ class GrpcWatchStream final : public WatchStream,
   }
 
   uint64_t position() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     return position_;
   }
 
@@ -107,10 +104,10 @@ class GrpcWatchStream final : public WatchStream,
   void OnReadDone(bool ok) override {
     if (!ok) {
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         reading_ended_ = true;
       }
-      changed_.notify_all();
+      changed_.SignalAll();
       ReleaseHold();
       return;
     }
@@ -122,7 +119,7 @@ class GrpcWatchStream final : public WatchStream,
     response_.Clear();
     bool read_on = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       first_message_ = true;
       if (absl::Status taken = parsed.ok() ? TakeLocked(response) : parsed; !taken.ok()) {
         final_status_override_ = taken;
@@ -134,19 +131,19 @@ class GrpcWatchStream final : public WatchStream,
         paused_ = true;
       }
     }
-    changed_.notify_all();
+    changed_.SignalAll();
     if (read_on) StartRead(&response_);
   }
 
   void OnDone(const grpc::Status& status) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     final_status_ = final_status_override_.value_or(FromGrpcStatus(status));
     if (final_status_.ok()) {
       final_status_ = absl::UnavailableError("the server ended the watch");
     }
     done_ = true;
     // Under the lock: the destructor may free this as soon as it sees done_.
-    changed_.notify_all();
+    changed_.SignalAll();
   }
 
  private:
@@ -156,7 +153,7 @@ class GrpcWatchStream final : public WatchStream,
     uint64_t position_after = 0;
   };
 
-  absl::Status TakeLocked(const v1::WatchResponse& response) {
+  absl::Status TakeLocked(const v1::WatchResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (response.has_fell_behind()) {
       WatchEvent missed;
       missed.kind = WatchEvent::Kind::kFellBehind;
@@ -204,7 +201,7 @@ class GrpcWatchStream final : public WatchStream,
 
   void ReleaseHold() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (hold_released_) return;
       hold_released_ = true;
     }
@@ -216,18 +213,19 @@ class GrpcWatchStream final : public WatchStream,
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;  // one read in flight at a time
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<Queued> queue_;
-  std::optional<WatchEvent> partial_;  // a change whose items continue
-  uint64_t position_ = 0;
-  bool first_message_ = false;
-  bool paused_ = false;
-  bool reading_ended_ = false;
-  bool hold_released_ = false;
-  bool done_ = false;
-  absl::Status final_status_;
-  std::optional<absl::Status> final_status_override_;
+  mutable Mutex mutex_;
+  CondVar changed_;
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mutex_);
+  // A change whose items continue.
+  std::optional<WatchEvent> partial_ ABSL_GUARDED_BY(mutex_);
+  uint64_t position_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool first_message_ ABSL_GUARDED_BY(mutex_) = false;
+  bool paused_ ABSL_GUARDED_BY(mutex_) = false;
+  bool reading_ended_ ABSL_GUARDED_BY(mutex_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mutex_) = false;
+  bool done_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mutex_);
+  std::optional<absl::Status> final_status_override_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace

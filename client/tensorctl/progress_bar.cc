@@ -31,7 +31,7 @@ ProgressCallback ProgressBar::Callback() {
 void ProgressBar::Update(uint64_t done, uint64_t total) {
   if (!enabled_ || total < kMinBytes) return;
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (finished_) return;
   // The final update is always drawn so a finished transfer never shows 97%.
   if (drawn_ && done < total && now - last_draw_ < kRedrawInterval) return;
@@ -55,7 +55,7 @@ void ProgressBar::Draw(uint64_t done, uint64_t total, std::chrono::steady_clock:
 }
 
 void ProgressBar::Finish() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   finished_ = true;
   if (!drawn_) return;
   std::fputs(kEraseLine, stderr);

@@ -4,9 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 
 namespace tensord::tensorctl {
@@ -35,15 +36,16 @@ class ProgressBar {
   void Finish();
 
  private:
-  void Draw(uint64_t done, uint64_t total, std::chrono::steady_clock::time_point now);
+  void Draw(uint64_t done, uint64_t total, std::chrono::steady_clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string label_;
   const bool enabled_;
   const std::chrono::steady_clock::time_point start_;
-  std::mutex mutex_;
-  std::chrono::steady_clock::time_point last_draw_;  // guarded by mutex_
-  bool drawn_ = false;                               // guarded by mutex_
-  bool finished_ = false;                            // guarded by mutex_
+  Mutex mutex_;
+  std::chrono::steady_clock::time_point last_draw_ ABSL_GUARDED_BY(mutex_);
+  bool drawn_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace tensord::tensorctl

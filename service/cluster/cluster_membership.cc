@@ -1,7 +1,5 @@
 #include "service/cluster/cluster_membership.h"
 
-#include <chrono>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,7 +66,7 @@ ClusterMembership::~ClusterMembership() { Leave(); }
 absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity) {
   TENSORD_RETURN_IF_ERROR(ValidateMembershipOptions(options_));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (joined_) return absl::FailedPreconditionError("this node has already joined");
   }
   self.node_name = options_.node_name;
@@ -87,13 +85,13 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
         {{"node", options_.node_name}, {"error", registered.ToString()}});
   }
   if (absl::StatusOr<std::vector<ClusterMember>> members = ListNodes(); members.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     members_ = std::move(*members);
   }
   Log(LogLevel::kInfo, "cluster_joined",
       {{"node", options_.node_name}, {"key", key_}, {"lease", lease_},
        {"ttl", absl::FormatDuration(granted_ttl_)}, {"advertise", self_.advertise_address}});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   joined_ = true;
   renewer_ = std::thread([this] { RenewLoop(); });
   return absl::OkStatus();
@@ -101,10 +99,10 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
 
 void ClusterMembership::Leave() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    stopped_.notify_all();
+    stopped_.SignalAll();
   }
   if (renewer_.joinable()) renewer_.join();
   if (lease_ == 0) return;
@@ -122,7 +120,7 @@ void ClusterMembership::Leave() {
 }
 
 std::vector<ClusterMember> ClusterMembership::members() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return members_;
 }
 
@@ -266,7 +264,7 @@ absl::Status ClusterMembership::RenewOnce() {
     TENSORD_RETURN_IF_ERROR(Register(lease_, record));
     TENSORD_ASSIGN_OR_RETURN(members, ListNodes());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   members_ = std::move(members);
   return absl::OkStatus();
 }
@@ -302,11 +300,10 @@ void ClusterMembership::RenewLoop() {
       wait = std::min(retry, wait);
       retry = std::min(retry * 2, granted_ttl_ / 3);
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (stopped_.wait_for(lock, std::chrono::milliseconds(absl::ToInt64Milliseconds(wait)),
-                          [this] { return stopping_; })) {
-      return;
-    }
+    const absl::Time wake_at = absl::Now() + wait;
+    MutexLock lock(&mu_);
+    while (!stopping_ && absl::Now() < wake_at) stopped_.WaitWithTimeout(&mu_, wake_at - absl::Now());
+    if (stopping_) return;
   }
 }
 

@@ -6,8 +6,6 @@
 #define TENSORD_SERVICE_CLUSTER_CLUSTER_MEMBERSHIP_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +19,7 @@
 #include "service/cluster/kv_store.h"
 #include "service/common/cluster_view.h"
 #include "service/common/episode_log.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -111,12 +110,11 @@ class ClusterMembership : public ClusterView {
   std::string last_written_record_;
   absl::Time last_written_at_ = absl::InfinitePast();
 
-  // std::mutex, not absl::Mutex: Debian's Abseil is invisible to TSan.
-  mutable std::mutex mu_;
-  std::condition_variable stopped_;  // Leave() wakes the renewal thread
-  bool stopping_ = false;            // guarded by mu_
-  bool joined_ = false;              // guarded by mu_
-  std::vector<ClusterMember> members_;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar stopped_;  // Leave() wakes the renewal thread
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ClusterMember> members_ ABSL_GUARDED_BY(mu_);
   std::thread renewer_;
 };
 

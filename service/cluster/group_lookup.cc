@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "service/common/mutex.h"
 #include "service/cluster/name_record.h"
 #include "service/common/status_macros.h"
 
@@ -41,7 +41,7 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   // History is replayed at once; a watch that hears nothing means no name
   // record changed since `revision`, so none changed at it.
   KvWatchCancel cancel;
-  absl::Notification finished;
+  Notification finished;
   std::thread watchdog([&] {
     if (!finished.WaitForNotificationWithTimeout(patience)) cancel.Cancel();
   });

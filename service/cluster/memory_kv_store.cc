@@ -135,8 +135,8 @@ absl::StatusOr<KvTxnResult> MemoryKvStore::Txn(std::span<const KvCompare> compar
     errors_.fetch_add(1, std::memory_order_relaxed);
     return reachable;
   }
-  const bool holds = std::all_of(compares.begin(), compares.end(),
-                                 [&](const KvCompare& compare) { return HoldsLocked(compare); });
+  bool holds = true;  // a loop, not all_of: the analysis cannot see mu_ held inside a lambda
+  for (const KvCompare& compare : compares) holds = holds && HoldsLocked(compare);
   const std::span<const KvOp> ops = holds ? success : failure;
   const bool writes = std::any_of(ops.begin(), ops.end(),
                                   [](const KvOp& op) { return op.kind != KvOp::Kind::kGet; });

@@ -5,7 +5,7 @@
 namespace tensord {
 
 void EpisodeLog::Note(absl::string_view where, absl::string_view detail, absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (active_ && now - last_failure_ >= quiet_period_) EndLocked(now);
   ++failures_;
   last_failure_ = now;
@@ -21,7 +21,7 @@ void EpisodeLog::Note(absl::string_view where, absl::string_view detail, absl::T
 }
 
 void EpisodeLog::Tick(absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (active_ && now - last_failure_ >= quiet_period_) EndLocked(now);
 }
 
@@ -34,12 +34,12 @@ void EpisodeLog::EndLocked(absl::Time now) {
 }
 
 uint64_t EpisodeLog::failures() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return failures_;
 }
 
 uint64_t EpisodeLog::episodes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return episodes_;
 }
 

@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "absl/time/time.h"
 
 namespace tensord {
@@ -40,7 +40,7 @@ class EpisodeLog {
 
   const std::string event_;
   const absl::Duration quiet_period_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time started_ ABSL_GUARDED_BY(mu_);
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_);

@@ -16,35 +16,35 @@ IdleHeapTrim::IdleHeapTrim(absl::Duration idle_delay, absl::Duration backstop)
 
 IdleHeapTrim::~IdleHeapTrim() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   thread_.join();
 }
 
 IdleHeapTrim::Activity::Activity(IdleHeapTrim& owner) : owner_(owner) {
-  std::lock_guard<std::mutex> lock(owner_.mutex_);
+  MutexLock lock(&owner_.mutex_);
   ++owner_.active_;
 }
 
 IdleHeapTrim::Activity::~Activity() {
   {
-    std::lock_guard<std::mutex> lock(owner_.mutex_);
+    MutexLock lock(&owner_.mutex_);
     --owner_.active_;
     owner_.due_ = true;
     owner_.last_end_ = Clock::now();
   }
-  owner_.changed_.notify_all();
+  owner_.changed_.SignalAll();
 }
 
 uint64_t IdleHeapTrim::trims() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return trims_;
 }
 
 void IdleHeapTrim::Run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!stopping_) {
     const Clock::time_point now = Clock::now();
     // Due after a transfer: once none runs and the last ended idle_delay
@@ -52,15 +52,15 @@ void IdleHeapTrim::Run() {
     Clock::time_point trim_at = last_trim_ + backstop_;
     if (due_) trim_at = std::min(trim_at, last_end_ + idle_delay_);
     if (active_ > 0 || now < trim_at) {
-      changed_.wait_until(lock, active_ > 0 ? now + backstop_ : trim_at);
+      changed_.WaitWithTimeout(&mutex_, absl::FromChrono(active_ > 0 ? backstop_ : trim_at - now));
       continue;  // re-checks: a transfer may have started or ended meanwhile
     }
     due_ = false;
-    lock.unlock();
+    mutex_.Unlock();
 #if defined(__GLIBC__)
     ::malloc_trim(0);
 #endif
-    lock.lock();
+    mutex_.Lock();
     last_trim_ = Clock::now();
     ++trims_;
   }

@@ -8,12 +8,12 @@
 #define TENSORD_SERVICE_COMMON_IDLE_HEAP_TRIM_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -52,14 +52,15 @@ class IdleHeapTrim {
 
   const Clock::duration idle_delay_;
   const Clock::duration backstop_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  int active_ = 0;               // guarded by mutex_
-  bool due_ = false;             // a transfer ended since the last trim; guarded by mutex_
-  Clock::time_point last_end_;   // guarded by mutex_
-  Clock::time_point last_trim_;  // guarded by mutex_
-  bool stopping_ = false;        // guarded by mutex_
-  uint64_t trims_ = 0;           // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar changed_;
+  int active_ ABSL_GUARDED_BY(mutex_) = 0;
+  // A transfer ended since the last trim.
+  bool due_ ABSL_GUARDED_BY(mutex_) = false;
+  Clock::time_point last_end_ ABSL_GUARDED_BY(mutex_);
+  Clock::time_point last_trim_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  uint64_t trims_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread thread_;
 };
 

@@ -10,6 +10,7 @@
 #include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace tensord {
@@ -72,6 +73,16 @@ class CondVar {
     return cv_.wait_for(held, absl::ToChronoNanoseconds(std::max(timeout, absl::ZeroDuration()))) ==
            std::cv_status::timeout;
   }
+  // Wait until `deadline` at most (absl::InfiniteFuture(): no limit); true
+  // when it has passed.
+  bool WaitWithDeadline(Mutex* mutex, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    if (deadline == absl::InfiniteFuture()) {
+      Wait(mutex);
+      return false;
+    }
+    WaitWithTimeout(mutex, deadline - absl::Now());
+    return absl::Now() >= deadline;
+  }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
@@ -84,6 +95,35 @@ class CondVar {
     void unlock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mutex->Unlock(); }
   };
   std::condition_variable_any cv_;
+};
+
+// A one-time event some threads wait for: Notify() once, then every wait
+// returns at once.
+class Notification {
+ public:
+  void Notify() {
+    MutexLock lock(&mutex_);
+    notified_ = true;
+    notified_cv_.SignalAll();
+  }
+  // True once notified; false when `timeout` passed first.
+  bool WaitForNotificationWithTimeout(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mutex_);
+    while (!notified_ && !notified_cv_.WaitWithDeadline(&mutex_, deadline)) {
+    }
+    return notified_;
+  }
+  void WaitForNotification() { WaitForNotificationWithTimeout(absl::InfiniteDuration()); }
+  bool HasBeenNotified() {
+    MutexLock lock(&mutex_);
+    return notified_;
+  }
+
+ private:
+  Mutex mutex_;
+  CondVar notified_cv_;
+  bool notified_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace tensord

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
@@ -24,7 +24,7 @@ class LegacyIpcClaim {
  public:
   static absl::StatusOr<std::unique_ptr<LegacyIpcClaim>> Acquire(const std::string& handle_bytes) {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    MutexLock lock(&registry.mu);
     if (!registry.open.insert(handle_bytes).second) {
       return absl::FailedPreconditionError(absl::StrCat(
           "legacy IPC handle ", absl::BytesToHexString(handle_bytes.substr(0, 16)),
@@ -35,7 +35,7 @@ class LegacyIpcClaim {
   }
   ~LegacyIpcClaim() {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    MutexLock lock(&registry.mu);
     registry.open.erase(handle_bytes_);
   }
   LegacyIpcClaim(const LegacyIpcClaim&) = delete;
@@ -43,7 +43,7 @@ class LegacyIpcClaim {
 
  private:
   struct Registry {
-    absl::Mutex mu;
+    Mutex mu;
     absl::flat_hash_set<std::string> open ABSL_GUARDED_BY(mu);
   };
   static Registry& GetRegistry() {
@@ -63,27 +63,27 @@ class LegacyIpcExports {
  public:
   static void Add(const std::string& handle_bytes) {
     State& state = GetState();
-    absl::MutexLock lock(&state.mu);
+    MutexLock lock(&state.mu);
     ForgetIfForked(state);
     ++state.count[handle_bytes];
   }
   static void Remove(const std::string& handle_bytes) {
     State& state = GetState();
-    absl::MutexLock lock(&state.mu);
+    MutexLock lock(&state.mu);
     ForgetIfForked(state);
     auto it = state.count.find(handle_bytes);
     if (it != state.count.end() && --it->second == 0) state.count.erase(it);
   }
   static bool Contains(const std::string& handle_bytes) {
     State& state = GetState();
-    absl::MutexLock lock(&state.mu);
+    MutexLock lock(&state.mu);
     ForgetIfForked(state);
     return state.count.contains(handle_bytes);
   }
 
  private:
   struct State {
-    absl::Mutex mu;
+    Mutex mu;
     pid_t pid ABSL_GUARDED_BY(mu) = ::getpid();
     absl::flat_hash_map<std::string, int> count ABSL_GUARDED_BY(mu);
   };

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "service/common/mutex.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
 #include "service/device/device_backend.h"
@@ -70,7 +70,7 @@ class SimulatedState {
   const SimulatedBackendOptions& options() const { return options_; }
 
   absl::Status Reserve(int device, uint64_t bytes, uint64_t requested) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     uint64_t free_bytes = options_.bytes_per_device - used_bytes_[device];
     if (bytes > free_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -81,41 +81,41 @@ class SimulatedState {
     return absl::OkStatus();
   }
   void Unreserve(int device, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     used_bytes_[device] -= bytes;
   }
   DeviceMemoryInfo MemoryInfo(int device) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return {options_.bytes_per_device, options_.bytes_per_device - used_bytes_[device]};
   }
 
   uint64_t NewStreamId() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return next_stream_id_++;
   }
   void Enqueue(uint64_t stream_id, void* dst, int dst_device, const void* src, int src_device,
                uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pending_.push_back({stream_id, dst_device, src_device, dst, src, bytes});
   }
   void RunStream(uint64_t stream_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RunPending([&](const PendingCopy& copy) { return copy.stream_id == stream_id; });
   }
   // Every queued copy touching `device`.
   void RunDevice(int device) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RunPending([&](const PendingCopy& copy) {
       return copy.dst_device == device || copy.src_device == device;
     });
   }
   void RunAll() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RunPending([](const PendingCopy&) { return true; });
   }
   // A copy on the legacy default stream: after the queued work of its devices.
   void CopyNow(void* dst, int dst_device, const void* src, int src_device, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     RunPending([&](const PendingCopy& copy) {
       for (int device : {dst_device, src_device}) {
         if (device != kHostDevice && (copy.dst_device == device || copy.src_device == device)) {
@@ -151,7 +151,7 @@ class SimulatedState {
   }
 
   const SimulatedBackendOptions options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<uint64_t> used_bytes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<PendingCopy> pending_ ABSL_GUARDED_BY(mu_);

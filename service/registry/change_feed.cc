@@ -9,10 +9,10 @@ ChangeFeed::ChangeFeed(size_t history_items) : history_items_(std::max<size_t>(h
 
 ChangeFeed::~ChangeFeed() {
   {
-    std::lock_guard<std::mutex> signal(signal_mutex_);
+    MutexLock signal(&signal_mutex_);
     stopping_ = true;
   }
-  appended_signal_.notify_all();
+  appended_signal_.SignalAll();
   if (dispatcher_.joinable()) dispatcher_.join();
 }
 
@@ -30,10 +30,10 @@ void ChangeFeed::Append(ChangeEvent event) {
     }
   }
   {
-    std::lock_guard<std::mutex> signal(signal_mutex_);
+    MutexLock signal(&signal_mutex_);
     ++appended_;
   }
-  appended_signal_.notify_one();
+  appended_signal_.Signal();
 }
 
 void ChangeFeed::RestartHistoryAt(uint64_t version) {
@@ -67,7 +67,7 @@ uint64_t ChangeFeed::complete_after() const {
 }
 
 std::unique_ptr<ChangeFeed::Subscription> ChangeFeed::Subscribe(std::function<void()> wake) {
-  std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
+  MutexLock dispatch(&dispatch_mutex_);
   subscribers_.push_back(Subscriber{std::move(wake)});
   if (!dispatcher_.joinable()) {
     dispatcher_ = std::thread([this] { Dispatch(); });
@@ -83,7 +83,7 @@ void ChangeFeed::Unsubscribe(std::list<Subscriber>::iterator subscriber) {
     subscriber->removed = true;
     return;
   }
-  std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
+  MutexLock dispatch(&dispatch_mutex_);
   subscribers_.erase(subscriber);
 }
 
@@ -91,14 +91,14 @@ void ChangeFeed::Dispatch() {
   uint64_t dispatched = 0;
   for (;;) {
     {
-      std::unique_lock<std::mutex> signal(signal_mutex_);
+      MutexLock signal(&signal_mutex_);
       // Appends that arrive while subscribers are being woken are covered
       // by the next round: a wake reads everything up to the newest.
-      while (!stopping_ && appended_ == dispatched) appended_signal_.wait(signal);
+      while (!stopping_ && appended_ == dispatched) appended_signal_.Wait(&signal_mutex_);
       if (stopping_) return;
       dispatched = appended_;
     }
-    std::lock_guard<std::mutex> dispatch(dispatch_mutex_);
+    MutexLock dispatch(&dispatch_mutex_);
     for (auto it = subscribers_.begin(); it != subscribers_.end();) {
       auto current = it++;
       if (!current->removed) current->wake();

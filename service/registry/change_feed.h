@@ -6,12 +6,10 @@
 #ifndef TENSORD_SERVICE_REGISTRY_CHANGE_FEED_H_
 #define TENSORD_SERVICE_REGISTRY_CHANGE_FEED_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -99,15 +97,15 @@ class ChangeFeed {
   uint64_t complete_after_ ABSL_GUARDED_BY(mutex_) = 0;
 
   // Wakes the dispatcher: appended_ counts appends, stopping_ ends it.
-  std::mutex signal_mutex_;
-  std::condition_variable appended_signal_;
-  uint64_t appended_ = 0;    // guarded by signal_mutex_
-  bool stopping_ = false;    // guarded by signal_mutex_
+  Mutex signal_mutex_;
+  CondVar appended_signal_;
+  uint64_t appended_ ABSL_GUARDED_BY(signal_mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(signal_mutex_) = false;
 
   // Held while subscribers are woken, so unsubscribing waits for a wake
   // in progress. Taken before mutex_, never under it.
-  std::mutex dispatch_mutex_;
-  std::list<Subscriber> subscribers_;  // guarded by dispatch_mutex_
+  Mutex dispatch_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
+  std::list<Subscriber> subscribers_ ABSL_GUARDED_BY(dispatch_mutex_);
   std::thread::id dispatcher_id_;
   std::thread dispatcher_;  // started by the first Subscribe
 };

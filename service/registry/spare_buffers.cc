@@ -12,12 +12,14 @@ std::shared_ptr<SpareBuffers> SpareBuffers::Create(const SpareBufferOptions& opt
 }
 
 SpareBuffers::~SpareBuffers() {
+  std::thread releaser;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
+    releaser = std::move(releaser_);  // none starts once stopping_ is set
   }
-  changed_.notify_all();
-  if (releaser_.joinable()) releaser_.join();
+  changed_.SignalAll();
+  if (releaser.joinable()) releaser.join();
 }
 
 RecycleMemfd SpareBuffers::RecyclerFor(std::string domain) {
@@ -33,7 +35,7 @@ RecycleMemfd SpareBuffers::RecyclerFor(std::string domain) {
 std::optional<SpareBuffers::Reused> SpareBuffers::Take(uint64_t size, const std::string& domain) {
   std::optional<Kept> taken;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = kept_.find(Key(domain, size));
     if (it == kept_.end()) return std::nullopt;
     taken.emplace(std::move(it->second.back()));  // the most recently used: warmest
@@ -72,7 +74,7 @@ void SpareBuffers::Keep(std::string domain, SpareMemfd memfd) {
   if (size > options_.max_bytes || options_.max_buffers == 0) return;
   std::vector<SpareMemfd> dropped;  // freed after the lock: munmap of many pages
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopping_) return;
     if (!releaser_.joinable()) {
       try {
@@ -98,13 +100,13 @@ void SpareBuffers::Keep(std::string domain, SpareMemfd memfd) {
     ++kept_buffers_;
     kept_bytes_.fetch_add(size, std::memory_order_relaxed);
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 uint64_t SpareBuffers::Release(uint64_t bytes) {
   std::vector<SpareMemfd> dropped;
   uint64_t freed = 0;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (freed < bytes && kept_buffers_ > 0) {
     auto largest = std::max_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
       return a.first.second < b.first.second;
@@ -116,13 +118,13 @@ uint64_t SpareBuffers::Release(uint64_t bytes) {
 }
 
 SpareBufferStats SpareBuffers::Stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return SpareBufferStats{kept_buffers_, kept_bytes_.load(std::memory_order_relaxed), reuses_};
 }
 
 void SpareBuffers::ReleaseIdle() {
   const auto idle_release = absl::ToChronoNanoseconds(options_.idle_release);
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!stopping_) {
     const Clock::time_point now = Clock::now();
     std::optional<Clock::time_point> next;
@@ -142,15 +144,15 @@ void SpareBuffers::ReleaseIdle() {
       it = following;
     }
     if (!dropped.empty()) {
-      lock.unlock();
+      mutex_.Unlock();
       dropped.clear();
-      lock.lock();
+      mutex_.Lock();
       continue;  // re-reads the spares: more may have come meanwhile
     }
     if (next.has_value()) {
-      changed_.wait_until(lock, *next);
+      changed_.WaitWithTimeout(&mutex_, absl::FromChrono(*next - Clock::now()));
     } else {
-      changed_.wait(lock);
+      changed_.Wait(&mutex_);
     }
   }
 }

@@ -8,20 +8,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/common/mutex.h"
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
 
@@ -106,22 +106,23 @@ class SpareBuffers : public std::enable_shared_from_this<SpareBuffers> {
   // Removes one kept spare (its room goes back to the budget at once, its
   // memfd into `dropped`, to be freed after the lock).
   void DropLocked(std::map<Key, std::vector<Kept>>::iterator it, size_t index,
-                  std::vector<SpareMemfd>& dropped);
+                  std::vector<SpareMemfd>& dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees spares idle past options_.idle_release until stopped.
   void ReleaseIdle();
 
   const SpareBufferOptions options_;
   const std::shared_ptr<CapacityAccount> capacity_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<Key, std::vector<Kept>> kept_;  // each vector oldest first
-  uint64_t kept_buffers_ = 0;
-  std::atomic<uint64_t> kept_bytes_{0};  // written under mutex_
-  uint64_t reuses_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mutex_;
+  CondVar changed_;
+  // Each vector oldest first.
+  std::map<Key, std::vector<Kept>> kept_ ABSL_GUARDED_BY(mutex_);
+  uint64_t kept_buffers_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::atomic<uint64_t> kept_bytes_{0};  // written under mutex_, read without it
+  uint64_t reuses_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   // Started with the first spare kept.
-  std::thread releaser_;
+  std::thread releaser_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensord

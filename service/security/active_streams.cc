@@ -16,16 +16,16 @@ ActiveStreams::ActiveStreams(const StreamLimits& limits) : limits_(limits) {
 
 ActiveStreams::~ActiveStreams() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (watchdog_.joinable()) watchdog_.join();
 }
 
 absl::StatusOr<std::unique_ptr<ActiveStreams::Slot>> ActiveStreams::Admit(
     absl::string_view rpc, std::function<void()> cancel) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const int64_t open = static_cast<int64_t>(entries_.size());
   if (limits_.max_streams > 0 && open >= limits_.max_streams) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -43,20 +43,20 @@ absl::StatusOr<std::unique_ptr<ActiveStreams::Slot>> ActiveStreams::Admit(
 }
 
 int64_t ActiveStreams::open_streams() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return static_cast<int64_t>(entries_.size());
 }
 
 void ActiveStreams::Release(uint64_t id) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry& entry = *it->second;
   // gRPC may end the call inline inside the watchdog's cancel (same thread):
   // then there is nobody to wait for. Otherwise the call (and what `cancel`
   // points at) must stay alive until the cancel returned.
-  if (entry.cancel_running && entry.canceller != std::this_thread::get_id()) {
-    changed_.wait(lock, [&] { return !entry.cancel_running; });
+  if (entry.canceller != std::this_thread::get_id()) {
+    while (entry.cancel_running) changed_.Wait(&mutex_);
   }
   entries_.erase(id);
 }
@@ -65,13 +65,14 @@ void ActiveStreams::Watch() {
   // Checking a few times per timeout keeps the overshoot small.
   const absl::Duration period =
       std::clamp(limits_.idle_timeout / 4, absl::Milliseconds(10), absl::Seconds(1));
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!stopping_) {
-    changed_.wait_for(lock, absl::ToChronoNanoseconds(period), [this] { return stopping_; });
+    const absl::Time wake_at = absl::Now() + period;
+    while (!stopping_ && absl::Now() < wake_at) changed_.WaitWithTimeout(&mutex_, wake_at - absl::Now());
     if (stopping_) break;
-    lock.unlock();
+    mutex_.Unlock();
     CancelIdle();
-    lock.lock();
+    mutex_.Lock();
   }
 }
 
@@ -80,7 +81,7 @@ void ActiveStreams::CancelIdle() {
   const int64_t timeout = absl::ToInt64Nanoseconds(limits_.idle_timeout);
   std::vector<uint64_t> idle;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto& [id, entry] : entries_) {
       if (entry->cancel_started) continue;
       if (now - entry->last_progress_nanos.load(std::memory_order_relaxed) < timeout) continue;
@@ -91,7 +92,7 @@ void ActiveStreams::CancelIdle() {
   for (uint64_t id : idle) {
     std::function<void()> cancel;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       auto it = entries_.find(id);
       if (it == entries_.end()) continue;  // ended on its own meanwhile
       it->second->cancel_running = true;
@@ -102,11 +103,11 @@ void ActiveStreams::CancelIdle() {
     }
     cancel();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       // The slot may have ended inside cancel() on this thread and be gone.
       if (auto it = entries_.find(id); it != entries_.end()) it->second->cancel_running = false;
     }
-    changed_.notify_all();
+    changed_.SignalAll();
   }
 }
 

@@ -7,18 +7,18 @@
 #define TENSORD_SERVICE_SECURITY_ACTIVE_STREAMS_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 
@@ -65,13 +65,11 @@ class ActiveStreams {
   void CancelIdle();
 
   const StreamLimits limits_;
-  // std::mutex rather than tensord::Mutex: Release() waits on a condition
-  // variable. TSan sees it as it sees tensord::Mutex.
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> entries_;  // guarded by mutex_
-  uint64_t next_id_ = 1;                                             // guarded by mutex_
-  bool stopping_ = false;                                            // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar changed_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread watchdog_;
 };
 

@@ -88,7 +88,7 @@ class PartedPut : public std::enable_shared_from_this<PartedPut> {
   // Under mutex_: the waiters' places among the open streams, to be
   // released outside it (a release may wait for a watchdog cancel, which
   // can call Fail).
-  std::vector<std::unique_ptr<ActiveStreams::Slot>> TakeSlotsLocked();
+  std::vector<std::unique_ptr<ActiveStreams::Slot>> TakeSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   PartedPuts& owner_;
   const std::string upload_id_;
@@ -101,12 +101,13 @@ class PartedPut : public std::enable_shared_from_this<PartedPut> {
 
   mutable Mutex mutex_;
   std::atomic<bool> failed_{false};
-  State state_ = State::kReceiving;              // guarded by mutex_
-  absl::Status failure_;                         // guarded by mutex_
-  PendingVersion pending_;                       // guarded by mutex_
-  std::map<uint64_t, Part> parts_;               // by offset; guarded by mutex_
-  uint64_t claimed_bytes_ = 0;                   // guarded by mutex_
-  std::vector<Waiter> waiters_;                  // guarded by mutex_
+  State state_ ABSL_GUARDED_BY(mutex_) = State::kReceiving;
+  absl::Status failure_ ABSL_GUARDED_BY(mutex_);
+  PendingVersion pending_ ABSL_GUARDED_BY(mutex_);
+  // By offset.
+  std::map<uint64_t, Part> parts_ ABSL_GUARDED_BY(mutex_);
+  uint64_t claimed_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mutex_);
 };
 
 // The puts in parts being received, by upload id. Thread-safe; must outlive
@@ -146,9 +147,10 @@ class PartedPuts {
   Registry& registry_;
   ClusterAccess* const cluster_;
   mutable Mutex mutex_;
-  absl::flat_hash_map<std::string, std::shared_ptr<PartedPut>> puts_;  // guarded by mutex_
-  absl::flat_hash_map<std::string, absl::Status> ended_;              // guarded by mutex_
-  std::deque<std::string> ended_order_;  // oldest first; guarded by mutex_
+  absl::flat_hash_map<std::string, std::shared_ptr<PartedPut>> puts_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, absl::Status> ended_ ABSL_GUARDED_BY(mutex_);
+  // Oldest first.
+  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensord

@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <vector>
+#include "service/common/mutex.h"
 
 namespace tensord::testing {
 
@@ -43,17 +43,17 @@ struct Operation {
 class History {
  public:
   void Add(Operation operation) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     operations_.push_back(std::move(operation));
   }
   std::vector<Operation> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return std::move(operations_);
   }
 
  private:
-  std::mutex mu_;
-  std::vector<Operation> operations_;
+  Mutex mu_;
+  std::vector<Operation> operations_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string Describe(const Operation& operation);

@@ -23,7 +23,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +37,7 @@
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
+#include "service/common/mutex.h"
 
 extern char** environ;
 
@@ -96,21 +96,21 @@ struct Figures {
 class Acknowledged {
  public:
   void Put(const std::string& name, uint64_t seed) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     latest_[name] = seed;
   }
   void Erase(const std::string& name) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     latest_.erase(name);
   }
   std::map<std::string, uint64_t> Copy() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return latest_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> latest_;
+  mutable Mutex mu_;
+  std::map<std::string, uint64_t> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 // Fetches `name` and counts its wrong bytes; false when it is not there.

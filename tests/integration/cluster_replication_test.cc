@@ -14,7 +14,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "tests/integration/cluster_test_support.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
+#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -122,7 +122,7 @@ TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) 
   std::atomic<bool> killed{false}, stop{false};
   std::atomic<int> reads{0}, failures{0}, wrong{0}, before_kill{0};
   std::string first_failure;
-  std::mutex failure_mu;
+  Mutex failure_mu;
   auto read_loop = [&](int node) {
     const bool after_kill = node != 0;
     while (after_kill && !killed.load() && !stop.load()) absl::SleepFor(absl::Milliseconds(1));
@@ -136,7 +136,7 @@ TEST_F(ClusterReplicationTest, ReadersOfAReplicatedNameSurviveTheKillOfItsNode) 
       }
       if (!fetched.ok()) {
         failures.fetch_add(1);
-        std::lock_guard<std::mutex> lock(failure_mu);
+        MutexLock lock(&failure_mu);
         if (first_failure.empty()) first_failure = fetched.status().ToString();
       } else if (TensorBytes(*fetched) != tensor.storage) {
         wrong.fetch_add(1);

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
+#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -51,7 +51,7 @@ bool VerifySeeded(const std::vector<uint8_t>& bytes) {
 struct Figures {
   std::atomic<uint64_t> puts{0}, fetches{0}, stats{0}, deletes{0};
   std::atomic<uint64_t> not_found{0}, resource_exhausted{0}, mismatches{0};
-  std::mutex mutex;
+  Mutex mutex;
   std::map<std::string, uint64_t> unexpected;  // "op: status" -> count
   uint64_t ops() const { return puts + fetches + stats + deletes; }
 };
@@ -66,7 +66,7 @@ void Count(Figures& figures, const char* op, const absl::Status& status) {
   } else if (status.code() == absl::StatusCode::kResourceExhausted) {
     ++figures.resource_exhausted;
   } else {
-    std::lock_guard<std::mutex> lock(figures.mutex);
+    MutexLock lock(&figures.mutex);
     ++figures.unexpected[absl::StrCat(op, ": ", status.ToString())];
   }
 }

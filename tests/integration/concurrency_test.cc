@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -16,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/client_test_support.h"
+#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -93,7 +93,7 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
   std::vector<std::string> shared_names;
   for (int k = 0; k < kSharedNames; ++k) shared_names.push_back(absl::StrCat(prefix, "shared", k));
 
-  std::mutex mutex;
+  Mutex mutex;
   std::map<uint64_t, VersionRecord> puts;                   // version -> who put it
   std::vector<std::pair<uint64_t, VersionRecord>> fetches;  // what readers saw
   std::atomic<int> failures{0};
@@ -105,7 +105,7 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
   ASSERT_NE(shared_client, nullptr);
 
   auto record_put = [&](uint64_t version, VersionRecord record) {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     const bool fresh = puts.emplace(version, record).second;
     if (!fresh) {
       ADD_FAILURE() << "version " << version << " was returned by two puts";
@@ -174,7 +174,7 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
         return fail("fetched shape does not match the fetched bytes");
       }
       {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(&mutex);
         fetches.emplace_back(fetched->info().version, VersionRecord{shared, w, i});
       }
 

@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -38,6 +37,7 @@
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
+#include "service/common/mutex.h"
 
 extern char** environ;
 
@@ -353,7 +353,7 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
   ASSERT_TRUE(client_->Put("reference", big.dl()).ok());
 
   constexpr int kWriters = 4, kReaders = 2, kMaxOps = 400;
-  std::mutex mutex;
+  Mutex mutex;
   std::set<std::pair<int, int>> acknowledged;
   std::vector<std::string> unexpected;
   std::atomic<int> mismatches{0}, completed_fetches{0};
@@ -363,7 +363,7 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
     // other code (INTERNAL, DATA_LOSS...) would be a broken stream.
     if (status.code() != absl::StatusCode::kUnavailable &&
         status.code() != absl::StatusCode::kCancelled) {
-      std::lock_guard<std::mutex> lock(mutex);
+      MutexLock lock(&mutex);
       unexpected.push_back(status.ToString());
     }
   };
@@ -380,7 +380,7 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
           record_failure(put.status());
           return;
         }
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(&mutex);
         acknowledged.emplace(w, i);
       }
     });
@@ -402,7 +402,7 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
   }
   // Signal once streams are flowing (bounded wait).
   WaitFor([&] {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     return acknowledged.size() >= 8 && completed_fetches >= 2;
   }, absl::Seconds(20));
   absl::StatusOr<int> stopped = server_->Stop(SIGTERM, absl::Seconds(30));

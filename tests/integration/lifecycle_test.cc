@@ -16,7 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "service/common/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/client_test_support.h"
@@ -101,7 +101,7 @@ FetchDuringShutdown FetchWhileStopping(ServerProcess& server, size_t bytes,
   EXPECT_TRUE(put.ok()) << put;
   if (!put.ok()) return result;
 
-  absl::Notification in_flight;
+  tensord::Notification in_flight;
   std::atomic<bool> progress_seen{false};
   std::thread fetcher([&] {
     FetchOptions options;

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +27,7 @@
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
+#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -238,11 +238,11 @@ TEST_F(MetricsEndpointTest, ConcurrentScrapesWhileClientsPutFetchAndMap) {
   ASSERT_TRUE(seed->Put("metrics/shared", shared.dl()).ok());
 
   std::atomic<int> failures{0};
-  std::mutex first_failure_mu;
+  Mutex first_failure_mu;
   std::string first_failure;
   auto note_failure = [&](const absl::Status& status) {
     failures++;
-    std::lock_guard<std::mutex> lock(first_failure_mu);
+    MutexLock lock(&first_failure_mu);
     if (first_failure.empty()) first_failure = status.ToString();
   };
   std::vector<std::thread> workers;

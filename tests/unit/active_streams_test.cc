@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 namespace {
@@ -62,19 +62,19 @@ TEST(ActiveStreamsTest, CancelsAnIdleStreamOnceAndSparesABusyOne) {
 
 TEST(ActiveStreamsTest, ASlotMayEndInsideItsOwnCancel) {
   ActiveStreams streams({.idle_timeout = absl::Milliseconds(20)});
-  std::mutex slot_mutex;
+  Mutex slot_mutex;
   std::unique_ptr<ActiveStreams::Slot> slot;
   std::atomic<bool> ended{false};
   // gRPC may run OnDone inline in TryCancel: the slot then ends on the
   // watchdog's own thread, which must neither deadlock nor touch it after.
   auto admitted = streams.Admit("Put", [&] {
-    std::lock_guard<std::mutex> lock(slot_mutex);
+    MutexLock lock(&slot_mutex);
     slot.reset();
     ended.store(true);
   });
   ASSERT_TRUE(admitted.ok());
   {
-    std::lock_guard<std::mutex> lock(slot_mutex);
+    MutexLock lock(&slot_mutex);
     slot = std::move(*admitted);
   }
   EXPECT_TRUE(EventuallyTrue(ended));

@@ -61,7 +61,8 @@ double TimeMemcpy(const Buffer& source, Buffer& destination, uint64_t bytes) {
 
 absl::StatusOr<double> TimeFirstTouch(uint64_t bytes) {
   const Clock::time_point start = Clock::now();
-  void* mapping = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* mapping =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) return Errno("mmap");
   ::madvise(mapping, bytes, MADV_HUGEPAGE);
   auto* data = static_cast<volatile uint8_t*>(mapping);
@@ -87,7 +88,8 @@ absl::StatusOr<std::unique_ptr<RawTcpLink>> RawTcpLink::Open(const Buffer& sourc
   link->connection_.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!link->connection_.valid()) return Errno("socket");
   // connect() completes against the backlog; the sender accepts afterwards.
-  if (::connect(link->connection_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  if (::connect(link->connection_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+      0) {
     return Errno("connect to 127.0.0.1");
   }
   SetNoDelay(link->connection_.get());
@@ -107,7 +109,8 @@ void RawTcpLink::Serve(ScopedFd listener) {
   SetNoDelay(connection.get());
   while (true) {
     uint64_t requested = 0;
-    if (!RecvAll(connection.get(), reinterpret_cast<uint8_t*>(&requested), sizeof(requested))) return;
+    if (!RecvAll(connection.get(), reinterpret_cast<uint8_t*>(&requested), sizeof(requested)))
+      return;
     requested = std::min(requested, source_.size());
     if (!SendAll(connection.get(), source_.data(), requested)) return;
   }
@@ -115,8 +118,8 @@ void RawTcpLink::Serve(ScopedFd listener) {
 
 absl::StatusOr<double> RawTcpLink::Transfer(uint64_t bytes) {
   if (bytes > source_.size() || bytes > destination_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("raw TCP transfer of ", bytes,
-                                                   " bytes exceeds the buffers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw TCP transfer of ", bytes, " bytes exceeds the buffers"));
   }
   const Clock::time_point start = Clock::now();
   if (!SendAll(connection_.get(), reinterpret_cast<const uint8_t*>(&bytes), sizeof(bytes)) ||

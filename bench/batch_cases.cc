@@ -64,18 +64,18 @@ absl::Status ItemError(const absl::Status& status, absl::string_view what, int i
 
 // Each of `stored` says it holds item i's bytes (size and CRC-32C).
 absl::Status CheckItemsStored(const std::vector<absl::StatusOr<TensorInfo>>& stored,
-                         const BatchTensors& tensors, size_t count, absl::string_view what) {
+                              const BatchTensors& tensors, size_t count, absl::string_view what) {
   if (stored.size() != count) {
-    return absl::DataLossError(absl::StrCat(what, " answered ", stored.size(), " of ", count,
-                                            " items"));
+    return absl::DataLossError(
+        absl::StrCat(what, " answered ", stored.size(), " of ", count, " items"));
   }
   for (size_t i = 0; i < count; ++i) {
     const absl::StatusOr<TensorInfo>& info = stored[i];
     if (!info.ok()) return ItemError(info.status(), what, static_cast<int>(i));
     if (info->total_bytes != tensors.bytes || info->crc32c != tensors.crc32c[i]) {
-      return absl::DataLossError(absl::StrCat(
-          what, " item ", i, " stored ", info->total_bytes, " bytes with crc32c ", info->crc32c,
-          ", expected ", tensors.bytes, " with ", tensors.crc32c[i]));
+      return absl::DataLossError(absl::StrCat(what, " item ", i, " stored ", info->total_bytes,
+                                              " bytes with crc32c ", info->crc32c, ", expected ",
+                                              tensors.bytes, " with ", tensors.crc32c[i]));
     }
   }
   return absl::OkStatus();
@@ -83,10 +83,10 @@ absl::Status CheckItemsStored(const std::vector<absl::StatusOr<TensorInfo>>& sto
 
 // Each of `fetched` holds item i's bytes (size, and its pattern at spots).
 absl::Status CheckItemsFetched(const std::vector<absl::StatusOr<Tensor>>& fetched,
-                          const BatchTensors& tensors, size_t count, absl::string_view what) {
+                               const BatchTensors& tensors, size_t count, absl::string_view what) {
   if (fetched.size() != count) {
-    return absl::DataLossError(absl::StrCat(what, " answered ", fetched.size(), " of ", count,
-                                            " items"));
+    return absl::DataLossError(
+        absl::StrCat(what, " answered ", fetched.size(), " of ", count, " items"));
   }
   for (size_t i = 0; i < count; ++i) {
     const int index = static_cast<int>(i);
@@ -115,8 +115,10 @@ class PathSeen {
       const bool copy = (managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
       managed->deleter(managed);
       const char* path = copy ? "gRPC copies" : "handoff mappings";
-      if (path_.empty()) path_ = path;
-      else if (path_ != path) path_ = "mixed";
+      if (path_.empty())
+        path_ = path;
+      else if (path_ != path)
+        path_ = "mixed";
     }
     fetched.clear();
   }
@@ -138,8 +140,7 @@ TimedRun BatchFetchRun(Client& client, const std::vector<TensorRef>& refs,
                        const BatchTensors& tensors, PathSeen* seen) {
   return [&client, &refs, &tensors, seen]() -> absl::StatusOr<double> {
     const Clock::time_point start = Clock::now();
-    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
-                             client.BatchFetch(refs));
+    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched, client.BatchFetch(refs));
     const double seconds = SecondsSince(start);
     TENSORD_RETURN_IF_ERROR(CheckItemsFetched(fetched, tensors, refs.size(), "BatchFetch"));
     if (seen != nullptr) seen->Release(fetched);
@@ -164,23 +165,31 @@ TimedRun SingleFetchRun(Client& client, const std::vector<TensorRef>& refs,
 }
 
 // The cases of one batch of `count` tensors, in rounds, and their rows.
-absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers,
-                          const BatchTensors& tensors, int count) {
+absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const BatchTensors& tensors,
+                          int count) {
   const uint64_t bytes = tensors.bytes;
   const uint64_t total = bytes * static_cast<uint64_t>(count);
   std::vector<BatchPutItem> put_items;
   std::vector<TensorRef> fetch_refs;
   for (int i = 0; i < count; ++i) {
-    put_items.push_back({.name = ItemName("put", bytes, i),
-                         .tensor = ByteTensor(tensors.data(i), &tensors.shape)});
+    put_items.push_back(
+        {.name = ItemName("put", bytes, i), .tensor = ByteTensor(tensors.data(i), &tensors.shape)});
     fetch_refs.push_back({.name = ItemName("fetch", bytes, i)});
   }
   PathSeen local_batch_path;
   PathSeen local_single_path;
 
   // In the order they run in each round.
-  enum Case { kRaw, kEmpty, kBatchPut, kSinglePut, kBatchFetch, kSingleFetch, kLocalBatchFetch,
-              kLocalSingleFetch };
+  enum Case {
+    kRaw,
+    kEmpty,
+    kBatchPut,
+    kSinglePut,
+    kBatchFetch,
+    kSingleFetch,
+    kLocalBatchFetch,
+    kLocalSingleFetch
+  };
   const std::vector<TimedRun> cases = {
       [&] { return TimedRawTransfer(env, peers.link, total); },
       [&]() -> absl::StatusOr<double> {
@@ -228,13 +237,13 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers,
                   .unit = "GB/s",
                   .note = absl::StrCat(runs, "; the bytes of ", of_batch,
                                        " tensors, in the batch section's rounds")});
-  env.report.Add({.section = kBaselineSection,
-                  .name = absl::StrCat("empty unary call, ", of_batch, " rounds"),
-                  .value = empty_rate,
-                  .unit = "ops/s",
-                  .note = absl::StrCat(
-                      runs, "; ", calls_per_sample,
-                      " per sample on one channel, in the batch section's rounds")});
+  env.report.Add(
+      {.section = kBaselineSection,
+       .name = absl::StrCat("empty unary call, ", of_batch, " rounds"),
+       .value = empty_rate,
+       .unit = "ops/s",
+       .note = absl::StrCat(runs, "; ", calls_per_sample,
+                            " per sample on one channel, in the batch section's rounds")});
 
   struct Kind {
     const char* label;
@@ -258,8 +267,7 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers,
        "kRemote client; new versions", true},
       {"fetch", "BatchFetch", "Fetch", kBatchFetch, kSingleFetch,
        "kRemote client; one cut of the latest versions", "kRemote client; latest versions", true},
-      {"local fetch", "BatchFetch", "Fetch", kLocalBatchFetch, kLocalSingleFetch,
-       local_batch_note,
+      {"local fetch", "BatchFetch", "Fetch", kLocalBatchFetch, kLocalSingleFetch, local_batch_note,
        absl::StrCat("path taken: ", local_single_path.path(),
                     "; latest version, not held: a round trip each"),
        false}};
@@ -269,18 +277,17 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers,
     const double batch_rate = rate(kind.batch);
     const double single_rate = rate(kind.single);
     const bool targeted = kind.remote && target_size && count > 1;
-    env.report.Add({.section = kBatchSection,
-                    .name = batch_name,
-                    .bytes = bytes,
-                    .value = batch_rate,
-                    .unit = "tensors/s",
-                    .ratio = batch_rate / single_rate,
-                    .baseline = absl::StrCat(count, " x ", kind.single_call,
-                                             kind.remote ? "" : " (local)"),
-                    .target = targeted
-                                  ? std::optional(Target::ValueAtLeast(kTargetTensorsPerSecond))
-                                  : std::nullopt,
-                    .note = absl::StrCat(runs, "; ", kind.batch_note)});
+    env.report.Add(
+        {.section = kBatchSection,
+         .name = batch_name,
+         .bytes = bytes,
+         .value = batch_rate,
+         .unit = "tensors/s",
+         .ratio = batch_rate / single_rate,
+         .baseline = absl::StrCat(count, " x ", kind.single_call, kind.remote ? "" : " (local)"),
+         .target =
+             targeted ? std::optional(Target::ValueAtLeast(kTargetTensorsPerSecond)) : std::nullopt,
+         .note = absl::StrCat(runs, "; ", kind.batch_note)});
     env.report.Add({.section = kBatchSection,
                     .name = batch_name,
                     .bytes = bytes,
@@ -310,8 +317,9 @@ absl::Status RunBatchSection(const BenchEnv& env) {
                            ConnectClient(env, TransferPath::kRemote));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> local, ConnectClient(env, TransferPath::kLocal));
   if (!local->local()) {
-    return absl::UnavailableError("local handoff is not reachable although the benchmark's "
-                                  "tensord has a handoff socket");
+    return absl::UnavailableError(
+        "local handoff is not reachable although the benchmark's "
+        "tensord has a handoff socket");
   }
   TENSORD_ASSIGN_OR_RETURN(Operation empty_call, MakeEmptyCall(env.empty_target));
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<RawTcpLink> link,

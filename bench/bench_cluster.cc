@@ -114,13 +114,17 @@ absl::StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(
 absl::StatusOr<size_t> BenchCluster::AddNode(const std::string& name) {
   const std::string& path = dir_.path();
   // The flags of the bench's single tensord, plus the cluster's.
-  std::vector<std::string> argv = {
-      env_.tensord_binary, "--listen=127.0.0.1:0",
-      absl::StrCat("--ready-file=", path, "/", name, ".ready"),
-      absl::StrCat("--handoff-socket=", path, "/", name, ".sock"), "--max-host-bytes=6GiB",
-      "--max-tensor-bytes=2GiB", "--log-level=warning", "--device-backend=" + env_.device_backend,
-      "--etcd-endpoints=" + endpoint_, absl::StrCat("--node-name=", name),
-      absl::StrCat("--etcd-prefix=", kPrefix)};
+  std::vector<std::string> argv = {env_.tensord_binary,
+                                   "--listen=127.0.0.1:0",
+                                   absl::StrCat("--ready-file=", path, "/", name, ".ready"),
+                                   absl::StrCat("--handoff-socket=", path, "/", name, ".sock"),
+                                   "--max-host-bytes=6GiB",
+                                   "--max-tensor-bytes=2GiB",
+                                   "--log-level=warning",
+                                   "--device-backend=" + env_.device_backend,
+                                   "--etcd-endpoints=" + endpoint_,
+                                   absl::StrCat("--node-name=", name),
+                                   absl::StrCat("--etcd-prefix=", kPrefix)};
   argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> node,
@@ -165,8 +169,8 @@ absl::Status BenchCluster::CheckAlive() {
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i] != nullptr && !nodes_[i]->Alive()) {
-      return absl::UnavailableError(absl::StrCat("cluster node ", names_[i], " exited; its log:\n",
-                                                 nodes_[i]->LogTail()));
+      return absl::UnavailableError(
+          absl::StrCat("cluster node ", names_[i], " exited; its log:\n", nodes_[i]->LogTail()));
     }
   }
   return absl::OkStatus();

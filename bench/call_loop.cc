@@ -23,12 +23,14 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
   } else if (kind == "empty-client-path") {
     TENSORD_ASSIGN_OR_RETURN(call, MakeClientPathEmptyCall(target));
   } else {
-    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client, ConnectClient(target, TransferPath::kRemote));
+    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<Client> client,
+                             ConnectClient(target, TransferPath::kRemote));
     if (kind == "put") {
       std::vector<uint8_t> bytes(kSmallOpBytes);
       FillPattern(bytes.data(), bytes.size(), kPatternSeed);  // what the fetch checks
       const int64_t shape[1] = {static_cast<int64_t>(kSmallOpBytes)};
-      return client->Put(TensorName("small", kSmallOpBytes), ByteTensor(bytes.data(), shape)).status();
+      return client->Put(TensorName("small", kSmallOpBytes), ByteTensor(bytes.data(), shape))
+          .status();
     }
     if (kind == "put-cache") {
       // Overwrites one cache-retention name: on a cluster node, the put a
@@ -40,7 +42,8 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
         PutOptions options;
         options.retention = Retention::kCache;
         return client
-            ->Put(TensorName("small-cache", kSmallOpBytes), ByteTensor(bytes->data(), shape), options)
+            ->Put(TensorName("small-cache", kSmallOpBytes), ByteTensor(bytes->data(), shape),
+                  options)
             .status();
       };
     } else if (kind == "stat") {
@@ -49,7 +52,8 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
       call = SmallFetchCall(std::move(client));
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("--call-loop: unknown kind '", kind, "' (empty, empty-client-path, payload, stat, fetch, put, put-cache)"));
+          absl::StrCat("--call-loop: unknown kind '", kind,
+                       "' (empty, empty-client-path, payload, stat, fetch, put, put-cache)"));
     }
   }
   for (int i = 0; i < kWarmupCalls; ++i) TENSORD_RETURN_IF_ERROR(call());
@@ -61,7 +65,8 @@ absl::Status Loop(const std::string& kind, const std::string& target, uint64_t c
 
 int RunCallLoop(const std::string& kind, const std::string& target, uint64_t calls) {
   if (absl::Status status = Loop(kind, target, calls); !status.ok()) {
-    std::fprintf(stderr, "tensord-bench --call-loop=%s: %s\n", kind.c_str(), status.ToString().c_str());
+    std::fprintf(stderr, "tensord-bench --call-loop=%s: %s\n", kind.c_str(),
+                 status.ToString().c_str());
     return 1;
   }
   return 0;

@@ -40,12 +40,12 @@ struct BenchConfig {
   uint64_t memcpy_bytes = 0;
   std::vector<uint64_t> transfer_sizes;
   uint64_t fresh_channel_bytes = 0;  // one of transfer_sizes
-  int warm_channel_rounds = 0;  // new channels timed before and after a series of calls
+  int warm_channel_rounds = 0;       // new channels timed before and after a series of calls
   uint64_t memory_probe_bytes = 0;
   std::vector<int> concurrency;
   double load_warmup_s = 0;
   double load_duration_s = 0;  // per concurrency and kind, split in slices
-  int load_slices = 1;          // taken in turn with the other kinds
+  int load_slices = 1;         // taken in turn with the other kinds
   std::vector<uint64_t> local_sizes;
   std::vector<uint64_t> device_sizes;
   std::vector<uint64_t> batch_tensor_sizes;  // bytes of each tensor of a batch
@@ -83,7 +83,7 @@ struct BenchEnv {
   Report& report;
   std::string tensord_target;  // "127.0.0.1:PORT"
   pid_t tensord_pid = -1;
-  std::string empty_target;    // the empty-call server
+  std::string empty_target;  // the empty-call server
   pid_t empty_pid = -1;
   // The same server closing idle connections as tensord does by default.
   std::string empty_closing_idle_target;

@@ -7,12 +7,12 @@
 namespace tensord::bench {
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const BenchEnv& env, TransferPath path,
-                                                     uint64_t receive_pool_bytes) {
+                                                      uint64_t receive_pool_bytes) {
   return ConnectClient(env.tensord_target, path, receive_pool_bytes);
 }
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const std::string& target, TransferPath path,
-                                                     uint64_t receive_pool_bytes) {
+                                                      uint64_t receive_pool_bytes) {
   ClientOptions options;
   options.receive_pool_bytes = receive_pool_bytes;
   options.server = target;
@@ -59,9 +59,8 @@ absl::StatusOr<TensorInfo> PutSource(const BenchEnv& env, Client& client, const 
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
                            client.Put(name, ByteTensor(env.source.data(), &shape)));
   if (info.name != name || info.total_bytes != bytes) {
-    return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes as '", name,
-                                            "' stored '", info.name, "' with ", info.total_bytes,
-                                            " bytes"));
+    return absl::DataLossError(absl::StrCat("put of ", bytes, " bytes as '", name, "' stored '",
+                                            info.name, "' with ", info.total_bytes, " bytes"));
   }
   return info;
 }

@@ -98,8 +98,8 @@ absl::Status ReadThroughRows(const BenchEnv& env, Client& a, Client& b) {
         // b's copy must be its own now (its listing never pulls).
         TENSORD_ASSIGN_OR_RETURN(std::vector<TensorInfo> held, b.ListAll(name));
         if (held.empty() || held.front().name != name) {
-          return absl::DataLossError(absl::StrCat("node b served ", name,
-                                                  " but does not list a copy of it"));
+          return absl::DataLossError(
+              absl::StrCat("node b served ", name, " but does not list a copy of it"));
         }
         // Deleting on any node removes the name from every node.
         TENSORD_RETURN_IF_ERROR(b.Delete(name).status());
@@ -116,20 +116,21 @@ absl::Status ReadThroughRows(const BenchEnv& env, Client& a, Client& b) {
                   .bytes = bytes,
                   .value = GigabytesPerSecond(bytes, Median(samples[kNewMemory])),
                   .unit = "GB/s",
-                  .note = absl::StrCat(runs, "; in the cluster section's rounds: what node b's "
-                                             "copy of a pulled tensor pays for new memory")});
+                  .note = absl::StrCat(runs,
+                                       "; in the cluster section's rounds: what node b's "
+                                       "copy of a pulled tensor pays for new memory")});
   env.report.Add({.section = kClusterSection,
                   .name = "fetch from the holder (node a)",
                   .bytes = bytes,
                   .value = direct,
                   .unit = "GB/s",
-                  .note = absl::StrCat(runs, "; FetchInto a pre-faulted buffer; baseline of "
-                                             "the next two rows")});
+                  .note = absl::StrCat(runs,
+                                       "; FetchInto a pre-faulted buffer; baseline of "
+                                       "the next two rows")});
   for (auto [which, label, note] :
        {std::tuple{kFirst, "fetch via node b, first reader (pull)",
                    "b pulls a's version into new memory, then serves it; a new name each round"},
-        std::tuple{kSecond, "fetch via node b, second reader",
-                   "served from b's copy"}}) {
+        std::tuple{kSecond, "fetch via node b, second reader", "served from b's copy"}}) {
     const double gbps = GigabytesPerSecond(bytes, Median(samples[which]));
     env.report.Add({.section = kClusterSection,
                     .name = label,
@@ -188,8 +189,8 @@ absl::Status PutRows(const BenchEnv& env, Client& single, Client& a,
     if (!held.empty() && held.front().name == two_name) ++holders;
   }
   if (holders != 2) {
-    return absl::DataLossError(absl::StrCat("a put with replicas=2 of ", two_name, " is held by ",
-                                            holders, " nodes"));
+    return absl::DataLossError(
+        absl::StrCat("a put with replicas=2 of ", two_name, " is held by ", holders, " nodes"));
   }
   TENSORD_RETURN_IF_ERROR(single.Delete(single_name).status());
   TENSORD_RETURN_IF_ERROR(a.Delete(one_name).status());
@@ -217,15 +218,15 @@ absl::Status PutRows(const BenchEnv& env, Client& single, Client& a,
                   .note = absl::StrCat(spread(single_vs_one[0]),
                                        "; the bench's own tensord; the previous version deleted "
                                        "just before")});
-  env.report.Add({.section = kClusterSection,
-                  .name = "put, cluster node, replicas=1",
-                  .bytes = bytes,
-                  .value = one_value,
-                  .unit = unit,
-                  .ratio = one_value / single_value,
-                  .baseline = "put, single node",
-                  .note = absl::StrCat(spread(single_vs_one[1]),
-                                       "; acknowledged once registered in etcd")});
+  env.report.Add(
+      {.section = kClusterSection,
+       .name = "put, cluster node, replicas=1",
+       .bytes = bytes,
+       .value = one_value,
+       .unit = unit,
+       .ratio = one_value / single_value,
+       .baseline = "put, single node",
+       .note = absl::StrCat(spread(single_vs_one[1]), "; acknowledged once registered in etcd")});
   env.report.Add({.section = kClusterSection,
                   .name = "put, cluster node, replicas=2",
                   .bytes = bytes,
@@ -303,15 +304,20 @@ absl::Status BatchPutRows(const BenchEnv& env, BenchCluster& cluster, Client& si
     for (const absl::StatusOr<TensorInfo>& item : result.items) {
       if (!item.ok()) return item.status();
     }
-    for (const BatchPutItem& item : items) TENSORD_RETURN_IF_ERROR(client.Delete(item.name).status());
+    for (const BatchPutItem& item : items)
+      TENSORD_RETURN_IF_ERROR(client.Delete(item.name).status());
     return seconds;
   };
   TENSORD_ASSIGN_OR_RETURN(
       std::vector<std::vector<double>> durable,
       RepeatInterleaved(
           env.config.cluster_batch_policy,
-          {[&] { return batch_put(single, "single", Retention::kDefault, &cpu_single, &calls_single); },
-           [&] { return batch_put(a, "durable", Retention::kDefault, &cpu_durable, &calls_durable); }}));
+          {[&] {
+             return batch_put(single, "single", Retention::kDefault, &cpu_single, &calls_single);
+           },
+           [&] {
+             return batch_put(a, "durable", Retention::kDefault, &cpu_durable, &calls_durable);
+           }}));
   TENSORD_ASSIGN_OR_RETURN(
       std::vector<std::vector<double>> cache,
       RepeatInterleaved(env.config.cluster_batch_policy,
@@ -336,16 +342,16 @@ absl::Status BatchPutRows(const BenchEnv& env, BenchCluster& cluster, Client& si
                   .value = rate(durable[0]),
                   .unit = "tensors/s",
                   .note = runs});
-  env.report.Add({.section = kClusterSection,
-                  .name = "BatchPut, cluster node, durable",
-                  .bytes = bytes,
-                  .value = rate(durable[1]),
-                  .unit = "tensors/s",
-                  .ratio = rate(durable[1]) / rate(durable[0]),
-                  .baseline = "BatchPut, single node",
-                  .target = Target::RatioAtLeast(0.8),
-                  .note = absl::StrCat(runs, "; one etcd record each, in shared transactions; ",
-                                       cpu_note)});
+  env.report.Add(
+      {.section = kClusterSection,
+       .name = "BatchPut, cluster node, durable",
+       .bytes = bytes,
+       .value = rate(durable[1]),
+       .unit = "tensors/s",
+       .ratio = rate(durable[1]) / rate(durable[0]),
+       .baseline = "BatchPut, single node",
+       .target = Target::RatioAtLeast(0.8),
+       .note = absl::StrCat(runs, "; one etcd record each, in shared transactions; ", cpu_note)});
   env.report.Add({.section = kClusterSection,
                   .name = "BatchPut, cluster node, cache retention",
                   .bytes = bytes,
@@ -369,25 +375,26 @@ absl::Status SmallFetchRows(const BenchEnv& env, Client& single, Client& a, Clie
   TENSORD_RETURN_IF_ERROR(TimedPut(env, single, held, bytes, 0).status());
   TENSORD_RETURN_IF_ERROR(TimedPut(env, a, held, bytes, 1).status());
   int round = 0;
-  const TimedRun local_hit = [&] { return TimedFetch(a, held, bytes, "local-hit fetch on node a"); };
+  const TimedRun local_hit = [&] {
+    return TimedFetch(a, held, bytes, "local-hit fetch on node a");
+  };
   TENSORD_ASSIGN_OR_RETURN(
       std::vector<std::vector<double>> single_vs_hit,
-      RepeatInterleaved(env.config.cluster_small_policy,
-                        {[&] { return TimedFetch(single, held, bytes, "single-node fetch"); },
-                         local_hit}));
-  TENSORD_ASSIGN_OR_RETURN(
-      std::vector<std::vector<double>> hit_vs_pull,
       RepeatInterleaved(
           env.config.cluster_small_policy,
-          {local_hit, [&]() -> absl::StatusOr<double> {
-             const std::string name =
-                 absl::StrCat(TensorName("cluster/small-pull", bytes), "/", round++);
-             TENSORD_RETURN_IF_ERROR(TimedPut(env, a, name, bytes, 1).status());
-             TENSORD_ASSIGN_OR_RETURN(double seconds,
-                                      TimedFetch(b, name, bytes, "pull through node b"));
-             TENSORD_RETURN_IF_ERROR(b.Delete(name).status());
-             return seconds;
-           }}));
+          {[&] { return TimedFetch(single, held, bytes, "single-node fetch"); }, local_hit}));
+  TENSORD_ASSIGN_OR_RETURN(
+      std::vector<std::vector<double>> hit_vs_pull,
+      RepeatInterleaved(env.config.cluster_small_policy,
+                        {local_hit, [&]() -> absl::StatusOr<double> {
+                           const std::string name =
+                               absl::StrCat(TensorName("cluster/small-pull", bytes), "/", round++);
+                           TENSORD_RETURN_IF_ERROR(TimedPut(env, a, name, bytes, 1).status());
+                           TENSORD_ASSIGN_OR_RETURN(
+                               double seconds, TimedFetch(b, name, bytes, "pull through node b"));
+                           TENSORD_RETURN_IF_ERROR(b.Delete(name).status());
+                           return seconds;
+                         }}));
   TENSORD_RETURN_IF_ERROR(single.Delete(held).status());
   TENSORD_RETURN_IF_ERROR(a.Delete(held).status());
 
@@ -429,13 +436,12 @@ absl::Status SmallFetchRows(const BenchEnv& env, Client& single, Client& a, Clie
 
 absl::Status RunClusterSection(const BenchEnv& env) {
   if (access(kEtcdBinary, X_OK) != 0) {
-    const std::string why = absl::StrCat(kEtcdBinary, " not found (Debian's etcd-server; "
+    const std::string why = absl::StrCat(kEtcdBinary,
+                                         " not found (Debian's etcd-server; "
                                          "deploy/install-deps.sh installs it)");
     std::fprintf(stderr, "tensord-bench: cluster section skipped: %s\n", why.c_str());
-    env.report.Add({.section = kClusterSection,
-                    .name = "skipped: no etcd",
-                    .unit = "-",
-                    .note = why});
+    env.report.Add(
+        {.section = kClusterSection, .name = "skipped: no etcd", .unit = "-", .note = why});
     return absl::OkStatus();
   }
   const Clock::time_point begun = Clock::now();
@@ -448,7 +454,8 @@ absl::Status RunClusterSection(const BenchEnv& env) {
   TENSORD_RETURN_IF_ERROR(AwaitMembers(nodes, kNodes));
   std::fprintf(stderr, "tensord-bench: cluster of %d nodes on etcd %s up in %.1f s\n", kNodes,
                cluster->etcd_endpoint().c_str(), SecondsSince(begun));
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> single, ConnectClient(env, TransferPath::kRemote));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> single,
+                           ConnectClient(env, TransferPath::kRemote));
   Client& a = *nodes[0];
   Client& b = *nodes[1];
 

@@ -21,8 +21,8 @@
 #include "bench/bench_cluster.h"
 #include "bench/cases.h"
 #include "bench/proc_stats.h"
-#include "service/common/status_macros.h"
 #include "service/common/mutex.h"
+#include "service/common/status_macros.h"
 
 namespace tensord::bench {
 namespace {
@@ -93,8 +93,8 @@ absl::StatusOr<double> PutNames(const std::string& target, uint64_t count) {
       const uint64_t batches = (count + kJoinBatchItems - 1) / kJoinBatchItems;
       for (uint64_t batch = c; batch < batches && !failed.load(); batch += kJoinClients) {
         std::vector<BatchPutItem> items;
-        for (uint64_t i = batch * kJoinBatchItems; i < std::min(count, (batch + 1) * kJoinBatchItems);
-             ++i) {
+        for (uint64_t i = batch * kJoinBatchItems;
+             i < std::min(count, (batch + 1) * kJoinBatchItems); ++i) {
           items.push_back(BatchPutItem{.name = absl::StrCat("join/", i),
                                        .tensor = ByteTensor(bytes.data(), &shape)});
         }
@@ -144,8 +144,8 @@ absl::Status RunClusterFailoverRows(const BenchEnv& env) {
     if (!failed_over.ok()) {
       return cluster->WithDeaths(absl::Status(
           failed_over.status().code(),
-          absl::StrCat("read of ", paused_name, " with its first holder paused: ",
-                       failed_over.status().message())));
+          absl::StrCat("read of ", paused_name,
+                       " with its first holder paused: ", failed_over.status().message())));
     }
     TENSORD_RETURN_IF_ERROR(CheckFetched(*failed_over, bytes, "read with the holder paused"));
     // The paused node lost its lease; it joins again before the next round.
@@ -160,19 +160,21 @@ absl::Status RunClusterFailoverRows(const BenchEnv& env) {
                   .bytes = bytes,
                   .value = Millis(Median(live)),
                   .unit = "ms",
-                  .note = absl::StrCat(runs, "; replicas=2 put on node a; the reader's node "
-                                             "pulls from a holder")});
-  env.report.Add({.section = kClusterSection,
-                  .name = "read failover, first holder paused",
-                  .bytes = bytes,
-                  .value = Millis(Median(paused)),
-                  .unit = "ms",
-                  .target = Target::ValueAtMost(Millis(kLeaseTtlSeconds + 2)),
-                  .note = absl::StrCat(runs, "; node a SIGSTOPped just before the read, the "
-                                             "replica on another node live; target: the lease TTL "
-                                             "(5 s, default) + 2 s; slowest ",
-                                       absl::StrFormat("%.0f", Millis(Percentile(paused, 100))),
-                                       " ms")});
+                  .note = absl::StrCat(runs,
+                                       "; replicas=2 put on node a; the reader's node "
+                                       "pulls from a holder")});
+  env.report.Add(
+      {.section = kClusterSection,
+       .name = "read failover, first holder paused",
+       .bytes = bytes,
+       .value = Millis(Median(paused)),
+       .unit = "ms",
+       .target = Target::ValueAtMost(Millis(kLeaseTtlSeconds + 2)),
+       .note = absl::StrCat(runs,
+                            "; node a SIGSTOPped just before the read, the "
+                            "replica on another node live; target: the lease TTL "
+                            "(5 s, default) + 2 s; slowest ",
+                            absl::StrFormat("%.0f", Millis(Percentile(paused, 100))), " ms")});
   return absl::OkStatus();
 }
 
@@ -204,8 +206,8 @@ absl::Status RunClusterJoinRows(const BenchEnv& env) {
   } while (!token.empty());
   const double list_seconds = SecondsSince(list_start);
   if (listed != count) {
-    return absl::DataLossError(absl::StrCat("the joined node lists ", listed, " of ", count,
-                                            " names"));
+    return absl::DataLossError(
+        absl::StrCat("the joined node lists ", listed, " of ", count, " names"));
   }
   const uint64_t joined_after = AnonBytes(cluster->pid(joined));
 

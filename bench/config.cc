@@ -47,7 +47,8 @@ uint64_t BenchConfig::LargestBytes() const {
   largest = std::max({largest, cluster_large_bytes, cluster_small_bytes});
   // The raw TCP baseline of a whole batch.
   for (uint64_t bytes : batch_tensor_sizes) {
-    for (int count : batch_counts) largest = std::max(largest, bytes * static_cast<uint64_t>(count));
+    for (int count : batch_counts)
+      largest = std::max(largest, bytes * static_cast<uint64_t>(count));
   }
   return largest;
 }

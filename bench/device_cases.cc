@@ -42,8 +42,7 @@ absl::StatusOr<DeviceCopyLink> OpenDeviceCopyLink(DeviceBackend& backend, uint64
 // device and size are checked, and on the simulated backend (host memory)
 // its bytes at spot offsets too; the release is not timed.
 absl::StatusOr<double> TimedLocalDeviceFetch(Client& client, const std::string& name,
-                                             uint64_t version, uint64_t bytes,
-                                             bool simulated) {
+                                             uint64_t version, uint64_t bytes, bool simulated) {
   FetchOptions options;
   options.version = version;
   const Clock::time_point start = Clock::now();
@@ -129,8 +128,8 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
     std::optional<DeviceCopyLink> copy_link;
     if (backend != nullptr) {
       TENSORD_ASSIGN_OR_RETURN(copy_link, OpenDeviceCopyLink(*backend, bytes));
-      TENSORD_RETURN_IF_ERROR(backend->CopyHostToDevice(*copy_link->memory, 0, env.source.data(),
-                                                        bytes, nullptr));
+      TENSORD_RETURN_IF_ERROR(
+          backend->CopyHostToDevice(*copy_link->memory, 0, env.source.data(), bytes, nullptr));
     }
     PutOptions put_options;
     put_options.device = device;
@@ -155,8 +154,8 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
           TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Put(name, source, put_options));
           const double seconds = SecondsSince(start);
           if (info.total_bytes != bytes) {
-            return absl::DataLossError(absl::StrCat("device put of ", bytes, " bytes stored ",
-                                                    info.total_bytes));
+            return absl::DataLossError(
+                absl::StrCat("device put of ", bytes, " bytes stored ", info.total_bytes));
           }
           return seconds;
         }};
@@ -169,9 +168,8 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
       });
       cases.push_back([&]() -> absl::StatusOr<double> {
         const Clock::time_point start = Clock::now();
-        TENSORD_RETURN_IF_ERROR(backend->CopyHostToDevice(*copy_link->memory, 0,
-                                                          copy_link->pinned->data(), bytes,
-                                                          nullptr));
+        TENSORD_RETURN_IF_ERROR(backend->CopyHostToDevice(
+            *copy_link->memory, 0, copy_link->pinned->data(), bytes, nullptr));
         return SecondsSince(start);
       });
     }
@@ -204,21 +202,19 @@ absl::Status RunDeviceSection(const BenchEnv& env) {
     if (local_client->local()) {
       TENSORD_ASSIGN_OR_RETURN(TensorInfo latest, client->Stat(name));
       const uint64_t version = latest.version;
-      TENSORD_ASSIGN_OR_RETURN(
-          std::vector<double> cold,
-          Repeat(env.config.latency_policy, [&] {
-            return TimedLocalDeviceFetch(*local_client, name, version, bytes, simulated);
-          }));
+      TENSORD_ASSIGN_OR_RETURN(std::vector<double> cold, Repeat(env.config.latency_policy, [&] {
+                                 return TimedLocalDeviceFetch(*local_client, name, version, bytes,
+                                                              simulated);
+                               }));
       AddLatencyRow(env, "local handoff, cold", bytes, cold,
                     "no tensor of the version alive: lease + IPC handle/fd + import");
       FetchOptions at_version;
       at_version.version = version;
       TENSORD_ASSIGN_OR_RETURN(Tensor keeper, local_client->Fetch(name, at_version));
-      TENSORD_ASSIGN_OR_RETURN(
-          std::vector<double> cached,
-          Repeat(env.config.latency_policy, [&] {
-            return TimedLocalDeviceFetch(*local_client, name, version, bytes, simulated);
-          }));
+      TENSORD_ASSIGN_OR_RETURN(std::vector<double> cached, Repeat(env.config.latency_policy, [&] {
+                                 return TimedLocalDeviceFetch(*local_client, name, version, bytes,
+                                                              simulated);
+                               }));
       AddLatencyRow(env, "local handoff, cached", bytes, cached,
                     "version held: no round trip, the process's one import");
     }

@@ -23,8 +23,8 @@ namespace {
 
 // Stat does no work at all; FetchInline answers kPayloadBytes of zeros
 // (kept in one slice) whatever is asked, without parsing anything.
-class EmptyService final
-    : public v1::TensorService::WithRawCallbackMethod_FetchInline<v1::TensorService::CallbackService> {
+class EmptyService final : public v1::TensorService::WithRawCallbackMethod_FetchInline<
+                               v1::TensorService::CallbackService> {
  public:
   grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context, const v1::StatRequest*,
                                  v1::StatResponse*) override {
@@ -33,7 +33,8 @@ class EmptyService final
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context, const grpc::ByteBuffer*,
+  grpc::ServerUnaryReactor* FetchInline(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer*,
                                         grpc::ByteBuffer* response) override {
     *response = grpc::ByteBuffer(&payload_, 1);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

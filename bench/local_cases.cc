@@ -35,10 +35,12 @@ absl::StatusOr<double> TimedLocalFetch(Client& client, const std::string& name, 
 
 absl::Status RunLocalSection(const BenchEnv& env) {
   const BenchConfig& config = env.config;
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kLocal));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                           ConnectClient(env, TransferPath::kLocal));
   if (!client->local()) {
-    return absl::UnavailableError("local handoff is not reachable although the benchmark's "
-                                  "tensord has a handoff socket");
+    return absl::UnavailableError(
+        "local handoff is not reachable although the benchmark's "
+        "tensord has a handoff socket");
   }
   const std::vector<uint64_t>& sizes = config.local_sizes;
   std::vector<TensorInfo> stored;
@@ -51,9 +53,8 @@ absl::Status RunLocalSection(const BenchEnv& env) {
   // a lease and the memfd. All sizes in turn, since they are compared.
   std::vector<TimedRun> cold_cases;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    cold_cases.push_back([&, i] {
-      return TimedLocalFetch(*client, stored[i].name, stored[i].version, sizes[i]);
-    });
+    cold_cases.push_back(
+        [&, i] { return TimedLocalFetch(*client, stored[i].name, stored[i].version, sizes[i]); });
   }
   TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> cold,
                            RepeatInterleaved(config.latency_policy, cold_cases));
@@ -86,28 +87,31 @@ absl::Status RunLocalSection(const BenchEnv& env) {
                           {[&] { return TimedLocalFetch(*client, name, version, bytes); },
                            [&] { return TimedLocalFetch(*client, name, 0, bytes); },
                            [&] { return TimedLocalFetch(*client, name, version, bytes, true); }}));
-    env.report.Add({.section = kLocalSection,
-                    .name = "cached fetch (explicit version held)",
-                    .bytes = bytes,
-                    .value = Micros(Median(cached[0])),
-                    .unit = "us",
-                    .target = Target::ValueAtMost(10),
-                    .note = absl::StrCat(Spread(cached[0]), "; no round trip: a new private mmap")});
+    env.report.Add(
+        {.section = kLocalSection,
+         .name = "cached fetch (explicit version held)",
+         .bytes = bytes,
+         .value = Micros(Median(cached[0])),
+         .unit = "us",
+         .target = Target::ValueAtMost(10),
+         .note = absl::StrCat(Spread(cached[0]), "; no round trip: a new private mmap")});
     env.report.Add({.section = kLocalSection,
                     .name = "cached fetch (latest version)",
                     .bytes = bytes,
                     .value = Micros(Median(cached[1])),
                     .unit = "us",
-                    .note = absl::StrCat(Spread(cached[1]), "; one socket round trip names the "
-                                                            "latest version, then a new mmap")});
+                    .note = absl::StrCat(Spread(cached[1]),
+                                         "; one socket round trip names the "
+                                         "latest version, then a new mmap")});
     env.report.Add({.section = kLocalSection,
                     .name = "cached fetch (version held, read_only)",
                     .bytes = bytes,
                     .value = Micros(Median(cached[2])),
                     .unit = "us",
                     .target = Target::ValueAtMost(10),
-                    .note = absl::StrCat(Spread(cached[2]), "; FetchOptions.read_only: the "
-                                                            "version's one shared mapping, no mmap")});
+                    .note = absl::StrCat(Spread(cached[2]),
+                                         "; FetchOptions.read_only: the "
+                                         "version's one shared mapping, no mmap")});
 
     // The consumer's first read of every page of a fresh mapping, against a
     // memcpy of the same bytes between pre-faulted buffers.

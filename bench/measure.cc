@@ -102,8 +102,8 @@ absl::StatusOr<LoadSamples> RunLoad(int threads, double warmup_s, double duratio
     absl::StatusOr<Operation> op = make(index);
     absl::Status status = op.status();
     const Clock::time_point warm_until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(warmup_s));
+        Clock::now() +
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup_s));
     while (status.ok()) {
       status = (*op)();
       if (Clock::now() >= warm_until) break;
@@ -185,7 +185,8 @@ double RunRate(const LoadSamples& run) {
 }
 
 double RunCpuPerCall(const LoadSamples& run) {
-  return run.latencies_us.empty() ? 0 : run.cpu_s * 1e6 / static_cast<double>(run.latencies_us.size());
+  return run.latencies_us.empty() ? 0
+                                  : run.cpu_s * 1e6 / static_cast<double>(run.latencies_us.size());
 }
 
 double MedianSliceRatio(const std::vector<LoadSamples>& runs,
@@ -206,9 +207,10 @@ double MedianSliceRatio(const std::vector<LoadSamples>& runs,
 absl::StatusOr<Buffer> Buffer::Allocate(uint64_t bytes) {
   Buffer buffer;
   buffer.size_ = bytes;
-  buffer.mapped_ = std::max<uint64_t>(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
-  void* data = ::mmap(nullptr, buffer.mapped_, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  buffer.mapped_ =
+      std::max<uint64_t>(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
+  void* data =
+      ::mmap(nullptr, buffer.mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (data == MAP_FAILED) {
     buffer.mapped_ = 0;
     return absl::ResourceExhaustedError(
@@ -245,7 +247,8 @@ void FillPattern(void* data, uint64_t bytes, uint64_t seed) {
     const uint64_t word = PatternWord(i, seed);
     std::memcpy(out + i * 8, &word, 8);
   }
-  for (uint64_t offset = words * 8; offset < bytes; ++offset) out[offset] = PatternByte(offset, seed);
+  for (uint64_t offset = words * 8; offset < bytes; ++offset)
+    out[offset] = PatternByte(offset, seed);
 }
 
 uint8_t PatternByte(uint64_t offset, uint64_t seed) {
@@ -289,7 +292,8 @@ absl::Status CheckPattern(const void* data, uint64_t bytes, uint64_t seed, absl:
 
 void ScribbleSpots(void* data, uint64_t bytes, uint64_t seed) {
   uint8_t* out = static_cast<uint8_t*>(data);
-  for (uint64_t offset : SpotOffsets(bytes)) out[offset] = static_cast<uint8_t>(~PatternByte(offset, seed));
+  for (uint64_t offset : SpotOffsets(bytes))
+    out[offset] = static_cast<uint8_t>(~PatternByte(offset, seed));
 }
 
 uint64_t TouchEveryPage(const void* data, uint64_t bytes) {

@@ -17,7 +17,8 @@ double MiB(uint64_t bytes) { return MiB(static_cast<int64_t>(bytes)); }
 
 absl::Status RunMemorySection(const BenchEnv& env) {
   const uint64_t bytes = env.config.memory_probe_bytes;
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                           ConnectClient(env, TransferPath::kRemote));
   TENSORD_ASSIGN_OR_RETURN(ResidentMemory before_put, ReadResidentMemory(env.tensord_pid));
   TENSORD_RETURN_IF_ERROR(EnsureRemoteTensor(env, *client, bytes));
   const std::string name = TensorName("remote", bytes);
@@ -37,29 +38,44 @@ absl::Status RunMemorySection(const BenchEnv& env) {
 
   const std::string sampled = absl::StrCat(samples, " samples of /proc/PID/status, 1 ms apart");
   Report& report = env.report;
-  report.Add({.section = kMemorySection, .name = "VmRSS before the fetch", .bytes = bytes,
-              .value = MiB(before.vm_rss), .unit = "MiB",
+  report.Add({.section = kMemorySection,
+              .name = "VmRSS before the fetch",
+              .bytes = bytes,
+              .value = MiB(before.vm_rss),
+              .unit = "MiB",
               .note = absl::StrCat("RssAnon ", static_cast<int>(MiB(before.rss_anon)),
                                    " MiB, RssShmem ", static_cast<int>(MiB(before.rss_shmem)),
                                    " MiB (the stored tensor's memfd pages mapped so far)")});
-  report.Add({.section = kMemorySection, .name = "RssAnon left resident by the put", .bytes = bytes,
+  report.Add({.section = kMemorySection,
+              .name = "RssAnon left resident by the put",
+              .bytes = bytes,
               .value = MiB(static_cast<int64_t>(before.rss_anon) -
                            static_cast<int64_t>(before_put.rss_anon)),
               .unit = "MiB",
               .note = "the remote put that stored the tensor, measured after it returned (heap "
                       "the allocator kept); part of the strict figure below"});
-  report.Add({.section = kMemorySection, .name = "RssAnon peak growth during fetch", .bytes = bytes,
-              .value = MiB(static_cast<int64_t>(peak->rss_anon) - static_cast<int64_t>(before.rss_anon)),
-              .unit = "MiB", .target = Target::ValueAtMost(64),
-              .note = "primary figure: a copy of tensor bytes (heap, gRPC buffers) is anonymous "
-                      "memory; the stored tensor is shmem"});
-  report.Add({.section = kMemorySection, .name = "VmRSS peak growth during fetch", .bytes = bytes,
-              .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(before.vm_rss)),
-              .unit = "MiB",
-              .note = "includes the tensor's shmem pages the server maps in while sending"});
-  report.Add({.section = kMemorySection, .name = "VmRSS peak minus the tensor", .bytes = bytes,
+  report.Add(
+      {.section = kMemorySection,
+       .name = "RssAnon peak growth during fetch",
+       .bytes = bytes,
+       .value = MiB(static_cast<int64_t>(peak->rss_anon) - static_cast<int64_t>(before.rss_anon)),
+       .unit = "MiB",
+       .target = Target::ValueAtMost(64),
+       .note = "primary figure: a copy of tensor bytes (heap, gRPC buffers) is anonymous "
+               "memory; the stored tensor is shmem"});
+  report.Add(
+      {.section = kMemorySection,
+       .name = "VmRSS peak growth during fetch",
+       .bytes = bytes,
+       .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(before.vm_rss)),
+       .unit = "MiB",
+       .note = "includes the tensor's shmem pages the server maps in while sending"});
+  report.Add({.section = kMemorySection,
+              .name = "VmRSS peak minus the tensor",
+              .bytes = bytes,
               .value = MiB(static_cast<int64_t>(peak->vm_rss) - static_cast<int64_t>(bytes)),
-              .unit = "MiB", .target = Target::ValueAtMost(64),
+              .unit = "MiB",
+              .target = Target::ValueAtMost(64),
               .note = absl::StrCat("strict reading: everything resident beyond the tensor, "
                                    "binary and libraries included; RssShmem peak ",
                                    static_cast<int>(MiB(peak->rss_shmem)), " MiB; ", sampled)});

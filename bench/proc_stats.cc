@@ -39,7 +39,8 @@ absl::StatusOr<ResidentMemory> ReadResidentMemory(pid_t pid) {
     *target = kib * 1024;
     ++found;
   }
-  if (found < 4) return absl::InternalError(absl::StrCat(path, " lacks VmRSS/RssAnon/RssFile/RssShmem"));
+  if (found < 4)
+    return absl::InternalError(absl::StrCat(path, " lacks VmRSS/RssAnon/RssFile/RssShmem"));
   return memory;
 }
 
@@ -51,7 +52,8 @@ absl::StatusOr<double> ReadCpuSeconds(pid_t pid) {
   const std::string text = contents.str();
   // "PID (comm) S ppid ...": comm may hold spaces, so split after its ')'.
   const size_t close = text.rfind(')');
-  if (!in || close == std::string::npos) return absl::UnavailableError(absl::StrCat("cannot read ", path));
+  if (!in || close == std::string::npos)
+    return absl::UnavailableError(absl::StrCat("cannot read ", path));
   std::vector<absl::string_view> fields =
       absl::StrSplit(absl::string_view(text).substr(close + 2), ' ', absl::SkipEmpty());
   // Fields 14 and 15 of the file (utime, stime) are 11 and 12 after "S".

@@ -48,19 +48,22 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
   Report& report = env.report;
   {
     const uint64_t bytes = env.config.memcpy_bytes;
-    TENSORD_ASSIGN_OR_RETURN(
-        std::vector<double> samples,
-        Repeat(env.config.first_touch_policy, [&]() -> absl::StatusOr<double> {
-          return TimeMemcpy(env.source, env.destination, bytes);
-        }));
-    report.Add({.section = kBaselineSection, .name = "memcpy, 1 thread, pre-faulted",
-                .bytes = bytes, .value = GigabytesPerSecond(bytes, Median(samples)),
-                .unit = "GB/s", .note = Runs(samples)});
+    TENSORD_ASSIGN_OR_RETURN(std::vector<double> samples,
+                             Repeat(env.config.first_touch_policy, [&]() -> absl::StatusOr<double> {
+                               return TimeMemcpy(env.source, env.destination, bytes);
+                             }));
+    report.Add({.section = kBaselineSection,
+                .name = "memcpy, 1 thread, pre-faulted",
+                .bytes = bytes,
+                .value = GigabytesPerSecond(bytes, Median(samples)),
+                .unit = "GB/s",
+                .note = Runs(samples)});
   }
 
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<RawTcpLink> link,
                            RawTcpLink::Open(env.source, env.destination));
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                           ConnectClient(env, TransferPath::kRemote));
   // Fetch with the receive pool off: every sample receives into new memory.
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> unpooled_client,
                            ConnectClient(env, TransferPath::kRemote, /*receive_pool_bytes=*/0));
@@ -77,8 +80,8 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
       PutOptions options;
       options.streams = streams;
       const Clock::time_point start = Clock::now();
-      TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Put(put_name, ByteTensor(env.source.data(), &shape),
-                                                            options));
+      TENSORD_ASSIGN_OR_RETURN(
+          TensorInfo info, client->Put(put_name, ByteTensor(env.source.data(), &shape), options));
       const double seconds = SecondsSince(start);
       if (info.total_bytes != bytes) {
         return absl::DataLossError(
@@ -88,14 +91,13 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
     };
     // Cases in the order they run in each round; the baseline is one of them.
     enum Case { kRaw, kFetch, kFetchInto, kPut, kFreshFetch, kFreshFetchInto };
-    std::vector<TimedRun> cases = {
-        [&] { return TimedRawTransfer(env, *link, bytes); },
-        [&] { return TimedFetch(*client, name, bytes); },
-        [&] {
-          ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-          return TimedFetchInto(env, *client, name, bytes);
-        },
-        [&] { return timed_put(0); }};
+    std::vector<TimedRun> cases = {[&] { return TimedRawTransfer(env, *link, bytes); },
+                                   [&] { return TimedFetch(*client, name, bytes); },
+                                   [&] {
+                                     ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
+                                     return TimedFetchInto(env, *client, name, bytes);
+                                   },
+                                   [&] { return timed_put(0); }};
     if (fresh) {
       // A new Client (channel, TCP connection, HTTP/2 handshake) per fetch,
       // as tensorctl get pays; closing it is not timed.
@@ -145,17 +147,22 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
                              RepeatInterleaved(env.config.transfer_policy(bytes), cases));
 
     const double raw_gbps = GigabytesPerSecond(bytes, Median(samples[kRaw]));
-    report.Add({.section = kBaselineSection, .name = "raw TCP 127.0.0.1, 1 MiB send/recv",
-                .bytes = bytes, .value = raw_gbps, .unit = "GB/s",
-                .note = absl::StrCat(Runs(samples[kRaw]), "; 8-byte request, then the bytes; "
+    report.Add({.section = kBaselineSection,
+                .name = "raw TCP 127.0.0.1, 1 MiB send/recv",
+                .bytes = bytes,
+                .value = raw_gbps,
+                .unit = "GB/s",
+                .note = absl::StrCat(Runs(samples[kRaw]),
+                                     "; 8-byte request, then the bytes; "
                                      "receiver buffer pre-faulted and reused")});
     if (time_first_touch) {
-      report.Add({.section = kBaselineSection, .name = "first write of new memory (mmap)",
-                .bytes = bytes,
-                .value = GigabytesPerSecond(bytes, Median(samples[fresh_memory_case])),
-                .unit = "GB/s",
-                .note = absl::StrCat(Runs(samples[fresh_memory_case]),
-                                     "; one write per 4 KiB page of a new THP-advised mapping")});
+      report.Add({.section = kBaselineSection,
+                  .name = "first write of new memory (mmap)",
+                  .bytes = bytes,
+                  .value = GigabytesPerSecond(bytes, Median(samples[fresh_memory_case])),
+                  .unit = "GB/s",
+                  .note = absl::StrCat(Runs(samples[fresh_memory_case]),
+                                       "; one write per 4 KiB page of a new THP-advised mapping")});
     }
     AddThroughputRow(env, "fetch, warm channel (Fetch)", bytes, samples[kFetch], raw_gbps,
                      large ? std::optional(Target::RatioAtLeast(0.9)) : std::nullopt,
@@ -165,8 +172,8 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
       const double first_touch_s = Median(samples[fresh_memory_case]);
       const double unpooled_s = Median(samples[unpooled_fetch_case]);
       AddThroughputRow(
-          env, "fetch, warm, new memory (Fetch)", bytes,
-          samples[unpooled_fetch_case], raw_gbps, std::nullopt,
+          env, "fetch, warm, new memory (Fetch)", bytes, samples[unpooled_fetch_case], raw_gbps,
+          std::nullopt,
           absl::StrCat("receive pool off: into new memory each time; ",
                        absl::StrFormat("%.1f ms over FetchInto, first touch %.1f ms",
                                        (unpooled_s - Median(samples[kFetchInto])) * 1e3,
@@ -177,8 +184,9 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
                      "into a pre-faulted, reused buffer, like the raw TCP receiver");
     if (large) {
       for (size_t i = 0; i < std::size(kStreamCounts); ++i) {
-        AddThroughputRow(env, absl::StrCat("fetch, warm (FetchInto, ", kStreamCounts[i],
-                                           kStreamCounts[i] == 1 ? " stream)" : " streams)"),
+        AddThroughputRow(env,
+                         absl::StrCat("fetch, warm (FetchInto, ", kStreamCounts[i],
+                                      kStreamCounts[i] == 1 ? " stream)" : " streams)"),
                          bytes, samples[first_streams_case + i], raw_gbps, std::nullopt,
                          "FetchOptions::streams; each stream its own TCP connection");
       }
@@ -187,15 +195,18 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
       AddThroughputRow(env, "fetch, fresh channel (Fetch)", bytes, samples[kFreshFetch], raw_gbps,
                        Target::RatioAtLeast(0.85), "connect + fetch, new Client each time");
       AddThroughputRow(env, "fetch, fresh channel (FetchInto)", bytes, samples[kFreshFetchInto],
-                       raw_gbps, Target::RatioAtLeast(0.85), "connect + fetch, new Client each time");
+                       raw_gbps, Target::RatioAtLeast(0.85),
+                       "connect + fetch, new Client each time");
     }
     AddThroughputRow(env, "put, warm channel", bytes, samples[kPut], raw_gbps,
                      bytes == 256 * kMiB ? std::optional(Target::RatioAtLeast(0.75)) : std::nullopt,
-                     "new version each time (server copies + CRC-32C; above 1 MiB into the spare memfd of a gone version)");
+                     "new version each time (server copies + CRC-32C; above 1 MiB into the spare "
+                     "memfd of a gone version)");
     if (large) {
       for (size_t i = 0; i < std::size(kStreamCounts); ++i) {
-        AddThroughputRow(env, absl::StrCat("put, warm (", kStreamCounts[i],
-                                           kStreamCounts[i] == 1 ? " stream)" : " streams)"),
+        AddThroughputRow(env,
+                         absl::StrCat("put, warm (", kStreamCounts[i],
+                                      kStreamCounts[i] == 1 ? " stream)" : " streams)"),
                          bytes, samples[first_put_streams_case + i], raw_gbps, std::nullopt,
                          "PutOptions::streams; each stream its own TCP connection, the server "
                          "writes each part at its offset");
@@ -215,20 +226,21 @@ absl::Status RunRemoteSection(const BenchEnv& env) {
         TENSORD_ASSIGN_OR_RETURN(double first, TimedFetchInto(env, *channel, name, bytes));
         before.push_back(first);
         for (int i = 0; i < 4; ++i) {
-          TENSORD_RETURN_IF_ERROR(channel->Put(put_name, ByteTensor(env.source.data(), &shape)).status());
+          TENSORD_RETURN_IF_ERROR(
+              channel->Put(put_name, ByteTensor(env.source.data(), &shape)).status());
           TENSORD_RETURN_IF_ERROR(channel->Fetch(name).status());
         }
         ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
         TENSORD_ASSIGN_OR_RETURN(double later, TimedFetchInto(env, *channel, name, bytes));
         after.push_back(later);
       }
-      AddThroughputRow(env, "fetch, new channel (FetchInto)", bytes, before, raw_gbps,
-                       std::nullopt, "a new Client's first fetch (connected before timing)");
-      AddThroughputRow(env, "fetch, same channel after 8 calls", bytes, after, raw_gbps,
-                       Target::RatioAtLeast(0.9),
-                       absl::StrCat("after 4 puts and 4 fetches of the same size; ",
-                                    absl::StrFormat("%.2fx the new channel's",
-                                                    Median(before) / Median(after))));
+      AddThroughputRow(env, "fetch, new channel (FetchInto)", bytes, before, raw_gbps, std::nullopt,
+                       "a new Client's first fetch (connected before timing)");
+      AddThroughputRow(
+          env, "fetch, same channel after 8 calls", bytes, after, raw_gbps,
+          Target::RatioAtLeast(0.9),
+          absl::StrCat("after 4 puts and 4 fetches of the same size; ",
+                       absl::StrFormat("%.2fx the new channel's", Median(before) / Median(after))));
     }
 
     // The server's checksum of what the last put stored must match the source's.

@@ -67,12 +67,8 @@ std::string TargetVerdict(const Row& row) {
       if (!row.ratio.has_value()) return "";
       met = *row.ratio <= target.bound;
       break;
-    case Target::Kind::kValueAtMost:
-      met = row.value <= target.bound;
-      break;
-    case Target::Kind::kValueAtLeast:
-      met = row.value >= target.bound;
-      break;
+    case Target::Kind::kValueAtMost: met = row.value <= target.bound; break;
+    case Target::Kind::kValueAtLeast: met = row.value >= target.bound; break;
   }
   return met ? "met" : "MISSED";
 }
@@ -89,9 +85,9 @@ Row& Report::Add(Row row) {
 
 std::string Report::Format() const {
   std::string out;
-  const std::string header = absl::StrFormat("  %-40s %8s %10s %-9s %7s  %-26s %-19s %s\n", "case",
-                                             "size", "value", "unit", "ratio", "vs (baseline)",
-                                             "target", "");
+  const std::string header =
+      absl::StrFormat("  %-40s %8s %10s %-9s %7s  %-26s %-19s %s\n", "case", "size", "value",
+                      "unit", "ratio", "vs (baseline)", "target", "");
   for (const SectionInfo& section : sections_) {
     const bool empty = std::none_of(rows_.begin(), rows_.end(),
                                     [&](const Row& row) { return row.section == section.title; });

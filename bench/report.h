@@ -30,14 +30,14 @@ struct Target {
 
 struct Row {
   std::string section;
-  std::string name;       // what was measured, e.g. "fetch warm (Fetch)"
-  uint64_t bytes = 0;     // tensor or transfer size; 0 when not about a size
+  std::string name;    // what was measured, e.g. "fetch warm (Fetch)"
+  uint64_t bytes = 0;  // tensor or transfer size; 0 when not about a size
   double value = 0;
-  std::string unit;       // "GB/s", "ops/s", "us", "MiB"...
+  std::string unit;             // "GB/s", "ops/s", "us", "MiB"...
   std::optional<double> ratio;  // value / baseline value
-  std::string baseline;   // what the ratio is against
+  std::string baseline;         // what the ratio is against
   std::optional<Target> target;
-  std::string note;       // anything a reader needs to interpret the row
+  std::string note;  // anything a reader needs to interpret the row
 };
 
 class Report {

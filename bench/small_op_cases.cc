@@ -47,7 +47,8 @@ void AddRows(const BenchEnv& env, absl::string_view what, uint64_t bytes, int th
                                        "ratio: ", slices)});
   if (latencies) {
     for (const auto& [label, value, empty_value] :
-         {std::tuple{"p50", result.p50_us, empty.p50_us}, std::tuple{"p99", result.p99_us, empty.p99_us}}) {
+         {std::tuple{"p50", result.p50_us, empty.p50_us},
+          std::tuple{"p99", result.p99_us, empty.p99_us}}) {
       env.report.Add({.section = kSmallOpSection,
                       .name = absl::StrCat(name, ", ", label),
                       .bytes = bytes,
@@ -101,7 +102,8 @@ Operation SmallStatCall(std::shared_ptr<Client> client) {
   return [client = std::move(client), name = TensorName("small", kSmallOpBytes)]() -> absl::Status {
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, client->Stat(name));
     if (info.total_bytes != kSmallOpBytes) {
-      return absl::DataLossError(absl::StrCat("Stat of ", name, " says ", info.total_bytes, " bytes"));
+      return absl::DataLossError(
+          absl::StrCat("Stat of ", name, " says ", info.total_bytes, " bytes"));
     }
     return absl::OkStatus();
   };
@@ -135,7 +137,8 @@ Operation SmallFetchCall(std::shared_ptr<Client> client) {
 absl::Status RunSmallOpSection(const BenchEnv& env) {
   const BenchConfig& config = env.config;
   {
-    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+    TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                             ConnectClient(env, TransferPath::kRemote));
     TENSORD_RETURN_IF_ERROR(PutSource(env, *client, "small", kSmallOpBytes).status());
   }
   const std::string name = TensorName("small", kSmallOpBytes);
@@ -161,8 +164,9 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
       [&](int) { return MakePayloadCall(env.empty_target); },
       [&](int) { return MakeClientPathEmptyCall(env.empty_target); }};
   constexpr int kKinds = 6;
-  const pid_t server_of_kind[kKinds] = {env.empty_pid, env.tensord_pid, env.tensord_pid,
-                                        env.empty_closing_idle_pid, env.empty_pid, env.empty_pid};
+  const pid_t server_of_kind[kKinds] = {env.empty_pid,   env.tensord_pid,
+                                        env.tensord_pid, env.empty_closing_idle_pid,
+                                        env.empty_pid,   env.empty_pid};
 
   for (int threads : config.concurrency) {
     // Slices of each kind in turn, so load drift hits all kinds alike.
@@ -184,7 +188,8 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
                     .value = empty.ops_per_second,
                     .unit = "ops/s",
                     .note = absl::StrCat("callback-API server in its own process, each client "
-                                         "its own connection; ", empty.ops, " calls")});
+                                         "its own connection; ",
+                                         empty.ops, " calls")});
     env.report.Add({.section = kBaselineSection,
                     .name = absl::StrCat("empty unary call, ", Clients(threads), ", p50"),
                     .value = empty.p50_us,
@@ -211,7 +216,8 @@ absl::Status RunSmallOpSection(const BenchEnv& env) {
     AddLoadRows(env, "Fetch", /*fetch=*/true, kSmallOpBytes, threads, runs[2], runs[0]);
   }
 
-  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectClient(env, TransferPath::kRemote));
+  TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                           ConnectClient(env, TransferPath::kRemote));
   return client->Delete(name).status();
 }
 

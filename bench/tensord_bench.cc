@@ -28,8 +28,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/cases.h"
 #include "bench/call_loop.h"
+#include "bench/cases.h"
 #include "bench/child_process.h"
 #include "bench/empty_server.h"
 #include "service/common/absl_view.h"
@@ -58,8 +58,8 @@ constexpr char kUsage[] =
     "  --help, -h       show this text and exit\n";
 
 // The flags kUsage names, for "did you mean"; the hidden ones are left out.
-constexpr std::string_view kDocumentedFlags[] = {"smoke", "json", "sections", "tensord",
-                                                 "device-backend", "help"};
+constexpr std::string_view kDocumentedFlags[] = {"smoke",   "json",           "sections",
+                                                 "tensord", "device-backend", "help"};
 
 struct CommandLine {
   bool help = false;
@@ -109,15 +109,13 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       continue;
     }
     bool matched = false;
-    for (auto [flag, out] : {std::pair{"--json", &line.json_path},
-                             std::pair{"--tensord", &line.tensord},
-                             std::pair{"--sections", &line.sections},
-                             std::pair{"--device-backend", &line.device_backend},
-                             std::pair{"--serve-empty", &line.serve_empty},
-                             std::pair{"--ready-file", &line.ready_file},
-                             std::pair{"--call-loop", &line.call_loop},
-                             std::pair{"--target", &line.target},
-                             std::pair{"--calls", &line.calls}}) {
+    for (auto [flag, out] :
+         {std::pair{"--json", &line.json_path}, std::pair{"--tensord", &line.tensord},
+          std::pair{"--sections", &line.sections},
+          std::pair{"--device-backend", &line.device_backend},
+          std::pair{"--serve-empty", &line.serve_empty},
+          std::pair{"--ready-file", &line.ready_file}, std::pair{"--call-loop", &line.call_loop},
+          std::pair{"--target", &line.target}, std::pair{"--calls", &line.calls}}) {
       TENSORD_ASSIGN_OR_RETURN(bool found, value_of(flag, out));
       if (found) {
         matched = true;
@@ -148,8 +146,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   }
   if (line.device_backend != "auto" && line.device_backend != "cuda" &&
       line.device_backend != "simulated") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device-backend: '", line.device_backend, "' is not auto, cuda or simulated"));
+    return absl::InvalidArgumentError(absl::StrCat("--device-backend: '", line.device_backend,
+                                                   "' is not auto, cuda or simulated"));
   }
   return line;
 }
@@ -168,16 +166,17 @@ absl::Status Run(const CommandLine& line) {
 
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> tensord,
-      ChildProcess::Start({line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
-                           "--handoff-socket=" + dir.path() + "/handoff.sock",
-                           "--max-host-bytes=6GiB", "--max-tensor-bytes=2GiB",
-                           "--log-level=warning", "--device-backend=" + line.device_backend},
-                          dir.path() + "/ready", dir.path() + "/tensord.log", absl::Seconds(30)));
+      ChildProcess::Start(
+          {line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
+           "--handoff-socket=" + dir.path() + "/handoff.sock", "--max-host-bytes=6GiB",
+           "--max-tensor-bytes=2GiB", "--log-level=warning",
+           "--device-backend=" + line.device_backend},
+          dir.path() + "/ready", dir.path() + "/tensord.log", absl::Seconds(30)));
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> empty_server,
-      ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0",
-                           "--ready-file=" + dir.path() + "/empty-ready"},
-                          dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
+      ChildProcess::Start(
+          {SelfPath(), "--serve-empty=127.0.0.1:0", "--ready-file=" + dir.path() + "/empty-ready"},
+          dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
   // The same, closing idle connections as tensord does by default: what
   // that costs every small call (a reference row of the small section).
   TENSORD_ASSIGN_OR_RETURN(
@@ -243,25 +242,26 @@ absl::Status Run(const CommandLine& line) {
     const Clock::time_point start = Clock::now();
     absl::Status status = step.run(env);
     if (!status.ok() || !tensord->Alive()) {
-      return absl::Status(
-          status.ok() ? absl::StatusCode::kUnavailable : status.code(),
-          absl::StrCat(step.name, " section failed: ",
-                       status.ok() ? "tensord exited" : status.message(),
-                       "\n---- tensord log (tail) ----\n", tensord->LogTail()));
+      return absl::Status(status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+                          absl::StrCat(step.name, " section failed: ",
+                                       status.ok() ? "tensord exited" : status.message(),
+                                       "\n---- tensord log (tail) ----\n", tensord->LogTail()));
     }
     std::fprintf(stderr, "tensord-bench: %s section done in %.1f s\n", step.name,
                  SecondsSince(start));
   }
 
   if (std::find(wanted.begin(), wanted.end(), "cluster") == wanted.end()) {
-    std::fprintf(stderr, "tensord-bench: cluster section not run (opt-in: --sections ...,cluster)\n");
+    std::fprintf(stderr,
+                 "tensord-bench: cluster section not run (opt-in: --sections ...,cluster)\n");
   }
   std::printf("tensord-bench (%s): %u CPUs, gRPC %s, tensord pid %d, total %.1f s\n",
               config.mode.c_str(), std::thread::hardware_concurrency(), grpc::Version().c_str(),
               static_cast<int>(tensord->pid()), SecondsSince(begun));
   std::fputs(report.Format().c_str(), stdout);
   std::fflush(stdout);
-  if (!line.json_path.empty()) TENSORD_RETURN_IF_ERROR(report.WriteJson(line.json_path, config.mode));
+  if (!line.json_path.empty())
+    TENSORD_RETURN_IF_ERROR(report.WriteJson(line.json_path, config.mode));
   return absl::OkStatus();
 }
 
@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
   if (!line->call_loop.empty()) {
     uint64_t calls = 0;
     if (!absl::SimpleAtoi(line->calls, &calls) || line->target.empty()) {
-      std::fprintf(stderr, "tensord-bench: --call-loop needs --target=ADDR and --calls=N (got '%s')\n",
+      std::fprintf(stderr,
+                   "tensord-bench: --call-loop needs --target=ADDR and --calls=N (got '%s')\n",
                    line->calls.c_str());
       return 2;
     }

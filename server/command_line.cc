@@ -71,9 +71,9 @@ std::span<const FlagGroup> ServerFlagGroups() {
         "connection_idle_timeout"}},
       {"Capacity",
        {"max_host_bytes", "max_tensor_bytes", "max_tensors", "max_leases_per_client",
-        "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "arena_max_tensor_bytes", "spare_put_bytes",
-        "chunk_bytes",
-        "max_message_bytes", "create_timeout", "max_watches", "watch_history"}},
+        "eviction_high_watermark", "eviction_low_watermark", "huge_pages", "arena_max_tensor_bytes",
+        "spare_put_bytes", "chunk_bytes", "max_message_bytes", "create_timeout", "max_watches",
+        "watch_history"}},
       {"Snapshots and preload",
        {"snapshot_dir", "snapshot_ignore_corrupt", "preload", "preload_prefix"}},
       {"Security",
@@ -83,9 +83,9 @@ std::span<const FlagGroup> ServerFlagGroups() {
        {"device_backend", "max_device_bytes", "simulated_devices", "simulated_legacy_ipc_only"}},
       {"Cluster",
        {"etcd_endpoints", "node_name", "advertise_address", "etcd_lease_ttl", "etcd_prefix",
-        "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file",
-        "cluster_token_file", "cluster_ca", "cluster_tls_server_name", "default_replicas",
-        "etcd_max_txn_ops", "etcd_compaction_interval"}},
+        "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file", "cluster_token_file",
+        "cluster_ca", "cluster_tls_server_name", "default_replicas", "etcd_max_txn_ops",
+        "etcd_compaction_interval"}},
       {"Logging and shutdown", {"log_level", "shutdown_grace"}},
   };
   return *kGroups;
@@ -129,8 +129,7 @@ std::string ServerHelpText() {
   absl::StrAppend(&text,
                   "\nInformation:\n"
                   "  --help, -h\n",
-                  Wrapped("Show this text and exit."),
-                  "  --version\n",
+                  Wrapped("Show this text and exit."), "  --version\n",
                   Wrapped("Show the version, the git commit and whether the CUDA backend is "
                           "built in, and exit."));
   return text;

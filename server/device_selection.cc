@@ -19,9 +19,9 @@ absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
   if (choice == "none") return nullptr;
   if (choice == "simulated") {
     if (selection.simulated_devices < 1 || selection.simulated_devices > kMaxSimulatedDevices) {
-      return absl::InvalidArgumentError(absl::StrCat("--simulated-devices=",
-                                                     selection.simulated_devices,
-                                                     " is outside 1..", kMaxSimulatedDevices));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--simulated-devices=", selection.simulated_devices, " is outside 1..",
+                       kMaxSimulatedDevices));
     }
     SimulatedBackendOptions options;
     options.device_count = selection.simulated_devices;
@@ -30,8 +30,8 @@ absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
     return std::shared_ptr<DeviceBackend>(CreateSimulatedBackend(options));
   }
   if (choice != "cuda" && choice != "auto") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device-backend=", choice, " is not one of auto, cuda, simulated, none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-backend=", choice, " is not one of auto, cuda, simulated, none"));
   }
   absl::StatusOr<std::unique_ptr<DeviceBackend>> cuda = CreateCudaBackend();
   if (cuda.ok()) return std::shared_ptr<DeviceBackend>(std::move(*cuda));

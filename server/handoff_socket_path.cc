@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <optional>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "service/common/directory_entries.h"
 #include "service/common/errno_status.h"
 
@@ -27,8 +27,8 @@ constexpr char kSocketSuffix[] = ".sock";
 // owned by this user, no group or other permissions.
 bool IsPrivateDirectory(const std::string& path) {
   struct stat info;
-  return ::lstat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode) &&
-         info.st_uid == ::geteuid() && (info.st_mode & 077) == 0;
+  return ::lstat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid() &&
+         (info.st_mode & 077) == 0;
 }
 
 // Makes `path` 0700 unless it exists; true when it is then private to us.

@@ -8,22 +8,20 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <span>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -31,6 +29,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "server/command_line.h"
 #include "server/device_selection.h"
 #include "server/handoff_socket_path.h"
@@ -224,8 +224,7 @@ ABSL_FLAG(std::string, etcd_ca, "",
 ABSL_FLAG(std::string, etcd_cert, "",
           "PEM client certificate (contents or path) presented to etcd. Needs --etcd-key. "
           "Env: TENSORD_ETCD_CERT.");
-ABSL_FLAG(std::string, etcd_key, "",
-          "PEM private key of --etcd-cert. Env: TENSORD_ETCD_KEY.");
+ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert. Env: TENSORD_ETCD_KEY.");
 ABSL_FLAG(std::string, etcd_user, "",
           "etcd user to authenticate as (etcd with auth enabled). Needs --etcd-password-file. "
           "Env: TENSORD_ETCD_USER.");
@@ -291,25 +290,21 @@ absl::Status CheckNoClusterFlagsWithoutEtcd(const ClusterFlags& flags) {
     const char* flag;
     bool set;
   };
-  for (const Given& given : {Given{"--node-name", !flags.node_name.empty()},
-                             Given{"--advertise-address", !flags.advertise_address.empty()},
-                             Given{"--etcd-lease-ttl", flags.lease_ttl != defaults.lease_ttl},
-                             Given{"--etcd-prefix", flags.prefix != defaults.prefix},
-                             Given{"--etcd-ca", !flags.ca.empty()},
-                             Given{"--etcd-cert", !flags.cert.empty()},
-                             Given{"--etcd-key", !flags.key.empty()},
-                             Given{"--etcd-user", !flags.user.empty()},
-                             Given{"--etcd-password-file", !flags.password_file.empty()},
-                             Given{"--cluster-token-file", !flags.cluster_token_file.empty()},
-                             Given{"--default-replicas", !flags.default_replicas.empty()},
-                             Given{"--cluster-ca", !flags.cluster_ca.empty()},
-                             Given{"--cluster-tls-server-name",
-                                   !flags.cluster_tls_server_name.empty()},
-                             Given{"--etcd-max-txn-ops",
-                                   flags.etcd_max_txn_ops != defaults.etcd_max_txn_ops},
-                             Given{"--etcd-compaction-interval",
-                                   flags.etcd_compaction_interval !=
-                                       defaults.etcd_compaction_interval}}) {
+  for (const Given& given :
+       {Given{"--node-name", !flags.node_name.empty()},
+        Given{"--advertise-address", !flags.advertise_address.empty()},
+        Given{"--etcd-lease-ttl", flags.lease_ttl != defaults.lease_ttl},
+        Given{"--etcd-prefix", flags.prefix != defaults.prefix},
+        Given{"--etcd-ca", !flags.ca.empty()}, Given{"--etcd-cert", !flags.cert.empty()},
+        Given{"--etcd-key", !flags.key.empty()}, Given{"--etcd-user", !flags.user.empty()},
+        Given{"--etcd-password-file", !flags.password_file.empty()},
+        Given{"--cluster-token-file", !flags.cluster_token_file.empty()},
+        Given{"--default-replicas", !flags.default_replicas.empty()},
+        Given{"--cluster-ca", !flags.cluster_ca.empty()},
+        Given{"--cluster-tls-server-name", !flags.cluster_tls_server_name.empty()},
+        Given{"--etcd-max-txn-ops", flags.etcd_max_txn_ops != defaults.etcd_max_txn_ops},
+        Given{"--etcd-compaction-interval",
+              flags.etcd_compaction_interval != defaults.etcd_compaction_interval}}) {
     if (given.set) {
       return absl::InvalidArgumentError(absl::StrCat(
           given.flag, " is set but --etcd-endpoints is not: cluster flags need a cluster to join"));
@@ -392,12 +387,11 @@ absl::Status ApplySecurityFlags(ServerOptions& options) {
     std::string value;
     std::string* out;
   };
-  for (const PemFlag& pem : {PemFlag{"--tls-cert", absl::GetFlag(FLAGS_tls_cert),
-                                     &options.tls.cert_chain_pem},
-                             PemFlag{"--tls-key", absl::GetFlag(FLAGS_tls_key),
-                                     &options.tls.private_key_pem},
-                             PemFlag{"--tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
-                                     &options.tls.client_ca_pem}}) {
+  for (const PemFlag& pem :
+       {PemFlag{"--tls-cert", absl::GetFlag(FLAGS_tls_cert), &options.tls.cert_chain_pem},
+        PemFlag{"--tls-key", absl::GetFlag(FLAGS_tls_key), &options.tls.private_key_pem},
+        PemFlag{"--tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
+                &options.tls.client_ca_pem}}) {
     absl::StatusOr<std::string> contents = PemFromPathOrContents(pem.value, pem.flag);
     if (!contents.ok()) return contents.status();
     *pem.out = std::move(*contents);
@@ -438,8 +432,8 @@ int Run(int argc, char** argv) {
       "tensord serves named tensors over gRPC.\n"
       "Usage: tensord [--listen=127.0.0.1:50051] [--max-host-bytes=8GiB] [flags]");
   std::vector<std::string> arguments = {argv[0]};
-  for (std::string& argument : ArgumentsFromEnvironment(
-           std::span<char* const>(argv, argc).subspan(argc > 0 ? 1 : 0))) {
+  for (std::string& argument :
+       ArgumentsFromEnvironment(std::span<char* const>(argv, argc).subspan(argc > 0 ? 1 : 0))) {
     arguments.push_back(std::move(argument));
   }
   for (int i = 1; i < argc; ++i) arguments.push_back(argv[i]);
@@ -453,8 +447,7 @@ int Run(int argc, char** argv) {
     std::replace(argument.begin() + prefix, argument.begin() + end, '-', '_');
   }
   CommandLineRequest request;
-  const absl::Status checked =
-      CheckServerArguments(std::span(arguments).subspan(1), request);
+  const absl::Status checked = CheckServerArguments(std::span(arguments).subspan(1), request);
   if (request == CommandLineRequest::kHelp) {
     std::fputs(ServerHelpText().c_str(), stdout);
     return 0;
@@ -479,7 +472,8 @@ int Run(int argc, char** argv) {
 
   absl::StatusOr<LogLevel> level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {
-    std::fprintf(stderr, "tensord: --log-level: %s\n", std::string(level.status().message()).c_str());
+    std::fprintf(stderr, "tensord: --log-level: %s\n",
+                 std::string(level.status().message()).c_str());
     return 2;
   }
   SetMinLogLevel(*level);
@@ -491,7 +485,8 @@ int Run(int argc, char** argv) {
   options.max_watches = absl::GetFlag(FLAGS_max_watches);
   options.registry.watch_history_items = absl::GetFlag(FLAGS_watch_history);
   if (options.max_watches == 0 || options.registry.watch_history_items == 0) {
-    std::fprintf(stderr, "tensord: --max-watches %llu and --watch-history %llu must be at least 1\n",
+    std::fprintf(stderr,
+                 "tensord: --max-watches %llu and --watch-history %llu must be at least 1\n",
                  static_cast<unsigned long long>(options.max_watches),
                  static_cast<unsigned long long>(options.registry.watch_history_items));
     return 2;
@@ -501,7 +496,8 @@ int Run(int argc, char** argv) {
   options.registry.arenas.max_slot_bytes = absl::GetFlag(FLAGS_arena_max_tensor_bytes).bytes;
   options.registry.spare_buffers.max_bytes = absl::GetFlag(FLAGS_spare_put_bytes).bytes;
   if (options.registry.arenas.max_slot_bytes > (uint64_t{64} << 20)) {
-    std::fprintf(stderr, "tensord: --arena-max-tensor-bytes (%lu) must be at most 64MiB: larger "
+    std::fprintf(stderr,
+                 "tensord: --arena-max-tensor-bytes (%lu) must be at most 64MiB: larger "
                  "tensors gain nothing from sharing a memfd\n",
                  options.registry.arenas.max_slot_bytes);
     return 2;
@@ -510,8 +506,10 @@ int Run(int argc, char** argv) {
   uint64_t chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes).bytes;
   uint64_t max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes).bytes;
   if (max_message_bytes > (uint64_t{1} << 30) || chunk_bytes > max_message_bytes) {
-    std::fprintf(stderr, "tensord: --chunk-bytes (%lu) must not exceed --max-message-bytes (%lu), "
-                 "which must be at most 1GiB\n", chunk_bytes, max_message_bytes);
+    std::fprintf(stderr,
+                 "tensord: --chunk-bytes (%lu) must not exceed --max-message-bytes (%lu), "
+                 "which must be at most 1GiB\n",
+                 chunk_bytes, max_message_bytes);
     return 2;
   }
   options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
@@ -558,7 +556,8 @@ int Run(int argc, char** argv) {
   if (!(options.registry.eviction_low_watermark > 0 &&
         options.registry.eviction_low_watermark <= options.registry.eviction_high_watermark &&
         options.registry.eviction_high_watermark <= 1)) {
-    std::fprintf(stderr, "tensord: need 0 < --eviction-low-watermark (%g) <= "
+    std::fprintf(stderr,
+                 "tensord: need 0 < --eviction-low-watermark (%g) <= "
                  "--eviction-high-watermark (%g) <= 1\n",
                  options.registry.eviction_low_watermark, options.registry.eviction_high_watermark);
     return 2;
@@ -660,14 +659,16 @@ int Run(int argc, char** argv) {
     absl::StatusOr<uint64_t> loaded =
         PreloadSafetensors((*server)->registry(), preload, absl::GetFlag(FLAGS_preload_prefix));
     if (!loaded.ok()) {
-      Log(LogLevel::kError, "preload_failed", {{"file", preload}, {"error", loaded.status().ToString()}});
+      Log(LogLevel::kError, "preload_failed",
+          {{"file", preload}, {"error", loaded.status().ToString()}});
       return 1;
     }
   }
   ClusterNodeOnExit cluster_node;
   if (cluster != nullptr) {
-    absl::StatusOr<std::string> advertise = ChooseAdvertiseAddress(
-        cluster_flags.advertise_address, (*server)->bound_addresses(), cluster_config->etcd.endpoints);
+    absl::StatusOr<std::string> advertise =
+        ChooseAdvertiseAddress(cluster_flags.advertise_address, (*server)->bound_addresses(),
+                               cluster_config->etcd.endpoints);
     if (!advertise.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(advertise.status().message()).c_str());
       return 2;
@@ -677,14 +678,15 @@ int Run(int argc, char** argv) {
         .replica_rules = cluster_config->replica_rules,
         .max_txn_ops = cluster_config->max_txn_ops,
         .compaction_interval = cluster_config->compaction_interval,
-        .peers = PeerChannelOptions{.bearer_token = cluster_config->peer_token,
-                                    .peer_ca_pem = cluster_config->peer_ca_pem,
-                                    .peer_tls_server_name = cluster_config->peer_tls_server_name,
-                                    .client_cert_pem = options.tls.cert_chain_pem,
-                                    .client_key_pem = options.tls.private_key_pem,
-                                    .max_message_bytes = static_cast<int>(std::max<uint32_t>(
-                                        options.max_message_bytes, 64 << 20)),
-                                    .idle_timeout = PeerIdleTimeout(options.connections.idle_timeout)},
+        .peers =
+            PeerChannelOptions{.bearer_token = cluster_config->peer_token,
+                               .peer_ca_pem = cluster_config->peer_ca_pem,
+                               .peer_tls_server_name = cluster_config->peer_tls_server_name,
+                               .client_cert_pem = options.tls.cert_chain_pem,
+                               .client_key_pem = options.tls.private_key_pem,
+                               .max_message_bytes = static_cast<int>(
+                                   std::max<uint32_t>(options.max_message_bytes, 64 << 20)),
+                               .idle_timeout = PeerIdleTimeout(options.connections.idle_timeout)},
         .watch_history_items = options.registry.watch_history_items};
     node_options.self.advertise_address = *advertise;
     node_options.self.handoff_available = !options.handoff.socket_path.empty();
@@ -725,13 +727,15 @@ int Run(int argc, char** argv) {
                               ? std::string("none")
                               : absl::StrCat(options.registry.device_backend->name(), " x",
                                              options.registry.device_backend->device_count())},
-       {"tls", options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
+       {"tls",
+        options.tls.enabled() ? (options.tls.client_ca_pem.empty() ? "on" : "mutual") : "off"},
        {"auth", options.token_grants.empty() ? "off" : "tokens"},
-       {"cluster", cluster == nullptr ? std::string("off")
-                                      : absl::StrCat("node ", cluster->node_name())},
+       {"cluster",
+        cluster == nullptr ? std::string("off") : absl::StrCat("node ", cluster->node_name())},
        {"pid", getpid()}});
   if (std::string ready_file = absl::GetFlag(FLAGS_ready_file); !ready_file.empty()) {
-    if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses()); !status.ok()) {
+    if (absl::Status status = WriteReadyFile(ready_file, (*server)->bound_addresses());
+        !status.ok()) {
       Log(LogLevel::kError, "ready_file_failed", {{"error", status.ToString()}});
       return 1;
     }
@@ -740,7 +744,8 @@ int Run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   Log(LogLevel::kInfo, "shutting_down",
-      {{"signal", strsignal(signal_number)}, {"grace", absl::FormatDuration(options.shutdown_grace)}});
+      {{"signal", strsignal(signal_number)},
+       {"grace", absl::FormatDuration(options.shutdown_grace)}});
   // Leave the cluster first, so others stop counting on this node while
   // calls drain (writes are refused from here on; reads go on).
   if (cluster_node.node != nullptr) cluster_node.node->Leave();

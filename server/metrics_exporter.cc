@@ -97,33 +97,36 @@ class MetricsCollectable final : public prometheus::Collectable {
     const RegistryStats stats = registry.Stats();
     MetricFamily tensors = Family("tensord_tensors", "Tensor names held.", MetricType::Gauge);
     AddGauge(tensors, {DeviceLabel()}, static_cast<double>(stats.tensors));
-    MetricFamily versions = Family(
-        "tensord_versions",
-        "Versions alive: the latest of each name plus older ones readers still hold.",
-        MetricType::Gauge);
+    MetricFamily versions =
+        Family("tensord_versions",
+               "Versions alive: the latest of each name plus older ones readers still hold.",
+               MetricType::Gauge);
     AddGauge(versions, {DeviceLabel()}, static_cast<double>(stats.versions));
-    MetricFamily stored = Family("tensord_stored_bytes", "Bytes of the versions alive.",
-                                 MetricType::Gauge);
+    MetricFamily stored =
+        Family("tensord_stored_bytes", "Bytes of the versions alive.", MetricType::Gauge);
     AddGauge(stored, {DeviceLabel()}, static_cast<double>(stats.stored_bytes));
-    MetricFamily used = Family(
-        "tensord_capacity_used_bytes",
-        "Bytes reserved against the capacity limit, including puts and creates in progress.",
-        MetricType::Gauge);
+    MetricFamily used =
+        Family("tensord_capacity_used_bytes",
+               "Bytes reserved against the capacity limit, including puts and creates in progress.",
+               MetricType::Gauge);
     AddGauge(used, {DeviceLabel()}, static_cast<double>(registry.host_bytes_used()));
-    MetricFamily limit = Family("tensord_capacity_limit_bytes",
-                                "Capacity limit (--max-host-bytes for cpu, --max-device-bytes for cuda:N).", MetricType::Gauge);
+    MetricFamily limit =
+        Family("tensord_capacity_limit_bytes",
+               "Capacity limit (--max-host-bytes for cpu, --max-device-bytes for cuda:N).",
+               MetricType::Gauge);
     AddGauge(limit, {DeviceLabel()}, static_cast<double>(registry.host_bytes_limit()));
-    MetricFamily leases = Family(
-        "tensord_open_leases",
-        "Leases open on versions: remote fetches in flight and local handoff leases.",
-        MetricType::Gauge);
+    MetricFamily leases =
+        Family("tensord_open_leases",
+               "Leases open on versions: remote fetches in flight and local handoff leases.",
+               MetricType::Gauge);
     AddGauge(leases, {DeviceLabel()}, static_cast<double>(stats.open_leases));
     for (int device = 0; device < static_cast<int>(stats.devices.size()); ++device) {
       const TensorCounts& counts = stats.devices[device];
       AddGauge(tensors, {DeviceLabel(device)}, static_cast<double>(counts.tensors));
       AddGauge(versions, {DeviceLabel(device)}, static_cast<double>(counts.versions));
       AddGauge(stored, {DeviceLabel(device)}, static_cast<double>(counts.stored_bytes));
-      AddGauge(used, {DeviceLabel(device)}, static_cast<double>(registry.device_bytes_used(device)));
+      AddGauge(used, {DeviceLabel(device)},
+               static_cast<double>(registry.device_bytes_used(device)));
       AddGauge(limit, {DeviceLabel(device)},
                static_cast<double>(registry.device_bytes_limit(device)));
       AddGauge(leases, {DeviceLabel(device)}, static_cast<double>(counts.open_leases));
@@ -134,40 +137,40 @@ class MetricsCollectable final : public prometheus::Collectable {
     MetricFamily evicted = Family("tensord_evicted_bytes_total",
                                   "Bytes of the cache versions evicted.", MetricType::Counter);
     AddCounter(evicted, {DeviceLabel()}, static_cast<double>(registry.evicted_bytes()));
-    MetricFamily arenas = Family(
-        "tensord_arenas",
-        "Shared memfds holding small host versions (one fd and two mappings each).",
-        MetricType::Gauge);
+    MetricFamily arenas =
+        Family("tensord_arenas",
+               "Shared memfds holding small host versions (one fd and two mappings each).",
+               MetricType::Gauge);
     AddGauge(arenas, {}, static_cast<double>(stats.arenas.arenas));
-    MetricFamily arena_bytes = Family(
-        "tensord_arena_bytes",
-        "Bytes of arena slots by state: used holds a version, free is kept for the next one "
-        "(its pages stay allocated once touched).",
-        MetricType::Gauge);
+    MetricFamily arena_bytes =
+        Family("tensord_arena_bytes",
+               "Bytes of arena slots by state: used holds a version, free is kept for the next one "
+               "(its pages stay allocated once touched).",
+               MetricType::Gauge);
     AddGauge(arena_bytes, {{"state", "used"}}, static_cast<double>(stats.arenas.slot_bytes_used));
     AddGauge(arena_bytes, {{"state", "free"}},
              static_cast<double>(stats.arenas.arena_bytes - stats.arenas.slot_bytes_used));
-    MetricFamily arena_slots = Family("tensord_arena_slots_used",
-                                      "Arena slots holding a version.", MetricType::Gauge);
+    MetricFamily arena_slots =
+        Family("tensord_arena_slots_used", "Arena slots holding a version.", MetricType::Gauge);
     AddGauge(arena_slots, {}, static_cast<double>(stats.arenas.slots_used));
-    MetricFamily spares = Family(
-        "tensord_spare_put_buffers",
-        "Memfds of gone remote-put versions kept for the next put of their size "
-        "(--spare-put-bytes; one fd and two mappings each).",
-        MetricType::Gauge);
+    MetricFamily spares =
+        Family("tensord_spare_put_buffers",
+               "Memfds of gone remote-put versions kept for the next put of their size "
+               "(--spare-put-bytes; one fd and two mappings each).",
+               MetricType::Gauge);
     AddGauge(spares, {}, static_cast<double>(stats.spare_buffers.buffers));
     MetricFamily spare_bytes = Family(
         "tensord_spare_put_buffer_bytes",
         "Bytes of those memfds, charged to --max-host-bytes until a put takes or needs them.",
         MetricType::Gauge);
     AddGauge(spare_bytes, {}, static_cast<double>(stats.spare_buffers.bytes));
-    MetricFamily spare_reuses = Family("tensord_spare_put_buffer_reuses_total",
-                                       "Puts that wrote into a kept memfd instead of new pages.",
-                                       MetricType::Counter);
+    MetricFamily spare_reuses =
+        Family("tensord_spare_put_buffer_reuses_total",
+               "Puts that wrote into a kept memfd instead of new pages.", MetricType::Counter);
     AddCounter(spare_reuses, {}, static_cast<double>(stats.spare_buffers.reuses));
-    for (MetricFamily* family : {&tensors, &versions, &stored, &used, &limit, &leases, &evictions,
-                                 &evicted, &arenas, &arena_bytes, &arena_slots, &spares,
-                                 &spare_bytes, &spare_reuses}) {
+    for (MetricFamily* family :
+         {&tensors, &versions, &stored, &used, &limit, &leases, &evictions, &evicted, &arenas,
+          &arena_bytes, &arena_slots, &spares, &spare_bytes, &spare_reuses}) {
       families.push_back(std::move(*family));
     }
   }
@@ -232,16 +235,16 @@ class MetricsCollectable final : public prometheus::Collectable {
 
   void CollectCalls(std::vector<MetricFamily>& families) const {
     const ServiceMetricsSnapshot snapshot = server_.metrics().Snapshot();
-    MetricFamily requests = Family(
-        "tensord_rpc_requests_total",
-        "Finished TensorService calls by method and gRPC status code.", MetricType::Counter);
-    MetricFamily errors = Family("tensord_rpc_errors_total",
-                                 "Finished TensorService calls whose code was not OK.",
-                                 MetricType::Counter);
-    MetricFamily duration = Family(
-        "tensord_rpc_duration_seconds",
-        "TensorService call duration (for Put and Fetch, the whole stream).",
-        MetricType::Histogram);
+    MetricFamily requests =
+        Family("tensord_rpc_requests_total",
+               "Finished TensorService calls by method and gRPC status code.", MetricType::Counter);
+    MetricFamily errors =
+        Family("tensord_rpc_errors_total", "Finished TensorService calls whose code was not OK.",
+               MetricType::Counter);
+    MetricFamily duration =
+        Family("tensord_rpc_duration_seconds",
+               "TensorService call duration (for Put and Fetch, the whole stream).",
+               MetricType::Histogram);
     for (size_t rpc = 0; rpc < kRpcCount; ++rpc) {
       const std::string name(RpcName(static_cast<Rpc>(rpc)));
       uint64_t failed = 0;
@@ -259,43 +262,42 @@ class MetricsCollectable final : public prometheus::Collectable {
       AddCounter(errors, {{"rpc", name}}, static_cast<double>(failed));
       AddHistogram(duration, {{"rpc", name}}, snapshot.latency[rpc]);
     }
-    MetricFamily remote = Family(
-        "tensord_remote_bytes_total",
-        "Tensor payload bytes over gRPC: received by Put, sent by Fetch.", MetricType::Counter);
+    MetricFamily remote = Family("tensord_remote_bytes_total",
+                                 "Tensor payload bytes over gRPC: received by Put, sent by Fetch.",
+                                 MetricType::Counter);
     AddCounter(remote, {{"direction", "received"}},
                static_cast<double>(snapshot.remote_bytes_received));
     AddCounter(remote, {{"direction", "sent"}}, static_cast<double>(snapshot.remote_bytes_sent));
-    MetricFamily handoff = Family(
-        "tensord_handoff_bytes_total",
-        "Tensor bytes passed zero-copy over the handoff socket: sent to local readers (per "
-        "lease handed out), received from local producers (per seal).",
-        MetricType::Counter);
+    MetricFamily handoff =
+        Family("tensord_handoff_bytes_total",
+               "Tensor bytes passed zero-copy over the handoff socket: sent to local readers (per "
+               "lease handed out), received from local producers (per seal).",
+               MetricType::Counter);
     AddCounter(handoff, {{"direction", "received"}},
                static_cast<double>(snapshot.handoff_bytes_received));
     AddCounter(handoff, {{"direction", "sent"}}, static_cast<double>(snapshot.handoff_bytes_sent));
-    MetricFamily batch_items = Family(
-        "tensord_batch_items_total",
-        "Items of BatchPut and BatchFetch calls by outcome: each item counts as the single "
-        "call it stands for.",
-        MetricType::Counter);
+    MetricFamily batch_items =
+        Family("tensord_batch_items_total",
+               "Items of BatchPut and BatchFetch calls by outcome: each item counts as the single "
+               "call it stands for.",
+               MetricType::Counter);
     for (Rpc rpc : {Rpc::kBatchPut, Rpc::kBatchFetch}) {
       const std::string name(RpcName(rpc));
       const auto& items = snapshot.batch_items[static_cast<size_t>(rpc)];
       AddCounter(batch_items, {{"rpc", name}, {"result", "ok"}}, static_cast<double>(items[0]));
-      AddCounter(batch_items, {{"rpc", name}, {"result", "failed"}},
-                 static_cast<double>(items[1]));
+      AddCounter(batch_items, {{"rpc", name}, {"result", "failed"}}, static_cast<double>(items[1]));
     }
     MetricFamily watch_events = Family("tensord_watch_events_total",
                                        "Change events sent to Watch callers.", MetricType::Counter);
     AddCounter(watch_events, {}, static_cast<double>(snapshot.watch_events_sent));
-    MetricFamily fell_behind = Family(
-        "tensord_watch_fell_behind_total",
-        "Times a watcher was told it had fallen further behind than the change history "
-        "(--watch-history) and may have missed changes.",
-        MetricType::Counter);
+    MetricFamily fell_behind =
+        Family("tensord_watch_fell_behind_total",
+               "Times a watcher was told it had fallen further behind than the change history "
+               "(--watch-history) and may have missed changes.",
+               MetricType::Counter);
     AddCounter(fell_behind, {}, static_cast<double>(snapshot.watch_fell_behind));
-    MetricFamily watches = Family("tensord_watches_open", "Watch calls open now (--max-watches).",
-                                  MetricType::Gauge);
+    MetricFamily watches =
+        Family("tensord_watches_open", "Watch calls open now (--max-watches).", MetricType::Gauge);
     AddGauge(watches, {}, static_cast<double>(server_.open_watches()));
     for (MetricFamily* family : {&requests, &errors, &duration, &remote, &handoff, &batch_items,
                                  &watch_events, &fell_behind, &watches}) {
@@ -305,13 +307,13 @@ class MetricsCollectable final : public prometheus::Collectable {
 
   void CollectHandoff(std::vector<MetricFamily>& families) const {
     const HandoffServer* handoff = server_.handoff();
-    MetricFamily connections = Family("tensord_handoff_connections",
-                                      "Local clients connected to the handoff socket.",
-                                      MetricType::Gauge);
+    MetricFamily connections =
+        Family("tensord_handoff_connections", "Local clients connected to the handoff socket.",
+               MetricType::Gauge);
     AddGauge(connections, {},
              handoff == nullptr ? 0 : static_cast<double>(handoff->connection_count()));
-    MetricFamily leases = Family("tensord_handoff_leases", "Leases held by local clients.",
-                                 MetricType::Gauge);
+    MetricFamily leases =
+        Family("tensord_handoff_leases", "Leases held by local clients.", MetricType::Gauge);
     AddGauge(leases, {}, handoff == nullptr ? 0 : static_cast<double>(handoff->lease_count()));
     families.push_back(std::move(connections));
     families.push_back(std::move(leases));
@@ -320,28 +322,28 @@ class MetricsCollectable final : public prometheus::Collectable {
   void CollectConnections(std::vector<MetricFamily>& families) const {
     const ServiceMetricsSnapshot snapshot = server_.metrics().Snapshot();
     const HandoffServer* handoff = server_.handoff();
-    MetricFamily open = Family("tensord_connections",
-                               "Connections open now, by listener (grpc, handoff).",
-                               MetricType::Gauge);
+    MetricFamily open =
+        Family("tensord_connections", "Connections open now, by listener (grpc, handoff).",
+               MetricType::Gauge);
     AddGauge(open, {{"listener", "grpc"}},
              static_cast<double>(server_.listener().open_connections()));
     AddGauge(open, {{"listener", "handoff"}},
              handoff == nullptr ? 0 : static_cast<double>(handoff->connection_count()));
-    MetricFamily limit = Family(
-        "tensord_connections_limit",
-        "Connection caps (--max-connections, --max-handoff-connections).", MetricType::Gauge);
+    MetricFamily limit = Family("tensord_connections_limit",
+                                "Connection caps (--max-connections, --max-handoff-connections).",
+                                MetricType::Gauge);
     AddGauge(limit, {{"listener", "grpc"}},
              static_cast<double>(server_.listener().max_connections()));
     AddGauge(limit, {{"listener", "handoff"}},
              handoff == nullptr ? 0 : static_cast<double>(handoff->max_connections()));
-    MetricFamily accepted = Family("tensord_connections_accepted_total",
-                                   "Connections accepted and served, by listener.",
-                                   MetricType::Counter);
-    MetricFamily refused = Family(
-        "tensord_connections_refused_total",
-        "Connections closed as soon as accepted: at the connection cap (connection_cap) or "
-        "with no fd left for them (fd_limit).",
-        MetricType::Counter);
+    MetricFamily accepted =
+        Family("tensord_connections_accepted_total",
+               "Connections accepted and served, by listener.", MetricType::Counter);
+    MetricFamily refused =
+        Family("tensord_connections_refused_total",
+               "Connections closed as soon as accepted: at the connection cap (connection_cap) or "
+               "with no fd left for them (fd_limit).",
+               MetricType::Counter);
     for (size_t listener = 0; listener < kListenerCount; ++listener) {
       const std::string name(ListenerName(static_cast<Listener>(listener)));
       AddCounter(accepted, {{"listener", name}},
@@ -354,17 +356,17 @@ class MetricsCollectable final : public prometheus::Collectable {
                    static_cast<double>(snapshot.connections_refused[listener][reason]));
       }
     }
-    MetricFamily fds = Family("tensord_open_fds", "File descriptors the process holds.",
-                              MetricType::Gauge);
+    MetricFamily fds =
+        Family("tensord_open_fds", "File descriptors the process holds.", MetricType::Gauge);
     AddGauge(fds, {}, static_cast<double>(OpenFileCount()));
-    MetricFamily fd_limit = Family("tensord_open_fds_limit",
-                                   "RLIMIT_NOFILE: the most fds the process may hold.",
-                                   MetricType::Gauge);
+    MetricFamily fd_limit =
+        Family("tensord_open_fds_limit", "RLIMIT_NOFILE: the most fds the process may hold.",
+               MetricType::Gauge);
     AddGauge(fd_limit, {}, static_cast<double>(OpenFileLimit()));
-    MetricFamily exhausted = Family(
-        "tensord_fd_exhaustion_total",
-        "Operations that failed for want of an fd (EMFILE/ENFILE): accepts and calls.",
-        MetricType::Counter);
+    MetricFamily exhausted =
+        Family("tensord_fd_exhaustion_total",
+               "Operations that failed for want of an fd (EMFILE/ENFILE): accepts and calls.",
+               MetricType::Counter);
     AddCounter(exhausted, {}, static_cast<double>(FdExhaustionLog().failures()));
     for (MetricFamily* family : {&open, &limit, &accepted, &refused, &fds, &fd_limit, &exhausted}) {
       families.push_back(std::move(*family));
@@ -380,21 +382,20 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
   uint32_t port = 0;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics listen address '", listen_address, "' is not host:port (port 0..65535)"));
+    return absl::InvalidArgumentError(absl::StrCat("metrics listen address '", listen_address,
+                                                   "' is not host:port (port 0..65535)"));
   }
   std::unique_ptr<MetricsExporter> exporter(new MetricsExporter());
   exporter->collectable_ = std::make_shared<MetricsCollectable>(server);
   // civetweb reports a bind failure by throwing; nothing else here throws.
   try {
-    exporter->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", listen_address,
-        "num_threads", "2",
-        // A stalled scraper must not hold a thread forever.
-        "request_timeout_ms", "10000"});
+    exporter->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", listen_address, "num_threads", "2",
+                                 // A stalled scraper must not hold a thread forever.
+                                 "request_timeout_ms", "10000"});
   } catch (const std::exception& error) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on '", listen_address,
-                                               "': ", error.what()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on '", listen_address, "': ", error.what()));
   }
   exporter->exposer_->RegisterCollectable(exporter->collectable_);
   std::vector<int> ports = exporter->exposer_->GetListeningPorts();

@@ -8,8 +8,8 @@
 #include "service/common/log.h"
 #include "service/common/mapped_file.h"
 #include "service/common/status_macros.h"
-#include "service/formats/safetensors.h"
 #include "service/common/tensor_name.h"
+#include "service/formats/safetensors.h"
 
 namespace tensord {
 namespace {
@@ -35,7 +35,8 @@ bool IsUnchanged(const Registry& registry, const std::string& name,
 absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::string& path,
                                             const std::string& prefix) {
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  TENSORD_ASSIGN_OR_RETURN(formats::SafetensorsIndex index, formats::ParseSafetensors(file->bytes()));
+  TENSORD_ASSIGN_OR_RETURN(formats::SafetensorsIndex index,
+                           formats::ParseSafetensors(file->bytes()));
   for (const formats::SafetensorsEntry& entry : index.entries) {
     TENSORD_RETURN_IF_ERROR(ValidateTensorName(prefix + entry.name));
   }
@@ -47,9 +48,9 @@ absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::strin
       ++skipped;
       continue;
     }
-    TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
-                             registry.Prepare(name, entry.layout,
-                                              entry.end - entry.begin, Retention::kPinned));
+    TENSORD_ASSIGN_OR_RETURN(
+        PendingVersion pending,
+        registry.Prepare(name, entry.layout, entry.end - entry.begin, Retention::kPinned));
     if (pending.total_bytes > 0) {
       TENSORD_RETURN_IF_ERROR(
           pending.buffer->Write(0, file->bytes().data() + entry.begin, pending.total_bytes));
@@ -58,8 +59,7 @@ absl::StatusOr<uint64_t> PreloadSafetensors(Registry& registry, const std::strin
     Log(LogLevel::kDebug, "preload_tensor", {{"name", info.name}, {"bytes", info.total_bytes}});
     ++published;
   }
-  Log(LogLevel::kInfo, "preload",
-      {{"file", path}, {"tensors", published}, {"unchanged", skipped}});
+  Log(LogLevel::kInfo, "preload", {{"file", path}, {"tensors", published}, {"unchanged", skipped}});
   return published;
 }
 

@@ -12,8 +12,7 @@ namespace tensord {
 ArenaMapping::~ArenaMapping() { ::munmap(const_cast<uint8_t*>(data_), size_); }
 
 absl::StatusOr<std::shared_ptr<const ArenaMapping>> ArenaMappings::Get(uint64_t arena_id,
-                                                                      ScopedFd fd,
-                                                                      uint64_t size) {
+                                                                       ScopedFd fd, uint64_t size) {
   {
     MutexLock lock(&mutex_);
     auto it = arenas_.find(arena_id);
@@ -33,7 +32,8 @@ absl::StatusOr<std::shared_ptr<const ArenaMapping>> ArenaMappings::Get(uint64_t 
   if (size == 0) return absl::InternalError(absl::StrCat("arena ", arena_id, " of 0 bytes"));
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (data == MAP_FAILED) {
-    return MappingErrnoStatus(errno, absl::StrCat("mmap of arena ", arena_id, " (", size, " bytes)"));
+    return MappingErrnoStatus(errno,
+                              absl::StrCat("mmap of arena ", arena_id, " (", size, " bytes)"));
   }
   std::shared_ptr<const ArenaMapping> mapping(
       new ArenaMapping(std::move(fd), static_cast<const uint8_t*>(data), size));
@@ -57,7 +57,8 @@ std::vector<std::pair<uint64_t, std::shared_ptr<const ArenaMapping>>> ArenaMappi
   std::vector<std::pair<uint64_t, std::shared_ptr<const ArenaMapping>>> pinned;
   MutexLock lock(&mutex_);
   for (const auto& [id, weak] : arenas_) {
-    if (std::shared_ptr<const ArenaMapping> held = weak.lock()) pinned.emplace_back(id, std::move(held));
+    if (std::shared_ptr<const ArenaMapping> held = weak.lock())
+      pinned.emplace_back(id, std::move(held));
   }
   return pinned;
 }

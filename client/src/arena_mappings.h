@@ -58,8 +58,7 @@ class ArenaMappings {
 
  private:
   mutable Mutex mutex_;
-  absl::flat_hash_map<uint64_t, std::weak_ptr<const ArenaMapping>> arenas_
-      ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<uint64_t, std::weak_ptr<const ArenaMapping>> arenas_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace tensord

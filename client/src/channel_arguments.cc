@@ -16,7 +16,8 @@ grpc::ChannelArguments ClientChannelArguments(const ClientOptions& options) {
                    ChannelArgMilliseconds(options.connection_idle_timeout));
   if (options.keepalive_time != absl::InfiniteDuration()) {
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ChannelArgMilliseconds(options.keepalive_time));
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ChannelArgMilliseconds(options.keepalive_timeout));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                     ChannelArgMilliseconds(options.keepalive_timeout));
     // Only while calls are in flight: an idle client sends nothing. gRPC's
     // limit of 2 pings without data sent stays: the first unanswered ping
     // is the one that finds a stopped server, and more pings than that

@@ -41,7 +41,8 @@ Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<RemoteTransport> remote, RemoteTransport::Connect(options));
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<RemoteTransport> remote,
+                           RemoteTransport::Connect(options));
   return std::unique_ptr<Client>(new Client(std::make_unique<Rep>(options, std::move(remote))));
 }
 
@@ -54,11 +55,11 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
     // Device puts from host memory go over gRPC (the server's staged upload);
     // a local producer writes device memory in place with Create instead.
     if (rep_->transports.path() == TransferPath::kLocal) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "put of '", name, "' into device memory (device type ", options.device->device_type,
-          ", id ", options.device->device_id,
-          ") needs TransferPath::kRemote or kAuto; on the server's host, Create with "
-          "CreateOptions::device writes device memory in place"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("put of '", name, "' into device memory (device type ",
+                       options.device->device_type, ", id ", options.device->device_id,
+                       ") needs TransferPath::kRemote or kAuto; on the server's host, Create with "
+                       "CreateOptions::device writes device memory in place"));
     }
     return rep_->transports.remote().Put(name, tensor, options);
   }
@@ -111,9 +112,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(absl::string_view pre
                                                            const WatchOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   if (options.send_existing && options.from_version != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "WatchOptions: send_existing and from_version ", options.from_version,
-        " exclude each other"));
+    return absl::InvalidArgumentError(absl::StrCat("WatchOptions: send_existing and from_version ",
+                                                   options.from_version, " exclude each other"));
   }
   if (options.max_buffered_events == 0) {
     return absl::InvalidArgumentError("WatchOptions::max_buffered_events must be at least 1");
@@ -168,9 +168,9 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
 absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> items,
                                                 const BatchPutOptions& options) {
   if (options.atomic && items.size() > kMaxBatchItems) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "atomic batch of ", items.size(), " items; one atomic batch holds at most ",
-        kMaxBatchItems));
+    return absl::InvalidArgumentError(absl::StrCat("atomic batch of ", items.size(),
+                                                   " items; one atomic batch holds at most ",
+                                                   kMaxBatchItems));
   }
   for (size_t i = 0; i < items.size(); ++i) {
     absl::Status valid = ValidateTensorName(items[i].name);
@@ -220,8 +220,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
   }
   for (size_t start = 0; start < valid.size(); start += kMaxBatchItems) {
     BatchSelection selection;
-    selection.items =
-        std::span<const TensorRef>(valid).subspan(start, std::min(kMaxBatchItems, valid.size() - start));
+    selection.items = std::span<const TensorRef>(valid).subspan(
+        start, std::min(kMaxBatchItems, valid.size() - start));
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
                              rep_->BatchFetch(selection, options));
     for (size_t i = 0; i < fetched.size(); ++i) {

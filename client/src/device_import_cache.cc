@@ -24,8 +24,9 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> DeviceImportCache::DefaultImporte
     }
     return cuda;
   }
-  return absl::UnavailableError(absl::StrCat("the server's device backend '", backend,
-                                             "' is unknown to this client (known: cuda, simulated)"));
+  return absl::UnavailableError(
+      absl::StrCat("the server's device backend '", backend,
+                   "' is unknown to this client (known: cuda, simulated)"));
 }
 
 DeviceImportCache& DeviceImportCache::Process() {
@@ -74,10 +75,10 @@ absl::StatusOr<std::shared_ptr<const DeviceMemory>> DeviceImportCache::Import(
   // A hit must be the very allocation the handle describes.
   const DeviceMemory& open = *it->second.memory;
   if (open.device() != handle.device || open.size() != handle.size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the cached import for this handle covers ", open.size(), " bytes on device ",
-        open.device(), ", but the handle describes ", handle.size, " bytes on device ",
-        handle.device));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the cached import for this handle covers ", open.size(), " bytes on device ",
+                     open.device(), ", but the handle describes ", handle.size, " bytes on device ",
+                     handle.device));
   }
   ++it->second.references;
   // Each caller gets its own pointer whose deleter drops one reference.

@@ -18,9 +18,9 @@ absl::Status FetchStreamReceiver::Receive(const StreamMessage& message) {
 absl::Status FetchStreamReceiver::ReceiveHeader(const StreamMessage& message) {
   WireFetchHeader header;
   if (message.kind != StreamMessage::Kind::kHeader ||
-      !ParseWireFetchHeader({reinterpret_cast<const uint8_t*>(message.header.data()),
-                             message.header.size()},
-                            header)) {
+      !ParseWireFetchHeader(
+          {reinterpret_cast<const uint8_t*>(message.header.data()), message.header.size()},
+          header)) {
     return absl::InternalError("fetch stream did not start with a valid header");
   }
   // The stream decoder lifted the inline bytes out of the header
@@ -35,16 +35,16 @@ absl::Status FetchStreamReceiver::ReceiveWholeAnswer(WireFetchHeader&& header) {
   return AcceptHeader(std::move(header), {&inline_data, 1});
 }
 
-absl::Status FetchStreamReceiver::AcceptHeader(WireFetchHeader&& header,
-                                               std::span<const std::span<const uint8_t>> inline_data) {
+absl::Status FetchStreamReceiver::AcceptHeader(
+    WireFetchHeader&& header, std::span<const std::span<const uint8_t>> inline_data) {
   const bool has_inline_data = header.has_inline_data;
   // info_ counts only once has_header_ is set.
   TENSORD_ASSIGN_OR_RETURN(info_, InfoFromWire(std::move(header.info)));
   const uint64_t offset = header.range_offset;
   const uint64_t length = header.range_length;
   if (offset > info_.total_bytes || length > info_.total_bytes - offset) {
-    return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length,
-                                            ") of a ", info_.total_bytes, "-byte tensor"));
+    return absl::InternalError(absl::StrCat("server sent range [", offset, ", +", length, ") of a ",
+                                            info_.total_bytes, "-byte tensor"));
   }
   if (header.split) {
     // No bytes follow; the caller fetches the range in parts.

@@ -21,7 +21,8 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     v1::HandoffRequest& request) {
-  if (!socket_.valid()) return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
+  if (!socket_.valid())
+    return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   request.set_request_id(next_request_id_++);
   absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString());
   if (!sent.ok()) {
@@ -36,7 +37,8 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
             : ReceivePacket(socket_.get());
   if (!packet.ok()) {
     socket_.Reset();
-    return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
   }
   Response response;
   response.fd = std::move(packet->fd);
@@ -50,7 +52,7 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     absl::Status refusal(static_cast<absl::StatusCode>(response.message.code()),
                          response.message.message());
     return response.message.use_remote() ? MarkUseRemote(std::move(refusal))
-                                          : MarkServerAnswer(std::move(refusal));
+                                         : MarkServerAnswer(std::move(refusal));
   }
   return response;
 }

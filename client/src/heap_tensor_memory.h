@@ -12,7 +12,8 @@ namespace tensord {
 
 class ReceiveBufferPool;
 
-// 256-byte aligned (page aligned when large), never NULL (a zero-size tensor still gets a valid block).
+// 256-byte aligned (page aligned when large), never NULL (a zero-size tensor still gets a valid
+// block).
 class HeapTensorMemory final : public TensorMemory {
  public:
   // From this size on, memory comes straight from mmap with transparent huge
@@ -36,7 +37,11 @@ class HeapTensorMemory final : public TensorMemory {
   // `block`: what to free(3) (small memory, aligned inside it), else null.
   HeapTensorMemory(Key, void* data, void* block, uint64_t size, uint64_t capacity, bool mapped,
                    std::shared_ptr<ReceiveBufferPool> pool)
-      : data_(data), block_(block), size_(size), capacity_(capacity), mapped_(mapped),
+      : data_(data),
+        block_(block),
+        size_(size),
+        capacity_(capacity),
+        mapped_(mapped),
         pool_(std::move(pool)) {}
 
   void* data() override { return data_; }
@@ -53,7 +58,7 @@ class HeapTensorMemory final : public TensorMemory {
   void* block_;  // from malloc, holding data_ aligned; null when mapped
   uint64_t size_;
   uint64_t capacity_;  // of the mapping (at least size_); unused for malloc'd memory
-  bool mapped_;  // from mmap (large) rather than malloc
+  bool mapped_;        // from mmap (large) rather than malloc
   // Where a mapping goes back to instead of munmap; null when unpooled.
   std::shared_ptr<ReceiveBufferPool> pool_;
 };

@@ -9,8 +9,8 @@ namespace tensord {
 absl::Status ValidateHostTensor(const DLTensor& tensor, absl::string_view what) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout, dlpack::LayoutOf(tensor));
   if (layout.device.device_type != kDLCPU && layout.device.device_type != kDLCUDAHost) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " device type ",
-                                                   layout.device.device_type, " is not host memory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " device type ", layout.device.device_type, " is not host memory"));
   }
   TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(layout.dtype, layout.shape));
   if (size > 0 && tensor.data == nullptr) {

@@ -34,8 +34,8 @@ absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
   info.version = wire.version;
   info.dtype = layout->dtype;
   // Moved, not copied: this runs once per Stat and per fetch header.
-  info.strides = layout->strides.empty() ? dlpack::CompactStrides(layout->shape)
-                                         : std::move(layout->strides);
+  info.strides =
+      layout->strides.empty() ? dlpack::CompactStrides(layout->shape) : std::move(layout->strides);
   info.shape = std::move(layout->shape);
   info.byte_offset = layout->byte_offset;
   info.device = layout->device;
@@ -82,9 +82,9 @@ absl::Status CheckDestinationMatches(const dlpack::TensorLayout& destination,
   if (dlpack::operator==(info.dtype, destination.dtype) && info.shape == destination.shape) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("destination ", dlpack::DescribeLayout(destination),
-                                                 " does not match tensor '", info.name, "' ",
-                                                 dlpack::DescribeLayout(LayoutOfInfo(info))));
+  return absl::InvalidArgumentError(
+      absl::StrCat("destination ", dlpack::DescribeLayout(destination), " does not match tensor '",
+                   info.name, "' ", dlpack::DescribeLayout(LayoutOfInfo(info))));
 }
 
 }  // namespace tensord

@@ -53,7 +53,8 @@ class Mapping {
                                      uint64_t offset = 0) {
     if (size == 0) return Mapping(kEmptyBytes, 0);
     void* data = ::mmap(nullptr, size, protection, flags, fd, static_cast<off_t>(offset));
-    if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap of ", size, " bytes"));
+    if (data == MAP_FAILED)
+      return MappingErrnoStatus(errno, absl::StrCat("mmap of ", size, " bytes"));
     return Mapping(data, size);
   }
   Mapping() = default;
@@ -303,8 +304,8 @@ class LocalTensorWriter final : public PendingCreateWriter {
 class DeviceTensorWriter final : public PendingCreateWriter {
  public:
   DeviceTensorWriter(std::shared_ptr<HandoffConnection> connection, uint64_t create_id,
-                     DeviceBackend* importer, std::unique_ptr<ImportedMemory> memory,
-                     uint64_t size, DLDevice device)
+                     DeviceBackend* importer, std::unique_ptr<ImportedMemory> memory, uint64_t size,
+                     DLDevice device)
       : PendingCreateWriter(std::move(connection), create_id),
         importer_(importer),
         memory_(std::move(memory)),
@@ -342,22 +343,22 @@ class DeviceTensorWriter final : public PendingCreateWriter {
 }  // namespace
 
 absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired,
-                                        ScopedFd fd) {
+                                          ScopedFd fd) {
   const TensorInfo& info = held.info();
   if (info.total_bytes == 0) return absl::OkStatus();  // no allocation to import
   if (!acquired.has_device_handle()) {
-    return absl::InternalError(absl::StrCat("handoff of device tensor '", info.name,
-                                            "' came without a device handle"));
+    return absl::InternalError(
+        absl::StrCat("handoff of device tensor '", info.name, "' came without a device handle"));
   }
-  absl::StatusOr<std::shared_ptr<const DeviceMemory>> imported = [&]()
-      -> absl::StatusOr<std::shared_ptr<const DeviceMemory>> {
+  absl::StatusOr<std::shared_ptr<const DeviceMemory>> imported =
+      [&]() -> absl::StatusOr<std::shared_ptr<const DeviceMemory>> {
     TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle,
                              DeviceHandleFromProto(acquired.device_handle(), std::move(fd)));
     if (handle.device != info.device.device_id || handle.size != info.total_bytes) {
-      return absl::InternalError(absl::StrCat(
-          "device handle of '", info.name, "' covers ", handle.size, " bytes on device ",
-          handle.device, ", not the tensor's ", info.total_bytes, " bytes on cuda:",
-          info.device.device_id));
+      return absl::InternalError(absl::StrCat("device handle of '", info.name, "' covers ",
+                                              handle.size, " bytes on device ", handle.device,
+                                              ", not the tensor's ", info.total_bytes,
+                                              " bytes on cuda:", info.device.device_id));
     }
     // The instance keeps a restarted server (same socket, maybe the same
     // pid, version numbers again from 1) apart from its predecessor.
@@ -385,9 +386,9 @@ absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireRe
   const uint64_t size = acquired.mapping_bytes();
   if (offset % static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) != 0 || offset > size ||
       info.total_bytes > size - offset) {
-    return absl::InternalError(absl::StrCat(
-        "handoff of '", info.name, "' places its ", info.total_bytes, " bytes at offset ", offset,
-        " of an arena of ", size, " bytes"));
+    return absl::InternalError(absl::StrCat("handoff of '", info.name, "' places its ",
+                                            info.total_bytes, " bytes at offset ", offset,
+                                            " of an arena of ", size, " bytes"));
   }
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaMapping> arena,
                            arenas_.Get(acquired.arena_id(), std::move(fd), size));
@@ -396,8 +397,8 @@ absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireRe
 }
 
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_view name,
-                                                                uint64_t version,
-                                                                bool host_only) {
+                                                                  uint64_t version,
+                                                                  bool host_only) {
   v1::HandoffRequest request;
   v1::AcquireRequest* acquire = request.mutable_acquire();
   acquire->set_name(std::string(name));
@@ -461,8 +462,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
     }
     if (acquired.mapping_bytes() < held->info().total_bytes) {
       return absl::InternalError(absl::StrCat(
-          "handoff of '", held->info().name, "' came with mapping_bytes ",
-          acquired.mapping_bytes(), ", fewer than its ", held->info().total_bytes, " bytes"));
+          "handoff of '", held->info().name, "' came with mapping_bytes ", acquired.mapping_bytes(),
+          ", fewer than its ", held->info().total_bytes, " bytes"));
     }
     held->SetMemfd(std::move(fd), acquired.mapping_bytes());
   }
@@ -595,8 +596,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
       }();
       if (by_name) {
         if (item.index() >= results.size()) {
-          malformed = absl::InternalError(absl::StrCat("batch answer names item ", item.index(),
-                                                       " of ", results.size()));
+          malformed = absl::InternalError(
+              absl::StrCat("batch answer names item ", item.index(), " of ", results.size()));
           continue;
         }
         results[item.index()] = std::move(tensor);
@@ -618,13 +619,15 @@ absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,
   const TensorInfo& info = held->info();
   TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, info));
   TENSORD_ASSIGN_OR_RETURN(void* source, held->SharedReadOnly());
-  TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(source, LayoutOfInfo(info), destination.data, target));
+  TENSORD_RETURN_IF_ERROR(
+      dlpack::CopyStrided(source, LayoutOfInfo(info), destination.data, target));
   return info;
 }
 
-absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(
-    absl::string_view name, DLDataType dtype, std::span<const int64_t> shape,
-    const CreateOptions& options) {
+absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(absl::string_view name,
+                                                                     DLDataType dtype,
+                                                                     std::span<const int64_t> shape,
+                                                                     const CreateOptions& options) {
   const std::optional<DLDevice>& device = options.device;
   dlpack::TensorLayout layout;
   layout.dtype = dtype;
@@ -639,7 +642,8 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(
   create->set_total_bytes(size);
   create->set_retention(static_cast<v1::Retention>(options.retention));
   create->set_replicas(options.replicas);
-  TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(std::move(request)));
+  TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
+                           connection_->Call(std::move(request)));
   const v1::CreateResponse& created = response.message.create();
   const uint64_t create_id = created.create_id();
   if (device.has_value() && device->device_type == kDLCUDA) {
@@ -678,8 +682,8 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
             "device create answer covers ", handle.size, " bytes on device ", handle.device,
             ", not the ", size, " bytes asked for on cuda:", device.device_id));
       }
-      TENSORD_ASSIGN_OR_RETURN(importer,
-                               DeviceImportCache::Process().Importer(created.device_handle().backend()));
+      TENSORD_ASSIGN_OR_RETURN(
+          importer, DeviceImportCache::Process().Importer(created.device_handle().backend()));
       TENSORD_ASSIGN_OR_RETURN(memory, importer->Import(handle));
       return absl::OkStatus();
     }();
@@ -688,8 +692,8 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
       return imported;
     }
   }
-  return std::unique_ptr<TensorWriter>(new DeviceTensorWriter(
-      connection_, create_id, importer, std::move(memory), size, device));
+  return std::unique_ptr<TensorWriter>(
+      new DeviceTensorWriter(connection_, create_id, importer, std::move(memory), size, device));
 }
 
 absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
@@ -699,9 +703,10 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
   for (size_t i = 0; i < writers.size(); ++i) {
     auto* create = dynamic_cast<PendingCreateWriter*>(writers[i].get());
     if (create == nullptr || create->connection() != connection_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "writer ", i, " was not made by this client's local Create; a group is sealed on the "
-          "connection that created all of its tensors"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("writer ", i,
+                       " was not made by this client's local Create; a group is sealed on the "
+                       "connection that created all of its tensors"));
     }
     creates.push_back(create);
   }
@@ -751,7 +756,8 @@ absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLT
   if (writer->size() > 0) {
     // Every page is about to be written: allocated in one call instead of
     // one write fault per page of the memfd (half a 256 MiB put's CPU).
-    if (writer->size() >= kPopulateBeforeCopyBytes) PopulateForWriting(writer->data(), writer->size());
+    if (writer->size() >= kPopulateBeforeCopyBytes)
+      PopulateForWriting(writer->data(), writer->size());
     dlpack::TensorLayout compact{.dtype = source.dtype, .shape = source.shape};
     TENSORD_RETURN_IF_ERROR(dlpack::CopyStrided(tensor.data, source, writer->data(), compact));
   }

@@ -5,8 +5,8 @@
 #ifndef TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 #define TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>

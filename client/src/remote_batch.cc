@@ -119,9 +119,8 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   headers.reserve(items.size());
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
-      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel, method,
-                                                                    call_context.get(),
-                                                                    &response_bytes));
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+          channel, method, call_context.get(), &response_bytes));
   absl::Status local_failure;
   {
     BatchPutWriter batch(*writer, chunk_bytes, latch);
@@ -133,9 +132,9 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
     for (size_t i = 0; i < items.size() && batch.open(); ++i) {
       absl::StatusOr<CompactSource> source = CompactSourceOf(items[i].tensor);
       if (!source.ok()) {
-        local_failure = absl::Status(source.status().code(),
-                                     absl::StrCat("item ", i, " ('", items[i].name, "'): ",
-                                                  source.status().message()));
+        local_failure = absl::Status(
+            source.status().code(),
+            absl::StrCat("item ", i, " ('", items[i].name, "'): ", source.status().message()));
         break;
       }
       headers.push_back(HeaderFor(items[i], *source, options.send_crc32c));
@@ -183,8 +182,8 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    grpc::ClientContext& context, const v1::BatchFetchRequest& request,
-    const FetchOptions& options, ReceiveBufferPool& receive_pool) {
+    grpc::ClientContext& context, const v1::BatchFetchRequest& request, const FetchOptions& options,
+    ReceiveBufferPool& receive_pool) {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel, method, &context, SerializeToByteBuffer(request)));
@@ -198,12 +197,13 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
   auto place = [&results, &request](uint32_t index) -> absl::StatusOr<absl::StatusOr<Tensor>*> {
     if (request.items_size() == 0) {
       if (index != results.size()) {
-        return absl::InternalError(absl::StrCat("batch fetch item ", index, " arrived out of order"));
+        return absl::InternalError(
+            absl::StrCat("batch fetch item ", index, " arrived out of order"));
       }
       results.emplace_back(absl::InternalError("incomplete"));
     } else if (index >= results.size()) {
-      return absl::InternalError(absl::StrCat("batch fetch answered item ", index, " of ",
-                                              results.size()));
+      return absl::InternalError(
+          absl::StrCat("batch fetch answered item ", index, " of ", results.size()));
     }
     return &results[index];
   };
@@ -242,15 +242,17 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
       open->received += decoded.chunk_size;
       if (open->received == open->info.total_bytes) {
         absl::StatusOr<absl::StatusOr<Tensor>*> slot = place(open->index);
-        if (!slot.ok()) failure = slot.status();
-        else **slot = finish(*std::move(open));
+        if (!slot.ok())
+          failure = slot.status();
+        else
+          **slot = finish(*std::move(open));
         open.reset();
       }
       continue;
     }
     if (open.has_value()) {
-      failure = absl::InternalError(absl::StrCat("batch fetch item '", open->info.name,
-                                                 "' ended before its bytes did"));
+      failure = absl::InternalError(
+          absl::StrCat("batch fetch item '", open->info.name, "' ended before its bytes did"));
       break;
     }
     failure = ParseFromByteBuffer(message, response, "batch fetch response");
@@ -283,9 +285,9 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
       OpenItem assembled{item.index(), *std::move(info), *std::move(memory), 0};
       if (item.has_inline_data() || assembled.info.total_bytes == 0) {
         if (item.inline_data().size() != assembled.info.total_bytes) {
-          failure = absl::InternalError(absl::StrCat(
-              "batch fetch item '", assembled.info.name, "' carries ", item.inline_data().size(),
-              " of ", assembled.info.total_bytes, " bytes"));
+          failure = absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
+                                                     "' carries ", item.inline_data().size(),
+                                                     " of ", assembled.info.total_bytes, " bytes"));
           break;
         }
         std::memcpy(assembled.memory->data(), item.inline_data().data(), item.inline_data().size());
@@ -297,8 +299,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     }
   }
   if (failure.ok() && open.has_value()) {
-    failure = absl::InternalError(absl::StrCat("batch fetch ended inside item '",
-                                               open->info.name, "'"));
+    failure =
+        absl::InternalError(absl::StrCat("batch fetch ended inside item '", open->info.name, "'"));
   }
   if (!failure.ok()) context.TryCancel();
   grpc::Status status = reader->Finish();

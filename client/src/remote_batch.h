@@ -28,16 +28,15 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               const grpc::internal::RpcMethod& method,
                                               std::unique_ptr<grpc::ClientContext> context,
                                               std::span<const BatchPutItem> items,
-                                              const BatchPutOptions& options,
-                                              uint32_t chunk_bytes);
+                                              const BatchPutOptions& options, uint32_t chunk_bytes);
 
 // One BatchFetch call: the items in the server's order (request order, or
 // name order for a prefix or group), each a host copy or its failure;
 // items of 256 KiB or more receive into `receive_pool`'s buffers.
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    grpc::ClientContext& context, const v1::BatchFetchRequest& request,
-    const FetchOptions& options, ReceiveBufferPool& receive_pool);
+    grpc::ClientContext& context, const v1::BatchFetchRequest& request, const FetchOptions& options,
+    ReceiveBufferPool& receive_pool);
 
 }  // namespace tensord
 

@@ -7,11 +7,11 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <functional>
-#include <atomic>
-#include <chrono>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -30,10 +30,12 @@
 #include "client/src/transfer_streams.h"
 #include "client/src/unary_byte_call.h"
 #include "client/src/watch_stream.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_safe_connects.h"
 #include "service/common/errno_status.h"
 #include "service/common/malloc_tuning.h"
+#include "service/common/mutex.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
@@ -44,9 +46,7 @@
 #include "service/wire/request_id.h"
 #include "service/wire/status_conversion.h"
 #include "service/wire/wire_tensor_info.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
-#include "service/common/mutex.h"
 
 namespace tensord {
 namespace {
@@ -108,7 +108,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
         "tls_client_cert and tls_client_key go together: give both or neither");
   }
   grpc::SslCredentialsOptions ssl;
-  TENSORD_ASSIGN_OR_RETURN(ssl.pem_root_certs, PemFromPathOrContents(options.tls_root_ca, "tls_root_ca"));
+  TENSORD_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                           PemFromPathOrContents(options.tls_root_ca, "tls_root_ca"));
   TENSORD_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
                            PemFromPathOrContents(options.tls_client_cert, "tls_client_cert"));
   TENSORD_ASSIGN_OR_RETURN(ssl.pem_private_key,
@@ -134,9 +135,9 @@ absl::Status ValidateClientOptions(const ClientOptions& options) {
                                                    " must be positive and finite"));
   }
   if (options.connection_idle_timeout < absl::Seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("connection_idle_timeout ", absl::FormatDuration(options.connection_idle_timeout),
-                     " is below gRPC's minimum of 1s (infinite: never close)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "connection_idle_timeout ", absl::FormatDuration(options.connection_idle_timeout),
+        " is below gRPC's minimum of 1s (infinite: never close)"));
   }
   if (!options.request_id.empty() && !IsValidRequestId(options.request_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -188,11 +189,10 @@ struct RemoteTransport::Rep {
         fetch_inline_method(kFetchInlineMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
         stat_method(kStatMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel),
         batch_put_method(kBatchPutMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel),
-        batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
-                           channel),
+        batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
         watch_method(kWatchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
-        receive_pool(ReceiveBufferPool::Create(opts.receive_pool_bytes,
-                                               opts.receive_pool_idle_release)) {}
+        receive_pool(
+            ReceiveBufferPool::Create(opts.receive_pool_bytes, opts.receive_pool_idle_release)) {}
 
   // `with_deadline` false: a call that lasts as long as its caller wants
   // (Watch).
@@ -212,7 +212,8 @@ struct RemoteTransport::Rep {
   // `Service` is a generated gRPC client class (TensorService's, Health's).
   template <typename Service, typename Request, typename Response>
   absl::Status Unary(Service& on,
-                     grpc::Status (Service::*method)(grpc::ClientContext*, const Request&, Response*),
+                     grpc::Status (Service::*method)(grpc::ClientContext*, const Request&,
+                                                     Response*),
                      const Request& request, Response& response) const {
     grpc::ClientContext context;
     PrepareContext(context);
@@ -222,7 +223,7 @@ struct RemoteTransport::Rep {
   // One TensorService unary call, e.g. Call(&TensorServiceClient::Stat, ...).
   template <typename Request, typename Response>
   absl::Status Call(grpc::Status (v1::TensorService::Stub::*method)(grpc::ClientContext*,
-                                                                   const Request&, Response*),
+                                                                    const Request&, Response*),
                     const Request& request, Response& response) const {
     return Unary(*tensor_service, method, request, response);
   }
@@ -248,9 +249,9 @@ struct RemoteTransport::Rep {
 
   // The FetchInline call: the bytes, or a split header when the range is
   // too large to travel inline.
-  absl::StatusOr<StreamedRange> FetchInline(
-      absl::string_view name, const FetchOptions& fetch_options,
-      FetchStreamReceiver::DestinationFor destination_for);
+  absl::StatusOr<StreamedRange> FetchInline(absl::string_view name,
+                                            const FetchOptions& fetch_options,
+                                            FetchStreamReceiver::DestinationFor destination_for);
 
   bool ShouldFetchInline(absl::string_view name, std::optional<uint64_t> expected_bytes);
   void RememberLarge(absl::string_view name);
@@ -270,7 +271,8 @@ struct RemoteTransport::Rep {
   // chunks of a call that ended early (deadline, cancel, error) only when
   // its `context` is destroyed: destroy it, then wait on `latch`, before
   // the caller's memory may go.
-  absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on, const grpc::internal::RpcMethod& method,
+  absl::StatusOr<v1::PutResponse> StreamPut(grpc::Channel& on,
+                                            const grpc::internal::RpcMethod& method,
                                             grpc::ClientContext& context,
                                             const v1::PutRequest& header, const uint8_t* data,
                                             TransferPart part, const ProgressCallback& progress,
@@ -421,15 +423,15 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
     request.set_split_above_bytes(split_above);
     grpc::ClientContext context;
     PrepareContext(context);
-    TENSORD_ASSIGN_OR_RETURN(answered, StreamFetch(*channel, context, request, fetch_options,
-                                                   destination_for));
+    TENSORD_ASSIGN_OR_RETURN(
+        answered, StreamFetch(*channel, context, request, fetch_options, destination_for));
   }
   StreamedRange whole = *std::move(answered);
   if (!whole.split) return std::move(whole.info);
 
   // Every part asks for the version the header named, so a put meanwhile
   // cannot mix two versions.
-  TENSORD_ASSIGN_OR_RETURN(uint8_t* destination, destination_for(whole.info, whole.length));
+  TENSORD_ASSIGN_OR_RETURN(uint8_t * destination, destination_for(whole.info, whole.length));
   absl::StatusOr<TensorInfo> assembled =
       FetchParts(name, fetch_options, destination, whole, split_above, cores);
   // A split header holds no lease: the version it named may have been
@@ -447,9 +449,11 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchInParts(
   return assembled;
 }
 
-absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
-    absl::string_view name, const FetchOptions& fetch_options, uint8_t* destination,
-    const StreamedRange& whole, uint64_t split_above, unsigned cores) {
+absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(absl::string_view name,
+                                                            const FetchOptions& fetch_options,
+                                                            uint8_t* destination,
+                                                            const StreamedRange& whole,
+                                                            uint64_t split_above, unsigned cores) {
   // A split from FetchInline may be below the parallel threshold: one part.
   const uint32_t part_count = split_above != 0 && whole.length > split_above
                                   ? TransferStreamsFor(TransferDirection::kFetch, whole.length,
@@ -480,9 +484,9 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::FetchParts(
     // The bytes went where this part belongs only if the server answered
     // for this part's range, not just with its length.
     if (results[index].ok() && results[index]->offset != part.offset) {
-      results[index] = absl::InternalError(absl::StrCat(
-          "server answered part [", part.offset, ", +", part.length, ") of '", name,
-          "' with the range at ", results[index]->offset));
+      results[index] = absl::InternalError(
+          absl::StrCat("server answered part [", part.offset, ", +", part.length, ") of '", name,
+                       "' with the range at ", results[index]->offset));
     }
     // One part failing ends the others at once.
     if (!results[index].ok()) {
@@ -551,7 +555,7 @@ absl::StatusOr<v1::PutResponse> RemoteTransport::Rep::StreamPut(
   v1::PutResponse response;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(&on, method, &context,
-                                                                     &response));
+                                                                    &response));
   bool open = writer->Write(SerializeToByteBuffer(header));
   // A part waits for the server to take the call before any chunk goes
   // out: a server that refuses a part (a bad token, a name outside the
@@ -601,8 +605,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::Rep::PutParts(const v1::PutRequest& 
   PartProgress progress(put_options.progress, header.header().total_bytes());
   SliceLatch latch;  // every part's chunks; before the contexts (SliceLatch)
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts = PartContexts(parts.size());
-  std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(),
-                                                       absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(), absl::UnknownError("not run"));
   auto put_part = [&](size_t index) {
     const TransferPart part = parts[index];
     v1::PutRequest part_header = header;
@@ -647,7 +650,8 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(options.server, credentials, arguments);
   if (channel == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", options.server, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create a channel to '", options.server, "'"));
   }
   return std::shared_ptr<RemoteTransport>(new RemoteTransport(
       std::make_unique<Rep>(options, std::move(channel), std::move(credentials), arguments)));
@@ -717,21 +721,21 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
   request.set_cluster_group(selection.cluster_group);
   grpc::ClientContext context;
   rep_->PrepareContext(context);
-  return StreamBatchFetch(rep_->channel.get(), rep_->batch_fetch_method, context, request,
-                          options, *rep_->receive_pool);
+  return StreamBatchFetch(rep_->channel.get(), rep_->batch_fetch_method, context, request, options,
+                          *rep_->receive_pool);
 }
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {
   std::shared_ptr<HeapTensorMemory> memory;
-  TENSORD_ASSIGN_OR_RETURN(
-      TensorInfo info,
-      rep_->FetchInParts(name, options,
-                         [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
-                           TENSORD_ASSIGN_OR_RETURN(
-                               memory, rep_->receive_pool->Allocate(header.total_bytes));
-                           return static_cast<uint8_t*>(memory->data());
-                         },
-                         /*expected_bytes=*/std::nullopt));
+  TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
+                           rep_->FetchInParts(
+                               name, options,
+                               [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
+                                 TENSORD_ASSIGN_OR_RETURN(
+                                     memory, rep_->receive_pool->Allocate(header.total_bytes));
+                                 return static_cast<uint8_t*>(memory->data());
+                               },
+                               /*expected_bytes=*/std::nullopt));
   return Tensor(std::move(info), std::move(memory));
 }
 
@@ -794,16 +798,17 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
   grpc::ClientContext context;
   rep_->PrepareContext(context);
   grpc::ByteBuffer answer;
-  TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
-      UnaryByteCall(*rep_->channel, rep_->stat_method, context,
-                    NameVersionRequest{.name = name, .version = version}, answer)));
+  TENSORD_RETURN_IF_ERROR(
+      FromGrpcStatus(UnaryByteCall(*rep_->channel, rep_->stat_method, context,
+                                   NameVersionRequest{.name = name, .version = version}, answer)));
   grpc::Slice bytes;
   if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {
     return absl::InternalError("Stat answer is unreadable");
   }
   WireTensorInfo info;
   if (!ParseWireStatResponse({bytes.begin(), bytes.size()}, info)) {
-    return absl::InternalError(absl::StrCat("server sent a malformed Stat answer for '", name, "'"));
+    return absl::InternalError(
+        absl::StrCat("server sent a malformed Stat answer for '", name, "'"));
   }
   return InfoFromWire(std::move(info));
 }
@@ -828,8 +833,8 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
   return result;
 }
 
-absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(
-    absl::string_view prefix, const WatchOptions& options) {
+absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(absl::string_view prefix,
+                                                                    const WatchOptions& options) {
   v1::WatchRequest request;
   request.set_prefix(std::string(prefix));
   request.set_from_version(options.from_version);
@@ -847,8 +852,7 @@ absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_
   request.set_name(std::string(name));
   request.set_version(version);
   v1::DeleteResponse response;
-  TENSORD_RETURN_IF_ERROR(
-      rep_->Call(&TensorServiceClient::Delete, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->Call(&TensorServiceClient::Delete, request, response));
   return response.version();
 }
 
@@ -884,13 +888,14 @@ absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes() {
       rep_->Call(&TensorServiceClient::GetServerInfo, v1::GetServerInfoRequest(), info));
   ClusterMembers members{.node_name = info.node_name(), .nodes = {}};
   for (const v1::ClusterMember& member : info.cluster_members()) {
-    members.nodes.push_back(ClusterNode{.name = member.node_name(),
-                                        .advertise_address = member.advertise_address(),
-                                        .handoff_available = member.handoff_available(),
-                                        .host_bytes_used = member.host_bytes_used(),
-                                        .host_bytes_limit = member.host_bytes_limit(),
-                                        .server_version = member.server_version(),
-                                        .started = absl::FromUnixMillis(member.start_time_unix_ms())});
+    members.nodes.push_back(
+        ClusterNode{.name = member.node_name(),
+                    .advertise_address = member.advertise_address(),
+                    .handoff_available = member.handoff_available(),
+                    .host_bytes_used = member.host_bytes_used(),
+                    .host_bytes_limit = member.host_bytes_limit(),
+                    .server_version = member.server_version(),
+                    .started = absl::FromUnixMillis(member.start_time_unix_ms())});
   }
   return members;
 }

@@ -11,7 +11,8 @@ namespace {
 constexpr uint64_t kPartAlignment = uint64_t{1} << 20;
 
 uint32_t AutoStreamsForCores(TransferDirection direction, unsigned cores) {
-  if (direction == TransferDirection::kFetch) return std::min<uint32_t>(kMaxAutoTransferStreams, cores / 2);
+  if (direction == TransferDirection::kFetch)
+    return std::min<uint32_t>(kMaxAutoTransferStreams, cores / 2);
   return cores >= 2 ? kMaxAutoTransferStreams : 1;
 }
 
@@ -40,8 +41,9 @@ uint32_t TransferStreamsFor(TransferDirection direction, uint64_t bytes, uint32_
                             unsigned cores) {
   uint32_t streams = requested;
   if (streams == 0) {
-    streams = static_cast<uint32_t>(std::min<uint64_t>(
-        AutoStreamsForCores(direction, cores), (bytes + kAutoBytesPerStream - 1) / kAutoBytesPerStream));
+    streams = static_cast<uint32_t>(
+        std::min<uint64_t>(AutoStreamsForCores(direction, cores),
+                           (bytes + kAutoBytesPerStream - 1) / kAutoBytesPerStream));
   }
   const uint64_t most = std::max<uint64_t>(1, bytes / kMinStreamPartBytes);
   return static_cast<uint32_t>(std::clamp<uint64_t>(streams, 1, most));
@@ -73,8 +75,8 @@ absl::Status CauseOfFailedParts(std::span<const absl::Status> outcomes,
   }
   if (first_echo == nullptr) return absl::OkStatus();
   if (!deadline_passed) return *first_echo;
-  return absl::DeadlineExceededError(absl::StrCat(what, " passed its deadline; its parts ended with ",
-                                                  first_echo->ToString()));
+  return absl::DeadlineExceededError(
+      absl::StrCat(what, " passed its deadline; its parts ended with ", first_echo->ToString()));
 }
 
 }  // namespace tensord

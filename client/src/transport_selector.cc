@@ -23,7 +23,7 @@ absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Local() {
 }
 
 bool TransportSelector::FallBackFrom(const std::shared_ptr<LocalTransport>& local,
-                                      const absl::Status& status) {
+                                     const absl::Status& status) {
   if (path_ != TransferPath::kAuto) return false;
   if (IsUseRemote(status)) return true;  // the connection is fine
   // The server answered (a cluster it could not ask, a seal whose copies

@@ -5,13 +5,13 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include <grpcpp/support/client_callback.h>
+#include "absl/strings/str_cat.h"
 
 #include "client/src/info_conversion.h"
+#include "service/common/mutex.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/status_conversion.h"
-#include "service/common/mutex.h"
 
 namespace tensord {
 namespace {
@@ -23,14 +23,13 @@ absl::StatusOr<WatchEvent::Kind> KindFromProto(v1::WatchEvent::Kind kind) {
     case v1::WatchEvent::EVICTED: return WatchEvent::Kind::kEvicted;
     default: break;
   }
-  return absl::InternalError(absl::StrCat("the server sent a watch event of unknown kind ",
-                                          static_cast<int>(kind)));
+  return absl::InternalError(
+      absl::StrCat("the server sent a watch event of unknown kind ", static_cast<int>(kind)));
 }
 
 // gRPC may run a reaction inline in the thread that starts an operation, so
 // StartRead and RemoveHold are always called with mutex_ released.
-class GrpcWatchStream final : public WatchStream,
-                              public grpc::ClientReadReactor<grpc::ByteBuffer> {
+class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor<grpc::ByteBuffer> {
  public:
   GrpcWatchStream(std::unique_ptr<grpc::ClientContext> context, size_t max_buffered_events)
       : context_(std::move(context)), max_buffered_(std::max<size_t>(max_buffered_events, 1)) {}
@@ -59,8 +58,8 @@ class GrpcWatchStream final : public WatchStream,
     }
     if (first_message_) return absl::OkStatus();
     if (done_) return final_status_;
-    return absl::DeadlineExceededError(absl::StrCat("the server did not start the watch within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("the server did not start the watch within ", absl::FormatDuration(timeout)));
   }
 
   absl::StatusOr<WatchEvent> Next(absl::Duration timeout) override {
@@ -172,9 +171,9 @@ class GrpcWatchStream final : public WatchStream,
         event.existing = proto.existing();
         partial_ = std::move(event);
       } else if (partial_->version != proto.version() || partial_->kind != *kind) {
-        return absl::InternalError(absl::StrCat(
-            "the server continued watch event ", partial_->version, " with event ",
-            proto.version()));
+        return absl::InternalError(absl::StrCat("the server continued watch event ",
+                                                partial_->version, " with event ",
+                                                proto.version()));
       }
       for (const v1::TensorInfo& item : proto.items()) {
         absl::StatusOr<TensorInfo> info = InfoFromProto(item);

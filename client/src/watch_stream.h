@@ -8,8 +8,8 @@
 #include <memory>
 
 #include <grpcpp/client_context.h>
-#include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/impl/codegen/channel_interface.h>
+#include <grpcpp/impl/rpc_method.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"

@@ -98,8 +98,8 @@ absl::StatusOr<std::vector<std::string>> NpyFilesUnder(const std::string& direct
     }
   }
   if (error) {
-    return absl::NotFoundError(absl::StrCat("cannot read directory ", directory, ": ",
-                                            error.message()));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read directory ", directory, ": ", error.message()));
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -179,9 +179,9 @@ absl::Status RunPutMany(Client& client, const Invocation& invocation) {
     TENSORD_ASSIGN_OR_RETURN(std::vector<std::string> files, NpyFilesUnder(path));
     total = files.size();
     if (atomic && total > kMaxBatchItems) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds ", total, " .npy files; an atomic put-many takes at most ",
-          kMaxBatchItems));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " holds ", total, " .npy files; an atomic put-many takes at most ",
+                       kMaxBatchItems));
     }
     // A plain put-many goes a slice of files at a time, so the files open at
     // once stay few; an atomic one is one batch.
@@ -214,8 +214,7 @@ absl::Status RunPutMany(Client& client, const Invocation& invocation) {
   progress.Finish();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   absl::PrintF("put-many %s: %d of %d tensors, %s in %.2f s (%s)%s%s\n", path, tally.published,
-               total, FormatByteSize(tally.bytes), seconds,
-               FormatThroughput(tally.bytes, seconds),
+               total, FormatByteSize(tally.bytes), seconds, FormatThroughput(tally.bytes, seconds),
                tally.group_version != 0 ? absl::StrCat(", group version ", tally.group_version)
                                         : std::string(),
                tally.cluster_group != 0 ? absl::StrCat(", cluster group ", tally.cluster_group)

@@ -82,8 +82,8 @@ absl::Status ListCluster(Client& client, const std::string& prefix) {
                  info.version, FormatByteSize(info.total_bytes));
     total_bytes += info.total_bytes;
   }
-  absl::PrintF("%d %s in the cluster, %s\n", tensors.size(),
-               tensors.size() == 1 ? "name" : "names", FormatByteSize(total_bytes));
+  absl::PrintF("%d %s in the cluster, %s\n", tensors.size(), tensors.size() == 1 ? "name" : "names",
+               FormatByteSize(total_bytes));
   return absl::OkStatus();
 }
 
@@ -167,9 +167,9 @@ absl::Status RunNodes(Client& client, const Invocation&) {
   for (const auto& row : rows) {
     std::string line;
     for (size_t column = 0; column < row.size(); ++column) {
-      absl::StrAppend(&line, row[column],
-                      column + 1 < row.size() ? std::string(widths[column] - row[column].size() + 2, ' ')
-                                              : "");
+      absl::StrAppend(
+          &line, row[column],
+          column + 1 < row.size() ? std::string(widths[column] - row[column].size() + 2, ' ') : "");
     }
     std::printf("%s\n", line.c_str());
   }

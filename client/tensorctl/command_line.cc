@@ -109,8 +109,8 @@ absl::Status SplitTokens(std::span<const std::string> arguments,
     if (option == nullptr) {
       std::vector<std::string_view> names;
       for (const OptionSpec& known : options) names.push_back(known.name);
-      return UsageError(absl::StrCat("unknown option '", AsAbsl(name), "'",
-                                     DidYouMean(name, names)));
+      return UsageError(
+          absl::StrCat("unknown option '", AsAbsl(name), "'", DidYouMean(name, names)));
     }
     if (option->kind == OptionKind::kFlag) {
       if (value)
@@ -144,9 +144,7 @@ absl::Status StoreOption(const CommandSpec& command, const GivenOption& option,
   }
   switch (option.spec->kind) {
     case OptionKind::kFlag:
-    case OptionKind::kText:
-      invocation.texts.emplace(name, option.value);
-      return absl::OkStatus();
+    case OptionKind::kText: invocation.texts.emplace(name, option.value); return absl::OkStatus();
     case OptionKind::kCount: {
       uint64_t number = 0;
       // SimpleAtoi alone would accept "+3" and " 3".

@@ -38,7 +38,8 @@ std::span<const OptionSpec> Options() {
       {kCountOption, "", OptionKind::kCount, "N", "stop after N events"},
       {kForOption, "", OptionKind::kText, "DURATION", "stop after this long (e.g. 30s, 5m)"},
       {kReplicasOption, "", OptionKind::kCount, "N",
-       "in a cluster: acknowledged once N nodes hold it (default: the server's --default-replicas)"},
+       "in a cluster: acknowledged once N nodes hold it (default: the server's "
+       "--default-replicas)"},
       {kStreamsOption, "", OptionKind::kCount, "N",
        "remote get or put in N concurrent streams, 1..8 (default: chosen from the size and the "
        "cores)"},
@@ -62,7 +63,7 @@ absl::StatusOr<uint32_t> StreamsOption(const Invocation& invocation) {
 }
 
 std::span<const std::string_view> GlobalOptions() {
-  static const std::string_view kGlobal[] = {kServerOption, kTlsCaOption,  kTlsCertOption,
+  static const std::string_view kGlobal[] = {kServerOption, kTlsCaOption, kTlsCertOption,
                                              kTlsKeyOption, kTokenOption, kHelpOption};
   return kGlobal;
 }

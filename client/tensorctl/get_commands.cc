@@ -7,12 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/common/absl_view.h"
 #include "client/tensorctl/commands.h"
 #include "client/tensorctl/npy_output.h"
 #include "client/tensorctl/output_file.h"
 #include "client/tensorctl/progress_bar.h"
 #include "client/tensorctl/tensor_text.h"
+#include "service/common/absl_view.h"
 #include "service/common/byte_size.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
@@ -98,8 +98,8 @@ absl::Status RunGet(Client& client, const Invocation& invocation) {
       TENSORD_RETURN_IF_ERROR(streamed);
       progress.Finish();
       TENSORD_RETURN_IF_ERROR(output->Commit());
-      absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name,
-                    stat.version, DescribeTensor(stat), FormatByteSize(stat.total_bytes),
+      absl::FPrintF(SummaryStream(*output), "get %s version %d: %s %s -> %s\n", name, stat.version,
+                    DescribeTensor(stat), FormatByteSize(stat.total_bytes),
                     AsAbsl(output->display_path()));
       return absl::OkStatus();
     }

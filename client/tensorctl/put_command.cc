@@ -42,8 +42,7 @@ absl::Status RunPut(Client& client, const Invocation& invocation) {
   if (invocation.Has(kReplicasOption)) {
     const uint64_t replicas = invocation.Number(kReplicasOption);
     if (replicas < 1 || replicas > 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--replicas ", replicas, " must be 1..16"));
+      return absl::InvalidArgumentError(absl::StrCat("--replicas ", replicas, " must be 1..16"));
     }
     options.replicas = static_cast<uint32_t>(replicas);
   }

@@ -1,10 +1,10 @@
 #include "client/tensorctl/tensor_text.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "service/common/byte_size.h"
 #include "service/dlpack/data_type.h"
 
@@ -20,14 +20,10 @@ std::string DescribeTensor(const TensorInfo& info) {
 
 std::string FormatDevice(DLDevice device) {
   switch (device.device_type) {
-    case kDLCPU:
-      return "cpu";
-    case kDLCUDA:
-      return absl::StrCat("cuda:", device.device_id);
-    case kDLCUDAHost:
-      return "cuda_host";
-    case kDLCUDAManaged:
-      return absl::StrCat("cuda_managed:", device.device_id);
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return absl::StrCat("cuda:", device.device_id);
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return absl::StrCat("cuda_managed:", device.device_id);
     default:
       return absl::StrCat("device_type", static_cast<int>(device.device_type), ":",
                           device.device_id);

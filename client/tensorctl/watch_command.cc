@@ -81,12 +81,12 @@ absl::Status RunWatch(Client& client, const Invocation& invocation) {
   options.send_existing = invocation.Has(kExistingOption);
   options.cluster = invocation.Has(kClusterOption);
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<WatchStream> watch, client.Watch(prefix, options));
-  const absl::Time end = run_for == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                             : absl::Now() + run_for;
+  const absl::Time end =
+      run_for == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + run_for;
   absl::Status ended;
   for (uint64_t events = 0; max_events == 0 || events < max_events; ++events) {
-    const absl::Duration left = end == absl::InfiniteFuture() ? absl::InfiniteDuration()
-                                                              : end - absl::Now();
+    const absl::Duration left =
+        end == absl::InfiniteFuture() ? absl::InfiniteDuration() : end - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     absl::StatusOr<WatchEvent> event = watch->Next(left);
     // --for elapsed (only Next's own wait ends with this code while the call goes on).

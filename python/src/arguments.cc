@@ -11,7 +11,8 @@ namespace nb = nanobind;
 uint64_t VersionArgument(std::optional<int64_t> version) {
   if (!version.has_value()) return 0;
   if (*version < 1) {
-    throw nb::value_error(absl::StrCat("version must be None or a positive int, got ", *version).c_str());
+    throw nb::value_error(
+        absl::StrCat("version must be None or a positive int, got ", *version).c_str());
   }
   return static_cast<uint64_t>(*version);
 }
@@ -20,7 +21,8 @@ TransferPath PathArgument(const std::string& path) {
   if (path == "auto") return TransferPath::kAuto;
   if (path == "remote") return TransferPath::kRemote;
   if (path == "local") return TransferPath::kLocal;
-  throw nb::value_error(absl::StrCat("path must be 'auto', 'remote' or 'local', got '", path, "'").c_str());
+  throw nb::value_error(
+      absl::StrCat("path must be 'auto', 'remote' or 'local', got '", path, "'").c_str());
 }
 
 Retention RetentionArgument(const std::string& retention) {
@@ -28,7 +30,8 @@ Retention RetentionArgument(const std::string& retention) {
     if (retention == RetentionName(known)) return known;
   }
   throw nb::value_error(
-      absl::StrCat("retention must be 'default', 'pinned' or 'cache', got '", retention, "'").c_str());
+      absl::StrCat("retention must be 'default', 'pinned' or 'cache', got '", retention, "'")
+          .c_str());
 }
 
 }  // namespace tensord::python

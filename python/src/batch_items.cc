@@ -20,7 +20,8 @@ std::string TypeName(nb::handle value) { return nb::type_name(value.type()).c_st
 // A str is iterable too, but a batch of its characters is never what was meant.
 void CheckIterable(nb::handle items, const char* call, const char* expected) {
   if (nb::isinstance<nb::str>(items) || !nb::hasattr(items, "__iter__")) {
-    throw nb::type_error(absl::StrCat(call, " takes ", expected, ", got ", TypeName(items)).c_str());
+    throw nb::type_error(
+        absl::StrCat(call, " takes ", expected, ", got ", TypeName(items)).c_str());
   }
 }
 
@@ -36,7 +37,8 @@ std::string NameOfItem(nb::handle name, const char* call, size_t index) {
   std::string text;
   if (!nb::try_cast(name, text, false)) {
     throw nb::type_error(
-        absl::StrCat(call, " item ", index, ": the name must be a str, got ", TypeName(name)).c_str());
+        absl::StrCat(call, " item ", index, ": the name must be a str, got ", TypeName(name))
+            .c_str());
   }
   return text;
 }
@@ -52,14 +54,15 @@ ImportedBatch ImportBatchPutItems(nb::handle items, Retention retention) {
   for (nb::handle pair : pairs) {
     std::optional<std::pair<nb::object, nb::object>> parts = SplitPair(pair);
     if (!parts.has_value()) {
-      throw nb::type_error(
-          absl::StrCat("batch_put item ", index, ": expected a (name, tensor) pair, got ", TypeName(pair))
-              .c_str());
+      throw nb::type_error(absl::StrCat("batch_put item ", index,
+                                        ": expected a (name, tensor) pair, got ", TypeName(pair))
+                               .c_str());
     }
     std::string name = NameOfItem(parts->first, "batch_put", index);
     const std::string call = absl::StrCat("batch_put (item '", name, "')");
     batch.tensors.push_back(ImportDlpack(parts->second, call.c_str()));
-    batch.items.push_back(BatchPutItem{std::move(name), batch.tensors.back().dl_tensor(), retention});
+    batch.items.push_back(
+        BatchPutItem{std::move(name), batch.tensors.back().dl_tensor(), retention});
     ++index;
   }
   return batch;
@@ -72,7 +75,8 @@ std::vector<TensorRef> TensorRefsArgument(nb::handle refs) {
   for (nb::handle ref : refs) {
     if (nb::isinstance<nb::str>(ref)) {
       wanted.push_back(TensorRef{nb::cast<std::string>(ref), 0});
-    } else if (std::optional<std::pair<nb::object, nb::object>> parts = SplitPair(ref); parts.has_value()) {
+    } else if (std::optional<std::pair<nb::object, nb::object>> parts = SplitPair(ref);
+               parts.has_value()) {
       std::optional<int64_t> version;
       if (!nb::try_cast(parts->second, version, false)) {
         throw nb::type_error(absl::StrCat("batch_fetch item ", index,
@@ -84,7 +88,8 @@ std::vector<TensorRef> TensorRefsArgument(nb::handle refs) {
       wanted.push_back(TensorRef{std::move(name), VersionArgument(version)});
     } else {
       throw nb::type_error(absl::StrCat("batch_fetch item ", index,
-                                        ": expected a name or a (name, version) pair, got ", TypeName(ref))
+                                        ": expected a name or a (name, version) pair, got ",
+                                        TypeName(ref))
                                .c_str());
     }
     ++index;
@@ -92,7 +97,8 @@ std::vector<TensorRef> TensorRefsArgument(nb::handle refs) {
   return wanted;
 }
 
-PythonBatchPutResult::PythonBatchPutResult(BatchPutResult result, std::span<const BatchPutItem> items) {
+PythonBatchPutResult::PythonBatchPutResult(BatchPutResult result,
+                                           std::span<const BatchPutItem> items) {
   names_.reserve(items.size());
   for (const BatchPutItem& item : items) names_.push_back(item.name);
   for (size_t i = 0; i < result.items.size(); ++i) {
@@ -116,23 +122,26 @@ nb::list PythonBatchPutResult::errors() const {
 
 std::string PythonBatchPutResult::Repr() const {
   const size_t failed = failed_indexes_.size();
-  return absl::StrCat("tensord.BatchPutResult(published=", nb::len(items_) - failed, ", failed=", failed,
-                      ", group_version=", group_version_.has_value() ? absl::StrCat(*group_version_) : "None",
-                      ")");
+  return absl::StrCat(
+      "tensord.BatchPutResult(published=", nb::len(items_) - failed, ", failed=", failed,
+      ", group_version=", group_version_.has_value() ? absl::StrCat(*group_version_) : "None", ")");
 }
 
 void BindBatchPutResult(nb::module_& module) {
-  nb::class_<PythonBatchPutResult>(module, "BatchPutResult",
-                                   "What a batch_put did: per item, in order, its TensorInfo or the "
-                                   "tensord.Error that says why it was not published.")
+  nb::class_<PythonBatchPutResult>(
+      module, "BatchPutResult",
+      "What a batch_put did: per item, in order, its TensorInfo or the "
+      "tensord.Error that says why it was not published.")
       .def_prop_ro("items", &PythonBatchPutResult::items,
                    "One entry per item, in order: a TensorInfo, or a tensord.Error (not raised).")
-      .def_prop_ro("group_version", &PythonBatchPutResult::group_version,
-                   "The version every item of a published atomic batch has (for batch_fetch_group); "
-                   "None for a plain batch or a refused atomic one.")
-      .def_prop_ro("cluster_group", &PythonBatchPutResult::cluster_group,
-                   "In a cluster, a published atomic batch of durable names: the etcd revision that "
-                   "ordered it (for batch_fetch_cluster_group on any node); None otherwise.")
+      .def_prop_ro(
+          "group_version", &PythonBatchPutResult::group_version,
+          "The version every item of a published atomic batch has (for batch_fetch_group); "
+          "None for a plain batch or a refused atomic one.")
+      .def_prop_ro(
+          "cluster_group", &PythonBatchPutResult::cluster_group,
+          "In a cluster, a published atomic batch of durable names: the etcd revision that "
+          "ordered it (for batch_fetch_cluster_group on any node); None otherwise.")
       .def_prop_ro("ok", &PythonBatchPutResult::ok, "True when every item was published.")
       .def_prop_ro("errors", &PythonBatchPutResult::errors,
                    "[(name, tensord.Error)] of the items not published, in order.")

@@ -15,12 +15,14 @@ void BufferDestination::Release::operator()(Py_buffer* view) const {
   delete view;
 }
 
-BufferDestination::BufferDestination(nb::handle object) : type_name_(nb::type_name(object.type()).c_str()) {
+BufferDestination::BufferDestination(nb::handle object)
+    : type_name_(nb::type_name(object.type()).c_str()) {
   if (!PyObject_CheckBuffer(object.ptr())) {
-    throw nb::type_error(absl::StrCat("fetch_into needs a writable host array: an object with __dlpack__ "
-                                      "or the buffer protocol, got ",
-                                      type_name_)
-                             .c_str());
+    throw nb::type_error(
+        absl::StrCat("fetch_into needs a writable host array: an object with __dlpack__ "
+                     "or the buffer protocol, got ",
+                     type_name_)
+            .c_str());
   }
   // Read-only is asked for, then checked, so that the message can say so.
   auto* view = new Py_buffer{};
@@ -31,7 +33,8 @@ BufferDestination::BufferDestination(nb::handle object) : type_name_(nb::type_na
   view_.reset(view);
   if (view->readonly) {
     throw nb::value_error(
-        absl::StrCat("fetch_into needs a writable buffer; the ", type_name_, " is read-only").c_str());
+        absl::StrCat("fetch_into needs a writable buffer; the ", type_name_, " is read-only")
+            .c_str());
   }
   if (view->suboffsets != nullptr) {
     throw nb::value_error(absl::StrCat("fetch_into cannot write the ", type_name_,
@@ -40,15 +43,16 @@ BufferDestination::BufferDestination(nb::handle object) : type_name_(nb::type_na
   }
   const ParsedFormat format = ParseStructFormat(view->format, view->itemsize);
   if (!format.dtype.has_value()) {
-    throw nb::value_error(absl::StrCat("fetch_into cannot write the ", type_name_, ": ", format.error).c_str());
+    throw nb::value_error(
+        absl::StrCat("fetch_into cannot write the ", type_name_, ": ", format.error).c_str());
   }
   for (int i = 0; i < view->ndim; ++i) {
     shape_.push_back(view->shape[i]);
     const Py_ssize_t stride = view->strides[i];
     if (stride % view->itemsize != 0) {
-      throw nb::value_error(absl::StrCat("fetch_into cannot write the ", type_name_, ": its stride ",
-                                         stride, " in dimension ", i, " is not a multiple of its itemsize ",
-                                         view->itemsize)
+      throw nb::value_error(absl::StrCat("fetch_into cannot write the ", type_name_,
+                                         ": its stride ", stride, " in dimension ", i,
+                                         " is not a multiple of its itemsize ", view->itemsize)
                                 .c_str());
     }
     strides_.push_back(stride / view->itemsize);
@@ -67,10 +71,10 @@ absl::StatusOr<DLTensor> BufferDestination::RawTensorFor(const TensorInfo& info)
   absl::StatusOr<uint64_t> bytes = dlpack::CompactByteSize(info.dtype, info.shape);
   if (!bytes.ok()) return bytes.status();
   if (*bytes != static_cast<uint64_t>(view_->len)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fetch_into: the ", type_name_, " holds ", view_->len, " bytes, but tensor '", info.name,
-        "' version ", info.version, " (", dlpack::DataTypeName(info.dtype), ", shape (",
-        absl::StrJoin(info.shape, ", "), ")) is ", *bytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fetch_into: the ", type_name_, " holds ", view_->len, " bytes, but tensor '",
+                     info.name, "' version ", info.version, " (", dlpack::DataTypeName(info.dtype),
+                     ", shape (", absl::StrJoin(info.shape, ", "), ")) is ", *bytes, " bytes"));
   }
   raw_strides_ = dlpack::CompactStrides(info.shape);
   DLTensor tensor{};

@@ -16,9 +16,9 @@ struct FormatName {
 // Fixed-size codes only: the buffer protocol's native 'l'/'L' vary in size,
 // so they are read through ParseStructFormat's itemsize instead.
 constexpr FormatName kFormats[] = {
-    {"?", "bool"},    {"b", "int8"},     {"B", "uint8"},     {"h", "int16"},     {"H", "uint16"},
-    {"i", "int32"},   {"I", "uint32"},   {"q", "int64"},     {"Q", "uint64"},    {"e", "float16"},
-    {"f", "float32"}, {"d", "float64"},  {"Zf", "complex64"}, {"Zd", "complex128"},
+    {"?", "bool"},    {"b", "int8"},    {"B", "uint8"},      {"h", "int16"},       {"H", "uint16"},
+    {"i", "int32"},   {"I", "uint32"},  {"q", "int64"},      {"Q", "uint64"},      {"e", "float16"},
+    {"f", "float32"}, {"d", "float64"}, {"Zf", "complex64"}, {"Zd", "complex128"},
 };
 
 std::optional<DLDataType> Parsed(const std::string& name) {
@@ -42,7 +42,8 @@ ParsedFormat ParseStructFormat(const char* format, int64_t itemsize) {
   std::string_view code = format == nullptr ? "B" : format;
   const std::string quoted = absl::StrCat("'", std::string(code), "'");
   if (!code.empty() && (code.front() == '>' || code.front() == '!')) {
-    parsed.error = absl::StrCat("buffer format ", quoted, " is big-endian; tensord tensors are little-endian");
+    parsed.error =
+        absl::StrCat("buffer format ", quoted, " is big-endian; tensord tensors are little-endian");
     return parsed;
   }
   if (!code.empty() && (code.front() == '@' || code.front() == '=' || code.front() == '<')) {
@@ -55,9 +56,11 @@ ParsedFormat ParseStructFormat(const char* format, int64_t itemsize) {
     name = code == "B" ? "uint8" : "int8";
   } else if (code == "?") {
     name = "bool";
-  } else if (code.size() == 1 && std::string_view("hilqn").find(code[0]) != std::string_view::npos) {
+  } else if (code.size() == 1 &&
+             std::string_view("hilqn").find(code[0]) != std::string_view::npos) {
     name = absl::StrCat("int", bits);  // the size the exporter says, native or standard
-  } else if (code.size() == 1 && std::string_view("HILQN").find(code[0]) != std::string_view::npos) {
+  } else if (code.size() == 1 &&
+             std::string_view("HILQN").find(code[0]) != std::string_view::npos) {
     name = absl::StrCat("uint", bits);
   } else if (code == "e" || code == "f" || code == "d") {
     name = absl::StrCat("float", bits);
@@ -66,9 +69,10 @@ ParsedFormat ParseStructFormat(const char* format, int64_t itemsize) {
   }
   if (!name.empty()) parsed.dtype = Parsed(name);
   if (!parsed.dtype.has_value()) {
-    parsed.error = absl::StrCat("buffer format ", quoted, " (itemsize ", itemsize,
-                                ") has no tensord dtype; formats taken: ?, b, B, c, h, H, i, I, l, L, q, "
-                                "Q, n, N, e, f, d, Zf, Zd");
+    parsed.error =
+        absl::StrCat("buffer format ", quoted, " (itemsize ", itemsize,
+                     ") has no tensord dtype; formats taken: ?, b, B, c, h, H, i, I, l, L, q, "
+                     "Q, n, N, e, f, d, Zf, Zd");
   }
   return parsed;
 }

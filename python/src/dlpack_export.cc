@@ -29,7 +29,7 @@ struct FreeDeleter {
 // Everything one exported capsule's struct points at; freed by its deleter,
 // which may run on any thread, with or without the GIL.
 struct ExportContext {
-  std::shared_ptr<const void> owner;  // keeps the exported bytes, shape and strides alive
+  std::shared_ptr<const void> owner;           // keeps the exported bytes, shape and strides alive
   std::unique_ptr<uint8_t, FreeDeleter> copy;  // set for copy=True exports
   DLManagedTensor legacy{};
   DLManagedTensorVersioned versioned{};
@@ -65,7 +65,8 @@ void DestroyVersionedCapsule(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, kUsedVersionedName)) return;
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
+  auto* managed =
+      static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersionedName));
   if (managed == nullptr) {
     PyErr_WriteUnraisable(capsule);
   } else if (managed->deleter != nullptr) {
@@ -79,11 +80,13 @@ std::string Repr(nb::handle value) { return nb::repr(value).c_str(); }
 // (a, b) from a 2-tuple of ints; TypeError naming `what` otherwise.
 std::pair<int64_t, int64_t> IntPair(nb::handle value, const char* what) {
   if (!nb::isinstance<nb::tuple>(value) || nb::len(value) != 2) {
-    throw nb::type_error(absl::StrCat(what, " must be a tuple of two ints, got ", Repr(value)).c_str());
+    throw nb::type_error(
+        absl::StrCat(what, " must be a tuple of two ints, got ", Repr(value)).c_str());
   }
   int64_t first, second;
   if (!nb::try_cast(value[0], first, false) || !nb::try_cast(value[1], second, false)) {
-    throw nb::type_error(absl::StrCat(what, " must be a tuple of two ints, got ", Repr(value)).c_str());
+    throw nb::type_error(
+        absl::StrCat(what, " must be a tuple of two ints, got ", Repr(value)).c_str());
   }
   return {first, second};
 }
@@ -92,8 +95,8 @@ std::pair<int64_t, int64_t> IntPair(nb::handle value, const char* what) {
 // offsets stay valid because the layout is kept).
 std::unique_ptr<uint8_t, FreeDeleter> CopyStoredBytes(const HeldTensor& held) {
   const uint64_t total = held.info().total_bytes;
-  const uint64_t allocated = std::max<uint64_t>(kCopyAlignment, (total + kCopyAlignment - 1) /
-                                                                     kCopyAlignment * kCopyAlignment);
+  const uint64_t allocated = std::max<uint64_t>(
+      kCopyAlignment, (total + kCopyAlignment - 1) / kCopyAlignment * kCopyAlignment);
   auto* bytes = static_cast<uint8_t*>(std::aligned_alloc(kCopyAlignment, allocated));
   if (bytes == nullptr) throw std::bad_alloc();
   const auto* stored = static_cast<const uint8_t*>(held.dl_tensor().data) - held.info().byte_offset;
@@ -103,7 +106,8 @@ std::unique_ptr<uint8_t, FreeDeleter> CopyStoredBytes(const HeldTensor& held) {
 
 }  // namespace
 
-HeldTensor::HeldTensor(Tensor tensor) : info_(tensor.info()), managed_(tensor.release_versioned()) {}
+HeldTensor::HeldTensor(Tensor tensor)
+    : info_(tensor.info()), managed_(tensor.release_versioned()) {}
 
 HeldTensor::~HeldTensor() {
   if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
@@ -116,7 +120,8 @@ ExportRequest ParseExportRequest(nb::handle stream, nb::handle max_version, nb::
     // Host memory has no stream to order work on (array API: only None).
     if (!stream.is_none()) {
       throw nb::value_error(
-          absl::StrCat("stream must be None for tensord's CPU tensors, got ", Repr(stream)).c_str());
+          absl::StrCat("stream must be None for tensord's CPU tensors, got ", Repr(stream))
+              .c_str());
     }
   } else if (!stream.is_none() && !nb::isinstance<nb::int_>(stream)) {
     // Any consumer stream is fine: the bytes are complete before they are
@@ -130,14 +135,16 @@ ExportRequest ParseExportRequest(nb::handle stream, nb::handle max_version, nb::
     if (type != device.device_type || id != device.device_id) {
       throw nb::buffer_error(absl::StrCat("cannot export to dl_device (", type, ", ", id,
                                           "): this tensor lives on DLPack device (",
-                                          static_cast<int>(device.device_type), ", ", device.device_id,
+                                          static_cast<int>(device.device_type), ", ",
+                                          device.device_id,
                                           ") and tensord does not copy between devices")
                                  .c_str());
     }
   }
   if (!copy.is_none()) {
     if (!nb::isinstance<nb::bool_>(copy)) {
-      throw nb::type_error(absl::StrCat("copy must be True, False or None, got ", Repr(copy)).c_str());
+      throw nb::type_error(
+          absl::StrCat("copy must be True, False or None, got ", Repr(copy)).c_str());
     }
     request.copy = nb::cast<bool>(copy);
   }
@@ -184,7 +191,8 @@ nb::object MakeCapsule(const DLTensor& tensor, std::shared_ptr<const void> owner
 
 }  // namespace
 
-nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const ExportRequest& request) {
+nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held,
+                         const ExportRequest& request) {
   const bool versioned = request.max_version.has_value() && request.max_version->first >= 1;
   const bool make_copy = request.copy.value_or(false);
   const DLDevice device = held->dl_tensor().device;
@@ -192,7 +200,8 @@ nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const Ex
   if (make_copy && !on_host) {
     throw nb::buffer_error(absl::StrCat("copy=True of tensor '", held->info().name,
                                         "', which is in device memory (DLPack device (",
-                                        static_cast<int>(device.device_type), ", ", device.device_id,
+                                        static_cast<int>(device.device_type), ", ",
+                                        device.device_id,
                                         ")): tensord copies host tensors only; fetch it with "
                                         "device_to_host=True for a host copy")
                                .c_str());
@@ -202,11 +211,12 @@ nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const Ex
   // Device imports are always flagged read-only, yet device consumers (torch)
   // take legacy capsules only: they get them, and must not write (docs).
   if (!versioned && held->read_only() && !make_copy && on_host) {
-    throw nb::buffer_error(absl::StrCat("tensor '", held->info().name,
-                                        "' is a read-only mapping and this consumer takes only legacy "
-                                        "DLPack capsules, which cannot mark it read-only: pass copy=True "
-                                        "or fetch with read_only=False")
-                               .c_str());
+    throw nb::buffer_error(
+        absl::StrCat("tensor '", held->info().name,
+                     "' is a read-only mapping and this consumer takes only legacy "
+                     "DLPack capsules, which cannot mark it read-only: pass copy=True "
+                     "or fetch with read_only=False")
+            .c_str());
   }
   DLTensor tensor = held->dl_tensor();
   std::unique_ptr<uint8_t, FreeDeleter> copy;
@@ -223,9 +233,10 @@ nb::object ExportCapsule(const std::shared_ptr<const HeldTensor>& held, const Ex
 nb::object ExportWritableCapsule(const DLTensor& tensor, std::shared_ptr<const void> owner,
                                  const ExportRequest& request, const char* what) {
   if (request.copy.value_or(false)) {
-    throw nb::buffer_error(absl::StrCat("copy=True of ", what,
-                                        ": a copy would not be written back; export it without copy")
-                               .c_str());
+    throw nb::buffer_error(
+        absl::StrCat("copy=True of ", what,
+                     ": a copy would not be written back; export it without copy")
+            .c_str());
   }
   return MakeCapsule(tensor, std::move(owner), nullptr, request, 0);
 }

@@ -48,7 +48,8 @@ struct ExportRequest {
 // bad value. `stream` must be None for host tensors, None or an int for
 // device ones; `dl_device` None or `device` itself.
 ExportRequest ParseExportRequest(nanobind::handle stream, nanobind::handle max_version,
-                                 nanobind::handle dl_device, nanobind::handle copy, DLDevice device);
+                                 nanobind::handle dl_device, nanobind::handle copy,
+                                 DLDevice device);
 
 // A new "dltensor" or "dltensor_versioned" capsule over `held` (or a private
 // copy of its bytes). The capsule's destructor is native; it calls the DLPack

@@ -11,7 +11,9 @@ namespace nb = nanobind;
 
 std::string TypeName(nb::handle value) { return nb::type_name(value.type()).c_str(); }
 
-bool IsHostDevice(int32_t device_type) { return device_type == kDLCPU || device_type == kDLCUDAHost; }
+bool IsHostDevice(int32_t device_type) {
+  return device_type == kDLCPU || device_type == kDLCUDAHost;
+}
 
 // The producer's capsule: __dlpack__(max_version=(1, 1)), or __dlpack__()
 // for producers whose __dlpack__ takes no max_version (torch 1.13, numpy 1.x).
@@ -20,7 +22,8 @@ nb::object RequestCapsule(nb::handle producer) {
   PyObject* capsule = nullptr;
   {
     nb::dict kwargs;
-    kwargs["max_version"] = nb::make_tuple(dlpack::kProducedMajorVersion, dlpack::kProducedMinorVersion);
+    kwargs["max_version"] =
+        nb::make_tuple(dlpack::kProducedMajorVersion, dlpack::kProducedMinorVersion);
     capsule = PyObject_Call(method.ptr(), nb::tuple().ptr(), kwargs.ptr());
   }
   if (capsule == nullptr) {
@@ -41,9 +44,10 @@ ImportedTensor::~ImportedTensor() {
 
 ImportedTensor ImportDlpack(nb::handle producer, const char* call) {
   if (!nb::hasattr(producer, "__dlpack__")) {
-    throw nb::type_error(
-        absl::StrCat(call, " needs an object with __dlpack__ (a DLPack producer), got ", TypeName(producer))
-            .c_str());
+    throw nb::type_error(absl::StrCat(call,
+                                      " needs an object with __dlpack__ (a DLPack producer), got ",
+                                      TypeName(producer))
+                             .c_str());
   }
   // Check the device before asking for a capsule, as the array API's
   // from_dlpack does, so a device tensor is never exported for nothing.
@@ -52,21 +56,24 @@ ImportedTensor ImportDlpack(nb::handle producer, const char* call) {
     int32_t device_type = 0;
     if (nb::isinstance<nb::tuple>(device) && nb::len(device) == 2 &&
         nb::try_cast(device[0], device_type, true) && !IsHostDevice(device_type)) {
-      throw nb::buffer_error(absl::StrCat(call, " takes host tensors only; the ", TypeName(producer),
-                                          " is on DLPack device ", nb::repr(device).c_str())
+      throw nb::buffer_error(absl::StrCat(call, " takes host tensors only; the ",
+                                          TypeName(producer), " is on DLPack device ",
+                                          nb::repr(device).c_str())
                                  .c_str());
     }
   }
   nb::object capsule = RequestCapsule(producer);
   PyObject* raw = capsule.ptr();
   if (PyCapsule_IsValid(raw, "dltensor_versioned")) {
-    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
+    auto* managed =
+        static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
     if (PyCapsule_SetName(raw, "used_dltensor_versioned") != 0) throw nb::python_error();
     ImportedTensor imported(nullptr, managed);
     if (managed->version.major != dlpack::kProducedMajorVersion) {
       throw nb::buffer_error(absl::StrCat("the ", TypeName(producer), " exported DLPack version ",
                                           managed->version.major, ".", managed->version.minor,
-                                          "; tensord reads major version ", dlpack::kProducedMajorVersion)
+                                          "; tensord reads major version ",
+                                          dlpack::kProducedMajorVersion)
                                  .c_str());
     }
     return imported;
@@ -76,9 +83,10 @@ ImportedTensor ImportDlpack(nb::handle producer, const char* call) {
     if (PyCapsule_SetName(raw, "used_dltensor") != 0) throw nb::python_error();
     return ImportedTensor(managed, nullptr);
   }
-  throw nb::type_error(absl::StrCat("__dlpack__ of the ", TypeName(producer),
-                                    " returned neither a 'dltensor' nor a 'dltensor_versioned' capsule")
-                           .c_str());
+  throw nb::type_error(
+      absl::StrCat("__dlpack__ of the ", TypeName(producer),
+                   " returned neither a 'dltensor' nor a 'dltensor_versioned' capsule")
+          .c_str());
 }
 
 }  // namespace tensord::python

@@ -18,7 +18,8 @@ class ImportedTensor {
       : legacy_(legacy), versioned_(versioned) {}
   ~ImportedTensor();
   ImportedTensor(ImportedTensor&& other) noexcept
-      : legacy_(std::exchange(other.legacy_, nullptr)), versioned_(std::exchange(other.versioned_, nullptr)) {}
+      : legacy_(std::exchange(other.legacy_, nullptr)),
+        versioned_(std::exchange(other.versioned_, nullptr)) {}
   ImportedTensor(const ImportedTensor&) = delete;
   ImportedTensor& operator=(const ImportedTensor&) = delete;
   ImportedTensor& operator=(ImportedTensor&&) = delete;

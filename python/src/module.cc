@@ -42,12 +42,14 @@ nb::tuple IntTuple(const std::vector<int64_t>& values) {
 // A fetched tensor as Python sees it; exports share its bytes.
 class FetchedTensor {
  public:
-  explicit FetchedTensor(Tensor tensor) : held_(std::make_shared<const HeldTensor>(std::move(tensor))) {}
+  explicit FetchedTensor(Tensor tensor)
+      : held_(std::make_shared<const HeldTensor>(std::move(tensor))) {}
 
   // ValueError once closed.
   const std::shared_ptr<const HeldTensor>& held() const {
     if (held_ == nullptr) {
-      throw nb::value_error("this tensord.Tensor is closed (its bytes were released by close() or a with block)");
+      throw nb::value_error(
+          "this tensord.Tensor is closed (its bytes were released by close() or a with block)");
     }
     return held_;
   }
@@ -71,7 +73,8 @@ class PythonClient {
     if (timeout_seconds.has_value()) {
       if (!(*timeout_seconds > 0)) {
         throw nb::value_error(
-            absl::StrCat("timeout must be None or positive seconds, got ", *timeout_seconds).c_str());
+            absl::StrCat("timeout must be None or positive seconds, got ", *timeout_seconds)
+                .c_str());
       }
       options.timeout = absl::Seconds(*timeout_seconds);
     }
@@ -117,8 +120,8 @@ class PythonClient {
   // __dlpack__ (numpy, torch; any strides) of the stored dtype and shape, or
   // an object with the writable buffer protocol (bytearray, array.array,
   // memoryview, mmap), typed by its format, or raw bytes (BufferDestination).
-  TensorInfo FetchInto(const std::string& name, nb::handle destination, std::optional<int64_t> version,
-                       bool verify_crc32c) {
+  TensorInfo FetchInto(const std::string& name, nb::handle destination,
+                       std::optional<int64_t> version, bool verify_crc32c) {
     FetchOptions options;
     options.version = VersionArgument(version);
     options.verify_crc32c = verify_crc32c;
@@ -139,8 +142,9 @@ class PythonClient {
   }
 
   // A zero-copy writer for a new version of `name` (local handoff only).
-  PythonTensorWriter Create(const std::string& name, nb::handle dtype, const std::vector<int64_t>& shape,
-                            const std::string& retention, nb::handle device, uint32_t replicas) {
+  PythonTensorWriter Create(const std::string& name, nb::handle dtype,
+                            const std::vector<int64_t>& shape, const std::string& retention,
+                            nb::handle device, uint32_t replicas) {
     const DLDataType parsed_dtype = DtypeArgument(dtype);
     CreateOptions options;
     options.retention = RetentionArgument(retention);
@@ -151,10 +155,12 @@ class PythonClient {
       nb::gil_scoped_release released;
       writer = client_->Create(name, parsed_dtype, shape, options);
     }
-    if (!writer.ok() && writer.status().code() == absl::StatusCode::kUnavailable && !client_->local()) {
+    if (!writer.ok() && writer.status().code() == absl::StatusCode::kUnavailable &&
+        !client_->local()) {
       throw StatusError(absl::UnavailableError(absl::StrCat(
           "create needs the local handoff, and this Client talks gRPC only (path='remote', or no "
-          "handoff socket reachable from this host): connect with path='local' to a tensord on this "
+          "handoff socket reachable from this host): connect with path='local' to a tensord on "
+          "this "
           "host that runs with a --handoff-socket (",
           writer.status().message(), ")")));
     }
@@ -176,7 +182,8 @@ class PythonClient {
       for (size_t i = 0; i < python_writers.size(); ++i) {
         if (python_writers[i] == writer) {
           throw nb::value_error(absl::StrCat("seal_group got the writer of '", writer->name(),
-                                             "' twice (indexes ", i, " and ", python_writers.size(), ")")
+                                             "' twice (indexes ", i, " and ", python_writers.size(),
+                                             ")")
                                     .c_str());
         }
       }
@@ -185,7 +192,8 @@ class PythonClient {
     // Every writer is checked before any is taken, so a refusal leaves them all open.
     for (PythonTensorWriter* writer : python_writers) writer->CheckSealable("seal_group");
     std::vector<std::unique_ptr<TensorWriter>> taken;
-    for (PythonTensorWriter* writer : python_writers) taken.push_back(writer->TakeForSeal("seal_group"));
+    for (PythonTensorWriter* writer : python_writers)
+      taken.push_back(writer->TakeForSeal("seal_group"));
     absl::StatusOr<std::vector<TensorInfo>> infos;
     {
       nb::gil_scoped_release released;
@@ -267,7 +275,8 @@ class PythonClient {
     return WrapAll(ValueOrThrow(std::move(fetched)));
   }
 
-  std::vector<FetchedTensor> BatchFetchGroup(int64_t group_version, bool verify_crc32c, bool device_to_host) {
+  std::vector<FetchedTensor> BatchFetchGroup(int64_t group_version, bool verify_crc32c,
+                                             bool device_to_host) {
     if (group_version < 1) {
       throw nb::value_error(
           absl::StrCat("group_version must be a positive int, got ", group_version).c_str());
@@ -297,7 +306,8 @@ class PythonClient {
   }
 
   // fetch_into for buffer-protocol destinations (BufferDestination).
-  TensorInfo FetchIntoBuffer(const std::string& name, nb::handle destination, const FetchOptions& options) {
+  TensorInfo FetchIntoBuffer(const std::string& name, nb::handle destination,
+                             const FetchOptions& options) {
     BufferDestination buffer(destination);
     if (!buffer.raw_bytes()) {
       absl::StatusOr<TensorInfo> info;
@@ -327,7 +337,8 @@ class PythonClient {
       FetchOptions pinned = options;
       pinned.version = stored->version;
       info = client_->FetchInto(name, *raw, pinned);
-      if (info.ok() || options.version != 0 || info.status().code() != absl::StatusCode::kNotFound) break;
+      if (info.ok() || options.version != 0 || info.status().code() != absl::StatusCode::kNotFound)
+        break;
     }
     return ValueOrThrow(std::move(info));
   }
@@ -375,40 +386,49 @@ class PythonClient {
 
 std::string InfoRepr(const TensorInfo& info) {
   std::string shape;
-  for (size_t i = 0; i < info.shape.size(); ++i) absl::StrAppend(&shape, i ? ", " : "", info.shape[i]);
+  for (size_t i = 0; i < info.shape.size(); ++i)
+    absl::StrAppend(&shape, i ? ", " : "", info.shape[i]);
   if (info.shape.size() == 1) shape += ",";
   return absl::StrCat("TensorInfo(name='", info.name, "', version=", info.version, ", dtype='",
-                      dlpack::DataTypeName(info.dtype), "', shape=(", shape, "), total_bytes=",
-                      info.total_bytes, ", open_leases=", info.open_leases, ")");
+                      dlpack::DataTypeName(info.dtype), "', shape=(", shape,
+                      "), total_bytes=", info.total_bytes, ", open_leases=", info.open_leases, ")");
 }
 
 void BindTensorInfo(nb::module_& m) {
   nb::class_<TensorInfo>(m, "TensorInfo", "What the server knows about one version of a tensor.")
       .def_prop_ro("name", [](const TensorInfo& i) { return i.name; })
       .def_prop_ro("version", [](const TensorInfo& i) { return i.version; })
-      .def_prop_ro("dtype", [](const TensorInfo& i) { return dlpack::DataTypeName(i.dtype); },
-                   "Canonical dtype name: 'float32', 'bfloat16', 'bool', 'int8', ...")
-      .def_prop_ro("dlpack_dtype",
-                   [](const TensorInfo& i) {
-                     return nb::make_tuple(i.dtype.code, i.dtype.bits, i.dtype.lanes);
-                   },
-                   "The DLPack (code, bits, lanes).")
+      .def_prop_ro(
+          "dtype", [](const TensorInfo& i) { return dlpack::DataTypeName(i.dtype); },
+          "Canonical dtype name: 'float32', 'bfloat16', 'bool', 'int8', ...")
+      .def_prop_ro(
+          "dlpack_dtype",
+          [](const TensorInfo& i) {
+            return nb::make_tuple(i.dtype.code, i.dtype.bits, i.dtype.lanes);
+          },
+          "The DLPack (code, bits, lanes).")
       .def_prop_ro("shape", [](const TensorInfo& i) { return IntTuple(i.shape); })
-      .def_prop_ro("strides", [](const TensorInfo& i) { return IntTuple(i.strides); },
-                   "In elements, always filled.")
+      .def_prop_ro(
+          "strides", [](const TensorInfo& i) { return IntTuple(i.strides); },
+          "In elements, always filled.")
       .def_prop_ro("byte_offset", [](const TensorInfo& i) { return i.byte_offset; })
       .def_prop_ro("device",
                    [](const TensorInfo& i) {
-                     return nb::make_tuple(static_cast<int>(i.device.device_type), i.device.device_id);
+                     return nb::make_tuple(static_cast<int>(i.device.device_type),
+                                           i.device.device_id);
                    })
       .def_prop_ro("total_bytes", [](const TensorInfo& i) { return i.total_bytes; })
       .def_prop_ro("crc32c", [](const TensorInfo& i) { return i.crc32c; })
-      .def_prop_ro("created", [](const TensorInfo& i) { return absl::ToDoubleSeconds(i.created - absl::UnixEpoch()); },
-                   "Publication time, seconds since the Unix epoch.")
-      .def_prop_ro("open_leases", [](const TensorInfo& i) { return i.open_leases; },
-                   "Open leases (in-flight fetches and local handoffs) on this version.")
-      .def_prop_ro("retention", [](const TensorInfo& i) { return std::string(RetentionName(i.retention)); },
-                   "'default', 'pinned' or 'cache' (evictable).")
+      .def_prop_ro(
+          "created",
+          [](const TensorInfo& i) { return absl::ToDoubleSeconds(i.created - absl::UnixEpoch()); },
+          "Publication time, seconds since the Unix epoch.")
+      .def_prop_ro(
+          "open_leases", [](const TensorInfo& i) { return i.open_leases; },
+          "Open leases (in-flight fetches and local handoffs) on this version.")
+      .def_prop_ro(
+          "retention", [](const TensorInfo& i) { return std::string(RetentionName(i.retention)); },
+          "'default', 'pinned' or 'cache' (evictable).")
       .def_ro("node", &TensorInfo::node,
               "Cluster listings and watches: the node that took the version's put; '' "
               "otherwise.")
@@ -416,36 +436,45 @@ void BindTensorInfo(nb::module_& m) {
 }
 
 void BindTensor(nb::module_& m) {
-  nb::class_<FetchedTensor>(m, "Tensor",
-                            "A fetched tensor. Hand it to any DLPack consumer (torch.from_dlpack, "
-                            "numpy.from_dlpack, jax.dlpack.from_dlpack); its bytes and the server's "
-                            "lease live until this object and every consumer's tensor are gone.")
+  nb::class_<FetchedTensor>(
+      m, "Tensor",
+      "A fetched tensor. Hand it to any DLPack consumer (torch.from_dlpack, "
+      "numpy.from_dlpack, jax.dlpack.from_dlpack); its bytes and the server's "
+      "lease live until this object and every consumer's tensor are gone.")
       .def(
           "__dlpack__",
-          [](const FetchedTensor& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
-             nb::handle copy) {
+          [](const FetchedTensor& self, nb::handle stream, nb::handle max_version,
+             nb::handle dl_device, nb::handle copy) {
             const std::shared_ptr<const HeldTensor>& held = self.held();
-            return ExportCapsule(held, ParseExportRequest(stream, max_version, dl_device, copy, held->device()));
+            return ExportCapsule(
+                held, ParseExportRequest(stream, max_version, dl_device, copy, held->device()));
           },
           nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
           "dl_device"_a = nb::none(), "copy"_a = nb::none(),
-          "A DLPack capsule: 'dltensor_versioned' when max_version >= (1, 0), 'dltensor' otherwise.")
-      .def("__dlpack_device__",
-           [](const FetchedTensor& self) {
-             const DLDevice device = self.held()->device();
-             return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
-           },
-           "(1, 0) for host memory; (2, N) for a device tensor imported over the local handoff.")
+          "A DLPack capsule: 'dltensor_versioned' when max_version >= (1, 0), 'dltensor' "
+          "otherwise.")
+      .def(
+          "__dlpack_device__",
+          [](const FetchedTensor& self) {
+            const DLDevice device = self.held()->device();
+            return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
+          },
+          "(1, 0) for host memory; (2, N) for a device tensor imported over the local handoff.")
       .def_prop_ro("info", [](const FetchedTensor& self) { return self.held()->info(); })
       .def_prop_ro("name", [](const FetchedTensor& self) { return self.held()->info().name; })
       .def_prop_ro("version", [](const FetchedTensor& self) { return self.held()->info().version; })
-      .def_prop_ro("dtype", [](const FetchedTensor& self) { return dlpack::DataTypeName(self.held()->info().dtype); })
-      .def_prop_ro("shape", [](const FetchedTensor& self) { return IntTuple(self.held()->info().shape); })
-      .def_prop_ro("read_only", [](const FetchedTensor& self) { return self.held()->read_only(); },
-                   "True for a shared read-only mapping of the server's bytes (fetch(read_only=True)).")
-      .def_prop_ro("is_copy", [](const FetchedTensor& self) { return self.held()->is_copy(); },
-                   "True when the bytes are this process's own copy (a remote fetch), False for a "
-                   "mapping of the server's bytes (the local handoff).")
+      .def_prop_ro(
+          "dtype",
+          [](const FetchedTensor& self) { return dlpack::DataTypeName(self.held()->info().dtype); })
+      .def_prop_ro("shape",
+                   [](const FetchedTensor& self) { return IntTuple(self.held()->info().shape); })
+      .def_prop_ro(
+          "read_only", [](const FetchedTensor& self) { return self.held()->read_only(); },
+          "True for a shared read-only mapping of the server's bytes (fetch(read_only=True)).")
+      .def_prop_ro(
+          "is_copy", [](const FetchedTensor& self) { return self.held()->is_copy(); },
+          "True when the bytes are this process's own copy (a remote fetch), False for a "
+          "mapping of the server's bytes (the local handoff).")
       .def("close", &FetchedTensor::Close,
            "Releases this object's hold on the bytes (and, once every array made from it is gone, "
            "the server's lease). Idempotent; the Tensor is unusable afterwards.")
@@ -461,44 +490,58 @@ void BindTensor(nb::module_& m) {
       .def("__repr__", [](const FetchedTensor& self) {
         if (self.closed()) return std::string("tensord.Tensor(closed)");
         const TensorInfo& info = self.held()->info();
-        return absl::StrCat("tensord.Tensor(name='", info.name, "', version=", info.version, ", dtype='",
-                            dlpack::DataTypeName(info.dtype), "', shape=", nb::repr(IntTuple(info.shape)).c_str(),
-                            ")");
+        return absl::StrCat("tensord.Tensor(name='", info.name, "', version=", info.version,
+                            ", dtype='", dlpack::DataTypeName(info.dtype),
+                            "', shape=", nb::repr(IntTuple(info.shape)).c_str(), ")");
       });
 }
 
 void BindClient(nb::module_& m) {
   nb::class_<PythonClient>(m, "Client", "A connection to a tensord server. Thread-safe.")
-      .def(nb::init<std::string, const std::string&, std::optional<double>, std::string>(), "server"_a,
-           nb::kw_only(), "path"_a = "auto", "timeout"_a = nb::none(), "handoff_socket"_a = "",
-           "server: 'host:port', 'unix:PATH' or any gRPC target. path: 'auto' (local handoff when the "
-           "server's handoff socket is reachable on this host), 'remote' or 'local'. timeout: seconds "
+      .def(nb::init<std::string, const std::string&, std::optional<double>, std::string>(),
+           "server"_a, nb::kw_only(), "path"_a = "auto", "timeout"_a = nb::none(),
+           "handoff_socket"_a = "",
+           "server: 'host:port', 'unix:PATH' or any gRPC target. path: 'auto' (local handoff when "
+           "the "
+           "server's handoff socket is reachable on this host), 'remote' or 'local'. timeout: "
+           "seconds "
            "per call. handoff_socket: override the socket the server advertises.")
-      .def("fetch", &PythonClient::Fetch, "name"_a, "version"_a = nb::none(), nb::kw_only(),
-           "read_only"_a = false, "verify_crc32c"_a = false, "device_to_host"_a = false,
-           "The tensor `name` (latest version, or `version`) as a tensord.Tensor. A tensor the server "
-           "keeps in device memory comes over the local handoff as device memory (__dlpack_device__ "
-           "(2, N)) when this process can import it, as a host copy otherwise or with "
-           "device_to_host=True.")
-      .def("fetch_into", &PythonClient::FetchInto, "name"_a, "array"_a, "version"_a = nb::none(),
-           nb::kw_only(), "verify_crc32c"_a = false,
-           "Copies the tensor into `array`: any writable host array with __dlpack__ (numpy, torch), "
-           "any strides, of the stored dtype and shape (tensord.Error INVALID_ARGUMENT otherwise), or a "
-           "writable buffer-protocol object (bytearray, array.array, memoryview, mmap) typed by its "
-           "format; a 1-D byte buffer ('B', 'b', 'c') of exactly the tensor's size takes its bytes in "
-           "row-major order. Returns its TensorInfo.")
-      .def("create", &PythonClient::Create, "name"_a, "dtype"_a, "shape"_a, nb::kw_only(),
-           "retention"_a = "default", "device"_a = nb::none(), "replicas"_a = 0,
-           "A tensord.TensorWriter: a buffer in the server's memory for a new version of `name`, "
-           "filled in place, published by seal(). Needs the local handoff (tensord.Error UNAVAILABLE "
-           "otherwise). dtype: 'float32', a numpy or torch dtype. retention: 'default', 'pinned' or "
-           "'cache'. device: None (host memory), 'cuda:N' or (2, N) for device memory of the server's "
-           "device backend. replicas=N (in a cluster): seal() returns once N nodes hold the version; "
-           "0 takes the server's default for the name.")
-      .def("seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(), "send_crc32c"_a = false,
-           "Seals writers of this client's create as one atomic group: every version is published "
-           "under one version number at once, or none is. Returns their TensorInfos in order; every "
-           "writer is finished afterwards either way.")
+      .def(
+          "fetch", &PythonClient::Fetch, "name"_a, "version"_a = nb::none(), nb::kw_only(),
+          "read_only"_a = false, "verify_crc32c"_a = false, "device_to_host"_a = false,
+          "The tensor `name` (latest version, or `version`) as a tensord.Tensor. A tensor the "
+          "server "
+          "keeps in device memory comes over the local handoff as device memory (__dlpack_device__ "
+          "(2, N)) when this process can import it, as a host copy otherwise or with "
+          "device_to_host=True.")
+      .def(
+          "fetch_into", &PythonClient::FetchInto, "name"_a, "array"_a, "version"_a = nb::none(),
+          nb::kw_only(), "verify_crc32c"_a = false,
+          "Copies the tensor into `array`: any writable host array with __dlpack__ (numpy, torch), "
+          "any strides, of the stored dtype and shape (tensord.Error INVALID_ARGUMENT otherwise), "
+          "or a "
+          "writable buffer-protocol object (bytearray, array.array, memoryview, mmap) typed by its "
+          "format; a 1-D byte buffer ('B', 'b', 'c') of exactly the tensor's size takes its bytes "
+          "in "
+          "row-major order. Returns its TensorInfo.")
+      .def(
+          "create", &PythonClient::Create, "name"_a, "dtype"_a, "shape"_a, nb::kw_only(),
+          "retention"_a = "default", "device"_a = nb::none(), "replicas"_a = 0,
+          "A tensord.TensorWriter: a buffer in the server's memory for a new version of `name`, "
+          "filled in place, published by seal(). Needs the local handoff (tensord.Error "
+          "UNAVAILABLE "
+          "otherwise). dtype: 'float32', a numpy or torch dtype. retention: 'default', 'pinned' or "
+          "'cache'. device: None (host memory), 'cuda:N' or (2, N) for device memory of the "
+          "server's "
+          "device backend. replicas=N (in a cluster): seal() returns once N nodes hold the "
+          "version; "
+          "0 takes the server's default for the name.")
+      .def(
+          "seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(),
+          "send_crc32c"_a = false,
+          "Seals writers of this client's create as one atomic group: every version is published "
+          "under one version number at once, or none is. Returns their TensorInfos in order; every "
+          "writer is finished afterwards either way.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
            "replicas"_a = 0, "streams"_a = 0,
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version. "
@@ -522,8 +565,8 @@ void BindClient(nb::module_& m) {
            "'cache' (evictable), for every item. Raises tensord.Error only when the batch as a "
            "whole is refused (a bad name, an atomic batch over MAX_BATCH_ITEMS, the server "
            "unreachable).")
-      .def("batch_fetch", &PythonClient::BatchFetch, "items"_a, nb::kw_only(), "verify_crc32c"_a = false,
-           "device_to_host"_a = false,
+      .def("batch_fetch", &PythonClient::BatchFetch, "items"_a, nb::kw_only(),
+           "verify_crc32c"_a = false, "device_to_host"_a = false,
            "Many tensors, leased at one moment on the server. items: names (latest version) or "
            "(name, version) pairs. Returns one entry per item, in order: a tensord.Tensor, or the "
            "tensord.Error of that item (not raised).")
@@ -531,16 +574,18 @@ void BindClient(nb::module_& m) {
            "verify_crc32c"_a = false, "device_to_host"_a = false,
            "The latest version of every name starting with prefix, in name order, from one moment; "
            "tensord.Error OUT_OF_RANGE when more than MAX_BATCH_ITEMS match.")
-      .def("batch_fetch_group", &PythonClient::BatchFetchGroup, "group_version"_a, nb::kw_only(),
-           "verify_crc32c"_a = false, "device_to_host"_a = false,
-           "Every item of the atomic batch published as group_version, in name order; tensord.Error "
-           "NOT_FOUND when any of them is gone.")
-      .def("batch_fetch_cluster_group", &PythonClient::BatchFetchClusterGroup, "cluster_group"_a,
-           nb::kw_only(), "verify_crc32c"_a = false, "device_to_host"_a = false,
-           "In a cluster: every item of the atomic batch of durable names ordered at cluster_group "
-           "(BatchPutResult.cluster_group, or a cluster watch event's version), through any node, "
-           "in name order; tensord.Error NOT_FOUND when an item moved on since, FAILED_PRECONDITION "
-           "on a single node.")
+      .def(
+          "batch_fetch_group", &PythonClient::BatchFetchGroup, "group_version"_a, nb::kw_only(),
+          "verify_crc32c"_a = false, "device_to_host"_a = false,
+          "Every item of the atomic batch published as group_version, in name order; tensord.Error "
+          "NOT_FOUND when any of them is gone.")
+      .def(
+          "batch_fetch_cluster_group", &PythonClient::BatchFetchClusterGroup, "cluster_group"_a,
+          nb::kw_only(), "verify_crc32c"_a = false, "device_to_host"_a = false,
+          "In a cluster: every item of the atomic batch of durable names ordered at cluster_group "
+          "(BatchPutResult.cluster_group, or a cluster watch event's version), through any node, "
+          "in name order; tensord.Error NOT_FOUND when an item moved on since, FAILED_PRECONDITION "
+          "on a single node.")
       .def(
           "watch",
           [](nb::handle self, const std::string& prefix, std::optional<int64_t> from_version,
@@ -548,8 +593,8 @@ void BindClient(nb::module_& m) {
             return nb::cast<PythonClient&>(self).Watch(self, prefix, from_version, send_existing,
                                                        max_buffered_events, cluster);
           },
-          "prefix"_a = "", nb::kw_only(), "from_version"_a = nb::none(),
-          "send_existing"_a = false, "max_buffered_events"_a = 4096, "cluster"_a = false,
+          "prefix"_a = "", nb::kw_only(), "from_version"_a = nb::none(), "send_existing"_a = false,
+          "max_buffered_events"_a = 4096, "cluster"_a = false,
           "A tensord.Watch of the changes to names starting with prefix, in the server's order: "
           "an event per publish (an atomic group is one event), delete and eviction. "
           "send_existing=True first sends the latest version of each matching name; "

@@ -13,7 +13,8 @@ PyObject* error_class = nullptr;
 // A new reference to `error_class(code, message)` (a RuntimeError before
 // tensord/__init__.py set the class), or nullptr with a Python error pending.
 PyObject* NewErrorInstance(const absl::Status& status) {
-  if (error_class == nullptr) return PyObject_CallFunction(PyExc_RuntimeError, "s", status.ToString().c_str());
+  if (error_class == nullptr)
+    return PyObject_CallFunction(PyExc_RuntimeError, "s", status.ToString().c_str());
   const std::string message(status.message());
   return PyObject_CallFunction(error_class, "is", static_cast<int>(status.code()), message.c_str());
 }
@@ -42,8 +43,9 @@ void RegisterStatusErrorTranslator(nb::module_& module) {
   module.def(
       "_set_error_class",
       [](nb::handle cls) {
-        if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()),
-                                                          reinterpret_cast<PyTypeObject*>(PyExc_Exception))) {
+        if (!PyType_Check(cls.ptr()) ||
+            !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()),
+                              reinterpret_cast<PyTypeObject*>(PyExc_Exception))) {
           throw nb::type_error("_set_error_class needs an Exception subclass");
         }
         Py_XDECREF(error_class);

@@ -92,9 +92,9 @@ const char* PythonTensorWriter::state() const {
 
 const std::shared_ptr<WriterBuffer>& PythonTensorWriter::buffer() const {
   if (buffer_ == nullptr) {
-    throw nb::value_error(
-        absl::StrCat("tensord.TensorWriter '", name_, "' is already ", state(), "; it has no buffer any more")
-            .c_str());
+    throw nb::value_error(absl::StrCat("tensord.TensorWriter '", name_, "' is already ", state(),
+                                       "; it has no buffer any more")
+                              .c_str());
   }
   return buffer_;
 }
@@ -102,11 +102,12 @@ const std::shared_ptr<WriterBuffer>& PythonTensorWriter::buffer() const {
 void PythonTensorWriter::CheckSealable(const char* call) const {
   const int64_t views = buffer()->live_views.load();
   if (views > 0) {
-    throw nb::buffer_error(absl::StrCat(
-        call, " of tensord.TensorWriter '", name_, "': ", views,
-        " view(s) of its buffer (arrays from from_dlpack or np.frombuffer, memoryviews) are still "
-        "alive, and sealing unmaps the buffer; delete them first, or fill it through a temporary "
-        "(numpy.from_dlpack(writer)[...] = data)")
+    throw nb::buffer_error(absl::StrCat(call, " of tensord.TensorWriter '", name_, "': ", views,
+                                        " view(s) of its buffer (arrays from from_dlpack or "
+                                        "np.frombuffer, memoryviews) are still "
+                                        "alive, and sealing unmaps the buffer; delete them first, "
+                                        "or fill it through a temporary "
+                                        "(numpy.from_dlpack(writer)[...] = data)")
                                .c_str());
   }
 }
@@ -156,10 +157,11 @@ DLDataType DtypeArgument(nb::handle dtype) {
   if (text == "bool_") text = "bool";  // numpy 1.x's numpy.bool_
   absl::StatusOr<DLDataType> parsed = dlpack::ParseDataType(text);
   if (text.empty() || !parsed.ok()) {
-    throw nb::value_error(absl::StrCat("dtype must be a tensord dtype name ('float32', 'bfloat16', 'int8', "
-                                       "'bool', ...), a numpy dtype or a torch dtype, got ",
-                                       Repr(dtype))
-                              .c_str());
+    throw nb::value_error(
+        absl::StrCat("dtype must be a tensord dtype name ('float32', 'bfloat16', 'int8', "
+                     "'bool', ...), a numpy dtype or a torch dtype, got ",
+                     Repr(dtype))
+            .c_str());
   }
   return *parsed;
 }
@@ -178,7 +180,8 @@ std::optional<DLDevice> DeviceArgument(nb::handle device) {
       parsed = DLDevice{kDLCPU, 0};
     } else if (text == "cuda") {
       parsed = DLDevice{kDLCUDA, 0};
-    } else if (absl::StartsWith(text, "cuda:") && absl::SimpleAtoi(text.substr(5), &ordinal) && ordinal >= 0) {
+    } else if (absl::StartsWith(text, "cuda:") && absl::SimpleAtoi(text.substr(5), &ordinal) &&
+               ordinal >= 0) {
       parsed = DLDevice{kDLCUDA, ordinal};
     } else {
       throw nb::value_error(bad.c_str());
@@ -213,16 +216,16 @@ int GetWriterBuffer(PyObject* self, Py_buffer* view, int flags) {
   view->obj = nullptr;
   auto* writer = nb::inst_ptr<PythonTensorWriter>(nb::handle(self));
   if (!writer->open()) {
-    PyErr_SetString(PyExc_BufferError, absl::StrCat("tensord.TensorWriter '", writer->name(),
-                                                    "' is already ", writer->state(),
-                                                    "; it has no buffer any more")
-                                           .c_str());
+    PyErr_SetString(PyExc_BufferError,
+                    absl::StrCat("tensord.TensorWriter '", writer->name(), "' is already ",
+                                 writer->state(), "; it has no buffer any more")
+                        .c_str());
     return -1;
   }
   if (writer->device().device_type != kDLCPU) {
     PyErr_SetString(PyExc_BufferError,
-                    absl::StrCat("tensord.TensorWriter '", writer->name(), "' is in cuda:",
-                                 writer->device().device_id,
+                    absl::StrCat("tensord.TensorWriter '", writer->name(),
+                                 "' is in cuda:", writer->device().device_id,
                                  " memory, which the buffer protocol cannot show; use __dlpack__")
                         .c_str());
     return -1;
@@ -233,12 +236,14 @@ int GetWriterBuffer(PyObject* self, Py_buffer* view, int flags) {
   const bool multi_dim = typed && writer->shape().size() > 1;
   if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && multi_dim &&
       (flags & PyBUF_ANY_CONTIGUOUS) != PyBUF_ANY_CONTIGUOUS) {
-    PyErr_SetString(PyExc_BufferError, "tensord.TensorWriter buffers are C-contiguous, not Fortran-contiguous");
+    PyErr_SetString(PyExc_BufferError,
+                    "tensord.TensorWriter buffers are C-contiguous, not Fortran-contiguous");
     return -1;
   }
   auto state = std::make_unique<BufferViewState>();
   state->view = std::make_unique<WriterView>(buffer);
-  const Py_ssize_t itemsize = typed ? static_cast<Py_ssize_t>(dlpack::ElementBytes(writer->dtype())) : 1;
+  const Py_ssize_t itemsize =
+      typed ? static_cast<Py_ssize_t>(dlpack::ElementBytes(writer->dtype())) : 1;
   if (typed) {
     state->format = format;
     for (size_t i = 0; i < writer->shape().size(); ++i) {
@@ -292,36 +297,45 @@ void BindTensorWriter(nb::module_& m) {
       "on a normal exit and aborts on an exception.")
       .def(
           "__dlpack__",
-          [](const PythonTensorWriter& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
-             nb::handle copy) {
-            const ExportRequest request = ParseExportRequest(stream, max_version, dl_device, copy, self.device());
+          [](const PythonTensorWriter& self, nb::handle stream, nb::handle max_version,
+             nb::handle dl_device, nb::handle copy) {
+            const ExportRequest request =
+                ParseExportRequest(stream, max_version, dl_device, copy, self.device());
             const std::shared_ptr<WriterBuffer>& buffer = self.buffer();
             auto view = std::make_shared<const WriterView>(buffer);
-            return ExportWritableCapsule(buffer->tensor, std::move(view), request, "a tensord.TensorWriter");
+            return ExportWritableCapsule(buffer->tensor, std::move(view), request,
+                                         "a tensord.TensorWriter");
           },
-          nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(), "dl_device"_a = nb::none(),
-          "copy"_a = nb::none(),
-          "A writable DLPack capsule over the buffer ('dltensor_versioned' when max_version >= (1, 0)).")
+          nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+          "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+          "A writable DLPack capsule over the buffer ('dltensor_versioned' when max_version >= (1, "
+          "0)).")
       .def("__dlpack_device__",
            [](const PythonTensorWriter& self) {
-             return nb::make_tuple(static_cast<int>(self.device().device_type), self.device().device_id);
+             return nb::make_tuple(static_cast<int>(self.device().device_type),
+                                   self.device().device_id);
            })
       .def("seal", &PythonTensorWriter::Seal, nb::kw_only(), "send_crc32c"_a = false,
-           "Publishes the bytes as a new version and returns its TensorInfo. BufferError while views of "
+           "Publishes the bytes as a new version and returns its TensorInfo. BufferError while "
+           "views of "
            "the buffer are alive; the writer is finished afterwards, even when the seal fails.")
       .def("abort", &PythonTensorWriter::Abort,
            "Gives the create up: nothing is published. Idempotent; a no-op after seal().")
       .def_prop_ro("name", &PythonTensorWriter::name)
-      .def_prop_ro("dtype", [](const PythonTensorWriter& self) { return dlpack::DataTypeName(self.dtype()); })
+      .def_prop_ro(
+          "dtype",
+          [](const PythonTensorWriter& self) { return dlpack::DataTypeName(self.dtype()); })
       .def_prop_ro("shape", [](const PythonTensorWriter& self) { return IntTuple(self.shape()); })
       .def_prop_ro("nbytes", &PythonTensorWriter::nbytes)
       .def_prop_ro("device",
                    [](const PythonTensorWriter& self) {
-                     return nb::make_tuple(static_cast<int>(self.device().device_type), self.device().device_id);
+                     return nb::make_tuple(static_cast<int>(self.device().device_type),
+                                           self.device().device_id);
                    })
       .def_prop_ro("state", &PythonTensorWriter::state, "'open', 'sealed' or 'aborted'.")
-      .def_prop_ro("info", &PythonTensorWriter::info,
-                   "The published version's TensorInfo once sealed (also by a with block), else None.")
+      .def_prop_ro(
+          "info", &PythonTensorWriter::info,
+          "The published version's TensorInfo once sealed (also by a with block), else None.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def(
           "__exit__",

@@ -87,18 +87,22 @@ void PythonWatch::Close() {
 
 void BindWatch(nb::module_& m) {
   nb::class_<WatchEvent>(m, "WatchEvent", "One change under a watched prefix.")
-      .def_prop_ro("kind", [](const WatchEvent& e) { return std::string(KindName(e.kind)); },
-                   "'published', 'deleted', 'evicted' (a cache version the server removed) or "
-                   "'fell_behind' (changes after missed_after up to version may be missing: "
-                   "re-read what you need).")
-      .def_prop_ro("version", [](const WatchEvent& e) { return e.version; },
-                   "The change's place in the server's order (resume after it with from_version); "
-                   "an existing event: the item's version; fell_behind: where the watch resumed.")
-      .def_prop_ro("items", [](const WatchEvent& e) { return e.items; },
-                   "TensorInfo of the new versions (published) or of the removed ones.")
+      .def_prop_ro(
+          "kind", [](const WatchEvent& e) { return std::string(KindName(e.kind)); },
+          "'published', 'deleted', 'evicted' (a cache version the server removed) or "
+          "'fell_behind' (changes after missed_after up to version may be missing: "
+          "re-read what you need).")
+      .def_prop_ro(
+          "version", [](const WatchEvent& e) { return e.version; },
+          "The change's place in the server's order (resume after it with from_version); "
+          "an existing event: the item's version; fell_behind: where the watch resumed.")
+      .def_prop_ro(
+          "items", [](const WatchEvent& e) { return e.items; },
+          "TensorInfo of the new versions (published) or of the removed ones.")
       .def_prop_ro("atomic_group", [](const WatchEvent& e) { return e.atomic_group; })
-      .def_prop_ro("existing", [](const WatchEvent& e) { return e.existing; },
-                   "Sent first, for send_existing=True.")
+      .def_prop_ro(
+          "existing", [](const WatchEvent& e) { return e.existing; },
+          "Sent first, for send_existing=True.")
       .def_prop_ro("missed_after", [](const WatchEvent& e) { return e.missed_after; })
       .def("__repr__", [](const WatchEvent& e) {
         std::string names;

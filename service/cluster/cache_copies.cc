@@ -117,8 +117,8 @@ absl::StatusOr<CopyLocation> CacheCopies::Locate(const std::string& name) {
   }
   const v1::CopyLocation& location = response.location();
   if (location.name() != name || location.node().empty()) {
-    return absl::NotFoundError(absl::StrCat("node ", home->node_name,
-                                            " answered the place of '", name, "' with another"));
+    return absl::NotFoundError(
+        absl::StrCat("node ", home->node_name, " answered the place of '", name, "' with another"));
   }
   return CopyLocation{.name = location.name(),
                       .node = location.node(),

@@ -29,7 +29,8 @@ absl::Status SplitHostPort(absl::string_view flag, absl::string_view address, st
         absl::StrCat(flag, " '", address, "' is not host:port with a port in 1..65535"));
   }
   host = std::string(address.substr(0, colon));
-  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]"))
+    host = host.substr(1, host.size() - 2);
   return absl::OkStatus();
 }
 
@@ -65,8 +66,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string
   if (absl::EndsWith(password, "\n")) password.pop_back();
   if (absl::EndsWith(password, "\r")) password.pop_back();
   if (password.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " '", path, "' is empty"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", path, "' is empty"));
   }
   return password;
 }
@@ -83,7 +83,8 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
   ClusterConfig config;
   absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(flags.etcd_endpoints);
   if (!endpoints.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--etcd-endpoints: ", endpoints.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--etcd-endpoints: ", endpoints.status().message()));
   }
   config.etcd.endpoints = std::move(*endpoints);
   struct PemFlag {
@@ -97,17 +98,19 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
     TENSORD_ASSIGN_OR_RETURN(pem.out, PemFromPathOrContents(pem.value, pem.flag));
   }
   if (config.etcd.cert_pem.empty() != config.etcd.key_pem.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--etcd-cert '", flags.cert, "' and --etcd-key '", flags.key, "' go together: give both or neither"));
+    return absl::InvalidArgumentError(absl::StrCat("--etcd-cert '", flags.cert,
+                                                   "' and --etcd-key '", flags.key,
+                                                   "' go together: give both or neither"));
   }
   if (flags.user.empty() != flags.password_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--etcd-user '", flags.user, "' and --etcd-password-file '", flags.password_file,
-        "' go together: give both or neither"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--etcd-user '", flags.user, "' and --etcd-password-file '",
+                     flags.password_file, "' go together: give both or neither"));
   }
   if (!flags.user.empty()) {
     config.etcd.user = flags.user;
-    TENSORD_ASSIGN_OR_RETURN(config.etcd.password, ReadSecretFile(flags.password_file, "--etcd-password-file"));
+    TENSORD_ASSIGN_OR_RETURN(config.etcd.password,
+                             ReadSecretFile(flags.password_file, "--etcd-password-file"));
   }
   if (!flags.cluster_token_file.empty()) {
     TENSORD_ASSIGN_OR_RETURN(config.peer_token,
@@ -119,9 +122,9 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
                              PemFromPathOrContents(flags.cluster_ca, "--cluster-ca"));
   }
   if (!flags.cluster_tls_server_name.empty() && flags.cluster_ca.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--cluster-tls-server-name '", flags.cluster_tls_server_name,
-        "' needs --cluster-ca (the nodes talk plaintext without it)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cluster-tls-server-name '", flags.cluster_tls_server_name,
+                     "' needs --cluster-ca (the nodes talk plaintext without it)"));
   }
   config.peer_tls_server_name = flags.cluster_tls_server_name;
   if (!config.peer_token.empty() && config.peer_ca_pem.empty()) {
@@ -131,8 +134,8 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
   }
   // etcd's own bounds: its default --max-txn-ops is 128; one op per key.
   if (flags.etcd_max_txn_ops < 2 || flags.etcd_max_txn_ops > 100'000) {
-    return absl::InvalidArgumentError(absl::StrCat("--etcd-max-txn-ops ", flags.etcd_max_txn_ops,
-                                                   " is outside 2..100000"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--etcd-max-txn-ops ", flags.etcd_max_txn_ops, " is outside 2..100000"));
   }
   config.max_txn_ops = static_cast<size_t>(flags.etcd_max_txn_ops);
   if (flags.etcd_compaction_interval < absl::ZeroDuration() ||
@@ -156,8 +159,8 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
         valid.message()));
   }
   if (absl::Status valid = ValidateMembershipOptions(config.membership); !valid.ok()) {
-    const char* flag = absl::StrContains(valid.message(), "prefix") ? "--etcd-prefix: "
-                                                                    : "--etcd-lease-ttl: ";
+    const char* flag =
+        absl::StrContains(valid.message(), "prefix") ? "--etcd-prefix: " : "--etcd-lease-ttl: ";
     return absl::InvalidArgumentError(absl::StrCat(flag, valid.message()));
   }
   // Probe the TLS and endpoint combination now, so it fails as a flag error.
@@ -173,9 +176,10 @@ absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_f
   if (!advertise_flag.empty()) {
     TENSORD_RETURN_IF_ERROR(SplitHostPort("--advertise-address", advertise_flag, host, port));
     if (IsWildcardHost(host)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--advertise-address '", advertise_flag,
-          "' is a wildcard address, which no other node can connect to: give this host's name or IP"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--advertise-address '", advertise_flag,
+                       "' is a wildcard address, which no other node can connect to: give this "
+                       "host's name or IP"));
     }
     return std::string(advertise_flag);
   }
@@ -193,17 +197,17 @@ absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_f
   }
   TENSORD_RETURN_IF_ERROR(SplitHostPort("--listen", *first_tcp, host, port));
   if (IsWildcardHost(host)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--advertise-address is needed: the first TCP listen address '", *first_tcp,
-        "' is a wildcard, which other nodes cannot connect to"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--advertise-address is needed: the first TCP listen address '", *first_tcp,
+                     "' is a wildcard, which other nodes cannot connect to"));
   }
   if (IsLoopbackHost(host)) {
     for (const std::string& endpoint : etcd_endpoints) {
       if (!IsLoopbackHost(EndpointHost(endpoint))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--advertise-address is needed: the first TCP listen address '", *first_tcp,
-            "' is loopback, but etcd endpoint '", endpoint,
-            "' is not, so nodes on other hosts could not reach this one"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--advertise-address is needed: the first TCP listen address '",
+                         *first_tcp, "' is loopback, but etcd endpoint '", endpoint,
+                         "' is not, so nodes on other hosts could not reach this one"));
       }
     }
   }

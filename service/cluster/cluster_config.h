@@ -18,8 +18,8 @@ namespace tensord {
 
 // The flags' values as given.
 struct ClusterFlags {
-  std::string etcd_endpoints;  // empty: a single node
-  std::string node_name;       // empty: this host's name
+  std::string etcd_endpoints;     // empty: a single node
+  std::string node_name;          // empty: this host's name
   std::string advertise_address;  // empty: from the listen addresses
   absl::Duration lease_ttl = absl::Seconds(5);
   std::string prefix = "/tensord";

@@ -18,11 +18,11 @@ namespace {
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(250);
 
 std::string Describe(const ClusterMember& member) {
-  return absl::StrCat("advertise address ", member.advertise_address, ", started ",
-                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                       absl::FromUnixMillis(member.start_time_unix_ms),
-                                       absl::UTCTimeZone()),
-                      ", instance ", member.instance_id);
+  return absl::StrCat(
+      "advertise address ", member.advertise_address, ", started ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(member.start_time_unix_ms),
+                       absl::UTCTimeZone()),
+      ", instance ", member.instance_id);
 }
 
 }  // namespace
@@ -30,9 +30,9 @@ std::string Describe(const ClusterMember& member) {
 absl::Status ValidateMembershipOptions(const MembershipOptions& options) {
   if (!absl::StartsWith(options.prefix, "/") || absl::EndsWith(options.prefix, "/") ||
       options.prefix.size() > 512) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "etcd prefix '", options.prefix,
-        "' must start with '/', not end with one, and be at most 512 characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd prefix '", options.prefix,
+                     "' must start with '/', not end with one, and be at most 512 characters"));
   }
   TENSORD_RETURN_IF_ERROR(ValidateNodeName(options.node_name));
   if (options.lease_ttl < absl::Seconds(1) || options.lease_ttl > absl::Hours(1) ||
@@ -89,8 +89,11 @@ absl::Status ClusterMembership::Join(ClusterMember self, CapacitySource capacity
     members_ = std::move(*members);
   }
   Log(LogLevel::kInfo, "cluster_joined",
-      {{"node", options_.node_name}, {"key", key_}, {"lease", lease_},
-       {"ttl", absl::FormatDuration(granted_ttl_)}, {"advertise", self_.advertise_address}});
+      {{"node", options_.node_name},
+       {"key", key_},
+       {"lease", lease_},
+       {"ttl", absl::FormatDuration(granted_ttl_)},
+       {"advertise", self_.advertise_address}});
   MutexLock lock(&mu_);
   joined_ = true;
   renewer_ = std::thread([this] { RenewLoop(); });
@@ -112,7 +115,8 @@ void ClusterMembership::Leave() {
     Log(LogLevel::kInfo, "cluster_left", {{"node", options_.node_name}, {"lease", lease_}});
   } else {
     Log(LogLevel::kWarning, "cluster_leave_failed",
-        {{"node", options_.node_name}, {"error", revoked.ToString()},
+        {{"node", options_.node_name},
+         {"error", revoked.ToString()},
          {"listed_for_at_most", absl::FormatDuration(granted_ttl_)}});
   }
   lease_ = 0;
@@ -127,18 +131,17 @@ std::vector<ClusterMember> ClusterMembership::members() const {
 absl::StatusOr<std::vector<ClusterMember>> ClusterMembership::ListNodes() {
   const std::string nodes_prefix = absl::StrCat(options_.prefix, "/nodes/");
   std::vector<EtcdKeyValue> values;
-  TENSORD_RETURN_IF_ERROR(KvReadPrefix(*etcd_, nodes_prefix, 1000,
-                                       [&values](std::vector<EtcdKeyValue> page) {
-                                         for (EtcdKeyValue& kv : page) values.push_back(std::move(kv));
-                                       })
-                              .status());
+  TENSORD_RETURN_IF_ERROR(
+      KvReadPrefix(*etcd_, nodes_prefix, 1000, [&values](std::vector<EtcdKeyValue> page) {
+        for (EtcdKeyValue& kv : page) values.push_back(std::move(kv));
+      }).status());
   std::vector<ClusterMember> members;
   for (const EtcdKeyValue& value : values) {
     absl::StatusOr<ClusterMember> member = DecodeNodeRecord(value.value);
     const absl::string_view name = absl::string_view(value.key).substr(nodes_prefix.size());
     if (member.ok() && member->node_name != name) {
-      member = absl::DataLossError(absl::StrCat("the record names node '", member->node_name,
-                                                "', not '", name, "'"));
+      member = absl::DataLossError(
+          absl::StrCat("the record names node '", member->node_name, "', not '", name, "'"));
     }
     if (!member.ok()) {
       Log(LogLevel::kDebug, "cluster_record_skipped",
@@ -209,10 +212,9 @@ absl::Status ClusterMembership::RegisterWithNewLease() {
     if (registered.code() == absl::StatusCode::kNotFound) {
       // The lease ran out between its grant and its first use: etcd
       // answered more slowly than the TTL, which a start waits out.
-      return KvTimedOut(absl::StrCat("the lease etcd granted (TTL ",
-                                     absl::FormatDuration(lease.ttl),
-                                     ") expired before the registration could use it: ",
-                                     registered.message()));
+      return KvTimedOut(
+          absl::StrCat("the lease etcd granted (TTL ", absl::FormatDuration(lease.ttl),
+                       ") expired before the registration could use it: ", registered.message()));
     }
     return registered;
   }
@@ -232,7 +234,8 @@ absl::Status ClusterMembership::RenewOnce() {
     if (ttl.status().code() == absl::StatusCode::kNotFound) {
       // etcd lost the lease (it expired while etcd was out of reach): the
       // record went with it. Register afresh.
-      Log(LogLevel::kWarning, "cluster_lease_lost", {{"node", options_.node_name}, {"lease", lease_}});
+      Log(LogLevel::kWarning, "cluster_lease_lost",
+          {{"node", options_.node_name}, {"lease", lease_}});
       lease_ = 0;
       current_lease_.store(0, std::memory_order_release);
       return RenewOnce();
@@ -260,7 +263,8 @@ absl::Status ClusterMembership::RenewOnce() {
   if (std::none_of(members.begin(), members.end(), [&](const ClusterMember& member) {
         return member.instance_id == record.instance_id;
       })) {
-    Log(LogLevel::kWarning, "cluster_record_missing", {{"node", options_.node_name}, {"lease", lease_}});
+    Log(LogLevel::kWarning, "cluster_record_missing",
+        {{"node", options_.node_name}, {"lease", lease_}});
     TENSORD_RETURN_IF_ERROR(Register(lease_, record));
     TENSORD_ASSIGN_OR_RETURN(members, ListNodes());
   }
@@ -288,7 +292,8 @@ void ClusterMembership::RenewLoop() {
     absl::Duration wait = granted_ttl_ / 3;
     if (renewed.ok()) {
       if (failing) {
-        Log(LogLevel::kInfo, "etcd_reachable_again", {{"node", options_.node_name}, {"lease", lease_}});
+        Log(LogLevel::kInfo, "etcd_reachable_again",
+            {{"node", options_.node_name}, {"lease", lease_}});
       }
       failing = false;
       retry = kFirstRetry;
@@ -302,7 +307,8 @@ void ClusterMembership::RenewLoop() {
     }
     const absl::Time wake_at = absl::Now() + wait;
     MutexLock lock(&mu_);
-    while (!stopping_ && absl::Now() < wake_at) stopped_.WaitWithTimeout(&mu_, wake_at - absl::Now());
+    while (!stopping_ && absl::Now() < wake_at)
+      stopped_.WaitWithTimeout(&mu_, wake_at - absl::Now());
     if (stopping_) return;
   }
 }

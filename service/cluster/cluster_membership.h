@@ -104,7 +104,7 @@ class ClusterMembership : public ClusterView {
   // Touched only by Join and the renewal thread (which Join starts).
   ClusterMember self_;
   CapacitySource capacity_;
-  int64_t lease_ = 0;  // 0: none held (etcd lost it, or not yet granted)
+  int64_t lease_ = 0;                      // 0: none held (etcd lost it, or not yet granted)
   std::atomic<int64_t> current_lease_{0};  // lease_, for other threads
   absl::Duration granted_ttl_;
   std::string last_written_record_;

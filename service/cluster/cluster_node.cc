@@ -24,7 +24,8 @@ constexpr int kMaxGroupLookups = 4;
 absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(std::shared_ptr<KvStore> store,
                                                                Registry& registry,
                                                                ClusterNodeOptions options) {
-  std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(store), registry, std::move(options)));
+  std::unique_ptr<ClusterNode> node(
+      new ClusterNode(std::move(store), registry, std::move(options)));
   TENSORD_RETURN_IF_ERROR(node->Start());
   return node;
 }
@@ -86,10 +87,13 @@ absl::Status ClusterNode::Start() {
                            ReconcileHeld(registry_, *store_, *reader_, *writes_, *latest_, prefix,
                                          self, options_.max_txn_ops));
   Log(LogLevel::kInfo, "cluster_held_reconciled",
-      {{"node", self}, {"checked", counts.checked}, {"dropped", counts.dropped},
-       {"ordered", counts.ordered}, {"joined_holders", counts.joined}});
-  compactor_ = std::make_unique<HistoryCompactor>(store_, *members_, self,
-                                                  options_.compaction_interval);
+      {{"node", self},
+       {"checked", counts.checked},
+       {"dropped", counts.dropped},
+       {"ordered", counts.ordered},
+       {"joined_holders", counts.joined}});
+  compactor_ =
+      std::make_unique<HistoryCompactor>(store_, *members_, self, options_.compaction_interval);
   compactor_->Start();
   return absl::OkStatus();
 }
@@ -149,13 +153,13 @@ void ClusterNode::EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupRe
             FindGroupAt(*store_, options_.membership.prefix, cluster_group, kGroupLookupPatience);
         group_lookups_.fetch_sub(1, std::memory_order_relaxed);
         if (!members.ok()) {
-          std::move(*shared)(members.status());
+          std::move (*shared)(members.status());
           return;
         }
         if (may_read) {
           for (const std::string& name : members->names) {
             if (absl::Status allowed = may_read(name); !allowed.ok()) {
-              std::move(*shared)(allowed);
+              std::move (*shared)(allowed);
               return;
             }
           }
@@ -164,12 +168,12 @@ void ClusterNode::EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupRe
         latest_->EnsureLatest(
             std::move(names), [cluster_group, members = *std::move(members),
                                shared](std::vector<absl::StatusOr<Lease>> leases) mutable {
-              std::move(*shared)(WholeGroup(cluster_group, members, std::move(leases)));
+              std::move (*shared)(WholeGroup(cluster_group, members, std::move(leases)));
             });
       },
       [this, shared] {
         group_lookups_.fetch_sub(1, std::memory_order_relaxed);
-        std::move(*shared)(absl::UnavailableError("the node is shutting down"));
+        std::move (*shared)(absl::UnavailableError("the node is shutting down"));
       });
 }
 
@@ -187,8 +191,7 @@ void ClusterNode::Commit(SealedVersion sealed, uint32_t replicas, CommitDone don
   writes_->Commit(std::move(sealed), replicas, std::move(done));
 }
 
-void ClusterNode::CommitGroup(std::vector<SealedVersion> group, uint32_t replicas,
-                              GroupDone done) {
+void ClusterNode::CommitGroup(std::vector<SealedVersion> group, uint32_t replicas, GroupDone done) {
   if (absl::Status writable = CheckWritable(); !writable.ok()) {
     std::move(done)(writable);
     return;
@@ -225,9 +228,9 @@ void ClusterNode::ListNames(std::string prefix, std::string after, size_t max_na
   auto shared = std::make_shared<ListDone>(std::move(done));
   pool_->Run(
       [this, prefix = std::move(prefix), after = std::move(after), max_names, shared] {
-        std::move(*shared)(follower_->ListNames(prefix, after, max_names));
+        std::move (*shared)(follower_->ListNames(prefix, after, max_names));
       },
-      [shared] { std::move(*shared)(absl::UnavailableError("the node is shutting down")); });
+      [shared] { std::move (*shared)(absl::UnavailableError("the node is shutting down")); });
 }
 
 void ClusterNode::StartClusterWatch(std::string prefix, bool with_existing, uint64_t from_version,
@@ -235,10 +238,10 @@ void ClusterNode::StartClusterWatch(std::string prefix, bool with_existing, uint
   auto shared = std::make_shared<WatchStartDone>(std::move(done));
   pool_->Run(
       [this, prefix = std::move(prefix), with_existing, from_version, max_existing, shared] {
-        std::move(*shared)(
+        std::move (*shared)(
             follower_->StartWatch(prefix, with_existing, from_version, max_existing));
       },
-      [shared] { std::move(*shared)(absl::UnavailableError("the node is shutting down")); });
+      [shared] { std::move (*shared)(absl::UnavailableError("the node is shutting down")); });
 }
 
 ClusterStats ClusterNode::stats() const {

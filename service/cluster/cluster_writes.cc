@@ -63,9 +63,10 @@ absl::StatusOr<uint32_t> ClusterWrites::ReplicasFor(absl::string_view name, uint
   if (retention == Retention::kCache) {
     // A cache name has one copy by design (misses are allowed).
     if (requested > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replicas=", requested, " for '", name, "' asks copies of a cache tensor; cache tensors "
-          "keep one copy (use retention default or pinned for copies)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicas=", requested, " for '", name,
+                       "' asks copies of a cache tensor; cache tensors "
+                       "keep one copy (use retention default or pinned for copies)"));
     }
     return 1u;
   }
@@ -75,8 +76,8 @@ absl::StatusOr<uint32_t> ClusterWrites::ReplicasFor(absl::string_view name, uint
     std::vector<std::string> names;
     for (const ClusterMember& member : live) names.push_back(member.node_name);
     return absl::FailedPreconditionError(absl::StrCat(
-        "replicas=", replicas, " for '", name, "' needs ", replicas, " live nodes; the cluster has ",
-        live.size(), " (", absl::StrJoin(names, ", "), ")"));
+        "replicas=", replicas, " for '", name, "' needs ", replicas,
+        " live nodes; the cluster has ", live.size(), " (", absl::StrJoin(names, ", "), ")"));
   }
   return replicas;
 }
@@ -101,33 +102,32 @@ void ClusterWrites::Commit(SealedVersion sealed, uint32_t replicas,
   changes.push_back(RecordChange{.name = name, .record = std::move(record)});
   auto sealed_holder = std::make_shared<std::vector<SealedVersion>>();
   sealed_holder->push_back(std::move(sealed));
-  committer_.Commit(
-      std::move(changes),
-      [this, name, put_id, sealed_holder, replicas,
-       done = std::move(done)](absl::StatusOr<RecordCommitted> committed) mutable {
-        if (!committed.ok()) {
-          if (committed.status().code() == absl::StatusCode::kUnavailable) {
-            ResolveUnanswered({name}, put_id, sealed_holder);
-          }
-          std::move(done)(absl::Status(
-              committed.status().code(),
-              absl::StrCat("the put of '", name, "' was not ordered by the cluster (etcd): ",
-                           committed.status().message())));
-          return;
-        }
-        absl::StatusOr<VersionInfo> installed =
-            registry_.Install(std::move(sealed_holder->front()), committed->revision);
-        if (!installed.ok()) {
-          Unrecord(name, committed->revision);
-          std::move(done)(installed.status());
-          return;
-        }
-        if (replicas <= 1 || installed->superseded) {
-          std::move(done)(std::move(installed));
-          return;
-        }
-        SendReplicas(*std::move(installed), replicas, std::move(done));
-      });
+  committer_.Commit(std::move(changes), [this, name, put_id, sealed_holder, replicas,
+                                         done = std::move(done)](
+                                            absl::StatusOr<RecordCommitted> committed) mutable {
+    if (!committed.ok()) {
+      if (committed.status().code() == absl::StatusCode::kUnavailable) {
+        ResolveUnanswered({name}, put_id, sealed_holder);
+      }
+      std::move(done)(absl::Status(
+          committed.status().code(),
+          absl::StrCat("the put of '", name,
+                       "' was not ordered by the cluster (etcd): ", committed.status().message())));
+      return;
+    }
+    absl::StatusOr<VersionInfo> installed =
+        registry_.Install(std::move(sealed_holder->front()), committed->revision);
+    if (!installed.ok()) {
+      Unrecord(name, committed->revision);
+      std::move(done)(installed.status());
+      return;
+    }
+    if (replicas <= 1 || installed->superseded) {
+      std::move(done)(std::move(installed));
+      return;
+    }
+    SendReplicas(*std::move(installed), replicas, std::move(done));
+  });
 }
 
 void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t replicas,
@@ -200,8 +200,9 @@ void ClusterWrites::ResolveUnanswered(std::vector<std::string> names, std::strin
 }
 
 absl::StatusOr<bool> ClusterWrites::Resolve(Unanswered& unanswered) {
-  TENSORD_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv,
-                           KvGet(*store_, NameRecordKey(options_.prefix, unanswered.names.front())));
+  TENSORD_ASSIGN_OR_RETURN(
+      std::optional<EtcdKeyValue> kv,
+      KvGet(*store_, NameRecordKey(options_.prefix, unanswered.names.front())));
   int64_t origin = 0;
   if (kv.has_value()) {
     absl::StatusOr<NameRecord> record = DecodeNameRecord(options_.prefix, *kv);
@@ -214,8 +215,10 @@ absl::StatusOr<bool> ClusterWrites::Resolve(Unanswered& unanswered) {
                                ? registry_.Install(std::move(sealed.front()), origin).status()
                                : registry_.InstallGroup(std::move(sealed), origin).status();
   Log(LogLevel::kInfo, "cluster_unanswered_put_resolved",
-      {{"name", unanswered.names.front()}, {"items", unanswered.names.size()},
-       {"origin", origin}, {"installed", installed.ToString()}});
+      {{"name", unanswered.names.front()},
+       {"items", unanswered.names.size()},
+       {"origin", origin},
+       {"installed", installed.ToString()}});
   if (!installed.ok()) {
     for (const std::string& name : unanswered.names) Unrecord(name, origin);
   }
@@ -266,7 +269,8 @@ void ClusterWrites::Unrecord(const std::string& name, int64_t origin) {
   const KvOp remove = KvOp::Delete(key);
   absl::StatusOr<KvTxnResult> removed = store_->Txn({&still, 1}, {&remove, 1}, {});
   Log(LogLevel::kWarning, "cluster_put_unrecorded",
-      {{"name", name}, {"origin", origin},
+      {{"name", name},
+       {"origin", origin},
        {"removed", removed.ok() && removed->succeeded},
        {"error", removed.ok() ? std::string() : removed.status().ToString()}});
 }
@@ -277,11 +281,11 @@ void ClusterWrites::Delete(std::string name, ClusterAccess::Done done) {
   committer_.Commit(std::move(changes), [this, name, done = std::move(done)](
                                             absl::StatusOr<RecordCommitted> committed) mutable {
     if (!committed.ok()) {
-      std::move(done)(absl::Status(
-          committed.status().code(),
-          absl::StrCat("the delete of '", name, "' was not ordered by the cluster (etcd), so it "
-                       "was not applied: ",
-                       committed.status().message())));
+      std::move(done)(absl::Status(committed.status().code(),
+                                   absl::StrCat("the delete of '", name,
+                                                "' was not ordered by the cluster (etcd), so it "
+                                                "was not applied: ",
+                                                committed.status().message())));
       return;
     }
     // A cache copy here is the name's only trace: it goes with the delete
@@ -355,16 +359,16 @@ struct ReplicaRound : std::enable_shared_from_this<ReplicaRound> {
     auto call = std::make_shared<Call>();
     call->node = candidates[candidate].node_name;
     peers->Prepare(call->context, timeout);
-    call->stub = v1::TensorService::NewStub(peers->ChannelTo(candidates[candidate].advertise_address));
+    call->stub =
+        v1::TensorService::NewStub(peers->ChannelTo(candidates[candidate].advertise_address));
     {
       MutexLock lock(&mu);
       calls.push_back(call);
     }
     Call* raw = call.get();
-    raw->stub->async()->Replicate(&raw->context, &request, &raw->response,
-                                  [self = shared_from_this(), call](grpc::Status status) {
-                                    self->Answered(*call, status);
-                                  });
+    raw->stub->async()->Replicate(
+        &raw->context, &request, &raw->response,
+        [self = shared_from_this(), call](grpc::Status status) { self->Answered(*call, status); });
     // A target that is slow to answer gets company (not a replacement:
     // whichever answers first counts).
     raw->hedge.Set(absl::ToChronoTime(absl::Now() + hedge_after),
@@ -423,9 +427,9 @@ void ClusterWrites::SendReplicas(VersionInfo info, uint32_t replicas,
   std::vector<ClusterMember> ranked =
       RankMembers(info.name, members_.members(), options_.self, replicas - 1 + kSpareCandidates);
   if (ranked.size() + 1 < replicas) {
-    std::move(done)(absl::UnavailableError(absl::StrCat(
-        "'", info.name, "' is published and ordered, but only ", ranked.size(),
-        " other live nodes can take its ", replicas - 1, " copies")));
+    std::move(done)(absl::UnavailableError(
+        absl::StrCat("'", info.name, "' is published and ordered, but only ", ranked.size(),
+                     " other live nodes can take its ", replicas - 1, " copies")));
     return;
   }
   auto round = std::make_shared<ReplicaRound>();
@@ -437,8 +441,8 @@ void ClusterWrites::SendReplicas(VersionInfo info, uint32_t replicas,
   round->request.set_total_bytes(info.total_bytes);
   round->request.set_crc32c(info.crc32c);
   round->timeout = PullTimeout(info.total_bytes) + absl::Seconds(5);
-  round->hedge_after = options_.hedge_after +
-                       absl::Seconds(static_cast<double>(info.total_bytes) / 1e9);
+  round->hedge_after =
+      options_.hedge_after + absl::Seconds(static_cast<double>(info.total_bytes) / 1e9);
   round->wanted = replicas - 1;
   round->info = std::move(info);
   round->done = std::move(done);
@@ -492,9 +496,9 @@ void ClusterWrites::Replicate(ReplicaSource source, ClusterAccess::Done done) {
           // token) at another host.
           std::optional<ClusterMember> member = members_.Find(source.node);
           if (!member.has_value()) {
-            std::move(*shared)(absl::FailedPreconditionError(absl::StrCat(
-                "node ", source.node, " is not a live member; '", source.name,
-                "' is not copied from it")));
+            std::move (*shared)(absl::FailedPreconditionError(
+                absl::StrCat("node ", source.node, " is not a live member; '", source.name,
+                             "' is not copied from it")));
             return;
           }
           PullSource pull{.name = source.name,
@@ -506,30 +510,30 @@ void ClusterWrites::Replicate(ReplicaSource source, ClusterAccess::Done done) {
           absl::StatusOr<PendingVersion> pulled =
               PullVersion(peers_, registry_, pull, Retention::kDefault);
           if (!pulled.ok()) {
-            std::move(*shared)(pulled.status());
+            std::move (*shared)(pulled.status());
             return;
           }
           pulled->origin = source.origin;
           absl::Status published = registry_.Publish(*std::move(pulled)).status();
           if (!published.ok()) {
-            std::move(*shared)(published);
+            std::move (*shared)(published);
             return;
           }
         } else if (held > source.origin) {
-          std::move(*shared)(absl::OkStatus());  // overwritten meanwhile: the copy is moot
+          std::move (*shared)(absl::OkStatus());  // overwritten meanwhile: the copy is moot
           return;
         } else if ((*local)->retention == Retention::kCache) {
           // A reader's copy of this very version, which eviction may drop:
           // a replica must stay, so it becomes a durable copy first.
           if (absl::Status kept = KeepDurably(**local); !kept.ok()) {
-            std::move(*shared)(kept);
+            std::move (*shared)(kept);
             return;
           }
         }
-        std::move(*shared)(JoinHolders(source.name, source.origin));
+        std::move (*shared)(JoinHolders(source.name, source.origin));
       },
       [shared]() mutable {
-        std::move(*shared)(absl::UnavailableError("the node is shutting down"));
+        std::move (*shared)(absl::UnavailableError("the node is shutting down"));
       });
 }
 

@@ -47,7 +47,8 @@ class DeferredCluster final : public ClusterAccess, public ClusterView {
   }
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override {
-    if (std::shared_ptr<ClusterNode> node = Get()) return node->ReplicasFor(name, requested, retention);
+    if (std::shared_ptr<ClusterNode> node = Get())
+      return node->ReplicasFor(name, requested, retention);
     return NotJoined();
   }
   void Commit(SealedVersion sealed, uint32_t replicas, CommitDone done) override {

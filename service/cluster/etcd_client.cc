@@ -1,7 +1,7 @@
 #include "service/cluster/etcd_client.h"
 
-#include <algorithm>
 #include <grpcpp/grpcpp.h>
+#include <algorithm>
 
 #include <utility>
 
@@ -32,8 +32,8 @@ absl::StatusOr<ParsedEndpoint> ParseEndpoint(absl::string_view endpoint, bool tl
   } else if (absl::ConsumePrefix(&rest, "http://")) {
     parsed.tls = false;
   } else if (absl::StrContains(rest, "://")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "etcd endpoint '", endpoint, "' has a scheme other than http:// or https://"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd endpoint '", endpoint, "' has a scheme other than http:// or https://"));
   } else {
     parsed.tls = tls_by_default;
   }
@@ -45,8 +45,8 @@ absl::StatusOr<ParsedEndpoint> ParseEndpoint(absl::string_view endpoint, bool tl
   }
   uint32_t port = 0;
   if (!absl::SimpleAtoi(rest.substr(colon + 1), &port) || port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("etcd endpoint '", endpoint,
-                                                   "' has no port in 1..65535"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd endpoint '", endpoint, "' has no port in 1..65535"));
   }
   parsed.target = std::string(rest);
   return parsed;
@@ -101,11 +101,13 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
   if (options.endpoints.empty()) return absl::InvalidArgumentError("no etcd endpoint given");
   if (options.cert_pem.empty() != options.key_pem.empty()) {
     return absl::InvalidArgumentError(
-        "an etcd client certificate needs its key and a key its certificate (give both or neither)");
+        "an etcd client certificate needs its key and a key its certificate (give both or "
+        "neither)");
   }
   if (options.user.empty() != options.password.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "etcd user '", options.user, "' needs a password and a password a user (give both or neither)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd user '", options.user,
+                     "' needs a password and a password a user (give both or neither)"));
   }
   if (options.call_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -116,9 +118,10 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdClientO
   for (const std::string& name : options.endpoints) {
     TENSORD_ASSIGN_OR_RETURN(ParsedEndpoint parsed, ParseEndpoint(name, tls_material));
     if (!parsed.tls && tls_material) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "etcd endpoint '", name, "' is http:// but TLS material (CA or client certificate) was "
-          "given: use https://"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoint '", name,
+                       "' is http:// but TLS material (CA or client certificate) was "
+                       "given: use https://"));
     }
     std::shared_ptr<grpc::ChannelCredentials> credentials;
     if (parsed.tls) {
@@ -231,9 +234,9 @@ class EtcdClient::CallRunner {
                                        "' at ", endpoint.name, ": ", status.error_message()));
     }
     if (response.token().empty()) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "etcd at ", endpoint.name, " answered authentication of user '", client_.options_.user,
-          "' with an empty token (is auth enabled there?)"));
+      return absl::UnauthenticatedError(
+          absl::StrCat("etcd at ", endpoint.name, " answered authentication of user '",
+                       client_.options_.user, "' with an empty token (is auth enabled there?)"));
     }
     MutexLock lock(&client_.token_mu_);
     client_.token_ = response.token();
@@ -321,8 +324,8 @@ absl::StatusOr<KvOpResult> FromProto(const KvOp& op, const etcdserverpb::Respons
       }
       return result;
   }
-  return absl::DataLossError(absl::StrCat("etcd answered an op on '", op.key,
-                                          "' with a result of another kind"));
+  return absl::DataLossError(
+      absl::StrCat("etcd answered an op on '", op.key, "' with a result of another kind"));
 }
 
 }  // namespace
@@ -334,13 +337,12 @@ absl::StatusOr<KvTxnResult> EtcdClient::Txn(std::span<const KvCompare> compares,
   for (const KvCompare& compare : compares) *request.add_compare() = ToProto(compare);
   for (const KvOp& op : success) AddOp(op, request.add_success());
   for (const KvOp& op : failure) AddOp(op, request.add_failure());
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::TxnResponse response,
-      CallRunner(*this).Run<etcdserverpb::TxnResponse>(
-          "txn", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                     etcdserverpb::TxnResponse& out) {
-            return endpoint.kv->Txn(&context, request, &out);
-          }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response,
+                           CallRunner(*this).Run<etcdserverpb::TxnResponse>(
+                               "txn", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                          etcdserverpb::TxnResponse& out) {
+                                 return endpoint.kv->Txn(&context, request, &out);
+                               }));
   const std::span<const KvOp> ran = response.succeeded() ? success : failure;
   if (static_cast<size_t>(response.responses_size()) != ran.size()) {
     return absl::DataLossError(absl::StrCat("etcd answered a txn of ", ran.size(), " ops with ",
@@ -351,7 +353,8 @@ absl::StatusOr<KvTxnResult> EtcdClient::Txn(std::span<const KvCompare> compares,
   result.revision = response.header().revision();
   result.results.reserve(ran.size());
   for (size_t i = 0; i < ran.size(); ++i) {
-    TENSORD_ASSIGN_OR_RETURN(KvOpResult op, FromProto(ran[i], response.responses(static_cast<int>(i))));
+    TENSORD_ASSIGN_OR_RETURN(KvOpResult op,
+                             FromProto(ran[i], response.responses(static_cast<int>(i))));
     result.results.push_back(std::move(op));
   }
   return result;
@@ -369,11 +372,11 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
       // A range over many keys costs etcd 3.4 a walk of all of them.
       CallRunner(*this, range_end.empty() ? options_.call_timeout
                                           : std::max(options_.call_timeout, options_.scan_timeout))
-          .Run<etcdserverpb::RangeResponse>(
-          "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                       etcdserverpb::RangeResponse& out) {
-            return endpoint.kv->Range(&context, request, &out);
-          }));
+          .Run<etcdserverpb::RangeResponse>("range",
+                                            [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                                etcdserverpb::RangeResponse& out) {
+                                              return endpoint.kv->Range(&context, request, &out);
+                                            }));
   if (limit > 0 && response.kvs_size() > limit) {
     return absl::DataLossError(absl::StrCat("etcd answered a range limited to ", limit,
                                             " keys with ", response.kvs_size()));
@@ -383,10 +386,10 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
   page.more = response.more();
   page.values.reserve(response.kvs_size());
   for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    if (kv.key() < key || (!range_end.empty() && range_end != absl::string_view("\0", 1) &&
-                           kv.key() >= range_end)) {
-      return absl::DataLossError(absl::StrCat("etcd answered a range from '", key,
-                                              "' with key '", kv.key(), "' outside it"));
+    if (kv.key() < key ||
+        (!range_end.empty() && range_end != absl::string_view("\0", 1) && kv.key() >= range_end)) {
+      return absl::DataLossError(absl::StrCat("etcd answered a range from '", key, "' with key '",
+                                              kv.key(), "' outside it"));
     }
     page.values.push_back(FromProto(kv));
   }
@@ -424,18 +427,19 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
     bool opened = false;
     bool more = true;  // false once the handler asked to stop
     {
-      std::unique_ptr<grpc::ClientReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
+      std::unique_ptr<
+          grpc::ClientReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
           stream = endpoint.watch->Watch(&context);
       etcdserverpb::WatchResponse response;
       if (stream->Write(create) && stream->Read(&response)) {
         if (response.compact_revision() != 0) {
-          outcome = absl::OutOfRangeError(absl::StrCat(
-              "etcd compacted revision ", start_revision, " away (oldest kept: ",
-              response.compact_revision(), ")"));
+          outcome = absl::OutOfRangeError(
+              absl::StrCat("etcd compacted revision ", start_revision,
+                           " away (oldest kept: ", response.compact_revision(), ")"));
         } else if (!response.created() || response.canceled()) {
-          outcome = absl::FailedPreconditionError(absl::StrCat(
-              "etcd at ", endpoint.name, " refused a watch of '", prefix, "': ",
-              response.cancel_reason()));
+          outcome = absl::FailedPreconditionError(absl::StrCat("etcd at ", endpoint.name,
+                                                               " refused a watch of '", prefix,
+                                                               "': ", response.cancel_reason()));
         } else {
           opened = true;
           more = on_events({});  // established
@@ -443,9 +447,9 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
           std::vector<EtcdWatchEvent> events;
           while (more && stream->Read(&response)) {
             if (response.compact_revision() != 0) {
-              outcome = absl::OutOfRangeError(absl::StrCat(
-                  "etcd compacted the watched revisions away (oldest kept: ",
-                  response.compact_revision(), ")"));
+              outcome = absl::OutOfRangeError(
+                  absl::StrCat("etcd compacted the watched revisions away (oldest kept: ",
+                               response.compact_revision(), ")"));
               break;
             }
             if (response.canceled()) {
@@ -454,8 +458,9 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
               break;
             }
             for (const etcdserverpb::Event& event : response.events()) {
-              events.push_back(EtcdWatchEvent{.deleted = event.type() == etcdserverpb::Event::DELETE,
-                                              .kv = FromProto(event.kv())});
+              events.push_back(
+                  EtcdWatchEvent{.deleted = event.type() == etcdserverpb::Event::DELETE,
+                                 .kv = FromProto(event.kv())});
             }
             if (response.fragment() || events.empty()) continue;
             more = on_events(std::move(events));
@@ -468,9 +473,10 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
       const grpc::Status finished = stream->Finish();
       if (outcome.ok() && opened && !cancel.cancelled()) {
         // The handler asked to stop (OK), or the stream broke.
-        outcome = !more ? absl::OkStatus()
-                        : absl::UnavailableError(absl::StrCat("etcd watch at ", endpoint.name,
-                                                              " ended: ", finished.error_message()));
+        outcome = !more
+                      ? absl::OkStatus()
+                      : absl::UnavailableError(absl::StrCat("etcd watch at ", endpoint.name,
+                                                            " ended: ", finished.error_message()));
       } else if (outcome.ok() && !opened) {
         outcome = absl::Status(finished.ok() ? absl::StatusCode::kUnavailable
                                              : static_cast<absl::StatusCode>(finished.error_code()),
@@ -497,14 +503,14 @@ absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,
 absl::Status EtcdClient::Compact(int64_t revision) {
   etcdserverpb::CompactionRequest request;
   request.set_revision(revision);
-  absl::Status compacted =
-      CallRunner(*this)
-          .Run<etcdserverpb::CompactionResponse>(
-              "compaction", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                                etcdserverpb::CompactionResponse& out) {
-                return endpoint.kv->Compact(&context, request, &out);
-              })
-          .status();
+  absl::Status compacted = CallRunner(*this)
+                               .Run<etcdserverpb::CompactionResponse>(
+                                   "compaction",
+                                   [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                       etcdserverpb::CompactionResponse& out) {
+                                     return endpoint.kv->Compact(&context, request, &out);
+                                   })
+                               .status();
   // Another node compacted as far already.
   if (absl::StrContains(compacted.message(), "required revision has been compacted")) {
     return absl::OkStatus();
@@ -520,13 +526,12 @@ absl::StatusOr<EtcdLease> EtcdClient::GrantLease(absl::Duration ttl) {
   }
   etcdserverpb::LeaseGrantRequest request;
   request.set_ttl(seconds);
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::LeaseGrantResponse response,
-      CallRunner(*this).Run<etcdserverpb::LeaseGrantResponse>(
-          "lease grant", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                             etcdserverpb::LeaseGrantResponse& out) {
-            return endpoint.lease->LeaseGrant(&context, request, &out);
-          }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::LeaseGrantResponse response,
+                           CallRunner(*this).Run<etcdserverpb::LeaseGrantResponse>(
+                               "lease grant", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                                  etcdserverpb::LeaseGrantResponse& out) {
+                                 return endpoint.lease->LeaseGrant(&context, request, &out);
+                               }));
   if (!response.error().empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("etcd refused a lease of ", seconds, "s: ", response.error()));
@@ -573,8 +578,8 @@ absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease) {
                                  : finished;
           }));
   if (response.id() != lease) {
-    return absl::DataLossError(absl::StrCat("etcd answered a keep-alive of lease ", lease,
-                                            " for lease ", response.id()));
+    return absl::DataLossError(
+        absl::StrCat("etcd answered a keep-alive of lease ", lease, " for lease ", response.id()));
   }
   if (response.ttl() <= 0) {
     return absl::NotFoundError(absl::StrCat("etcd lease ", lease, " has expired"));

@@ -60,8 +60,8 @@ class EtcdClient final : public KvStore {
   absl::StatusOr<KvTxnResult> Txn(std::span<const KvCompare> compares,
                                   std::span<const KvOp> success,
                                   std::span<const KvOp> failure) override;
-  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
-                               int64_t revision, int64_t limit) override;
+  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
+                               int64_t limit) override;
   // Asks etcd to fragment large revisions and joins the fragments, so no
   // watch message grows with a revision (a lease expiry deletes every key
   // on it in one revision). The endpoints are tried in turn to open it.

@@ -21,9 +21,10 @@ absl::Status EtcdCallStatus(const grpc::Status& status, absl::string_view what,
   const std::string& message = status.error_message();
   std::string advice;
   if (absl::StrContains(message, "database space exceeded")) {
-    advice = " (etcd's backend quota, --quota-backend-bytes, is full and its NOSPACE alarm is "
-             "raised: it refuses writes until its history is compacted, the database "
-             "defragmented (etcdctl defrag) and the alarm disarmed (etcdctl alarm disarm))";
+    advice =
+        " (etcd's backend quota, --quota-backend-bytes, is full and its NOSPACE alarm is "
+        "raised: it refuses writes until its history is compacted, the database "
+        "defragmented (etcdctl defrag) and the alarm disarmed (etcdctl alarm disarm))";
   } else if (absl::StrContains(message, "too many operations in txn request")) {
     advice = " (etcd's --max-txn-ops is lower than tensord's --etcd-max-txn-ops: set them alike)";
   } else if (absl::StrContains(message, "request is too large")) {

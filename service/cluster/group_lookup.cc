@@ -5,14 +5,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/mutex.h"
 #include "service/cluster/name_record.h"
+#include "service/common/mutex.h"
 #include "service/common/status_macros.h"
 
 namespace tensord {
 
-absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefix,
-                                         int64_t revision, absl::Duration patience) {
+absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefix, int64_t revision,
+                                         absl::Duration patience) {
   if (revision <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster group ", revision, " names no etcd revision"));
@@ -31,7 +31,8 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   auto on_events = [&](std::vector<EtcdWatchEvent> events) {
     if (events.empty()) return true;  // established
     for (EtcdWatchEvent& event : events) {
-      if (!event.deleted && event.kv.mod_revision == revision) written.push_back(std::move(event.kv));
+      if (!event.deleted && event.kv.mod_revision == revision)
+        written.push_back(std::move(event.kv));
     }
     // A revision's changes are never split across calls, and the watch
     // starts at `revision`: this call holds all of them, or there are none.
@@ -49,9 +50,9 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   finished.Notify();
   watchdog.join();
   if (watched.code() == absl::StatusCode::kOutOfRange) {
-    return absl::NotFoundError(absl::StrCat(
-        "cluster group ", revision, " is older than etcd's compacted history (", watched.message(),
-        "): read its items by name"));
+    return absl::NotFoundError(absl::StrCat("cluster group ", revision,
+                                            " is older than etcd's compacted history (",
+                                            watched.message(), "): read its items by name"));
   }
   if (!watched.ok() && !(watched.code() == absl::StatusCode::kCancelled && !answered)) {
     return watched;
@@ -63,8 +64,9 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
     // group and its own origin: the group was not ordered here.
     if (!record.ok() || record->group.empty() || record->origin != revision) continue;
     if (!members.group.empty() && members.group != record->group) {
-      return absl::InternalError(absl::StrCat("cluster version ", revision, " wrote records of two groups, '",
-                                              members.group, "' and '", record->group, "'"));
+      return absl::InternalError(absl::StrCat("cluster version ", revision,
+                                              " wrote records of two groups, '", members.group,
+                                              "' and '", record->group, "'"));
     }
     members.group = record->group;
     members.names.push_back(record->name);
@@ -72,8 +74,9 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   if (members.names.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "no atomic group was ordered at cluster version ", revision,
-        written.empty() ? " (no name record was written at it)"
-                        : absl::StrCat(" (it wrote ", written.size(), " name records outside any group)")));
+        written.empty()
+            ? " (no name record was written at it)"
+            : absl::StrCat(" (it wrote ", written.size(), " name records outside any group)")));
   }
   std::sort(members.names.begin(), members.names.end());
   return members;

@@ -28,8 +28,8 @@ struct GroupMembers {
 // revision wrote no group's records (or is newer than etcd's), or when
 // etcd has compacted its history past it; UNAVAILABLE when etcd cannot be
 // reached.
-absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefix,
-                                         int64_t revision, absl::Duration patience);
+absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefix, int64_t revision,
+                                         absl::Duration patience);
 
 // The group's items as one answer: `leases` (one per member, in the
 // members' order, from the cluster's read of each name's latest) must all

@@ -65,8 +65,8 @@ absl::Status OrderUnrecorded(Registry& registry, KvStore& store, const std::stri
     // Some name gained a record meanwhile: one at a time, and a name that
     // has one now stays unordered here (its record decides its reads).
     for (size_t i = start; i < end; ++i) {
-      TENSORD_ASSIGN_OR_RETURN(KvTxnResult one, store.Txn({&absent[i - start], 1},
-                                                          {&puts[i - start], 1}, {}));
+      TENSORD_ASSIGN_OR_RETURN(KvTxnResult one,
+                               store.Txn({&absent[i - start], 1}, {&puts[i - start], 1}, {}));
       if (one.succeeded && registry.SetOrigin(fresh[i].name, fresh[i].version, one.revision).ok()) {
         ++counts.ordered;
       }
@@ -139,8 +139,10 @@ absl::StatusOr<ReconcileCounts> ReconcileHeld(Registry& registry, KvStore& store
         continue;
       }
       Log(LogLevel::kWarning, "cluster_held_version_dropped",
-          {{"name", info.name}, {"version", info.version},
-           {"reason", "the cluster ordered other bytes for the name while this node was not in it"}});
+          {{"name", info.name},
+           {"version", info.version},
+           {"reason",
+            "the cluster ordered other bytes for the name while this node was not in it"}});
       if (registry.Delete(info.name, info.version).ok()) ++counts.dropped;
     }
     TENSORD_RETURN_IF_ERROR(

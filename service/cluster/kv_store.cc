@@ -57,8 +57,8 @@ absl::StatusOr<std::optional<EtcdKeyValue>> KvGet(KvStore& store, absl::string_v
   const KvOp get = KvOp::Get(std::string(key));
   TENSORD_ASSIGN_OR_RETURN(KvTxnResult result, store.Txn({}, {&get, 1}, {}));
   if (result.results.size() != 1 || result.results[0].values.size() > 1) {
-    return absl::DataLossError(absl::StrCat("the store answered a get of '", key,
-                                            "' with more than one key"));
+    return absl::DataLossError(
+        absl::StrCat("the store answered a get of '", key, "' with more than one key"));
   }
   if (result.results[0].values.empty()) return std::nullopt;
   return std::move(result.results[0].values[0]);
@@ -91,7 +91,8 @@ absl::StatusOr<KvPage> KvRangePage(KvStore& store, absl::string_view from,
   // rare: that window is skipped.)
   const size_t longest = !from.empty() && from.back() == '\0' ? from.size() - 1 : from.size();
   for (size_t length = longest;; --length) {
-    std::string window_end = length == 0 ? std::string(range_end) : KvPrefixEnd(from.substr(0, length));
+    std::string window_end =
+        length == 0 ? std::string(range_end) : KvPrefixEnd(from.substr(0, length));
     const bool whole = !EndsBefore(window_end, range_end);
     if (whole) window_end = std::string(range_end);
     TENSORD_ASSIGN_OR_RETURN(KvPage page, store.Range(from, window_end, revision, limit));

@@ -56,7 +56,9 @@ struct KvCompare {
   int64_t number = 0;
   std::string value;
 
-  static KvCompare Absent(std::string key) { return {std::move(key), Field::kCreateRevision, 0, {}}; }
+  static KvCompare Absent(std::string key) {
+    return {std::move(key), Field::kCreateRevision, 0, {}};
+  }
   static KvCompare ModRevisionIs(std::string key, int64_t revision) {
     return {std::move(key), Field::kModRevision, revision, {}};
   }

@@ -65,7 +65,8 @@ LatestReads::~LatestReads() {
     }
     pulling_.clear();
   }
-  for (PullDone& done : waiting) std::move(done)(absl::UnavailableError("the node is shutting down"));
+  for (PullDone& done : waiting)
+    std::move(done)(absl::UnavailableError("the node is shutting down"));
 }
 
 void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::ReadDone done) {
@@ -136,8 +137,7 @@ void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, i
   });
 }
 
-void LatestReads::LeasePulled(const std::string& name, int64_t origin, int attempt,
-                              NameDone done) {
+void LatestReads::LeasePulled(const std::string& name, int64_t origin, int attempt, NameDone done) {
   absl::StatusOr<std::shared_ptr<const TensorVersion>> local = registry_.Find(name, 0);
   if (local.ok() && OriginOf(**local) >= origin) {
     std::move(done)(Lease(*std::move(local)));
@@ -146,8 +146,9 @@ void LatestReads::LeasePulled(const std::string& name, int64_t origin, int attem
   // Replaced (or dropped for a newer record) between the pull and now: the
   // record is read again, a few times at most.
   if (attempt >= kAttempts) {
-    std::move(done)(absl::UnavailableError(absl::StrCat(
-        "tensor '", name, "' was replaced ", kAttempts, " times while this node copied it; retry")));
+    std::move(done)(
+        absl::UnavailableError(absl::StrCat("tensor '", name, "' was replaced ", kAttempts,
+                                            " times while this node copied it; retry")));
     return;
   }
   records_.Read({name}, [this, name, attempt, done = std::move(done)](
@@ -163,13 +164,15 @@ bool LatestReads::DropStaleCopy(const std::string& name, int64_t newer_origin) {
   // Only a copy the cluster ordered before `newer_origin`; a cache copy
   // nobody ordered gives way to any durable version of its name.
   const bool ordered_older = origin != 0 && origin < newer_origin;
-  const bool unordered_cache = origin == 0 && (*local)->retention == Retention::kCache &&
-                               newer_origin != INT64_MAX;
+  const bool unordered_cache =
+      origin == 0 && (*local)->retention == Retention::kCache && newer_origin != INT64_MAX;
   if (!ordered_older && !unordered_cache) return false;
   if (!registry_.Delete(name, (*local)->version).ok()) return false;
   stale_dropped_.fetch_add(1, std::memory_order_relaxed);
   Log(LogLevel::kDebug, "cluster_stale_copy_dropped",
-      {{"name", name}, {"version", (*local)->version}, {"origin", origin},
+      {{"name", name},
+       {"version", (*local)->version},
+       {"origin", origin},
        {"newer_origin", newer_origin}});
   return true;
 }
@@ -209,7 +212,7 @@ void LatestReads::PullOrdered(NameRecord record, PullDone done) {
               {{"name", record.name}, {"origin", record.origin}, {"error", joined.ToString()}});
         }
       },
-            [finish]() mutable { finish(absl::UnavailableError("the node is shutting down")); });
+      [finish]() mutable { finish(absl::UnavailableError("the node is shutting down")); });
 }
 
 absl::Status LatestReads::PullFromHolders(const NameRecord& record) {
@@ -242,8 +245,11 @@ absl::Status LatestReads::PullFromHolders(const NameRecord& record) {
       pulls_.fetch_add(1, std::memory_order_relaxed);
       pulled_bytes_.fetch_add(record.total_bytes, std::memory_order_relaxed);
       Log(LogLevel::kInfo, "cluster_pulled",
-          {{"name", record.name}, {"from", holder}, {"bytes", record.total_bytes},
-           {"origin", record.origin}, {"superseded", published->superseded}});
+          {{"name", record.name},
+           {"from", holder},
+           {"bytes", record.total_bytes},
+           {"origin", record.origin},
+           {"superseded", published->superseded}});
       return absl::OkStatus();
     }
     if (pulled.status().code() == absl::StatusCode::kResourceExhausted) return pulled.status();
@@ -265,18 +271,19 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
         NameDone done = std::move(*shared);
         absl::StatusOr<CopyLocation> location = locate_cache_copy_(name);
         if (!location.ok()) {
-          std::move(done)(location.status().code() == absl::StatusCode::kNotFound
-                              ? absl::NotFoundError(absl::StrCat(
-                                    "tensor '", name, "' is not held by this node nor any node of "
-                                    "the cluster"))
-                              : location.status());
+          std::move(done)(
+              location.status().code() == absl::StatusCode::kNotFound
+                  ? absl::NotFoundError(absl::StrCat("tensor '", name,
+                                                     "' is not held by this node nor any node of "
+                                                     "the cluster"))
+                  : location.status());
           return;
         }
         std::optional<ClusterMember> member = members_.Find(location->node);
         if (!member.has_value()) {
-          std::move(done)(absl::NotFoundError(absl::StrCat(
-              "tensor '", name, "' is a cache copy of node ", location->node,
-              ", which is not a live member")));
+          std::move(done)(
+              absl::NotFoundError(absl::StrCat("tensor '", name, "' is a cache copy of node ",
+                                               location->node, ", which is not a live member")));
           return;
         }
         PullSource source{.name = name,
@@ -290,9 +297,9 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
         if (!pulled.ok()) {
           pull_failures_.fetch_add(1, std::memory_order_relaxed);
           // A cache copy may go at any time: a miss, not an outage.
-          std::move(done)(absl::NotFoundError(absl::StrCat(
-              "tensor '", name, "' is a cache copy of node ", location->node,
-              " that could not be copied: ", pulled.status().message())));
+          std::move(done)(absl::NotFoundError(
+              absl::StrCat("tensor '", name, "' is a cache copy of node ", location->node,
+                           " that could not be copied: ", pulled.status().message())));
           return;
         }
         absl::StatusOr<VersionInfo> published = registry_.Publish(*std::move(pulled));
@@ -303,8 +310,11 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
         pulls_.fetch_add(1, std::memory_order_relaxed);
         pulled_bytes_.fetch_add(location->total_bytes, std::memory_order_relaxed);
         Log(LogLevel::kInfo, "cluster_pulled",
-            {{"name", name}, {"from", location->node}, {"bytes", location->total_bytes},
-             {"origin", 0}, {"cache_copy", true}});
+            {{"name", name},
+             {"from", location->node},
+             {"bytes", location->total_bytes},
+             {"origin", 0},
+             {"cache_copy", true}});
         absl::StatusOr<std::shared_ptr<const TensorVersion>> local =
             registry_.Find(name, published->version);
         if (!local.ok()) {
@@ -315,7 +325,7 @@ void LatestReads::PullCacheCopy(const std::string& name, NameDone done_once) {
         std::move(done)(Lease(*std::move(local)));
       },
       [shared]() mutable {
-        std::move(*shared)(absl::UnavailableError("the node is shutting down"));
+        std::move (*shared)(absl::UnavailableError("the node is shutting down"));
       });
 }
 

@@ -18,20 +18,21 @@ MemberList::MemberList(std::shared_ptr<KvStore> store, std::string prefix)
     : nodes_prefix_(NodesPrefix(prefix)) {
   follower_ = std::make_unique<PrefixFollower>(
       std::move(store), nodes_prefix_, /*read_first=*/true, "cluster members",
-      PrefixFollowerCallbacks{
-          .on_read =
-              [this](std::vector<EtcdKeyValue> keys, int64_t) {
-                MutexLock lock(&mu_);
-                members_.clear();
-                for (const EtcdKeyValue& kv : keys) Apply(kv, /*deleted=*/false);
-                ++generation_;
-              },
-          .on_events =
-              [this](std::vector<EtcdWatchEvent> events) {
-                MutexLock lock(&mu_);
-                for (const EtcdWatchEvent& event : events) Apply(event.kv, event.deleted);
-                ++generation_;
-              }});
+      PrefixFollowerCallbacks{.on_read =
+                                  [this](std::vector<EtcdKeyValue> keys, int64_t) {
+                                    MutexLock lock(&mu_);
+                                    members_.clear();
+                                    for (const EtcdKeyValue& kv : keys)
+                                      Apply(kv, /*deleted=*/false);
+                                    ++generation_;
+                                  },
+                              .on_events =
+                                  [this](std::vector<EtcdWatchEvent> events) {
+                                    MutexLock lock(&mu_);
+                                    for (const EtcdWatchEvent& event : events)
+                                      Apply(event.kv, event.deleted);
+                                    ++generation_;
+                                  }});
 }
 
 MemberList::~MemberList() { Stop(); }
@@ -52,8 +53,8 @@ void MemberList::Apply(const EtcdKeyValue& kv, bool deleted) {
   }
   absl::StatusOr<ClusterMember> member = DecodeNodeRecord(kv.value);
   if (member.ok() && member->node_name != name) {
-    member = absl::DataLossError(absl::StrCat("the record names node '", member->node_name,
-                                              "', not '", name, "'"));
+    member = absl::DataLossError(
+        absl::StrCat("the record names node '", member->node_name, "', not '", name, "'"));
   }
   if (!member.ok()) {
     // Not trusted as a member: a key that does not decode names nobody.

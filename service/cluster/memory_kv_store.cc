@@ -43,10 +43,8 @@ bool MemoryKvStore::HoldsLocked(const KvCompare& compare) const {
       return (entry == nullptr ? 0 : entry->create_revision) == compare.number;
     case KvCompare::Field::kModRevision:
       return (entry == nullptr ? 0 : entry->mod_revision) == compare.number;
-    case KvCompare::Field::kLease:
-      return (entry == nullptr ? 0 : entry->lease) == compare.number;
-    case KvCompare::Field::kValue:
-      return entry != nullptr && entry->value == compare.value;
+    case KvCompare::Field::kLease: return (entry == nullptr ? 0 : entry->lease) == compare.number;
+    case KvCompare::Field::kValue: return entry != nullptr && entry->value == compare.value;
   }
   return false;
 }
@@ -241,8 +239,8 @@ absl::Status MemoryKvStore::Watch(absl::string_view prefix, int64_t start_revisi
   int64_t next = start_revision == 0 ? revision_ + 1 : start_revision;
   // As etcd: the compaction revision itself can still be watched from.
   if (next < compacted_) {
-    return absl::OutOfRangeError(absl::StrCat("revision ", next, " was compacted (oldest kept: ",
-                                              compacted_, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("revision ", next, " was compacted (oldest kept: ", compacted_, ")"));
   }
   {
     mu_.Unlock();
@@ -260,8 +258,9 @@ absl::Status MemoryKvStore::Watch(absl::string_view prefix, int64_t start_revisi
       return absl::OutOfRangeError("the watched revisions were compacted away");
     }
     // The first unseen revision's events under the prefix, whole.
-    auto it = std::lower_bound(history_.begin(), history_.end(), next,
-                               [](const auto& item, int64_t revision) { return item.first < revision; });
+    auto it =
+        std::lower_bound(history_.begin(), history_.end(), next,
+                         [](const auto& item, int64_t revision) { return item.first < revision; });
     if (it == history_.end()) {
       changed_.Wait(&mu_);
       continue;
@@ -301,7 +300,8 @@ absl::Status MemoryKvStore::RevokeLease(int64_t lease) {
 absl::StatusOr<absl::Duration> MemoryKvStore::KeepAliveOnce(int64_t lease) {
   ReaderMutexLock lock(&mu_);
   if (absl::Status reachable = CheckReachable(); !reachable.ok()) return reachable;
-  if (!leases_.contains(lease)) return absl::NotFoundError(absl::StrCat("lease ", lease, " has expired"));
+  if (!leases_.contains(lease))
+    return absl::NotFoundError(absl::StrCat("lease ", lease, " has expired"));
   return absl::Seconds(5);
 }
 

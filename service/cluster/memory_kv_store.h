@@ -29,8 +29,8 @@ class MemoryKvStore final : public KvStore {
   absl::StatusOr<KvTxnResult> Txn(std::span<const KvCompare> compares,
                                   std::span<const KvOp> success,
                                   std::span<const KvOp> failure) override;
-  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
-                               int64_t revision, int64_t limit) override;
+  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
+                               int64_t limit) override;
   absl::Status Watch(absl::string_view prefix, int64_t start_revision,
                      const WatchHandler& on_events, KvWatchCancel& cancel) override;
   absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl) override;

@@ -64,9 +64,8 @@ absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const Etcd
     return bad("field total_bytes missing or invalid");
   }
   if (!unsigned_field("crc32c", UINT32_MAX, crc)) return bad("field crc32c missing or invalid");
-  if (value.contains("origin") &&
-      (!unsigned_field("origin", INT64_MAX, origin) || origin == 0 ||
-       static_cast<int64_t>(origin) > kv.mod_revision)) {
+  if (value.contains("origin") && (!unsigned_field("origin", INT64_MAX, origin) || origin == 0 ||
+                                   static_cast<int64_t>(origin) > kv.mod_revision)) {
     return bad("field origin is not a revision at or before the key's");
   }
   auto writer = value.find("writer");

@@ -28,9 +28,9 @@ absl::Status ValidateNodeName(absl::string_view name) {
   }
   for (char c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node name '", RecordExcerpt(name), "' has '", std::string(1, c),
-          "'; node names may hold only letters, digits, '.', '_' and '-'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node name '", RecordExcerpt(name), "' has '", std::string(1, c),
+                       "'; node names may hold only letters, digits, '.', '_' and '-'"));
     }
   }
   if (name == "." || name == "..") {
@@ -85,8 +85,9 @@ absl::StatusOr<ClusterMember> DecodeNodeRecord(absl::string_view text) {
                           {"instance_id", &member.instance_id}}) {
     if (absl::Status status = text_field(key, *out); !status.ok()) return status;
   }
-  for (auto [key, out] : {std::pair<const char*, uint64_t*>{"host_bytes_used", &member.host_bytes_used},
-                          {"host_bytes_limit", &member.host_bytes_limit}}) {
+  for (auto [key, out] :
+       {std::pair<const char*, uint64_t*>{"host_bytes_used", &member.host_bytes_used},
+        {"host_bytes_limit", &member.host_bytes_limit}}) {
     if (absl::Status status = unsigned_field(key, *out); !status.ok()) return status;
   }
   auto handoff = record.find("handoff_available");

@@ -47,7 +47,8 @@ std::shared_ptr<grpc::Channel> PeerChannels::ChannelTo(const std::string& addres
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(options_.max_message_bytes);
     arguments.SetMaxSendMessageSize(options_.max_message_bytes);
-    arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, ChannelArgMilliseconds(options_.idle_timeout));
+    arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
+                     ChannelArgMilliseconds(options_.idle_timeout));
     // A peer that went away is noticed on an idle connection too, at the
     // rate the nodes' servers accept pings (every 10 s without data).
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);

@@ -64,26 +64,27 @@ class PullReceiver {
     // What the cluster recorded is what must arrive; a holder answering
     // with something else (another size, other bytes) is not trusted.
     if (total_ != source_.total_bytes || header.info().crc32c() != source_.crc32c) {
-      return absl::DataLossError(absl::StrCat(
-          "node ", source_.node, " offered '", source_.name, "' as ", total_,
-          " bytes with CRC-32C ", header.info().crc32c(), "; the cluster recorded ",
-          source_.total_bytes, " bytes with ", source_.crc32c));
+      return absl::DataLossError(absl::StrCat("node ", source_.node, " offered '", source_.name,
+                                              "' as ", total_, " bytes with CRC-32C ",
+                                              header.info().crc32c(), "; the cluster recorded ",
+                                              source_.total_bytes, " bytes with ", source_.crc32c));
     }
     if (header.range().offset() != 0 || header.range().length() != total_ ||
         (source_.version != 0 && header.info().version() != source_.version)) {
       return absl::DataLossError(absl::StrCat("node ", source_.node, " answered the copy of '",
                                               source_.name, "' with another version or range"));
     }
-    TENSORD_ASSIGN_OR_RETURN(PendingVersion prepared,
-                             registry_.Prepare(source_.name, std::move(layout), total_, retention_));
+    TENSORD_ASSIGN_OR_RETURN(
+        PendingVersion prepared,
+        registry_.Prepare(source_.name, std::move(layout), total_, retention_));
     pending_ = std::move(prepared);
     if (decoded.has_inline_data) {
       uint64_t size = 0;
       for (std::span<const uint8_t> piece : decoded.inline_data) size += piece.size();
       if (size != total_) {
         return absl::DataLossError(absl::StrCat("node ", source_.node, " sent ", size,
-                                                " inline bytes of '", source_.name,
-                                                "', which has ", total_));
+                                                " inline bytes of '", source_.name, "', which has ",
+                                                total_));
       }
       return Write(decoded.inline_data, size);
     }
@@ -104,7 +105,8 @@ class PullReceiver {
   template <typename Pieces>
   absl::Status Write(const Pieces& pieces, uint64_t size) {
     TENSORD_RETURN_IF_ERROR(pending_->buffer->Write(received_, pieces));
-    for (std::span<const uint8_t> piece : pieces) crc_ = Crc32cExtend(crc_, piece.data(), piece.size());
+    for (std::span<const uint8_t> piece : pieces)
+      crc_ = Crc32cExtend(crc_, piece.data(), piece.size());
     received_ += size;
     return absl::OkStatus();
   }

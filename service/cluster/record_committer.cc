@@ -24,8 +24,8 @@ RecordCommitter::~RecordCommitter() {
   }
   for (std::thread& thread : threads_) thread.join();
   for (Pending& pending : abandoned) {
-    std::move(pending.done)(absl::UnavailableError(
-        "the node is shutting down; the change was not written to etcd"));
+    std::move(pending.done)(
+        absl::UnavailableError("the node is shutting down; the change was not written to etcd"));
   }
 }
 
@@ -43,7 +43,8 @@ void RecordCommitter::Commit(std::vector<RecordChange> changes, Done done) {
   if (keys > options_.max_ops_per_txn) {
     std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
         "an atomic change of ", keys, " etcd keys is more than one etcd transaction holds (",
-        options_.max_ops_per_txn, ", --etcd-max-txn-ops, which must not exceed etcd's "
+        options_.max_ops_per_txn,
+        ", --etcd-max-txn-ops, which must not exceed etcd's "
         "--max-txn-ops)")));
     return;
   }
@@ -89,8 +90,9 @@ void RecordCommitter::WorkLoop() {
       for (auto it = queue_.begin(); it != queue_.end();) {
         if (keys + it->keys > options_.max_ops_per_txn) break;
         if (kind == ChangeKind::kGroup && !batch.empty()) break;
-        const bool clash = std::any_of(it->changes.begin(), it->changes.end(),
-                                       [&](const RecordChange& c) { return names.contains(c.name); });
+        const bool clash =
+            std::any_of(it->changes.begin(), it->changes.end(),
+                        [&](const RecordChange& c) { return names.contains(c.name); });
         if (clash || KindOf(*it) != kind) {
           ++it;
           continue;

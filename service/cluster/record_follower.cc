@@ -107,9 +107,8 @@ void RecordFollower::Apply(std::vector<EtcdWatchEvent> events) {
   }
 }
 
-absl::StatusOr<WatchStart> RecordFollower::StartWatch(absl::string_view prefix,
-                                                      bool with_existing, uint64_t from_version,
-                                                      size_t max_existing) {
+absl::StatusOr<WatchStart> RecordFollower::StartWatch(absl::string_view prefix, bool with_existing,
+                                                      uint64_t from_version, size_t max_existing) {
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   WatchStart start;
   if (from_version > 0) {
@@ -125,8 +124,7 @@ absl::StatusOr<WatchStart> RecordFollower::StartWatch(absl::string_view prefix,
   const std::string from = absl::StrCat(records_prefix_, prefix);
   absl::Status too_many;
   TENSORD_ASSIGN_OR_RETURN(
-      int64_t revision,
-      KvReadPrefix(*store_, from, kPageKeys, [&](std::vector<EtcdKeyValue> page) {
+      int64_t revision, KvReadPrefix(*store_, from, kPageKeys, [&](std::vector<EtcdKeyValue> page) {
         for (const EtcdKeyValue& kv : page) {
           if (!too_many.ok()) return;
           absl::StatusOr<NameRecord> record = DecodeNameRecord(prefix_, kv);
@@ -150,11 +148,13 @@ absl::StatusOr<std::vector<ClusterVersion>> RecordFollower::ListNames(absl::stri
                                                                       size_t max_names) {
   std::vector<ClusterVersion> names;
   const std::string first = absl::StrCat(records_prefix_, prefix);
-  std::string from = after.empty() ? first : absl::StrCat(records_prefix_, after, std::string(1, '\0'));
+  std::string from =
+      after.empty() ? first : absl::StrCat(records_prefix_, after, std::string(1, '\0'));
   if (from < first) from = first;
   const std::string end = KvPrefixEnd(first);
   while (names.size() < max_names) {
-    const int64_t want = std::min<int64_t>(kPageKeys, static_cast<int64_t>(max_names - names.size()));
+    const int64_t want =
+        std::min<int64_t>(kPageKeys, static_cast<int64_t>(max_names - names.size()));
     TENSORD_ASSIGN_OR_RETURN(KvPage page, KvRangePage(*store_, from, end, 0, want));
     for (const EtcdKeyValue& kv : page.values) {
       absl::StatusOr<NameRecord> record = DecodeNameRecord(prefix_, kv);

@@ -96,9 +96,9 @@ void RecordReader::ReadBatch(std::vector<Slot> batch) {
     const std::string& name = request.names[slot.index];
     Answer answer = std::nullopt;
     if (!read.ok()) {
-      answer = absl::Status(read.status().code(),
-                            absl::StrCat("cannot read the cluster record of '", name,
-                                         "': ", read.status().message()));
+      answer =
+          absl::Status(read.status().code(), absl::StrCat("cannot read the cluster record of '",
+                                                          name, "': ", read.status().message()));
     } else {
       const KvOpResult& result = read->results[op_of[name]];
       if (!result.values.empty()) {

@@ -18,20 +18,21 @@ absl::StatusOr<std::vector<ReplicaRule>> ParseReplicaRules(absl::string_view tex
     if (const size_t equals = entry.rfind('='); equals != absl::string_view::npos) {
       rule.prefix = std::string(entry.substr(0, equals));
       count = entry.substr(equals + 1);
-      if (absl::Status valid = ValidateNamePrefix(rule.prefix); !valid.ok() || rule.prefix.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--default-replicas entry '", entry, "': '", rule.prefix, "' is not a name prefix"));
+      if (absl::Status valid = ValidateNamePrefix(rule.prefix);
+          !valid.ok() || rule.prefix.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("--default-replicas entry '", entry, "': '",
+                                                       rule.prefix, "' is not a name prefix"));
       }
     }
     if (!absl::SimpleAtoi(count, &rule.replicas) || rule.replicas < 1 ||
         rule.replicas > kMaxReplicas) {
-      return absl::InvalidArgumentError(absl::StrCat("--default-replicas entry '", entry,
-                                                     "': copies must be 1..", kMaxReplicas));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--default-replicas entry '", entry, "': copies must be 1..", kMaxReplicas));
     }
     for (const ReplicaRule& earlier : rules) {
       if (earlier.prefix == rule.prefix) {
-        return absl::InvalidArgumentError(absl::StrCat("--default-replicas gives '", rule.prefix,
-                                                       "' twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--default-replicas gives '", rule.prefix, "' twice"));
       }
     }
     rules.push_back(std::move(rule));

@@ -1,5 +1,5 @@
-#include "absl/strings/string_view.h"
 #include "service/common/byte_size.h"
+#include "absl/strings/string_view.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -20,11 +20,16 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   }
   std::string suffix = absl::AsciiStrToLower(absl::StripAsciiWhitespace(trimmed.substr(digits)));
   int shift = -1;
-  if (suffix.empty() || suffix == "b") shift = 0;
-  else if (suffix == "k" || suffix == "kb" || suffix == "kib") shift = 10;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib") shift = 20;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib") shift = 30;
-  else if (suffix == "t" || suffix == "tb" || suffix == "tib") shift = 40;
+  if (suffix.empty() || suffix == "b")
+    shift = 0;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib")
+    shift = 10;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
+    shift = 20;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
+    shift = 30;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib")
+    shift = 40;
   if (shift < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte size '", text, "' has unknown unit '", suffix, "'"));

@@ -216,8 +216,8 @@ uint32_t MultiplyModP(uint32_t a, uint32_t b) {
 
 // x^(8 * bytes) mod P: appending `bytes` zero bytes multiplies a CRC by it.
 uint32_t ShiftForBytes(uint64_t bytes) {
-  uint32_t power = 1u << 31;            // x^0
-  uint32_t square = 1u << 23;           // x^8: one byte
+  uint32_t power = 1u << 31;   // x^0
+  uint32_t square = 1u << 23;  // x^8: one byte
   for (; bytes != 0; bytes >>= 1) {
     if ((bytes & 1u) != 0) power = MultiplyModP(power, square);
     square = MultiplyModP(square, square);

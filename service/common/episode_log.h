@@ -12,8 +12,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "service/common/mutex.h"
 #include "absl/time/time.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 

@@ -16,15 +16,14 @@ constexpr absl::string_view kFdExhaustionPayload = "type.tensord.dev/fd_exhauste
 absl::Status FdExhaustion(int error_number, absl::string_view what) {
   std::string message =
       error_number == EMFILE
-          ? absl::StrCat(what, ": tensord reached its open-file limit (RLIMIT_NOFILE = ",
-                         OpenFileLimit(),
+          ? absl::StrCat(what,
+                         ": tensord reached its open-file limit (RLIMIT_NOFILE = ", OpenFileLimit(),
                          " fds); close connections or delete tensors, or raise the limit "
                          "(ulimit -n, LimitNOFILE=)")
           : absl::StrCat(what, ": the system reached its open-file limit (fs.file-max = ",
                          SystemOpenFileLimit(), " fds)");
   absl::Status status = absl::ResourceExhaustedError(message);
-  status.SetPayload(kFdExhaustionPayload,
-                    absl::Cord(error_number == EMFILE ? "EMFILE" : "ENFILE"));
+  status.SetPayload(kFdExhaustionPayload, absl::Cord(error_number == EMFILE ? "EMFILE" : "ENFILE"));
   return status;
 }
 
@@ -35,8 +34,8 @@ absl::Status CheckTensorFd(int fd, absl::string_view what) {
   if (ceiling == 0 || fd < 0 || static_cast<uint64_t>(fd) < ceiling) return absl::OkStatus();
   absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
       what, ": tensor memory has used the fds it may (RLIMIT_NOFILE = ", OpenFileLimit(),
-      " fds, of which the ", OpenFileLimit() - ceiling,
-      " above ", ceiling, " are kept for connections: --max-connections plus "
+      " fds, of which the ", OpenFileLimit() - ceiling, " above ", ceiling,
+      " are kept for connections: --max-connections plus "
       "--max-handoff-connections); delete tensors, or raise the limit (ulimit -n, LimitNOFILE=)"));
   status.SetPayload(kFdExhaustionPayload, absl::Cord("EMFILE"));
   return status;

@@ -61,8 +61,8 @@ uint64_t TensorFdCeiling() { return tensor_fd_ceiling.load(std::memory_order_rel
 uint64_t TensorFdCeilingFor(uint64_t open_file_limit, uint64_t max_connections,
                             uint64_t max_handoff_connections) {
   if (open_file_limit == 0 || open_file_limit == UINT64_MAX) return 0;
-  const uint64_t kept = std::min(max_connections + max_handoff_connections,
-                                 open_file_limit / 8 * 5);
+  const uint64_t kept =
+      std::min(max_connections + max_handoff_connections, open_file_limit / 8 * 5);
   return open_file_limit - kept;
 }
 

@@ -40,11 +40,11 @@ void GuardedAccept::RestoreSpare() {
 GuardedAccept::Result GuardedAccept::Accept(int listener_fd, absl::string_view where) {
   ScopedFd connection(AcceptOne(listener_fd));
   if (connection.valid() && connection.get() >= reserve_floor_) {
-    FdExhaustionLog().Note(absl::StrCat("accept(", where, ")"),
-                           absl::StrCat("connection closed unserved: fd ", connection.get(),
-                                        " is within the reserve kept below RLIMIT_NOFILE = ",
-                                        OpenFileLimit()),
-                           absl::Now());
+    FdExhaustionLog().Note(
+        absl::StrCat("accept(", where, ")"),
+        absl::StrCat("connection closed unserved: fd ", connection.get(),
+                     " is within the reserve kept below RLIMIT_NOFILE = ", OpenFileLimit()),
+        absl::Now());
     return {Outcome::kDroppedAtFdLimit, {}, EMFILE};
   }
   if (connection.valid()) return {Outcome::kAccepted, std::move(connection)};

@@ -142,8 +142,8 @@ absl::StatusOr<BoundListenAddress> BindTcp(const std::string& address) {
   }
   ::freeaddrinfo(resolved);
   if (bound.sockets.empty()) {
-    return absl::UnavailableError(absl::StrCat("could not bind listen address '", address,
-                                               "': ", first_error.message()));
+    return absl::UnavailableError(
+        absl::StrCat("could not bind listen address '", address, "': ", first_error.message()));
   }
   bound.address = absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
   return bound;
@@ -152,7 +152,7 @@ absl::StatusOr<BoundListenAddress> BindTcp(const std::string& address) {
 }  // namespace
 
 SocketFileOwner::SocketFileOwner(std::string path) : path_(std::move(path)) {
-  struct stat file{};
+  struct stat file {};
   if (::lstat(path_.c_str(), &file) == 0) {
     device_ = file.st_dev;
     inode_ = file.st_ino;
@@ -173,7 +173,7 @@ SocketFileOwner& SocketFileOwner::operator=(SocketFileOwner&& other) noexcept {
 
 void SocketFileOwner::Remove() {
   if (path_.empty()) return;
-  struct stat file{};
+  struct stat file {};
   if (::lstat(path_.c_str(), &file) == 0 && file.st_dev == device_ && file.st_ino == inode_) {
     ::unlink(path_.c_str());
   }
@@ -192,8 +192,8 @@ absl::StatusOr<BoundListenAddress> BindListenAddress(const std::string& address)
   absl::StatusOr<ScopedFd> socket = ListenUnix(*path, SOCK_STREAM, 0660, SOMAXCONN);
   if (!socket.ok()) {
     if (absl::IsAlreadyExists(socket.status())) {
-      return absl::UnavailableError(absl::StrCat("listen address '", address,
-                                                 "' is in use: ", socket.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat("listen address '", address, "' is in use: ", socket.status().message()));
     }
     return socket.status();
   }

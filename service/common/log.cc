@@ -1,5 +1,5 @@
-#include "absl/strings/string_view.h"
 #include "service/common/log.h"
+#include "absl/strings/string_view.h"
 
 #include <unistd.h>
 
@@ -64,8 +64,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
   if (lower == "info") return LogLevel::kInfo;
   if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
   if (lower == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "log level '", text, "' is not one of debug, info, warning, error"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("log level '", text, "' is not one of debug, info, warning, error"));
 }
 
 void SetMinLogLevel(LogLevel level) { min_level.store(static_cast<int>(level)); }

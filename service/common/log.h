@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -34,8 +34,7 @@ struct LogField {
 
 // Writes one line to stderr atomically (one write(2) call), so lines from
 // concurrent threads never interleave.
-void Log(LogLevel level, absl::string_view event,
-         std::initializer_list<LogField> fields = {});
+void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields = {});
 
 }  // namespace tensord
 

@@ -11,19 +11,17 @@
 #define TENSORD_INTERNAL_CONCAT(a, b) TENSORD_INTERNAL_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define TENSORD_RETURN_IF_ERROR(expr)                  \
-  do {                                                 \
-    if (absl::Status tensord_status_ = (expr);         \
-        !tensord_status_.ok()) {                       \
-      return tensord_status_;                          \
-    }                                                  \
+#define TENSORD_RETURN_IF_ERROR(expr)                                   \
+  do {                                                                  \
+    if (absl::Status tensord_status_ = (expr); !tensord_status_.ok()) { \
+      return tensord_status_;                                           \
+    }                                                                   \
   } while (false)
 
 // `TENSORD_ASSIGN_OR_RETURN(auto x, MakeX());` binds the value of a StatusOr
 // or returns its error from the enclosing function.
-#define TENSORD_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  TENSORD_INTERNAL_ASSIGN_OR_RETURN(                                          \
-      TENSORD_INTERNAL_CONCAT(tensord_statusor_, __LINE__), lhs, expr)
+#define TENSORD_ASSIGN_OR_RETURN(lhs, expr) \
+  TENSORD_INTERNAL_ASSIGN_OR_RETURN(TENSORD_INTERNAL_CONCAT(tensord_statusor_, __LINE__), lhs, expr)
 
 #define TENSORD_INTERNAL_ASSIGN_OR_RETURN(statusor, lhs, expr) \
   auto statusor = (expr);                                      \

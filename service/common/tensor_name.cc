@@ -1,5 +1,5 @@
-#include "absl/strings/string_view.h"
 #include "service/common/tensor_name.h"
+#include "absl/strings/string_view.h"
 
 #include <array>
 
@@ -10,8 +10,8 @@ namespace tensord {
 namespace {
 
 constexpr bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '/' || c == '-';
 }
 
 std::string Quoted(absl::string_view text) {
@@ -25,9 +25,9 @@ absl::Status ValidateCharsAndLength(absl::string_view text, absl::string_view wh
   }
   for (size_t i = 0; i < text.size(); ++i) {
     if (!IsNameChar(text[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " ", Quoted(text), " has character ", Quoted(text.substr(i, 1)), " at byte ", i,
-          "; allowed are letters, digits and _ . : / -"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", Quoted(text), " has character ", Quoted(text.substr(i, 1)),
+                       " at byte ", i, "; allowed are letters, digits and _ . : / -"));
     }
   }
   return absl::OkStatus();
@@ -75,12 +75,11 @@ absl::Status ValidateTensorName(absl::string_view name) {
   }
   for (size_t start = 0;;) {
     const size_t end = name.find('/', start);
-    const absl::string_view segment = name.substr(start, end == absl::string_view::npos
-                                                             ? absl::string_view::npos
-                                                             : end - start);
+    const absl::string_view segment =
+        name.substr(start, end == absl::string_view::npos ? absl::string_view::npos : end - start);
     if (segment.empty() || segment == "." || segment == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor name ", Quoted(name), " has an empty, '.' or '..' path segment"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor name ", Quoted(name), " has an empty, '.' or '..' path segment"));
     }
     if (end == absl::string_view::npos) return absl::OkStatus();
     start = end + 1;

@@ -31,7 +31,7 @@ absl::StatusOr<sockaddr_un> AddressOf(const std::string& path) {
 absl::StatusOr<ScopedFd> ListenUnix(const std::string& path, int type, mode_t mode, int backlog) {
   absl::StatusOr<sockaddr_un> address = AddressOf(path);
   if (!address.ok()) return address.status();
-  struct stat existing{};
+  struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
       return absl::AlreadyExistsError(absl::StrCat("'", path, "' exists and is not a socket"));
@@ -51,7 +51,8 @@ absl::StatusOr<ScopedFd> ListenUnix(const std::string& path, int type, mode_t mo
   int bind_errno = errno;
   ::umask(old_mask);
   if (bound != 0) return ErrnoStatus(bind_errno, absl::StrCat("bind(", path, ")"));
-  if (::chmod(path.c_str(), mode) != 0) return ErrnoStatus(errno, absl::StrCat("chmod(", path, ")"));
+  if (::chmod(path.c_str(), mode) != 0)
+    return ErrnoStatus(errno, absl::StrCat("chmod(", path, ")"));
   if (::listen(fd.get(), backlog) != 0) {
     return ErrnoStatus(errno, absl::StrCat("listen(", path, ")"));
   }
@@ -93,8 +94,8 @@ absl::Status SendPacket(int socket_fd, absl::string_view bytes, int fd_to_pass) 
 
 absl::Status SendPacket(int socket_fd, absl::string_view bytes, std::span<const int> fds) {
   if (fds.size() > kMaxFdsPerPacket) {
-    return absl::InvalidArgumentError(absl::StrCat("packet of ", fds.size(),
-                                                   " fds; the limit is ", kMaxFdsPerPacket));
+    return absl::InvalidArgumentError(
+        absl::StrCat("packet of ", fds.size(), " fds; the limit is ", kMaxFdsPerPacket));
   }
   iovec io{const_cast<char*>(bytes.data()), bytes.size()};
   msghdr message{};
@@ -161,11 +162,12 @@ absl::StatusOr<ReceivedPacket> ReceivePacket(int socket_fd, size_t max_bytes, si
       ++fd_count;
     }
   }
-  if (received == 0 && fd_count == 0) return absl::UnavailableError("handoff socket closed by the peer");
+  if (received == 0 && fd_count == 0)
+    return absl::UnavailableError("handoff socket closed by the peer");
   if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fd_count > max_fds ||
       static_cast<size_t>(received) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("handoff packet truncated or carrying ", fd_count,
-                                                   " fds; the limit is ", max_bytes,
+    return absl::InvalidArgumentError(absl::StrCat("handoff packet truncated or carrying ",
+                                                   fd_count, " fds; the limit is ", max_bytes,
                                                    " bytes and ", max_fds, " fd(s)"));
   }
   packet.bytes.resize(static_cast<size_t>(received));

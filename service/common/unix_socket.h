@@ -55,7 +55,7 @@ absl::Status SendPacket(int socket_fd, absl::string_view bytes, std::span<const 
 
 struct ReceivedPacket {
   std::string bytes;
-  ScopedFd fd;  // invalid when none came
+  ScopedFd fd;                     // invalid when none came
   std::vector<ScopedFd> more_fds;  // the fds after the first, in order
 };
 // Receives one packet of up to `max_bytes` bytes and `max_fds` fds

@@ -13,17 +13,17 @@ template <typename Function>
 absl::Status LoadEntryPoint(const char* symbol, Function* function) {
   void* address = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  cudaError_t error = cudaGetDriverEntryPointByVersion(symbol, &address, CUDA_VERSION,
-                                                       cudaEnableDefault, &found);
+  cudaError_t error =
+      cudaGetDriverEntryPointByVersion(symbol, &address, CUDA_VERSION, cudaEnableDefault, &found);
   if (error != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat(
-        "cudaGetDriverEntryPointByVersion(", symbol, "): ", cudaGetErrorName(error), ": ",
-        cudaGetErrorString(error)));
+    return absl::UnavailableError(absl::StrCat("cudaGetDriverEntryPointByVersion(", symbol,
+                                               "): ", cudaGetErrorName(error), ": ",
+                                               cudaGetErrorString(error)));
   }
   if (found != cudaDriverEntryPointSuccess || address == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "the CUDA driver has no ", symbol, " for CUDA ", CUDA_VERSION,
-        found == cudaDriverEntryPointVersionNotSufficent ? " (driver too old)" : ""));
+    return absl::UnavailableError(
+        absl::StrCat("the CUDA driver has no ", symbol, " for CUDA ", CUDA_VERSION,
+                     found == cudaDriverEntryPointVersionNotSufficent ? " (driver too old)" : ""));
   }
   *function = reinterpret_cast<Function>(address);
   return absl::OkStatus();
@@ -59,34 +59,27 @@ absl::Status CudaRuntimeStatus(cudaError_t error, absl::string_view call) {
   std::string message =
       absl::StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
   switch (error) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
+    case cudaErrorMemoryAllocation: return absl::ResourceExhaustedError(message);
     case cudaErrorInvalidValue:
     case cudaErrorInvalidDevice:
     case cudaErrorInvalidDevicePointer:
     case cudaErrorInvalidResourceHandle:
-    case cudaErrorInvalidMemcpyDirection:
-      return absl::InvalidArgumentError(message);
+    case cudaErrorInvalidMemcpyDirection: return absl::InvalidArgumentError(message);
     case cudaErrorInsufficientDriver:
     case cudaErrorNoDevice:
     case cudaErrorDevicesUnavailable:
     case cudaErrorInitializationError:
     case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-      return absl::UnavailableError(message);
-    case cudaErrorNotSupported:
-      return absl::UnimplementedError(message);
-    case cudaErrorNotPermitted:
-      return absl::PermissionDeniedError(message);
+    case cudaErrorCompatNotSupportedOnDevice: return absl::UnavailableError(message);
+    case cudaErrorNotSupported: return absl::UnimplementedError(message);
+    case cudaErrorNotPermitted: return absl::PermissionDeniedError(message);
     // An open of a legacy IPC handle in its exporting process, or a mapping the
     // driver could not make. (A second open in the same context is not an
     // error: CUDA counts a reference and returns the same pointer.)
     case cudaErrorAlreadyMapped:
     case cudaErrorDeviceUninitialized:
-    case cudaErrorMapBufferObjectFailed:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
+    case cudaErrorMapBufferObjectFailed: return absl::FailedPreconditionError(message);
+    default: return absl::InternalError(message);
   }
 }
 
@@ -96,30 +89,23 @@ absl::Status CudaDriverStatus(const CudaDriverApi& api, CUresult result, absl::s
   const char* text = nullptr;
   if (api.get_error_name != nullptr) api.get_error_name(result, &name);
   if (api.get_error_string != nullptr) api.get_error_string(result, &text);
-  std::string message = absl::StrCat(call, ": ", name != nullptr ? name : "CUresult",
-                                     " (", static_cast<int>(result), "): ",
-                                     text != nullptr ? text : "unknown error");
+  std::string message =
+      absl::StrCat(call, ": ", name != nullptr ? name : "CUresult", " (", static_cast<int>(result),
+                   "): ", text != nullptr ? text : "unknown error");
   switch (result) {
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return absl::ResourceExhaustedError(message);
+    case CUDA_ERROR_OUT_OF_MEMORY: return absl::ResourceExhaustedError(message);
     case CUDA_ERROR_INVALID_VALUE:
     case CUDA_ERROR_INVALID_DEVICE:
-    case CUDA_ERROR_INVALID_HANDLE:
-      return absl::InvalidArgumentError(message);
+    case CUDA_ERROR_INVALID_HANDLE: return absl::InvalidArgumentError(message);
     case CUDA_ERROR_NOT_INITIALIZED:
     case CUDA_ERROR_DEINITIALIZED:
     case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-      return absl::UnavailableError(message);
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return absl::UnimplementedError(message);
-    case CUDA_ERROR_NOT_PERMITTED:
-      return absl::PermissionDeniedError(message);
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return absl::UnavailableError(message);
+    case CUDA_ERROR_NOT_SUPPORTED: return absl::UnimplementedError(message);
+    case CUDA_ERROR_NOT_PERMITTED: return absl::PermissionDeniedError(message);
     case CUDA_ERROR_INVALID_CONTEXT:
-    case CUDA_ERROR_ALREADY_MAPPED:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
+    case CUDA_ERROR_ALREADY_MAPPED: return absl::FailedPreconditionError(message);
+    default: return absl::InternalError(message);
   }
 }
 

@@ -77,12 +77,9 @@ class VmmMapping {
   VmmMapping(const VmmMapping&) = delete;
   VmmMapping& operator=(const VmmMapping&) = delete;
 
-  static absl::StatusOr<std::unique_ptr<VmmMapping>> Create(std::shared_ptr<CudaShared> shared,
-                                                            int device,
-                                                            CUmemGenericAllocationHandle memory,
-                                                            size_t size,
-                                                            ImportAccess granted =
-                                                                ImportAccess::kReadWrite) {
+  static absl::StatusOr<std::unique_ptr<VmmMapping>> Create(
+      std::shared_ptr<CudaShared> shared, int device, CUmemGenericAllocationHandle memory,
+      size_t size, ImportAccess granted = ImportAccess::kReadWrite) {
     const CudaDriverApi& api = shared->api;
     CUdeviceptr address = 0;
     TENSORD_RETURN_IF_ERROR(CudaDriverStatus(api, api.mem_address_reserve(&address, size, 0, 0, 0),
@@ -235,9 +232,9 @@ absl::Status CheckLegacyImportFits(const CudaDriverApi& api, const ExportedHandl
   // The opened pointer is the allocation's base in practice; measure from it
   // anyway, so the bound holds even if it were not.
   if (mapping.base() < range_base || mapping.base() - range_base > range_size) {
-    return absl::InternalError(absl::StrCat(
-        "cuMemGetAddressRange returned [", range_base, ", +", range_size,
-        ") which does not contain the opened pointer ", mapping.base()));
+    return absl::InternalError(
+        absl::StrCat("cuMemGetAddressRange returned [", range_base, ", +", range_size,
+                     ") which does not contain the opened pointer ", mapping.base()));
   }
   const uint64_t mapped = range_size - (mapping.base() - range_base);
   if (handle.allocation_size > mapped || handle.offset > mapped ||
@@ -275,7 +272,9 @@ class CudaStream final : public DeviceStream {
 class CudaPinnedBuffer final : public PinnedBuffer {
  public:
   CudaPinnedBuffer(void* data, uint64_t size) : PinnedBuffer(data, size) {}
-  ~CudaPinnedBuffer() override { LogIfError(CudaRuntimeStatus(cudaFreeHost(data()), "cudaFreeHost")); }
+  ~CudaPinnedBuffer() override {
+    LogIfError(CudaRuntimeStatus(cudaFreeHost(data()), "cudaFreeHost"));
+  }
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -338,8 +337,8 @@ class CudaBackend final : public DeviceBackend {
     TENSORD_RETURN_IF_ERROR(on_device.Enter(device));
     cudaStream_t stream = nullptr;
     // A blocking stream: copies on the legacy default stream wait for it.
-    TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaStreamCreate(&stream),
-                                              absl::StrCat("cudaStreamCreate(device ", device, ")")));
+    TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(
+        cudaStreamCreate(&stream), absl::StrCat("cudaStreamCreate(device ", device, ")")));
     return std::make_unique<CudaStream>(shared_.get(), device, stream);
   }
 
@@ -432,9 +431,9 @@ class CudaBackend final : public DeviceBackend {
       cudaIpcMemHandle_t ipc;
       std::memcpy(&ipc, handle.bytes.data(), sizeof(ipc));
       void* base = nullptr;
-      TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(
-          cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess),
-          absl::StrCat("cudaIpcOpenMemHandle(device ", handle.device, ")")));
+      TENSORD_RETURN_IF_ERROR(
+          CudaRuntimeStatus(cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess),
+                            absl::StrCat("cudaIpcOpenMemHandle(device ", handle.device, ")")));
       // Owned from here: closed again if the handle's geometry does not fit.
       auto mapping = std::make_unique<LegacyIpcMapping>(handle.device, base);
       TENSORD_RETURN_IF_ERROR(CheckLegacyImportFits(api, handle, *mapping));
@@ -458,9 +457,8 @@ class CudaBackend final : public DeviceBackend {
 
   absl::StatusOr<std::unique_ptr<PinnedBuffer>> DoAllocatePinned(uint64_t bytes) override {
     void* data = nullptr;
-    TENSORD_RETURN_IF_ERROR(
-        CudaRuntimeStatus(cudaHostAlloc(&data, bytes, cudaHostAllocPortable),
-                          absl::StrCat("cudaHostAlloc(", bytes, " bytes)")));
+    TENSORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaHostAlloc(&data, bytes, cudaHostAllocPortable),
+                                              absl::StrCat("cudaHostAlloc(", bytes, " bytes)")));
     return std::make_unique<CudaPinnedBuffer>(data, bytes);
   }
 
@@ -475,24 +473,22 @@ absl::StatusOr<CudaDeviceInfo> QueryDevice(const CudaDriverApi& api, int ordinal
                                            absl::StrCat("cuDeviceGet(", ordinal, ")")));
   int vmm = 0;
   int posix_fd = 0;
+  TENSORD_RETURN_IF_ERROR(
+      CudaDriverStatus(api,
+                       api.device_get_attribute(
+                           &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device),
+                       "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"));
   TENSORD_RETURN_IF_ERROR(CudaDriverStatus(
       api,
-      api.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                               device),
-      "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"));
-  TENSORD_RETURN_IF_ERROR(CudaDriverStatus(
-      api,
-      api.device_get_attribute(&posix_fd,
-                               CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                               device),
+      api.device_get_attribute(
+          &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device),
       "cuDeviceGetAttribute(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)"));
   if (vmm != 0 && posix_fd != 0) {
     CUmemAllocationProp prop = VmmProperties(ordinal);
     size_t granularity = 0;
     TENSORD_RETURN_IF_ERROR(CudaDriverStatus(
         api,
-        api.mem_get_allocation_granularity(&granularity, &prop,
-                                           CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+        api.mem_get_allocation_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
         absl::StrCat("cuMemGetAllocationGranularity(device ", ordinal, ")")));
     info.posix_fd_supported = granularity > 0;
     info.granularity = granularity;
@@ -522,9 +518,9 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateCudaBackend() {
                               ", this build needs CUDA ", CUDART_VERSION / 1000, ".",
                               CUDART_VERSION % 1000 / 10, ")");
     }
-    return absl::UnavailableError(absl::StrCat("no usable CUDA device: cudaGetDeviceCount: ",
-                                               cudaGetErrorName(error), ": ",
-                                               cudaGetErrorString(error), versions));
+    return absl::UnavailableError(
+        absl::StrCat("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(error), ": ",
+                     cudaGetErrorString(error), versions));
   }
   if (count <= 0) return absl::UnavailableError("no CUDA device is visible");
   auto shared = std::make_shared<CudaShared>();

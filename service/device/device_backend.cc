@@ -159,9 +159,9 @@ absl::StatusOr<std::unique_ptr<DeviceAllocation>> DeviceBackend::Allocate(
         absl::StrCat("cannot allocate 0 bytes on device ", device, ": sizes must be > 0"));
   }
   if (!SupportsHandleKind(device, exportable_as)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(), " device ", device, " cannot make memory exportable as ",
-                     HandleKindName(exportable_as)));
+    return absl::FailedPreconditionError(absl::StrCat(name(), " device ", device,
+                                                      " cannot make memory exportable as ",
+                                                      HandleKindName(exportable_as)));
   }
   return DoAllocate(device, bytes, exportable_as);
 }
@@ -239,10 +239,10 @@ absl::Status DeviceBackend::CopyDeviceToDevice(DeviceMemory& dst, uint64_t dst_o
 absl::StatusOr<ExportedHandle> DeviceBackend::Export(const DeviceAllocation& allocation,
                                                      HandleKind kind) {
   if (allocation.exportable_as() != kind) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the ", allocation.size(), "-byte allocation on device ", allocation.device(),
-        " was made exportable as ", HandleKindName(allocation.exportable_as()),
-        ", not as ", HandleKindName(kind), " (choose the kind at Allocate)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", allocation.size(), "-byte allocation on device ", allocation.device(),
+                     " was made exportable as ", HandleKindName(allocation.exportable_as()),
+                     ", not as ", HandleKindName(kind), " (choose the kind at Allocate)"));
   }
   TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle, DoExport(allocation));
   handle.kind = kind;
@@ -256,8 +256,8 @@ absl::StatusOr<ExportedHandle> DeviceBackend::Export(const DeviceAllocation& all
   return handle;
 }
 
-absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(
-    const ExportedHandle& handle, ImportAccess access) {
+absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(const ExportedHandle& handle,
+                                                                      ImportAccess access) {
   TENSORD_RETURN_IF_ERROR(CheckDevice(handle.device, device_count()));
   if (handle.kind != HandleKind::kLegacyIpc && handle.kind != HandleKind::kPosixFd) {
     return absl::InvalidArgumentError(
@@ -265,9 +265,9 @@ absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(
   }
   if (handle.size == 0 || handle.offset > handle.allocation_size ||
       handle.size > handle.allocation_size - handle.offset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "handle range of ", handle.size, " bytes at offset ", handle.offset,
-        " does not fit a non-empty allocation of ", handle.allocation_size, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("handle range of ", handle.size, " bytes at offset ", handle.offset,
+                     " does not fit a non-empty allocation of ", handle.allocation_size, " bytes"));
   }
   if (!SupportsHandleKind(handle.device, handle.kind)) {
     return absl::FailedPreconditionError(absl::StrCat(name(), " device ", handle.device,
@@ -277,9 +277,8 @@ absl::StatusOr<std::unique_ptr<ImportedMemory>> DeviceBackend::Import(
   std::unique_ptr<LegacyIpcClaim> claim;
   if (handle.kind == HandleKind::kLegacyIpc) {
     if (handle.bytes.size() != kLegacyIpcHandleBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("legacy IPC handle has ",
-                                                     handle.bytes.size(), " bytes, not ",
-                                                     kLegacyIpcHandleBytes));
+      return absl::InvalidArgumentError(absl::StrCat("legacy IPC handle has ", handle.bytes.size(),
+                                                     " bytes, not ", kLegacyIpcHandleBytes));
     }
     if (LegacyIpcExports::Contains(handle.bytes)) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/mutex.h"
 #include "service/common/errno_status.h"
+#include "service/common/mutex.h"
 #include "service/common/status_macros.h"
 #include "service/device/device_backend.h"
 
@@ -73,9 +73,9 @@ class SimulatedState {
     MutexLock lock(&mu_);
     uint64_t free_bytes = options_.bytes_per_device - used_bytes_[device];
     if (bytes > free_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate ", requested, " bytes on simulated device ", device, ": ", free_bytes,
-          " of ", options_.bytes_per_device, " bytes free"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", requested, " bytes on simulated device ", device, ": ",
+                       free_bytes, " of ", options_.bytes_per_device, " bytes free"));
     }
     used_bytes_[device] += bytes;
     return absl::OkStatus();
@@ -167,7 +167,7 @@ struct SimulatedBlock {
   uint8_t* data = nullptr;
   uint64_t size = 0;          // requested
   uint64_t mapping_size = 0;  // page-rounded, charged to the device
-  struct stat identity{};
+  struct stat identity {};
 
   ~SimulatedBlock() {
     if (data != nullptr) ::munmap(data, mapping_size);
@@ -244,10 +244,10 @@ class SimulatedPinnedBuffer final : public PinnedBuffer {
 
 absl::StatusOr<uint8_t*> MapShared(int fd, uint64_t bytes, absl::string_view what,
                                    ImportAccess access = ImportAccess::kReadWrite) {
-  const int protection =
-      access == ImportAccess::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+  const int protection = access == ImportAccess::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
   void* data = ::mmap(nullptr, bytes, protection, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap(", what, ", ", bytes, ")"));
+  if (data == MAP_FAILED)
+    return MappingErrnoStatus(errno, absl::StrCat("mmap(", what, ", ", bytes, ")"));
   return static_cast<uint8_t*>(data);
 }
 
@@ -310,8 +310,8 @@ class SimulatedBackend final : public DeviceBackend {
     if (stream == nullptr) {
       state_->CopyNow(dst, dst_device, src, src_device, bytes);
     } else {
-      state_->Enqueue(static_cast<SimulatedStream*>(stream)->id(), dst, dst_device, src,
-                      src_device, bytes);
+      state_->Enqueue(static_cast<SimulatedStream*>(stream)->id(), dst, dst_device, src, src_device,
+                      bytes);
     }
     return absl::OkStatus();
   }
@@ -353,38 +353,37 @@ class SimulatedBackend final : public DeviceBackend {
     if (handle.kind == HandleKind::kLegacyIpc) {
       TENSORD_RETURN_IF_ERROR(CheckLegacyHandle(handle));
     }
-    struct stat file{};
+    struct stat file {};
     if (::fstat(handle.fd.get(), &file) != 0) {
       return ErrnoStatus(errno, absl::StrCat("fstat(fd ", handle.fd.get(), " of a device handle)"));
     }
     // Only memfds answer F_GET_SEALS: anything else is not simulated device memory.
     if (!S_ISREG(file.st_mode) || ::fcntl(handle.fd.get(), F_GET_SEALS) < 0 ||
         static_cast<uint64_t>(file.st_size) < handle.allocation_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fd ", handle.fd.get(), " is not a simulated device allocation of ",
-          handle.allocation_size, " bytes (it has ", file.st_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fd ", handle.fd.get(), " is not a simulated device allocation of ",
+                       handle.allocation_size, " bytes (it has ", file.st_size, ")"));
     }
     if (handle.kind == HandleKind::kLegacyIpc) {
       SimulatedIpcHandle bytes;
       std::memcpy(&bytes, handle.bytes.data(), sizeof(bytes));
       if (bytes.inode != file.st_ino || bytes.file_system != file.st_dev) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the fd sent with legacy IPC handle of allocation ", bytes.allocation_id,
-            " belongs to another allocation"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the fd sent with legacy IPC handle of allocation ", bytes.allocation_id,
+                         " belongs to another allocation"));
       }
     }
-    TENSORD_ASSIGN_OR_RETURN(
-        uint8_t * mapping,
-        MapShared(handle.fd.get(), handle.allocation_size, "imported device memory", access));
-    return std::make_unique<SimulatedImport>(state_, handle.device, mapping,
-                                             handle.allocation_size, handle.offset, handle.size,
-                                             handle.kind);
+    TENSORD_ASSIGN_OR_RETURN(uint8_t * mapping, MapShared(handle.fd.get(), handle.allocation_size,
+                                                          "imported device memory", access));
+    return std::make_unique<SimulatedImport>(state_, handle.device, mapping, handle.allocation_size,
+                                             handle.offset, handle.size, handle.kind);
   }
 
   absl::StatusOr<std::unique_ptr<PinnedBuffer>> DoAllocatePinned(uint64_t bytes) override {
     uint64_t rounded = 0;
     void* data = nullptr;
-    if (!RoundUpToPage(bytes, &rounded) || (data = std::aligned_alloc(kPageBytes, rounded)) == nullptr) {
+    if (!RoundUpToPage(bytes, &rounded) ||
+        (data = std::aligned_alloc(kPageBytes, rounded)) == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot allocate ", bytes, " bytes of pinned host memory"));
     }

@@ -67,13 +67,11 @@ struct Alias {
 };
 
 constexpr Alias kAliases[] = {
-    {"f16", "float16"},   {"half", "float16"},     {"f32", "float32"},
-    {"float", "float32"}, {"f64", "float64"},      {"double", "float64"},
-    {"bf16", "bfloat16"}, {"i8", "int8"},          {"i16", "int16"},
-    {"i32", "int32"},     {"i64", "int64"},        {"u8", "uint8"},
-    {"u16", "uint16"},    {"u32", "uint32"},       {"u64", "uint64"},
-    {"b1", "bool"},       {"c64", "complex64"},    {"c128", "complex128"},
-    {"handle", "opaque64"},
+    {"f16", "float16"},   {"half", "float16"},    {"f32", "float32"},     {"float", "float32"},
+    {"f64", "float64"},   {"double", "float64"},  {"bf16", "bfloat16"},   {"i8", "int8"},
+    {"i16", "int16"},     {"i32", "int32"},       {"i64", "int64"},       {"u8", "uint8"},
+    {"u16", "uint16"},    {"u32", "uint32"},      {"u64", "uint64"},      {"b1", "bool"},
+    {"c64", "complex64"}, {"c128", "complex128"}, {"handle", "opaque64"},
 };
 
 const NamedType* FindByCodeBits(uint8_t code, uint8_t bits) {
@@ -149,8 +147,8 @@ absl::Status ValidateDataType(DLDataType dtype) {
                                                    " is not one of ", AllowedBits(dtype.code)));
   }
   if (dtype.lanes < 1 || dtype.lanes > kMaxLanes) {
-    return absl::InvalidArgumentError(absl::StrCat("dtype lanes ", dtype.lanes, " is not in [1, ",
-                                                   kMaxLanes, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype lanes ", dtype.lanes, " is not in [1, ", kMaxLanes, "]"));
   }
   return absl::OkStatus();
 }
@@ -161,9 +159,7 @@ uint64_t ElementBits(DLDataType dtype) {
   return static_cast<uint64_t>(dtype.bits) * static_cast<uint64_t>(dtype.lanes);
 }
 
-uint64_t ElementBytes(DLDataType dtype) {
-  return IsSubByte(dtype) ? 0 : ElementBits(dtype) / 8;
-}
+uint64_t ElementBytes(DLDataType dtype) { return IsSubByte(dtype) ? 0 : ElementBits(dtype) / 8; }
 
 std::string DataTypeName(DLDataType dtype) {
   const NamedType* type = FindByCodeBits(dtype.code, dtype.bits);

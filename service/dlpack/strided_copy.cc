@@ -33,9 +33,9 @@ struct CopyPlan {
 
 absl::Status CheckSameTensor(const TensorLayout& source, const TensorLayout& destination) {
   if (!(source.dtype == destination.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CopyStrided needs equal dtypes; source is ", DataTypeName(source.dtype),
-        ", destination is ", DataTypeName(destination.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat("CopyStrided needs equal dtypes; source is ",
+                                                   DataTypeName(source.dtype), ", destination is ",
+                                                   DataTypeName(destination.dtype)));
   }
   if (source.shape != destination.shape) {
     return absl::InvalidArgumentError(absl::StrCat(

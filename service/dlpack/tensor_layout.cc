@@ -28,8 +28,8 @@ std::string DeviceName(DLDevice device) {
     case kDLCPU: return "cpu";
     case kDLCUDA: return absl::StrCat("cuda:", device.device_id);
     case kDLCUDAHost: return "cuda_host";
-    default: return absl::StrCat("device", static_cast<int>(device.device_type), ":",
-                                 device.device_id);
+    default:
+      return absl::StrCat("device", static_cast<int>(device.device_type), ":", device.device_id);
   }
 }
 
@@ -44,8 +44,7 @@ absl::Status ValidateNdim(size_t ndim) {
 absl::Status ValidateStridesCount(const TensorLayout& layout) {
   if (!layout.strides.empty() && layout.strides.size() != layout.shape.size()) {
     return absl::InvalidArgumentError(absl::StrCat("strides has ", layout.strides.size(),
-                                                   " entries but ndim is ",
-                                                   layout.shape.size()));
+                                                   " entries but ndim is ", layout.shape.size()));
   }
   return absl::OkStatus();
 }
@@ -83,10 +82,9 @@ absl::StatusOr<OffsetRange> ReachedOffsets(std::span<const int64_t> shape,
     int64_t* bound = strides[i] < 0 ? &range.min : &range.max;
     if (__builtin_mul_overflow(shape[i] - 1, strides[i], &term) ||
         __builtin_add_overflow(*bound, term, bound)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("offset reached by strides ", Bracketed(strides), " over shape ",
-                       Bracketed(shape), " overflows int64 (at strides[", i, "] = ", strides[i],
-                       ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "offset reached by strides ", Bracketed(strides), " over shape ", Bracketed(shape),
+          " overflows int64 (at strides[", i, "] = ", strides[i], ")"));
     }
     if (strides[i] < 0 && shape[i] > 1 && range.first_negative_dim < 0) {
       range.first_negative_dim = static_cast<int>(i);
@@ -95,8 +93,7 @@ absl::StatusOr<OffsetRange> ReachedOffsets(std::span<const int64_t> shape,
   return range;
 }
 
-absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout,
-                                                      uint64_t numel) {
+absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout, uint64_t numel) {
   if (layout.byte_offset > static_cast<uint64_t>(kInt64Max)) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte_offset ", layout.byte_offset, " exceeds int64"));
@@ -127,9 +124,9 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
   }
   if (before_start > byte_offset) {
     const int dim = range.first_negative_dim;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "negative strides[", dim, "] = ", strides[dim], " reach ", before_start,
-        " bytes before element 0 but byte_offset is only ", byte_offset));
+    return absl::InvalidArgumentError(
+        absl::StrCat("negative strides[", dim, "] = ", strides[dim], " reach ", before_start,
+                     " bytes before element 0 but byte_offset is only ", byte_offset));
   }
 
   int64_t end = 0;
@@ -194,14 +191,14 @@ absl::StatusOr<uint64_t> CompactByteSize(DLDataType dtype, std::span<const int64
   TENSORD_ASSIGN_OR_RETURN(const uint64_t numel, ElementCount(shape));
   uint64_t bits = 0;
   if (__builtin_mul_overflow(numel, ElementBits(dtype), &bits)) {
-    return absl::InvalidArgumentError(absl::StrCat("byte size of ", DataTypeName(dtype),
-                                                   Bracketed(shape), " overflows int64"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte size of ", DataTypeName(dtype), Bracketed(shape), " overflows int64"));
   }
   // Rounded up without computing bits + 7, which could wrap.
   const uint64_t bytes = bits / 8 + (bits % 8 != 0 ? 1 : 0);
   if (bytes > static_cast<uint64_t>(kInt64Max)) {
-    return absl::InvalidArgumentError(absl::StrCat("byte size of ", DataTypeName(dtype),
-                                                   Bracketed(shape), " overflows int64"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte size of ", DataTypeName(dtype), Bracketed(shape), " overflows int64"));
   }
   return bytes;
 }
@@ -257,8 +254,7 @@ absl::Status ValidateLayoutFits(const TensorLayout& layout, uint64_t buffer_byte
   TENSORD_ASSIGN_OR_RETURN(const uint64_t required, RequiredBytes(layout));
   if (required > buffer_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeLayout(layout), " needs ", required,
-                                                   " bytes but the buffer holds ",
-                                                   buffer_bytes));
+                                                   " bytes but the buffer holds ", buffer_bytes));
   }
   return absl::OkStatus();
 }
@@ -269,8 +265,7 @@ absl::StatusOr<TensorLayout> LayoutOf(const DLTensor& tensor) {
         absl::StrCat("ndim ", tensor.ndim, " is not in [0, ", kMaxDims, "]"));
   }
   if (tensor.ndim > 0 && tensor.shape == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape is NULL but ndim is ", tensor.ndim));
+    return absl::InvalidArgumentError(absl::StrCat("shape is NULL but ndim is ", tensor.ndim));
   }
   TensorLayout layout;
   layout.dtype = tensor.dtype;

@@ -4,8 +4,8 @@
 #define TENSORD_SERVICE_FORMATS_NPY_H_
 
 #include <cstdint>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"

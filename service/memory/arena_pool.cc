@@ -188,9 +188,9 @@ absl::StatusOr<std::unique_ptr<ArenaSlot>> ArenaPool::Allocate(uint64_t size,
                                                                absl::string_view domain) {
   auto it = std::lower_bound(size_classes_.begin(), size_classes_.end(), size);
   if (it == size_classes_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a version of ", size, " bytes does not fit an arena slot (the largest is ",
-        size_classes_.empty() ? 0 : size_classes_.back(), " bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a version of ", size, " bytes does not fit an arena slot (the largest is ",
+                     size_classes_.empty() ? 0 : size_classes_.back(), " bytes)"));
   }
   const uint64_t slot_bytes = *it;
   const size_t class_index = static_cast<size_t>(it - size_classes_.begin());
@@ -224,8 +224,8 @@ absl::StatusOr<std::unique_ptr<ArenaSlot>> ArenaPool::Allocate(uint64_t size,
         HostArena::Create(slot_bytes, slot_count, absl::StrCat("arena-", slot_bytes));
     if (!memory.ok()) return memory.status();
     MutexLock lock(&core_->mutex);
-    auto arena = std::make_shared<PooledArena>(*std::move(memory), core_->next_arena_id++, list,
-                                               core_);
+    auto arena =
+        std::make_shared<PooledArena>(*std::move(memory), core_->next_arena_id++, list, core_);
     arena->free_slots.reserve(slot_count - 1);
     for (uint32_t index = slot_count - 1; index > 0; --index) arena->free_slots.push_back(index);
     arena->in_use = 1;

@@ -28,7 +28,7 @@ struct ArenaPoolOptions {
 // Counts at one moment, for metrics.
 struct ArenaStats {
   uint64_t arenas = 0;
-  uint64_t arena_bytes = 0;     // slots of every arena, used or not
+  uint64_t arena_bytes = 0;  // slots of every arena, used or not
   uint64_t slots_used = 0;
   uint64_t slot_bytes_used = 0;  // slot sizes, not tensor sizes
 };

@@ -10,7 +10,8 @@
 
 namespace tensord {
 
-absl::StatusOr<SealedMappings> SealKeepingOneWriter(int fd, uint64_t bytes, absl::string_view what) {
+absl::StatusOr<SealedMappings> SealKeepingOneWriter(int fd, uint64_t bytes,
+                                                    absl::string_view what) {
   // Before the seal: after it no new writable mapping can be made.
   void* writable = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (writable == MAP_FAILED) {

@@ -34,9 +34,10 @@ absl::StatusOr<std::unique_ptr<HostArena>> HostArena::Create(uint64_t slot_bytes
   }
   // After this only the writable mapping can change a byte, for every
   // holder of the fd.
-  TENSORD_ASSIGN_OR_RETURN(const SealedMappings mappings, SealKeepingOneWriter(fd.get(), bytes, name));
-  return std::unique_ptr<HostArena>(new HostArena(std::move(fd), mappings.writable,
-                                                  mappings.readable, slot_bytes, slot_count));
+  TENSORD_ASSIGN_OR_RETURN(const SealedMappings mappings,
+                           SealKeepingOneWriter(fd.get(), bytes, name));
+  return std::unique_ptr<HostArena>(
+      new HostArena(std::move(fd), mappings.writable, mappings.readable, slot_bytes, slot_count));
 }
 
 HostArena::~HostArena() {
@@ -53,9 +54,9 @@ absl::Status HostArena::AllocateSlot(uint32_t slot) {
   if (::fallocate(fd_.get(), 0, static_cast<off_t>(slot * slot_bytes_),
                   static_cast<off_t>(slot_bytes_)) != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "no memory for ", slot_bytes_, " bytes of tensor pages (fallocate: ",
-          std::strerror(errno), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no memory for ", slot_bytes_,
+                       " bytes of tensor pages (fallocate: ", std::strerror(errno), ")"));
     }
     return ErrnoStatus(errno, absl::StrCat("fallocate(arena, ", slot_bytes_, " bytes)"));
   }

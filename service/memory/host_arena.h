@@ -24,9 +24,8 @@ class HostArena {
   // no page allocated yet. `debug_name` shows as "memfd:tensord:<name>" in
   // /proc/PID/fd and /proc/PID/maps. RESOURCE_EXHAUSTED naming the limit
   // when fds or mappings run out.
-  static absl::StatusOr<std::unique_ptr<HostArena>> Create(uint64_t slot_bytes,
-                                                          uint32_t slot_count,
-                                                          absl::string_view debug_name);
+  static absl::StatusOr<std::unique_ptr<HostArena>> Create(uint64_t slot_bytes, uint32_t slot_count,
+                                                           absl::string_view debug_name);
   ~HostArena();
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;

@@ -39,7 +39,8 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
   if (!allocation.fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
   TENSORD_RETURN_IF_ERROR(
       CheckTensorFd(allocation.fd.get(), absl::StrCat("memfd_create(", name, ")")));
-  allocation.mapping_size = huge ? (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : size;
+  allocation.mapping_size =
+      huge ? (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : size;
   if (size == 0) {
     allocation.data = EmptyData();
     return allocation;
@@ -53,7 +54,8 @@ absl::StatusOr<Allocation> AllocateMemfd(const std::string& name, uint64_t size,
   void* data = ::mmap(nullptr, allocation.mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                       allocation.fd.get(), 0);
   if (data == MAP_FAILED) {
-    return MappingErrnoStatus(errno, absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
+    return MappingErrnoStatus(errno,
+                              absl::StrCat("mmap(", name, ", ", allocation.mapping_size, ")"));
   }
   allocation.data = static_cast<uint8_t*>(data);
   return allocation;
@@ -117,8 +119,8 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Reuse(SpareMemfd spare,
   if (::mprotect(spare.writable_, spare.size_, PROT_READ | PROT_WRITE) != 0) {
     return ErrnoStatus(errno, absl::StrCat("mprotect(spare memfd, ", spare.size_, ") writable"));
   }
-  std::unique_ptr<HostBuffer> buffer(new HostBuffer(std::move(spare.fd_), spare.writable_,
-                                                    spare.size_, spare.size_, /*huge_pages=*/false));
+  std::unique_ptr<HostBuffer> buffer(new HostBuffer(
+      std::move(spare.fd_), spare.writable_, spare.size_, spare.size_, /*huge_pages=*/false));
   buffer->recycle_ = std::move(recycle);
   buffer->kept_writable_ = std::exchange(spare.writable_, nullptr);
   buffer->kept_readable_ = std::exchange(spare.readable_, nullptr);
@@ -128,8 +130,7 @@ absl::StatusOr<std::unique_ptr<HostBuffer>> HostBuffer::Reuse(SpareMemfd spare,
   // filling them in one call costs far less than a fault per page in the
   // put's copy. Once filled they stay for every later use.
   if (!buffer->populated_) {
-    buffer->populated_ =
-        ::madvise(buffer->kept_writable_, buffer->size_, MADV_POPULATE_WRITE) == 0;
+    buffer->populated_ = ::madvise(buffer->kept_writable_, buffer->size_, MADV_POPULATE_WRITE) == 0;
   }
 #endif
   return buffer;
@@ -169,17 +170,16 @@ absl::Status HostBuffer::AllocatePages() {
   if (size_ == 0 || huge_pages_ || reusable()) return absl::OkStatus();
   if (::fallocate(fd_.get(), 0, 0, static_cast<off_t>(mapping_size_)) != 0) {
     if (errno == ENOSPC || errno == ENOMEM) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "no memory for ", mapping_size_, " bytes of tensor pages (fallocate: ",
-          std::strerror(errno), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no memory for ", mapping_size_,
+                       " bytes of tensor pages (fallocate: ", std::strerror(errno), ")"));
     }
     return ErrnoStatus(errno, absl::StrCat("fallocate(memfd, ", mapping_size_, ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status HostBuffer::Write(uint64_t offset,
-                               std::span<const std::span<const uint8_t>> pieces) {
+absl::Status HostBuffer::Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) {
   absl::StatusOr<uint64_t> fits = CheckWrite(sealed_, size_, offset, pieces);
   if (!fits.ok()) return fits.status();
   const uint64_t total = *fits;
@@ -207,13 +207,14 @@ absl::Status HostBuffer::Write(uint64_t offset,
                       static_cast<size_t>(pieces[i].size() - already)};
     }
     if (count == 0) break;
-    const ssize_t written = ::pwritev(fd_.get(), iov.data(), static_cast<int>(count),
-                                      static_cast<off_t>(offset));
+    const ssize_t written =
+        ::pwritev(fd_.get(), iov.data(), static_cast<int>(count), static_cast<off_t>(offset));
     if (written < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOSPC || errno == ENOMEM) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "no memory for ", total, " bytes of tensor pages (pwritev: ", std::strerror(errno), ")"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("no memory for ", total,
+                         " bytes of tensor pages (pwritev: ", std::strerror(errno), ")"));
       }
       return ErrnoStatus(errno, absl::StrCat("pwritev(memfd, offset ", offset, ")"));
     }
@@ -260,15 +261,17 @@ absl::Status HostBuffer::Seal() {
     return ErrnoStatus(errno, "fcntl(F_ADD_SEALS)");
   }
   // A producer holding the fd may have resized it before the seals landed.
-  struct stat status{};
+  struct stat status {};
   if (::fstat(fd_.get(), &status) != 0) return ErrnoStatus(errno, "fstat(memfd)");
   if (static_cast<uint64_t>(status.st_size) != (size_ == 0 ? 0 : mapping_size_)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "buffer was resized to ", status.st_size, " bytes; it must stay ", mapping_size_, " bytes"));
+    return absl::FailedPreconditionError(absl::StrCat("buffer was resized to ", status.st_size,
+                                                      " bytes; it must stay ", mapping_size_,
+                                                      " bytes"));
   }
   if (size_ > 0) {
     void* data = ::mmap(nullptr, mapping_size_, PROT_READ, MAP_SHARED, fd_.get(), 0);
-    if (data == MAP_FAILED) return MappingErrnoStatus(errno, absl::StrCat("mmap read-only ", mapping_size_));
+    if (data == MAP_FAILED)
+      return MappingErrnoStatus(errno, absl::StrCat("mmap read-only ", mapping_size_));
     data_ = static_cast<uint8_t*>(data);
   }
   sealed_ = true;

@@ -42,8 +42,7 @@ class SpareMemfd {
 
  private:
   friend class HostBuffer;
-  SpareMemfd(ScopedFd fd, uint8_t* writable, const uint8_t* readable, uint64_t size,
-             bool populated)
+  SpareMemfd(ScopedFd fd, uint8_t* writable, const uint8_t* readable, uint64_t size, bool populated)
       : fd_(std::move(fd)),
         writable_(writable),
         readable_(readable),
@@ -73,16 +72,16 @@ class HostBuffer final : public HostBytes {
   // destroyed buffer's memfd goes to `recycle` instead of being freed. Only
   // for buffers whose fd never leaves this process before Seal (remote
   // puts), since the seal leaves that mapping writable.
-  static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(
-      uint64_t size, absl::string_view debug_name, PagePolicy policy = PagePolicy::kNormal,
-      RecycleMemfd recycle = nullptr);
+  static absl::StatusOr<std::unique_ptr<HostBuffer>> Create(uint64_t size,
+                                                            absl::string_view debug_name,
+                                                            PagePolicy policy = PagePolicy::kNormal,
+                                                            RecycleMemfd recycle = nullptr);
   // A writable buffer over a spare's pages, holding whatever they last held
   // (every byte must be written before Seal). Goes back to `recycle` in
   // turn when destroyed. Between uses the kept writable mapping is
   // read-only (mprotect), so no stray write of the server reaches a
   // published version; an error when it cannot be made writable again.
-  static absl::StatusOr<std::unique_ptr<HostBuffer>> Reuse(SpareMemfd spare,
-                                                           RecycleMemfd recycle);
+  static absl::StatusOr<std::unique_ptr<HostBuffer>> Reuse(SpareMemfd spare, RecycleMemfd recycle);
   ~HostBuffer() override;
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -125,8 +124,7 @@ class HostBuffer final : public HostBytes {
   absl::Status Seal() override;
 
  private:
-  HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size,
-             bool huge_pages);
+  HostBuffer(ScopedFd fd, uint8_t* writable, uint64_t size, uint64_t mapping_size, bool huge_pages);
   void Unmap();
   // Seal() of a recyclable buffer not sealed before.
   absl::Status SealForReuse();

@@ -49,7 +49,8 @@ ServiceMetricsSnapshot ServiceMetrics::Snapshot() const {
     }
     snapshot.latency[rpc] = latency_[rpc].Snapshot();
     for (size_t outcome = 0; outcome < 2; ++outcome) {
-      snapshot.batch_items[rpc][outcome] = batch_items_[rpc][outcome].load(std::memory_order_relaxed);
+      snapshot.batch_items[rpc][outcome] =
+          batch_items_[rpc][outcome].load(std::memory_order_relaxed);
     }
   }
   snapshot.remote_bytes_received = remote_bytes_received_.load(std::memory_order_relaxed);

@@ -50,8 +50,8 @@ absl::string_view ListenerName(Listener listener);
 
 // Why a connection was closed as soon as it was accepted.
 enum class ConnectionRefusal : uint8_t {
-  kAtCap,       // --max-connections / --max-handoff-connections reached
-  kAtFdLimit,   // the process had no fd left for it (RLIMIT_NOFILE)
+  kAtCap,      // --max-connections / --max-handoff-connections reached
+  kAtFdLimit,  // the process had no fd left for it (RLIMIT_NOFILE)
 };
 inline constexpr size_t kConnectionRefusalCount = 2;
 // "connection_cap", "fd_limit".
@@ -62,14 +62,14 @@ struct ServiceMetricsSnapshot {
   // calls[rpc][code]: finished calls of each RPC by canonical status code.
   std::array<std::array<uint64_t, kStatusCodeCount>, kRpcCount> calls{};
   std::array<LatencySnapshot, kRpcCount> latency{};
-  uint64_t remote_bytes_received = 0;  // put payload bytes
-  uint64_t remote_bytes_sent = 0;      // fetch payload bytes
-  uint64_t handoff_bytes_sent = 0;     // bytes of versions handed to local readers
-  uint64_t handoff_bytes_received = 0; // bytes sealed by local producers
+  uint64_t remote_bytes_received = 0;   // put payload bytes
+  uint64_t remote_bytes_sent = 0;       // fetch payload bytes
+  uint64_t handoff_bytes_sent = 0;      // bytes of versions handed to local readers
+  uint64_t handoff_bytes_received = 0;  // bytes sealed by local producers
   // [rpc][0]: items of batch calls that succeeded, [rpc][1]: that failed.
   std::array<std::array<uint64_t, 2>, kRpcCount> batch_items{};
-  uint64_t watch_events_sent = 0;   // events sent to watchers
-  uint64_t watch_fell_behind = 0;   // times a watcher was told it missed changes
+  uint64_t watch_events_sent = 0;  // events sent to watchers
+  uint64_t watch_fell_behind = 0;  // times a watcher was told it missed changes
   // [listener]: connections accepted and served.
   std::array<uint64_t, kListenerCount> connections_accepted{};
   // [listener][reason]: connections closed at once instead.

@@ -12,9 +12,9 @@ absl::StatusOr<ByteReservation> CapacityAccount::Reserve(uint64_t bytes) {
   uint64_t used = used_.load(std::memory_order_relaxed);
   while (true) {
     if (bytes > limit_ || used > limit_ - bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot reserve ", bytes, " bytes of ", what_, ": ", used, " of ", limit_,
-          " bytes are in use"));
+      return absl::ResourceExhaustedError(absl::StrCat("cannot reserve ", bytes, " bytes of ",
+                                                       what_, ": ", used, " of ", limit_,
+                                                       " bytes are in use"));
     }
     if (used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed)) break;
   }

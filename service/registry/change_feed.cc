@@ -51,11 +51,11 @@ ChangeRead ChangeFeed::ReadAfter(uint64_t after, size_t max_events) const {
     read.missed_to = complete_after_;
     after = complete_after_;
   }
-  auto first = std::upper_bound(
-      history_.begin(), history_.end(), after,
-      [](uint64_t position, const std::shared_ptr<const ChangeEvent>& event) {
-        return position < event->version;
-      });
+  auto first =
+      std::upper_bound(history_.begin(), history_.end(), after,
+                       [](uint64_t position, const std::shared_ptr<const ChangeEvent>& event) {
+                         return position < event->version;
+                       });
   const size_t available = static_cast<size_t>(history_.end() - first);
   read.events.assign(first, first + static_cast<std::ptrdiff_t>(std::min(available, max_events)));
   return read;

@@ -28,8 +28,8 @@ namespace tensord {
 // A durable name's latest version as the cluster ordered it.
 struct ClusterVersion {
   std::string name;
-  std::string writer;   // the node that took the put
-  int64_t origin = 0;   // its cluster-wide order (an etcd revision)
+  std::string writer;  // the node that took the put
+  int64_t origin = 0;  // its cluster-wide order (an etcd revision)
   uint64_t total_bytes = 0;
   uint32_t crc32c = 0;
 };
@@ -55,16 +55,16 @@ struct ReplicaSource {
 
 // Counters since start, for metrics.
 struct ClusterStats {
-  uint64_t pulls = 0;               // versions copied here from another node
+  uint64_t pulls = 0;  // versions copied here from another node
   uint64_t pulled_bytes = 0;
-  uint64_t pull_failures = 0;       // pulls from one holder that failed
-  uint64_t pulls_joined = 0;        // reads that waited on a pull already running
+  uint64_t pull_failures = 0;         // pulls from one holder that failed
+  uint64_t pulls_joined = 0;          // reads that waited on a pull already running
   uint64_t stale_copies_dropped = 0;  // copies dropped as overwritten or deleted elsewhere
-  uint64_t record_reads = 0;        // names whose record a read asked etcd for
-  uint64_t record_read_txns = 0;    // etcd transactions those took
-  uint64_t record_writes = 0;       // records written (puts, deletes)
-  uint64_t record_write_txns = 0;   // etcd transactions those took
-  uint64_t cache_locations = 0;     // cache copies this node knows the place of
+  uint64_t record_reads = 0;          // names whose record a read asked etcd for
+  uint64_t record_read_txns = 0;      // etcd transactions those took
+  uint64_t record_writes = 0;         // records written (puts, deletes)
+  uint64_t record_write_txns = 0;     // etcd transactions those took
+  uint64_t cache_locations = 0;       // cache copies this node knows the place of
 };
 
 // Thread-safe.
@@ -119,8 +119,7 @@ class ClusterAccess {
   // An atomic group: one record per item and the group's, in one etcd
   // transaction, so every node sees all of the group or none of it; each
   // item gets `replicas` copies before `done`.
-  virtual void CommitGroup(std::vector<SealedVersion> group, uint32_t replicas,
-                           GroupDone done) = 0;
+  virtual void CommitGroup(std::vector<SealedVersion> group, uint32_t replicas, GroupDone done) = 0;
 
   // Deletes `name` everywhere: OK once etcd ordered it (no node serves the
   // name afterwards), NOT_FOUND when neither the cluster nor this node had it.

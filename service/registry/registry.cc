@@ -1,5 +1,5 @@
-#include "absl/strings/string_view.h"
 #include "service/registry/registry.h"
+#include "absl/strings/string_view.h"
 
 #include <algorithm>
 #include <utility>
@@ -87,8 +87,8 @@ VersionInfo InfoOf(const TensorVersion& version) {
 
 Registry::Registry(const RegistryOptions& options)
     : options_(options),
-      host_capacity_(CapacityAccount::Create(options.max_host_bytes,
-                                             "host memory (--max-host-bytes)")),
+      host_capacity_(
+          CapacityAccount::Create(options.max_host_bytes, "host memory (--max-host-bytes)")),
       arenas_(ArenasForThisKernel(options.arenas)),
       spares_(SpareBuffers::Create(SparesForThisKernel(options.spare_buffers), host_capacity_)),
       changes_(options.watch_history_items) {
@@ -118,9 +118,9 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
         options_.device_backend->name(), " backend has ", device_count(), " device(s)"));
   }
   if (retention == Retention::kCache) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", name, "' on ", device,
-        " cannot have cache retention: device tensors are never evicted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' on ", device,
+                     " cannot have cache retention: device tensors are never evicted"));
   }
   PendingVersion pending;
   TENSORD_ASSIGN_OR_RETURN(pending.reservation,
@@ -131,9 +131,10 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
     // dropped, create reclaimed) can never be reused under a process that
     // still maps it. Legacy IPC gives no such guarantee (docs/gpu.md).
     const int device = layout.device.device_id;
-    const HandleKind kind = options_.device_backend->SupportsHandleKind(device, HandleKind::kPosixFd)
-                                ? HandleKind::kPosixFd
-                                : HandleKind::kLegacyIpc;
+    const HandleKind kind =
+        options_.device_backend->SupportsHandleKind(device, HandleKind::kPosixFd)
+            ? HandleKind::kPosixFd
+            : HandleKind::kLegacyIpc;
     TENSORD_ASSIGN_OR_RETURN(pending.device_memory,
                              options_.device_backend->Allocate(device, total_bytes, kind));
   }
@@ -147,7 +148,8 @@ absl::StatusOr<PendingVersion> Registry::PrepareOnDevice(std::string name,
 absl::StatusOr<ByteReservation> Registry::ReserveHost(uint64_t bytes) {
   absl::StatusOr<ByteReservation> reservation = host_capacity_->Reserve(bytes);
   auto short_of_room = [&] {
-    return !reservation.ok() && reservation.status().code() == absl::StatusCode::kResourceExhausted &&
+    return !reservation.ok() &&
+           reservation.status().code() == absl::StatusCode::kResourceExhausted &&
            bytes <= host_capacity_->limit_bytes();
   };
   // Spare memfds give their room back first, then cache versions make
@@ -220,8 +222,7 @@ void Registry::MoveIntoArena(PendingVersion& pending) {
   if (arenas_.SlotBytesFor(pending.total_bytes) == 0 || pending.buffer->arena_id() != 0) return;
   absl::StatusOr<std::unique_ptr<ArenaSlot>> slot =
       arenas_.Allocate(pending.total_bytes, AccessDomain(pending.name));
-  if (!slot.ok() ||
-      !(*slot)->Write(0, pending.buffer->data(), pending.total_bytes).ok() ||
+  if (!slot.ok() || !(*slot)->Write(0, pending.buffer->data(), pending.total_bytes).ok() ||
       !(*slot)->Seal().ok()) {
     return;
   }
@@ -233,14 +234,14 @@ absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::SealBytes(
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(pending.name));
   const bool on_device = IsDeviceLayout(pending.layout);
   const bool has_bytes =
-      on_device ? (pending.total_bytes == 0
-                       ? pending.device_memory == nullptr
-                       : pending.device_memory != nullptr &&
-                             pending.device_memory->size() == pending.total_bytes)
-                : pending.buffer != nullptr && pending.buffer->size() == pending.total_bytes;
+      on_device
+          ? (pending.total_bytes == 0 ? pending.device_memory == nullptr
+                                      : pending.device_memory != nullptr &&
+                                            pending.device_memory->size() == pending.total_bytes)
+          : pending.buffer != nullptr && pending.buffer->size() == pending.total_bytes;
   if (!has_bytes) {
-    return absl::InternalError(absl::StrCat("publish of '", pending.name,
-                                            "' without a buffer of ", pending.total_bytes, " bytes"));
+    return absl::InternalError(absl::StrCat("publish of '", pending.name, "' without a buffer of ",
+                                            pending.total_bytes, " bytes"));
   }
   TENSORD_RETURN_IF_ERROR(dlpack::ValidateLayoutFits(pending.layout, pending.total_bytes));
   if (pending.reservation.bytes() < pending.total_bytes) {
@@ -381,9 +382,9 @@ absl::StatusOr<VersionInfo> Registry::Install(SealedVersion sealed, int64_t orig
       const bool shares_version = restored_version == last_version_ && last_was_restored_;
       if (restored_version < last_version_ ||
           (restored_version == last_version_ && !shares_version)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "cannot restore version ", restored_version, " of '", version->name,
-            "': version ", last_version_, " was already published"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot restore version ", restored_version, " of '", version->name,
+                         "': version ", last_version_, " was already published"));
       }
       last_version_ = restored_version;
       last_was_restored_ = true;
@@ -420,9 +421,9 @@ absl::StatusOr<std::vector<SealedVersion>> Registry::SealGroup(
   names.reserve(group.size());
   for (const PendingVersion& pending : group) {
     if (pending.restored_version != restored_version) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restored group items have versions ", restored_version, " and ",
-          pending.restored_version, "; a group has one version"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("restored group items have versions ", restored_version, " and ",
+                       pending.restored_version, "; a group has one version"));
     }
     names.push_back(pending.name);
   }
@@ -438,9 +439,8 @@ absl::StatusOr<std::vector<SealedVersion>> Registry::SealGroup(
     absl::StatusOr<SealedVersion> item =
         Seal(std::move(group[i]), expected_crc32c.empty() ? std::nullopt : expected_crc32c[i]);
     if (!item.ok()) {
-      return absl::Status(item.status().code(),
-                          absl::StrCat("atomic group not published: item '", name, "': ",
-                                       item.status().message()));
+      return absl::Status(item.status().code(), absl::StrCat("atomic group not published: item '",
+                                                             name, "': ", item.status().message()));
     }
     sealed.push_back(*std::move(item));
   }
@@ -526,8 +526,8 @@ absl::Status Registry::SetOrigin(absl::string_view name, uint64_t version, int64
   }
   int64_t expected = 0;
   if (!it->second->origin.compare_exchange_strong(expected, origin)) {
-    return absl::FailedPreconditionError(absl::StrCat("'", name, "' v", version,
-                                                      " is already ordered (origin ", expected, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", name, "' v", version, " is already ordered (origin ", expected, ")"));
   }
   return absl::OkStatus();
 }
@@ -567,9 +567,9 @@ uint64_t Registry::WatermarkBytes(double fraction) const {
 }
 
 std::vector<std::shared_ptr<const TensorVersion>> Registry::EvictLocked(uint64_t target_used,
-                                                                       uint64_t required_used,
-                                                                       absl::string_view keep,
-                                                                       uint64_t freeing_bytes) {
+                                                                        uint64_t required_used,
+                                                                        absl::string_view keep,
+                                                                        uint64_t freeing_bytes) {
   std::vector<std::shared_ptr<const TensorVersion>> evicted;
   uint64_t used = host_bytes_used();
   used -= std::min(used, freeing_bytes);
@@ -650,7 +650,8 @@ void Registry::AdvanceNextVersion(uint64_t next_version) {
 void Registry::RetireLocked(const std::shared_ptr<const TensorVersion>& version) {
   // Only readers can keep a retired version alive (beyond the caller's
   // reference); when none does, it goes when the caller drops it.
-  if (version.use_count() > 1) retired_.emplace(std::pair(version->version, version->name), version);
+  if (version.use_count() > 1)
+    retired_.emplace(std::pair(version->version, version->name), version);
   // Prune entries whose readers are gone, amortised over retirements.
   if (retired_.size() > 64 && retired_.size() >= 2 * retired_after_prune_) {
     absl::erase_if(retired_, [](const auto& entry) { return entry.second.expired(); });
@@ -678,8 +679,7 @@ absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version
   return Lease(std::move(found));
 }
 
-std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(
-    std::span<const NameVersion> items) const {
+std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(std::span<const NameVersion> items) const {
   std::vector<absl::StatusOr<Lease>> leases;
   leases.reserve(items.size());
   ReaderMutexLock lock(&mutex_);
@@ -732,9 +732,9 @@ absl::StatusOr<std::vector<Lease>> Registry::AcquireGroup(uint64_t group_version
   for (const std::string& name : group->second) {
     std::shared_ptr<const TensorVersion> found = FindLocked(name, group_version);
     if (found == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "atomic group version ", group_version, " is no longer whole: its tensor '", name,
-          "' was replaced, deleted or evicted and no reader holds it"));
+      return absl::NotFoundError(
+          absl::StrCat("atomic group version ", group_version, " is no longer whole: its tensor '",
+                       name, "' was replaced, deleted or evicted and no reader holds it"));
     }
     found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
@@ -796,7 +796,8 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   std::shared_ptr<const TensorVersion> removed;
   MutexLock lock(&mutex_);
   auto it = latest_.find(name);
-  if (it == latest_.end()) return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
+  if (it == latest_.end())
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found"));
   uint64_t latest = it->second->version;
   if (expected_version != 0 && expected_version != latest) {
     return absl::FailedPreconditionError(absl::StrCat("tensor '", name, "' is at version ", latest,
@@ -815,8 +816,7 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
 }
 
 absl::StatusOr<WatchStart> Registry::StartWatch(absl::string_view prefix, bool with_existing,
-                                                uint64_t from_version,
-                                                size_t max_existing) const {
+                                                uint64_t from_version, size_t max_existing) const {
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   WatchStart start;
   ReaderMutexLock lock(&mutex_);
@@ -834,8 +834,8 @@ absl::StatusOr<WatchStart> Registry::StartWatch(absl::string_view prefix, bool w
   for (auto it = latest_.lower_bound(prefix);
        it != latest_.end() && absl::StartsWith(it->first, prefix); ++it) {
     if (start.existing.size() == max_existing) {
-      return absl::OutOfRangeError(absl::StrCat("more than ", max_existing,
-                                                " tensors start with '", prefix,
+      return absl::OutOfRangeError(absl::StrCat("more than ", max_existing, " tensors start with '",
+                                                prefix,
                                                 "', the most a watch sends as existing; watch a "
                                                 "narrower prefix"));
     }

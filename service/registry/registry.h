@@ -332,9 +332,9 @@ class Registry final : public WatchSource {
   // after unlocking. `freeing_bytes` are in use but about to be freed by
   // the caller (a replaced version no reader holds): counted as free.
   std::vector<std::shared_ptr<const TensorVersion>> EvictLocked(uint64_t target_used,
-                                                                 uint64_t required_used,
-                                                                 absl::string_view keep = {},
-                                                                 uint64_t freeing_bytes = 0)
+                                                                uint64_t required_used,
+                                                                absl::string_view keep = {},
+                                                                uint64_t freeing_bytes = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts (taking the lock) until at most `target_used` bytes are in use,
   // or nothing when that cannot be reached.
@@ -391,8 +391,8 @@ class Registry final : public WatchSource {
       ABSL_GUARDED_BY(mutex_);
   // Superseded or deleted versions that readers may still hold, by
   // (version, name): an atomic group's items share a version.
-  absl::flat_hash_map<std::pair<uint64_t, std::string>, std::weak_ptr<const TensorVersion>>
-      retired_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, std::weak_ptr<const TensorVersion>> retired_
+      ABSL_GUARDED_BY(mutex_);
   // The names of each atomic group, by group version.
   absl::flat_hash_map<uint64_t, std::vector<std::string>> groups_ ABSL_GUARDED_BY(mutex_);
   size_t groups_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -28,9 +28,10 @@ absl::StatusOr<std::unique_ptr<ActiveStreams::Slot>> ActiveStreams::Admit(
   MutexLock lock(&mutex_);
   const int64_t open = static_cast<int64_t>(entries_.size());
   if (limits_.max_streams > 0 && open >= limits_.max_streams) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        rpc, " refused: ", open, " Put/Fetch streams are open, the limit (--max-concurrent-streams) is ",
-        limits_.max_streams, "; retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(rpc, " refused: ", open,
+                     " Put/Fetch streams are open, the limit (--max-concurrent-streams) is ",
+                     limits_.max_streams, "; retry later"));
   }
   auto entry = std::make_unique<Entry>();
   entry->rpc = std::string(rpc);
@@ -68,7 +69,8 @@ void ActiveStreams::Watch() {
   MutexLock lock(&mutex_);
   while (!stopping_) {
     const absl::Time wake_at = absl::Now() + period;
-    while (!stopping_ && absl::Now() < wake_at) changed_.WaitWithTimeout(&mutex_, wake_at - absl::Now());
+    while (!stopping_ && absl::Now() < wake_at)
+      changed_.WaitWithTimeout(&mutex_, wake_at - absl::Now());
     if (stopping_) break;
     mutex_.Unlock();
     CancelIdle();

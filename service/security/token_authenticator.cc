@@ -15,7 +15,8 @@ std::string PermissionNames(uint8_t permissions) {
   std::string names;
   if (permissions & kPermissionRead) names = "read";
   if (permissions & kPermissionWrite) absl::StrAppend(&names, names.empty() ? "" : ",", "write");
-  if (permissions & kPermissionCluster) absl::StrAppend(&names, names.empty() ? "" : ",", "cluster");
+  if (permissions & kPermissionCluster)
+    absl::StrAppend(&names, names.empty() ? "" : ",", "cluster");
   if (permissions & kPermissionAdmin) absl::StrAppend(&names, names.empty() ? "" : ",", "admin");
   return names;
 }
@@ -39,8 +40,7 @@ absl::StatusOr<const TokenGrant*> TokenAuthenticator::Admit(
   // tells nothing about which digest (if any) was close.
   const TokenGrant* match = nullptr;
   for (const TokenGrant& grant : grants_) {
-    const bool equal =
-        CRYPTO_memcmp(grant.digest.data(), presented.data(), presented.size()) == 0;
+    const bool equal = CRYPTO_memcmp(grant.digest.data(), presented.data(), presented.size()) == 0;
     if (equal) match = &grant;
   }
   if (match == nullptr) {
@@ -49,15 +49,16 @@ absl::StatusOr<const TokenGrant*> TokenAuthenticator::Admit(
   const RpcRule rule = RuleForRpc(rpc);
   const bool admin = (match->permissions & kPermissionAdmin) != 0;
   if (!admin && (match->permissions & rule.permissions) != rule.permissions) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        rpc, name.empty() ? "" : absl::StrCat(" of '", absl::CEscape(name), "'"),
-        " needs permission ", PermissionNames(rule.permissions), "; the token (tokens file line ",
-        match->line, ") has ", match->permissions == 0 ? "none" : PermissionNames(match->permissions)));
+    return absl::PermissionDeniedError(
+        absl::StrCat(rpc, name.empty() ? "" : absl::StrCat(" of '", absl::CEscape(name), "'"),
+                     " needs permission ", PermissionNames(rule.permissions),
+                     "; the token (tokens file line ", match->line, ") has ",
+                     match->permissions == 0 ? "none" : PermissionNames(match->permissions)));
   }
   if (rule.needs_every_name && !match->name_prefix.empty()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        rpc, " reaches every name; the token (tokens file line ", match->line,
-        ") is limited to names starting with '", match->name_prefix, "'"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(rpc, " reaches every name; the token (tokens file line ", match->line,
+                     ") is limited to names starting with '", match->name_prefix, "'"));
   }
   return match;
 }
@@ -75,9 +76,10 @@ absl::StatusOr<std::string> TokenAuthenticator::ListPrefix(const TokenGrant& gra
                                                            absl::string_view rpc) {
   if (absl::StartsWith(requested, grant.name_prefix)) return std::string(requested);
   if (absl::StartsWith(grant.name_prefix, requested)) return grant.name_prefix;
-  return absl::PermissionDeniedError(absl::StrCat(
-      rpc, " of prefix '", absl::CEscape(requested), "' is not allowed: the token (tokens file line ",
-      grant.line, ") is limited to names starting with '", grant.name_prefix, "'"));
+  return absl::PermissionDeniedError(
+      absl::StrCat(rpc, " of prefix '", absl::CEscape(requested),
+                   "' is not allowed: the token (tokens file line ", grant.line,
+                   ") is limited to names starting with '", grant.name_prefix, "'"));
 }
 
 }  // namespace tensord

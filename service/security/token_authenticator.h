@@ -26,8 +26,7 @@ class TokenAuthenticator {
   // List prefix, empty when not yet known) is named in that message. The
   // token is compared by SHA-256 digest against every grant in constant time.
   absl::StatusOr<const TokenGrant*> Admit(std::optional<absl::string_view> authorization,
-                                          absl::string_view rpc,
-                                          absl::string_view name = "") const;
+                                          absl::string_view rpc, absl::string_view name = "") const;
 
   // PERMISSION_DENIED naming the RPC and `name` when `grant` is limited to
   // a prefix that `name` lacks.

@@ -10,8 +10,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "service/common/errno_status.h"
 #include "service/common/tensor_name.h"
 
@@ -30,8 +30,8 @@ bool IsVisibleAscii(absl::string_view text) {
 absl::StatusOr<TokenDigest> ParseHexDigest(absl::string_view hex, int line) {
   TokenDigest digest{};
   if (hex.size() != 2 * digest.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("tokens file line ", line, ": sha256 digest has ",
-                                                   hex.size(), " hex digits, want 64"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokens file line ", line, ": sha256 digest has ", hex.size(), " hex digits, want 64"));
   }
   for (size_t i = 0; i < digest.size(); ++i) {
     uint8_t byte = 0;
@@ -41,8 +41,8 @@ absl::StatusOr<TokenDigest> ParseHexDigest(absl::string_view hex, int line) {
       if (lower >= '0' && lower <= '9') nibble = lower - '0';
       if (lower >= 'a' && lower <= 'f') nibble = lower - 'a' + 10;
       if (nibble < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("tokens file line ", line,
-                                                       ": sha256 digest has a non-hex digit"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tokens file line ", line, ": sha256 digest has a non-hex digit"));
       }
       byte = static_cast<uint8_t>(byte << 4 | nibble);
     }
@@ -73,11 +73,12 @@ absl::StatusOr<uint8_t> ParsePermissions(absl::string_view text, int line) {
 }
 
 absl::StatusOr<TokenGrant> ParseGrantLine(absl::string_view text, int line) {
-  std::vector<absl::string_view> fields = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   if (fields.size() < 2 || fields.size() > 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tokens file line ", line, " has ", fields.size(),
-        " fields; want '<token> <permissions> [<name-prefix>]'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens file line ", line, " has ", fields.size(),
+                     " fields; want '<token> <permissions> [<name-prefix>]'"));
   }
   TokenGrant grant;
   grant.line = line;

@@ -10,8 +10,8 @@
 // <token> is the bearer token itself (16..4096 visible ASCII characters) or
 // "sha256:" followed by the 64 hex digits of its SHA-256 digest, so the file
 // need not hold the secret. <permissions> is a comma list of read, write,
-// cluster (a node of the cluster: copies between nodes) and admin. <name-prefix>, when present, limits the token to names starting with
-// it (a namespace such as "team-a/").
+// cluster (a node of the cluster: copies between nodes) and admin. <name-prefix>, when present,
+// limits the token to names starting with it (a namespace such as "team-a/").
 #ifndef TENSORD_SERVICE_SECURITY_TOKEN_FILE_H_
 #define TENSORD_SERVICE_SECURITY_TOKEN_FILE_H_
 

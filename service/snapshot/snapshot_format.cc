@@ -20,7 +20,8 @@ constexpr absl::string_view kMagic = "TNSDSNAP";
 //   i32 device id, u32 ndim, i64 shape[ndim], u8 has_strides,
 //   i64 strides[ndim] when has_strides, u64 byte_offset, u64 data_offset,
 //   u64 total_bytes, u32 crc32c, i64 origin (0 outside a cluster)
-constexpr size_t kMinRecordBytes = 2 + 1 + 8 + 8 + 1 + 1 + 1 + 2 + 4 + 4 + 4 + 1 + 8 + 8 + 8 + 4 + 8;
+constexpr size_t kMinRecordBytes =
+    2 + 1 + 8 + 8 + 1 + 1 + 1 + 2 + 4 + 4 + 4 + 1 + 8 + 8 + 8 + 4 + 8;
 
 class Writer {
  public:
@@ -131,15 +132,16 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
     return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has version 0"));
   }
   if (ndim > static_cast<uint32_t>(dlpack::kMaxDims)) {
-    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has ", ndim,
-                                                    " dimensions; at most ", dlpack::kMaxDims));
+    return ManifestError(index, start,
+                         absl::StrCat("tensor '", entry.name, "' has ", ndim,
+                                      " dimensions; at most ", dlpack::kMaxDims));
   }
   // Checked as the raw integer: a DLDeviceType outside the enum's values
   // would be undefined behaviour to hold.
   if (device_type != kDLCPU || device_id != 0) {
-    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has device {type ",
-                                                    device_type, ", id ", device_id,
-                                                    "}; snapshots hold host tensors"));
+    return ManifestError(index, start,
+                         absl::StrCat("tensor '", entry.name, "' has device {type ", device_type,
+                                      ", id ", device_id, "}; snapshots hold host tensors"));
   }
   entry.layout.device = DLDevice{kDLCPU, 0};
   entry.layout.shape.resize(ndim);
@@ -162,8 +164,8 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
     return truncated();
   }
   if (entry.origin < 0) {
-    return ManifestError(index, start, absl::StrCat("tensor '", entry.name, "' has origin ",
-                                                    entry.origin));
+    return ManifestError(index, start,
+                         absl::StrCat("tensor '", entry.name, "' has origin ", entry.origin));
   }
   absl::StatusOr<uint64_t> required = dlpack::RequiredBytes(entry.layout);
   if (!required.ok()) {
@@ -173,8 +175,8 @@ absl::StatusOr<SnapshotEntry> DecodeRecord(Reader& reader, size_t index) {
   if (*required != entry.total_bytes) {
     return ManifestError(index, start,
                          absl::StrCat("tensor '", entry.name, "' records ", entry.total_bytes,
-                                      " bytes but its layout ", dlpack::DescribeLayout(entry.layout),
-                                      " needs ", *required));
+                                      " bytes but its layout ",
+                                      dlpack::DescribeLayout(entry.layout), " needs ", *required));
   }
   return entry;
 }
@@ -231,8 +233,8 @@ absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
   header.Get(manifest_crc);
   header.Get(header_crc);
   if (uint32_t actual = Crc32c(file.data(), kSnapshotHeaderBytes - 4); actual != header_crc) {
-    return absl::DataLossError(absl::StrCat("header crc32c is ", actual, " but the header records ",
-                                            header_crc));
+    return absl::DataLossError(
+        absl::StrCat("header crc32c is ", actual, " but the header records ", header_crc));
   }
   if (format_version != kSnapshotFormatVersion) {
     return absl::DataLossError(absl::StrCat("format version ", format_version,
@@ -246,8 +248,8 @@ absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
   }
   absl::string_view manifest = file.substr(kSnapshotHeaderBytes, manifest_bytes);
   if (uint32_t actual = Crc32c(manifest.data(), manifest.size()); actual != manifest_crc) {
-    return absl::DataLossError(absl::StrCat("manifest crc32c is ", actual,
-                                            " but the header records ", manifest_crc));
+    return absl::DataLossError(
+        absl::StrCat("manifest crc32c is ", actual, " but the header records ", manifest_crc));
   }
   if (entry_count > manifest_bytes / kMinRecordBytes) {
     return absl::DataLossError(absl::StrCat("entry count ", entry_count, " cannot fit in a ",
@@ -297,8 +299,8 @@ absl::StatusOr<SnapshotContents> ParseSnapshot(absl::string_view file) {
 
 absl::Status VerifySnapshotEntry(absl::string_view file, const SnapshotEntry& entry) {
   if (entry.data_offset > file.size() || entry.total_bytes > file.size() - entry.data_offset) {
-    return absl::DataLossError(absl::StrCat("bytes of tensor '", entry.name,
-                                            "' reach beyond the file"));
+    return absl::DataLossError(
+        absl::StrCat("bytes of tensor '", entry.name, "' reach beyond the file"));
   }
   const uint32_t actual = Crc32c(file.data() + entry.data_offset, entry.total_bytes);
   if (actual != entry.crc32c) {

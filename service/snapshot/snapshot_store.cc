@@ -68,9 +68,9 @@ absl::string_view BytesOf(const MappedFile& file) {
 
 absl::Status PublishRestored(Registry& registry, absl::string_view file,
                              const SnapshotEntry& entry) {
-  TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
-                           registry.Prepare(entry.name, entry.layout, entry.total_bytes,
-                                            entry.retention));
+  TENSORD_ASSIGN_OR_RETURN(
+      PendingVersion pending,
+      registry.Prepare(entry.name, entry.layout, entry.total_bytes, entry.retention));
   if (entry.total_bytes > 0) {
     TENSORD_RETURN_IF_ERROR(
         pending.buffer->Write(0, file.data() + entry.data_offset, entry.total_bytes));
@@ -94,8 +94,11 @@ absl::Status CheckFits(const Registry& registry, const std::vector<const Snapsho
   const uint64_t free_names = registry.max_tensors() - std::min(held, registry.max_tensors());
   if (bytes <= free_bytes && entries.size() <= free_names) return absl::OkStatus();
   Log(LogLevel::kError, "snapshot_too_large",
-      {{"file", path}, {"tensors", entries.size()}, {"bytes", bytes},
-       {"max_host_bytes", registry.host_bytes_limit()}, {"max_tensors", registry.max_tensors()}});
+      {{"file", path},
+       {"tensors", entries.size()},
+       {"bytes", bytes},
+       {"max_host_bytes", registry.host_bytes_limit()},
+       {"max_tensors", registry.max_tensors()}});
   return absl::ResourceExhaustedError(absl::StrCat(
       "snapshot ", path, " holds ", entries.size(), " tensors of ", bytes,
       " bytes, but --max-host-bytes ", registry.host_bytes_limit(), " leaves room for ", free_bytes,
@@ -114,9 +117,9 @@ absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(std::string d
   // same process (or a closed duplicate fd) would silently share or drop it.
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot directory ", directory, " is in use by another tensord (", lock_path,
-          " is locked); give each server its own --snapshot-dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("snapshot directory ", directory, " is in use by another tensord (",
+                       lock_path, " is locked); give each server its own --snapshot-dir"));
     }
     return LastError("flock", lock_path);
   }
@@ -182,7 +185,9 @@ absl::StatusOr<SnapshotSummary> SnapshotStore::Write(const Registry& registry) {
   TENSORD_RETURN_IF_ERROR(FsyncDirectory(directory_));
   summary.tensor_count = entries.size();
   Log(LogLevel::kInfo, "snapshot_written",
-      {{"file", summary.path}, {"tensors", summary.tensor_count}, {"bytes", summary.total_bytes},
+      {{"file", summary.path},
+       {"tensors", summary.tensor_count},
+       {"bytes", summary.total_bytes},
        {"duration", absl::FormatDuration(absl::Now() - start)}});
   return summary;
 }
@@ -250,7 +255,9 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   for (const SnapshotEntry& entry : contents->entries) {
     if (absl::Status verified = VerifySnapshotEntry(BytesOf(*file), entry); !verified.ok()) {
       Log(LogLevel::kError, "snapshot_tensor_corrupt",
-          {{"file", summary.path}, {"name", entry.name}, {"version", entry.version},
+          {{"file", summary.path},
+           {"name", entry.name},
+           {"version", entry.version},
            {"reason", verified.message()}});
       if (first_problem.empty()) first_problem = std::string(verified.message());
       ++summary.corrupt;
@@ -276,14 +283,17 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
         !published.ok()) {
       if (policy == CorruptSnapshotPolicy::kRefuse) {
         return absl::Status(published.code(),
-                            absl::StrCat("restoring tensor '", entry->name, "' from ",
-                                         summary.path, ": ", published.message()));
+                            absl::StrCat("restoring tensor '", entry->name, "' from ", summary.path,
+                                         ": ", published.message()));
       }
       // The file is intact and stays, but the next snapshot replaces it
       // without this tensor.
       Log(LogLevel::kError, "snapshot_tensor_skipped",
-          {{"file", summary.path}, {"name", entry->name}, {"version", entry->version},
-           {"bytes", entry->total_bytes}, {"reason", published.message()}});
+          {{"file", summary.path},
+           {"name", entry->name},
+           {"version", entry->version},
+           {"bytes", entry->total_bytes},
+           {"reason", published.message()}});
       ++summary.skipped;
       continue;
     }
@@ -293,7 +303,9 @@ absl::StatusOr<RestoreSummary> SnapshotStore::Restore(Registry& registry,
   registry.AdvanceNextVersion(contents->next_version);
   if (summary.corrupt > 0) set_aside();
   Log(summary.corrupt > 0 ? LogLevel::kError : LogLevel::kInfo, "snapshot_restored",
-      {{"file", summary.path}, {"tensors", summary.restored}, {"corrupt", summary.corrupt},
+      {{"file", summary.path},
+       {"tensors", summary.restored},
+       {"corrupt", summary.corrupt},
        {"skipped", summary.skipped}});
   return summary;
 }

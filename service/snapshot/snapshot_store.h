@@ -32,9 +32,9 @@ struct SnapshotSummary {
 
 struct RestoreSummary {
   std::string path;
-  bool found = false;        // a snapshot file existed
-  uint64_t restored = 0;     // tensors published
-  uint64_t corrupt = 0;      // tensors (or 1 for a whole unreadable file) skipped
+  bool found = false;     // a snapshot file existed
+  uint64_t restored = 0;  // tensors published
+  uint64_t corrupt = 0;   // tensors (or 1 for a whole unreadable file) skipped
   // Intact tensors left out under kLoadValid because they did not fit the
   // registry's limits (--max-host-bytes, --max-tensors).
   uint64_t skipped = 0;

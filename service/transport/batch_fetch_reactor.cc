@@ -3,10 +3,10 @@
 // many per message; a larger one as an item message followed by chunks whose
 // slices point into its sealed memory, as Fetch sends them.
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,18 +53,19 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       // A token that may not read one item gets none, and nothing is
       // copied for it.
       const TokenGrant* grant = grant_;
-      cluster_->EnsureGroup(static_cast<int64_t>(cluster_group_),
-                            [grant](absl::string_view name) {
-                              return TensorService::CheckName(grant, "BatchFetch", name);
-                            },
-                            [this](absl::StatusOr<std::vector<Lease>> leases) {
-                              if (!leases.ok()) {
-                                FailCall(leases.status());
-                                return;
-                              }
-                              TakeLeases(*std::move(leases));
-                              WriteNext();
-                            });
+      cluster_->EnsureGroup(
+          static_cast<int64_t>(cluster_group_),
+          [grant](absl::string_view name) {
+            return TensorService::CheckName(grant, "BatchFetch", name);
+          },
+          [this](absl::StatusOr<std::vector<Lease>> leases) {
+            if (!leases.ok()) {
+              FailCall(leases.status());
+              return;
+            }
+            TakeLeases(*std::move(leases));
+            WriteNext();
+          });
       return;
     }
     if (requested_.empty()) {
@@ -85,13 +86,14 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     }
     std::sort(latest.begin(), latest.end());
     latest.erase(std::unique(latest.begin(), latest.end()), latest.end());
-    cluster->EnsureLatest(latest, [this, &registry, latest](
-                                      std::vector<absl::StatusOr<Lease>> leases) {
-      std::map<std::string, absl::StatusOr<Lease>> confirmed;
-      for (size_t i = 0; i < latest.size(); ++i) confirmed.emplace(latest[i], std::move(leases[i]));
-      AcquireChosen(registry, confirmed);
-      WriteNext();
-    });
+    cluster->EnsureLatest(latest,
+                          [this, &registry, latest](std::vector<absl::StatusOr<Lease>> leases) {
+                            std::map<std::string, absl::StatusOr<Lease>> confirmed;
+                            for (size_t i = 0; i < latest.size(); ++i)
+                              confirmed.emplace(latest[i], std::move(leases[i]));
+                            AcquireChosen(registry, confirmed);
+                            WriteNext();
+                          });
   }
 
   void OnWriteDone(bool ok) override {
@@ -124,14 +126,13 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
         request.has_prefix() ? std::optional<std::string>(request.prefix()) : std::nullopt,
         request.group_version(), request.cluster_group()));
     if (request.cluster_group() != 0 && cluster_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "batch fetch of cluster group ", request.cluster_group(),
-          ": this server is not a cluster node (a single node's groups are read by "
-          "group_version)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch fetch of cluster group ", request.cluster_group(),
+                       ": this server is not a cluster node (a single node's groups are read by "
+                       "group_version)"));
     }
-    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("BatchFetch", [this] {
-      context_->TryCancel();
-    }));
+    TENSORD_ASSIGN_OR_RETURN(
+        stream_slot_, service.streams().Admit("BatchFetch", [this] { context_->TryCancel(); }));
     if (request.items_size() > 0) return ChooseItems(request, grant, registry);
     if (request.cluster_group() != 0) {
       cluster_group_ = request.cluster_group();
@@ -142,9 +143,9 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     if (request.has_prefix()) {
       // A token limited to a namespace reads only inside it.
       TENSORD_ASSIGN_OR_RETURN(std::string prefix,
-                               grant == nullptr
-                                   ? absl::StatusOr<std::string>(request.prefix())
-                                   : TokenAuthenticator::ListPrefix(*grant, request.prefix(), "BatchFetch"));
+                               grant == nullptr ? absl::StatusOr<std::string>(request.prefix())
+                                                : TokenAuthenticator::ListPrefix(
+                                                      *grant, request.prefix(), "BatchFetch"));
       TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquirePrefix(prefix, kBatchItemLimit));
     } else {
       TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquireGroup(request.group_version()));
@@ -217,7 +218,8 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       wanted_index.push_back(requested_index_[i]);
     }
     std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);
-    for (size_t i = 0; i < leases.size(); ++i) entries_[wanted_index[i]].lease = std::move(leases[i]);
+    for (size_t i = 0; i < leases.size(); ++i)
+      entries_[wanted_index[i]].lease = std::move(leases[i]);
   }
 
   // The bytes of a small version, copied out (device versions included).
@@ -228,8 +230,8 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
                          version.total_bytes);
     }
     std::string bytes(version.total_bytes, '\0');
-    TENSORD_RETURN_IF_ERROR(device_backend_->CopyDeviceToHost(
-        bytes.data(), *version.device_memory, 0, version.total_bytes, nullptr));
+    TENSORD_RETURN_IF_ERROR(device_backend_->CopyDeviceToHost(bytes.data(), *version.device_memory,
+                                                              0, version.total_bytes, nullptr));
     return bytes;
   }
 
@@ -267,11 +269,13 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       }
       const TensorVersion& version = **entry.lease;
       if (!inline_bytes && version.device_memory != nullptr) {
-        item->mutable_status()->set_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
-        item->mutable_status()->set_message(absl::StrCat(
-            "tensor '", version.name, "' is ", size, " bytes in ", DeviceLabel(version.layout.device),
-            " memory; batch fetch copies device tensors of up to ", kMaxInlineBatchItemBytes,
-            " bytes, fetch it with Fetch"));
+        item->mutable_status()->set_code(
+            static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+        item->mutable_status()->set_message(
+            absl::StrCat("tensor '", version.name, "' is ", size, " bytes in ",
+                         DeviceLabel(version.layout.device),
+                         " memory; batch fetch copies device tensors of up to ",
+                         kMaxInlineBatchItemBytes, " bytes, fetch it with Fetch"));
         ++items_failed_;
         continue;
       }

@@ -148,9 +148,9 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     MutexLock lock(&results_mu_);
     if (results_.size() >= kBatchItemLimit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch put has more than ", kBatchItemLimit, " items, the most one batch takes; "
-          "split it"));
+      return absl::InvalidArgumentError(absl::StrCat("batch put has more than ", kBatchItemLimit,
+                                                     " items, the most one batch takes; "
+                                                     "split it"));
     }
     results_.emplace_back();
     return results_.size() - 1;
@@ -159,12 +159,13 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Item `index`'s checks, copies (as a Put's: PutHeader.replicas or the
   // server's default for the name) and reservation.
   absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header, size_t index) {
-    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put,
+                             ValidatePutHeader(header, options_.max_tensor_bytes));
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchPut", put.name));
     if (IsDeviceLayout(put.layout)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "batch put carries host tensors only; put device tensor '", put.name, "' (",
-          DeviceLabel(put.layout.device), ") with Put"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch put carries host tensors only; put device tensor '", put.name, "' (",
+                       DeviceLabel(put.layout.device), ") with Put"));
     }
     uint32_t replicas = 1;
     if (options_.cluster_access != nullptr) {
@@ -214,8 +215,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
     v1::PutHeader header;
     if (!header.ParseFromString(header_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch put item ", index, ": header is not a valid tensord.v1.PutHeader"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch put item ", index, ": header is not a valid tensord.v1.PutHeader"));
     }
     OpenItem item;
     item.index = index;
@@ -241,10 +242,10 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     OpenItem& item = *open_;
     if (chunk.chunk_offset != item.received) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch put item ", item.index, " ('", item.name, "') sent a chunk at offset ",
-          chunk.chunk_offset, " but ", item.received,
-          " bytes have arrived; chunks must be contiguous and in order"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch put item ", item.index, " ('", item.name,
+                       "') sent a chunk at offset ", chunk.chunk_offset, " but ", item.received,
+                       " bytes have arrived; chunks must be contiguous and in order"));
     }
     if (chunk.chunk_size > item.total_bytes - item.received) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -296,8 +297,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     // In a cluster the items of a batch share etcd commits (group commit).
     PublishLatest(registry_, options_.cluster_access.get(), std::move(pending), expected,
-                  replicas_[index],
-                  [this, index](absl::StatusOr<VersionInfo> info) {
+                  replicas_[index], [this, index](absl::StatusOr<VersionInfo> info) {
                     if (info.ok()) {
                       SetPublished(index, *info);
                     } else {
@@ -332,8 +332,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     ++failed_;
     if (first_failure_.empty()) {
-      first_failure_ = absl::StrCat("item ", index, " failed: ",
-                                    status.message().substr(0, kMaxItemMessage / 2));
+      first_failure_ = absl::StrCat("item ", index,
+                                    " failed: ", status.message().substr(0, kMaxItemMessage / 2));
     }
   }
 
@@ -456,8 +456,11 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     // Every publish answered: nothing else touches the results now.
     MutexLock lock(&results_mu_);
     Log(LogLevel::kInfo, "batch_put",
-        {{"items", results_.size()}, {"published", published_}, {"failed", failed_},
-         {"bytes", published_bytes_}, {"group_version", group_version_},
+        {{"items", results_.size()},
+         {"published", published_},
+         {"failed", failed_},
+         {"bytes", published_bytes_},
+         {"group_version", group_version_},
          {"cluster_group", cluster_group_},
          {"request_id", call_.request_id()}});
     // Made, serialized and freed here, in one thread: a message of 65,536
@@ -498,9 +501,11 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     outcome_ = status;
     if (!status.ok()) {
       Log(LogLevel::kInfo, "batch_put_failed",
-          {{"published", published()}, {"peer", context_->peer()},
+          {{"published", published()},
+           {"peer", context_->peer()},
            {"request_id", call_.request_id()},
-           {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
+           {"code", absl::StatusCodeToString(status.code())},
+           {"message", status.message()}});
       open_.reset();
       group_.clear();
     }

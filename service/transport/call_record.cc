@@ -46,13 +46,19 @@ void CallRecord::End(const absl::Status& status) {
   if (!LogEnabled(LogLevel::kDebug)) return;
   if (status.ok()) {
     Log(LogLevel::kDebug, "rpc",
-        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},
-         {"code", "OK"}, {"duration_us", absl::ToInt64Microseconds(latency)}});
+        {{"rpc", RpcName(rpc_)},
+         {"request_id", request_id_},
+         {"peer", context_.peer()},
+         {"code", "OK"},
+         {"duration_us", absl::ToInt64Microseconds(latency)}});
   } else {
     Log(LogLevel::kDebug, "rpc",
-        {{"rpc", RpcName(rpc_)}, {"request_id", request_id_}, {"peer", context_.peer()},
+        {{"rpc", RpcName(rpc_)},
+         {"request_id", request_id_},
+         {"peer", context_.peer()},
          {"code", absl::StatusCodeToString(status.code())},
-         {"duration_us", absl::ToInt64Microseconds(latency)}, {"message", status.message()}});
+         {"duration_us", absl::ToInt64Microseconds(latency)},
+         {"message", status.message()}});
   }
 }
 

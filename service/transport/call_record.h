@@ -13,7 +13,7 @@
 namespace grpc {
 class CallbackServerContext;
 class ServerUnaryReactor;
-}
+}  // namespace grpc
 
 namespace tensord {
 

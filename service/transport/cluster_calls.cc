@@ -30,9 +30,10 @@ grpc::ServerUnaryReactor* TensorService::Replicate(grpc::CallbackServerContext* 
   if (valid.ok()) valid = ValidateTensorName(request->name());
   if (valid.ok() && options_.cluster_access == nullptr) valid = SingleNode("Replicate");
   if (valid.ok() && (request->source_node().empty() || request->origin() <= 0)) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "Replicate of '", request->name(), "' needs a source_node and a positive origin (got node '",
-        request->source_node(), "', origin ", request->origin(), ")"));
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("Replicate of '", request->name(),
+                     "' needs a source_node and a positive origin (got node '",
+                     request->source_node(), "', origin ", request->origin(), ")"));
   }
   if (!valid.ok()) return FinishUnary(context, valid, call);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -57,12 +58,13 @@ grpc::ServerUnaryReactor* TensorService::AnnounceCopies(grpc::CallbackServerCont
   CallRecord call(Rpc::kAnnounceCopies, *context, metrics_);
   absl::StatusOr<const TokenGrant*> grant = AdmitCall(context, "AnnounceCopies");
   if (!grant.ok()) return FinishUnary(context, grant.status(), call);
-  if (options_.cluster_access == nullptr) return FinishUnary(context, SingleNode("AnnounceCopies"), call);
+  if (options_.cluster_access == nullptr)
+    return FinishUnary(context, SingleNode("AnnounceCopies"), call);
   std::vector<CopyLocation> copies;
   copies.reserve(request->copies_size());
   for (const v1::CopyLocation& copy : request->copies()) {
-    if (absl::Status valid = ValidateTensorName(copy.name()); !valid.ok() || copy.node().empty() ||
-                                                                  copy.version() == 0) {
+    if (absl::Status valid = ValidateTensorName(copy.name());
+        !valid.ok() || copy.node().empty() || copy.version() == 0) {
       return FinishUnary(context,
                          absl::InvalidArgumentError(absl::StrCat(
                              "AnnounceCopies: the place of '", copy.name(), "' (node '",
@@ -88,7 +90,8 @@ grpc::ServerUnaryReactor* TensorService::LocateCopy(grpc::CallbackServerContext*
   if (absl::Status valid = ValidateTensorName(request->name()); !valid.ok()) {
     return FinishUnary(context, valid, call);
   }
-  if (options_.cluster_access == nullptr) return FinishUnary(context, SingleNode("LocateCopy"), call);
+  if (options_.cluster_access == nullptr)
+    return FinishUnary(context, SingleNode("LocateCopy"), call);
   absl::StatusOr<CopyLocation> found = options_.cluster_access->LocateCopy(request->name());
   if (found.ok()) {
     v1::CopyLocation* out = response->mutable_location();

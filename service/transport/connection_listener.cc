@@ -83,11 +83,12 @@ void ConnectionListener::Run() {
       polled.push_back({sockets_[i].fd, POLLIN, 0});
       polled_sockets.push_back(i);
     }
-    const int timeout_ms =
-        static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wake_at - now) + 1, 0, 1000));
+    const int timeout_ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(wake_at - now) + 1, 0, 1000));
     const int ready = ::poll(polled.data(), polled.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
-      Log(LogLevel::kError, "listener_poll_failed", {{"error", ErrnoStatus(errno, "poll").message()}});
+      Log(LogLevel::kError, "listener_poll_failed",
+          {{"error", ErrnoStatus(errno, "poll").message()}});
       absl::SleepFor(kRestAtFdLimit);
       continue;
     }
@@ -117,13 +118,11 @@ bool ConnectionListener::AcceptWaiting(size_t index, absl::Time now) {
       case GuardedAccept::Outcome::kAccepted:
         Admit(endpoint, socket.fd, std::move(result.connection), now);
         break;
-      case GuardedAccept::Outcome::kNoneWaiting:
-        return true;
+      case GuardedAccept::Outcome::kNoneWaiting: return true;
       case GuardedAccept::Outcome::kDroppedAtFdLimit:
         metrics_.AddConnectionRefused(Listener::kGrpc, ConnectionRefusal::kAtFdLimit);
         break;
-      case GuardedAccept::Outcome::kRetryLater:
-        return false;
+      case GuardedAccept::Outcome::kRetryLater: return false;
       case GuardedAccept::Outcome::kTransientError:
         // ECONNABORTED and the like: that connection is gone, others wait.
         break;
@@ -141,7 +140,7 @@ void ConnectionListener::Admit(Endpoint& endpoint, int listener_fd, ScopedFd con
                   absl::StrCat("--max-connections=", max_connections_, " reached"), now);
     return;  // `connection` closes here
   }
-  struct stat identity{};
+  struct stat identity {};
   if (::fstat(connection.get(), &identity) != 0) return;
   if (endpoint.tcp) {
     // gRPC sets this on the connections it accepts itself; small calls wait
@@ -162,7 +161,7 @@ void ConnectionListener::Admit(Endpoint& endpoint, int listener_fd, ScopedFd con
 void ConnectionListener::Sweep(absl::Time now) {
   last_sweep_ = now;
   absl::erase_if(handed_, [](const std::pair<const int, ino_t>& entry) {
-    struct stat identity{};
+    struct stat identity {};
     return ::fstat(entry.first, &identity) != 0 || identity.st_ino != entry.second;
   });
   open_.store(handed_.size(), std::memory_order_relaxed);

@@ -42,8 +42,9 @@ class ConnectionListener {
   };
 
   // Starts the accept thread; call after the gRPC server has started.
-  static absl::StatusOr<std::unique_ptr<ConnectionListener>> Start(
-      std::vector<Endpoint> endpoints, uint64_t max_connections, ServiceMetrics& metrics);
+  static absl::StatusOr<std::unique_ptr<ConnectionListener>> Start(std::vector<Endpoint> endpoints,
+                                                                   uint64_t max_connections,
+                                                                   ServiceMetrics& metrics);
   // Closes the listening sockets (new connects are refused) and stops the
   // thread. Connections already handed to gRPC stay gRPC's. Idempotent.
   void Stop();

@@ -38,9 +38,8 @@ absl::Status DeviceUpload::Append(std::span<const uint8_t> bytes) {
 
 absl::Status DeviceUpload::QueueCurrent() {
   if (filled_ == 0) return absl::OkStatus();
-  TENSORD_RETURN_IF_ERROR(backend_.CopyHostToDevice(destination_, written_,
-                                                    staging_[current_]->data(), filled_,
-                                                    stream_.get()));
+  TENSORD_RETURN_IF_ERROR(backend_.CopyHostToDevice(
+      destination_, written_, staging_[current_]->data(), filled_, stream_.get()));
   written_ += filled_;
   filled_ = 0;
   // The other buffer is refilled next; its earlier copy must be done first.
@@ -60,8 +59,9 @@ absl::Status DeviceUpload::Finish() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<DeviceDownload>> DeviceDownload::Create(
-    DeviceBackend& backend, const DeviceMemory& source, uint64_t staging_bytes) {
+absl::StatusOr<std::unique_ptr<DeviceDownload>> DeviceDownload::Create(DeviceBackend& backend,
+                                                                       const DeviceMemory& source,
+                                                                       uint64_t staging_bytes) {
   std::unique_ptr<DeviceDownload> download(new DeviceDownload(backend, source));
   TENSORD_ASSIGN_OR_RETURN(download->stream_, backend.CreateStream(source.device()));
   for (std::unique_ptr<PinnedBuffer>& buffer : download->staging_) {
@@ -80,8 +80,8 @@ absl::Status DeviceDownload::Queue(uint64_t offset, uint64_t size) {
         absl::StrCat("device download cannot queue ", size, " bytes with ", queued_.size(),
                      " ranges queued and ", staging_bytes(), "-byte staging buffers"));
   }
-  TENSORD_RETURN_IF_ERROR(backend_.CopyDeviceToHost(staging_[next_buffer_]->data(), source_,
-                                                    offset, size, stream_.get()));
+  TENSORD_RETURN_IF_ERROR(backend_.CopyDeviceToHost(staging_[next_buffer_]->data(), source_, offset,
+                                                    size, stream_.get()));
   queued_.push_back(QueuedRange{.buffer = next_buffer_, .size = size});
   next_buffer_ ^= 1;
   return absl::OkStatus();

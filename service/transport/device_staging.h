@@ -35,7 +35,7 @@ class DeviceUpload {
   absl::Status Finish();
 
  private:
-  DeviceUpload(DeviceBackend& backend, DeviceMemory& destination) 
+  DeviceUpload(DeviceBackend& backend, DeviceMemory& destination)
       : backend_(backend), destination_(destination) {}
   absl::Status QueueCurrent();
 

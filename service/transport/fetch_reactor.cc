@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/transport/latest_read.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
+#include "service/transport/latest_read.h"
 #include "service/transport/payload_hold.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_info_wire.h"
@@ -35,8 +35,8 @@ constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 // reference on `hold` until gRPC lets go of it (a copy cost 400
 // instructions per 4 KiB fetch, ten times that at 32 KiB); a device
 // version's copied to the host.
-absl::StatusOr<grpc::Slice> InlineBytes(PayloadHold& hold, DeviceBackend* backend,
-                                        uint64_t offset, uint64_t size) {
+absl::StatusOr<grpc::Slice> InlineBytes(PayloadHold& hold, DeviceBackend* backend, uint64_t offset,
+                                        uint64_t size) {
   const TensorVersion& version = hold.version();
   if (size == 0) return grpc::Slice();
   if (version.device_memory == nullptr) {
@@ -47,8 +47,7 @@ absl::StatusOr<grpc::Slice> InlineBytes(PayloadHold& hold, DeviceBackend* backen
   }
   grpc::Slice bytes(size);
   TENSORD_RETURN_IF_ERROR(backend->CopyDeviceToHost(const_cast<uint8_t*>(bytes.begin()),
-                                                    *version.device_memory, offset, size,
-                                                    nullptr));
+                                                    *version.device_memory, offset, size, nullptr));
   return bytes;
 }
 
@@ -167,9 +166,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     // A stalled reader is cancelled after the idle timeout, which ends the
     // stream and, once gRPC drops the queued slices, the lease.
-    TENSORD_ASSIGN_OR_RETURN(stream_slot_, service.streams().Admit("Fetch", [this] {
-      context_->TryCancel();
-    }));
+    TENSORD_ASSIGN_OR_RETURN(stream_slot_,
+                             service.streams().Admit("Fetch", [this] { context_->TryCancel(); }));
     return absl::OkStatus();
   }
 
@@ -210,7 +208,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Starts the device-to-host copy of the next chunk not yet queued.
   absl::Status QueueNextDeviceChunk() {
-    const uint64_t size = std::min<uint64_t>(download_->staging_bytes(), end_offset_ - queued_offset_);
+    const uint64_t size =
+        std::min<uint64_t>(download_->staging_bytes(), end_offset_ - queued_offset_);
     TENSORD_RETURN_IF_ERROR(download_->Queue(queued_offset_, size));
     queued_offset_ += size;
     return absl::OkStatus();
@@ -218,8 +217,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void WriteHeader() {
     const uint64_t length = end_offset_ - next_offset_;
-    if (absl::Status encoded = EncodeFetchHeader(*hold_, device_backend_, next_offset_, length,
-                                                 split_, message_);
+    if (absl::Status encoded =
+            EncodeFetchHeader(*hold_, device_backend_, next_offset_, length, split_, message_);
         !encoded.ok()) {
       FailStream(encoded);
       return;
@@ -349,9 +348,9 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
     return reactor;
   }
   if (request.cluster_origin != 0) {
-    answer(absl::InvalidArgumentError(absl::StrCat(
-        "FetchInline of '", request.name, "' with cluster_origin ", request.cluster_origin,
-        ": copies between nodes go through Fetch")));
+    answer(absl::InvalidArgumentError(absl::StrCat("FetchInline of '", request.name,
+                                                   "' with cluster_origin ", request.cluster_origin,
+                                                   ": copies between nodes go through Fetch")));
     return reactor;
   }
   LeaseForRead(registry_, options_.cluster_access.get(), request.name, request.version,

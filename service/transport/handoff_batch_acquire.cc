@@ -36,10 +36,10 @@ void SetItemStatus(const absl::Status& status, v1::AcquiredItem& item) {
 absl::StatusOr<std::string> ScopedPrefix(const HandoffScope& scope, const std::string& requested) {
   if (absl::StartsWith(requested, scope.name_prefix)) return requested;
   if (absl::StartsWith(scope.name_prefix, requested)) return scope.name_prefix;
-  return absl::PermissionDeniedError(absl::StrCat(
-      "batch acquire of prefix '", requested,
-      "' is not allowed: this connection reads only names starting with '", scope.name_prefix,
-      "'"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("batch acquire of prefix '", requested,
+                   "' is not allowed: this connection reads only names starting with '",
+                   scope.name_prefix, "'"));
 }
 
 }  // namespace
@@ -106,8 +106,7 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
 }
 
 absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
-                                         v1::AcquireManyResponse& response,
-                                         std::vector<int>& fds) {
+                                         v1::AcquireManyResponse& response, std::vector<int>& fds) {
   TENSORD_ASSIGN_OR_RETURN(auto chosen, ChooseBatch(request));
   size_t leasing = 0;
   for (const auto& [index, lease] : chosen) leasing += lease.ok() ? 1 : 0;
@@ -138,8 +137,9 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
             DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
       } else if (host_bytes != nullptr && host_bytes->arena_id() != 0 &&
                  !request.accepts_arena_slots()) {
-        refused = MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-            "tensor '", lease->name, "' is held in a shared arena and this client cannot map one")));
+        refused = MarkUseRemote(absl::FailedPreconditionError(
+            absl::StrCat("tensor '", lease->name,
+                         "' is held in a shared arena and this client cannot map one")));
       }
       if (refused.ok()) {
         v1::AcquireResponse* acquired = item.mutable_acquire();
@@ -154,9 +154,9 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
             absl::StatusOr<ExportedHandle> handle =
                 ExportDevice(*lease->device_memory, acquired->mutable_device_handle());
             absl::Status below_ceiling =
-                handle.ok() ? CheckTensorFd(handle->fd.get(), absl::StrCat("export of '",
-                                                                             lease->name, "'"))
-                            : handle.status();
+                handle.ok()
+                    ? CheckTensorFd(handle->fd.get(), absl::StrCat("export of '", lease->name, "'"))
+                    : handle.status();
             if (below_ceiling.ok()) {
               held.device_export = *std::move(handle);
               exported = std::move(held.device_export.fd);
@@ -217,8 +217,7 @@ void HandoffSession::DropPendingPackets() {
   pending_packets_.clear();
 }
 
-absl::Status HandoffSession::AcquireMore(v1::AcquireManyResponse& response,
-                                         std::vector<int>& fds) {
+absl::Status HandoffSession::AcquireMore(v1::AcquireManyResponse& response, std::vector<int>& fds) {
   if (pending_packets_.empty()) {
     return absl::FailedPreconditionError(
         "no batch acquire answer is pending on this connection (AcquireMore follows an "

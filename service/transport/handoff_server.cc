@@ -108,17 +108,13 @@ bool HandoffServer::AcceptWaiting(std::vector<HandoffConnection>& connections, a
   for (int i = 0; i < kAcceptsPerWake; ++i) {
     GuardedAccept::Result result = accept_.Accept(listener_.get(), "handoff socket");
     switch (result.outcome) {
-      case GuardedAccept::Outcome::kNoneWaiting:
-        return true;
-      case GuardedAccept::Outcome::kTransientError:
-        continue;
+      case GuardedAccept::Outcome::kNoneWaiting: return true;
+      case GuardedAccept::Outcome::kTransientError: continue;
       case GuardedAccept::Outcome::kDroppedAtFdLimit:
         metrics_.AddConnectionRefused(Listener::kHandoff, ConnectionRefusal::kAtFdLimit);
         continue;
-      case GuardedAccept::Outcome::kRetryLater:
-        return false;
-      case GuardedAccept::Outcome::kAccepted:
-        break;
+      case GuardedAccept::Outcome::kRetryLater: return false;
+      case GuardedAccept::Outcome::kAccepted: break;
     }
     if (connections.size() >= max_connections_) {
       metrics_.AddConnectionRefused(Listener::kHandoff, ConnectionRefusal::kAtCap);
@@ -240,7 +236,8 @@ void HandoffServer::Run() {
     // Already a pass over every connection per event (the poll set), so the
     // gauges stay current at no extra order of cost.
     size_t leases = 0;
-    for (const HandoffConnection& connection : connections) leases += connection.session->lease_count();
+    for (const HandoffConnection& connection : connections)
+      leases += connection.session->lease_count();
     connections_.store(connections.size(), std::memory_order_relaxed);
     leases_.store(leases, std::memory_order_relaxed);
   }

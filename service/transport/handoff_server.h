@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "service/registry/cluster_access.h"
 #include "service/common/episode_log.h"
 #include "service/common/guarded_accept.h"
 #include "service/common/scoped_fd.h"
 #include "service/metrics/service_metrics.h"
+#include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_session.h"
 #include "service/transport/handoff_tokens.h"

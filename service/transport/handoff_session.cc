@@ -4,14 +4,14 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "service/common/log.h"
 #include "service/common/episode_log.h"
 #include "service/common/errno_status.h"
+#include "service/common/log.h"
 #include "service/common/status_macros.h"
-#include "service/wire/handoff_device_handle.h"
 #include "service/transport/request_validation.h"
-#include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
+#include "service/wire/handoff_device_handle.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 
@@ -32,8 +32,8 @@ std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view pa
   if (!request.ParseFromArray(packet.data(), static_cast<int>(packet.size()))) {
     v1::HandoffResponse response;
     return Encode(response,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "handoff packet of ", packet.size(), " bytes is not a HandoffRequest")),
+                  absl::InvalidArgumentError(absl::StrCat("handoff packet of ", packet.size(),
+                                                          " bytes is not a HandoffRequest")),
                   Reply());
   }
   if (cluster_ != nullptr && resume != nullptr && authorized_ &&
@@ -93,18 +93,18 @@ bool HandoffSession::StartInCluster(const v1::HandoffRequest& request, absl::Tim
   names.erase(std::unique(names.begin(), names.end()), names.end());
   // The read goes on once the cluster made sure of the latest versions,
   // off this loop (it may wait for etcd or another node).
-  cluster_->EnsureLatest(names, [this, names, request, now, resume](
-                                    std::vector<absl::StatusOr<Lease>> confirmed) {
-    auto leases =
-        std::make_shared<absl::flat_hash_map<std::string, absl::StatusOr<Lease>>>();
-    for (size_t i = 0; i < names.size(); ++i) leases->emplace(names[i], std::move(confirmed[i]));
-    resume([this, request, now, leases]() {
-      cluster_leases_ = leases.get();
-      Reply reply = Answer(request, now);
-      cluster_leases_ = nullptr;
-      return reply;
-    });
-  });
+  cluster_->EnsureLatest(
+      names, [this, names, request, now, resume](std::vector<absl::StatusOr<Lease>> confirmed) {
+        auto leases = std::make_shared<absl::flat_hash_map<std::string, absl::StatusOr<Lease>>>();
+        for (size_t i = 0; i < names.size(); ++i)
+          leases->emplace(names[i], std::move(confirmed[i]));
+        resume([this, request, now, leases]() {
+          cluster_leases_ = leases.get();
+          Reply reply = Answer(request, now);
+          cluster_leases_ = nullptr;
+          return reply;
+        });
+      });
   return true;
 }
 
@@ -148,8 +148,7 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
       return AcquireMany(request.acquire_many(), *response.mutable_acquire_many(), fds);
     case v1::HandoffRequest::kAcquireMore:
       return AcquireMore(*response.mutable_acquire_many(), fds);
-    default:
-      return DispatchWithoutFd(request, response);
+    default: return DispatchWithoutFd(request, response);
   }
   if (fd >= 0) fds.push_back(fd);
   return status;
@@ -164,8 +163,8 @@ absl::Status HandoffSession::DispatchWithoutFd(const v1::HandoffRequest& request
     case v1::HandoffRequest::kSealGroup:
       return SealGroup(request.seal_group(), *response.mutable_seal_group());
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("handoff request kind ", static_cast<int>(request.kind_case()), " is unknown"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "handoff request kind ", static_cast<int>(request.kind_case()), " is unknown"));
   }
 }
 
@@ -184,7 +183,8 @@ absl::Status HandoffSession::Authenticate(const v1::AuthenticateRequest& request
 absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
                                      v1::AcquireResponse& response, int& fd) {
   TENSORD_RETURN_IF_ERROR(scope_.Check(request.name(), /*write_access=*/false));
-  TENSORD_ASSIGN_OR_RETURN(const uint64_t version, VersionToRead(request.name(), request.version()));
+  TENSORD_ASSIGN_OR_RETURN(const uint64_t version,
+                           VersionToRead(request.name(), request.version()));
   TENSORD_ASSIGN_OR_RETURN(Lease lease, registry_.Acquire(request.name(), version));
   const bool on_device = IsDeviceLayout(lease->layout);
   if (on_device && request.host_only()) {
@@ -196,10 +196,10 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
   }
   const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
   if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !request.accepts_arena_slots()) {
-    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", lease->name, "' version ", lease->version,
-        " is held in a shared arena and this client cannot map one "
-        "(AcquireRequest.accepts_arena_slots is unset): fetch it over gRPC")));
+    return MarkUseRemote(absl::FailedPreconditionError(
+        absl::StrCat("tensor '", lease->name, "' version ", lease->version,
+                     " is held in a shared arena and this client cannot map one "
+                     "(AcquireRequest.accepts_arena_slots is unset): fetch it over gRPC")));
   }
   InfoToProto(*lease, response.mutable_info());
   const auto& held = request.held_versions();
@@ -215,9 +215,9 @@ absl::Status HandoffSession::Acquire(const v1::AcquireRequest& request,
   if (on_device) {
     // A 0-byte device version has no allocation: the lease alone describes it.
     if (lease->device_memory != nullptr) {
-      TENSORD_ASSIGN_OR_RETURN(held_lease.device_export,
-                               ExportDevice(*lease->device_memory,
-                                            response.mutable_device_handle()));
+      TENSORD_ASSIGN_OR_RETURN(
+          held_lease.device_export,
+          ExportDevice(*lease->device_memory, response.mutable_device_handle()));
       fd = KeepUntilSent(std::move(held_lease.device_export.fd));
     }
   } else {
@@ -281,19 +281,17 @@ absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time
   PendingCreate create;
   // Its own memfd: the producer gets a writable fd, which must reach no
   // other version's bytes. Publish moves a small one into an arena.
-  TENSORD_ASSIGN_OR_RETURN(create.version,
-                           registry_.Prepare(std::move(put.name), std::move(put.layout),
-                                             put.total_bytes, put.retention,
-                                             HostPlacement::kOwnMemfd));
+  TENSORD_ASSIGN_OR_RETURN(
+      create.version, registry_.Prepare(std::move(put.name), std::move(put.layout), put.total_bytes,
+                                        put.retention, HostPlacement::kOwnMemfd));
   if (create.version.buffer != nullptr) {
     // Charged to tensord's memory, not to the producer that writes them.
     TENSORD_RETURN_IF_ERROR(create.version.buffer->AllocatePages());
     fd = create.version.buffer->fd();
     response.set_mapping_bytes(create.version.buffer->mapping_size());
   } else if (create.version.device_memory != nullptr) {
-    TENSORD_ASSIGN_OR_RETURN(create.device_export,
-                             ExportDevice(*create.version.device_memory,
-                                          response.mutable_device_handle()));
+    TENSORD_ASSIGN_OR_RETURN(create.device_export, ExportDevice(*create.version.device_memory,
+                                                                response.mutable_device_handle()));
     fd = KeepUntilSent(std::move(create.device_export.fd));
   }
   create.deadline = now + limits_.create_timeout;
@@ -319,7 +317,9 @@ absl::Status HandoffSession::Seal(const v1::SealRequest& request, v1::SealRespon
   TENSORD_ASSIGN_OR_RETURN(VersionInfo info, registry_.Publish(std::move(pending), expected));
   metrics_.AddHandoffBytesReceived(info.total_bytes);
   Log(LogLevel::kInfo, "seal",
-      {{"name", info.name}, {"version", info.version}, {"bytes", info.total_bytes},
+      {{"name", info.name},
+       {"version", info.version},
+       {"bytes", info.total_bytes},
        {"peer_pid", peer_.pid}});
   InfoToProto(info, response.mutable_info());
   return absl::OkStatus();
@@ -338,7 +338,9 @@ absl::Status HandoffSession::SealGroup(const v1::SealGroupRequest& request,
   }
   metrics_.AddHandoffBytesReceived(bytes);
   Log(LogLevel::kInfo, "seal_group",
-      {{"tensors", infos.size()}, {"version", infos.front().version}, {"bytes", bytes},
+      {{"tensors", infos.size()},
+       {"version", infos.front().version},
+       {"bytes", bytes},
        {"peer_pid", peer_.pid}});
   return absl::OkStatus();
 }
@@ -353,9 +355,10 @@ absl::StatusOr<std::vector<PendingVersion>> HandoffSession::TakeGroup(
   for (const v1::SealRequest& seal : request.seals()) {
     const uint64_t id = seal.create_id();
     if (!creates_.contains(id)) {
-      return absl::NotFoundError(absl::StrCat(
-          "create ", id, " of the group is not pending on this connection (sealed, aborted or "
-          "reclaimed after the create timeout); nothing was sealed"));
+      return absl::NotFoundError(
+          absl::StrCat("create ", id,
+                       " of the group is not pending on this connection (sealed, aborted or "
+                       "reclaimed after the create timeout); nothing was sealed"));
     }
     if (!seen.insert(id).second) {
       return absl::InvalidArgumentError(
@@ -387,8 +390,11 @@ bool HandoffSession::SealInCluster(const v1::HandoffRequest& request, const Resu
     if (info.ok()) {
       metrics_.AddHandoffBytesReceived(info->total_bytes);
       Log(LogLevel::kInfo, "seal",
-          {{"name", info->name}, {"version", info->version}, {"bytes", info->total_bytes},
-           {"origin", info->origin}, {"peer_pid", peer_.pid}});
+          {{"name", info->name},
+           {"version", info->version},
+           {"bytes", info->total_bytes},
+           {"origin", info->origin},
+           {"peer_pid", peer_.pid}});
       InfoToProto(*info, response.mutable_seal()->mutable_info());
     }
     return Encode(response, info.status(), Reply());
@@ -428,7 +434,9 @@ bool HandoffSession::SealGroupInCluster(const v1::HandoffRequest& request, const
       }
       metrics_.AddHandoffBytesReceived(bytes);
       Log(LogLevel::kInfo, "seal_group",
-          {{"tensors", infos->size()}, {"version", infos->front().version}, {"bytes", bytes},
+          {{"tensors", infos->size()},
+           {"version", infos->front().version},
+           {"bytes", bytes},
            {"peer_pid", peer_.pid}});
     }
     return Encode(response, infos.status(), Reply());
@@ -439,12 +447,11 @@ bool HandoffSession::SealGroupInCluster(const v1::HandoffRequest& request, const
     resume([answer, status = sealed.status()]() mutable { return answer(status); });
     return true;
   }
-  cluster_->CommitGroup(*std::move(sealed), replicas,
-                        [answer, resume](absl::StatusOr<std::vector<VersionInfo>> infos) mutable {
-                          resume([answer, infos = std::move(infos)]() mutable {
-                            return answer(infos);
-                          });
-                        });
+  cluster_->CommitGroup(
+      *std::move(sealed), replicas,
+      [answer, resume](absl::StatusOr<std::vector<VersionInfo>> infos) mutable {
+        resume([answer, infos = std::move(infos)]() mutable { return answer(infos); });
+      });
   return true;
 }
 

@@ -8,16 +8,16 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
-#include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "service/common/unix_socket.h"
 #include "service/metrics/service_metrics.h"
-#include "absl/functional/any_invocable.h"
 #include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
@@ -89,7 +89,7 @@ class HandoffSession {
   };
   struct PendingCreate {
     PendingVersion version;
-    uint32_t replicas = 1;  // copies its seal waits for (cluster)
+    uint32_t replicas = 1;         // copies its seal waits for (cluster)
     ExportedHandle device_export;  // device creates: what the producer imported
     absl::Time deadline;
   };
@@ -112,13 +112,12 @@ class HandoffSession {
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
                         v1::HandoffResponse& response, std::vector<int>& fds);
   // The requests whose answers carry no fd.
-  absl::Status DispatchWithoutFd(const v1::HandoffRequest& request,
-                                 v1::HandoffResponse& response);
+  absl::Status DispatchWithoutFd(const v1::HandoffRequest& request, v1::HandoffResponse& response);
   // Batch acquire (handoff_batch_acquire.cc): every lease at once, the
   // answer split into packets of at most kMaxBatchPacketBytes and
   // kMaxFdsPerPacket fds; the first goes out now, the rest on AcquireMore.
-  absl::Status AcquireMany(const v1::AcquireManyRequest& request,
-                           v1::AcquireManyResponse& response, std::vector<int>& fds);
+  absl::Status AcquireMany(const v1::AcquireManyRequest& request, v1::AcquireManyResponse& response,
+                           std::vector<int>& fds);
   absl::Status AcquireMore(v1::AcquireManyResponse& response, std::vector<int>& fds);
   // The leases a batch acquire chose, under one registry lock, with each
   // item's position; a refused item carries its status instead.

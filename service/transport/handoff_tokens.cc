@@ -24,10 +24,10 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 absl::Status HandoffScope::Check(absl::string_view name, bool write_access) const {
   if (write_access ? !write : !read) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "this handoff connection may not ", write_access ? "write" : "read", " tensor '", name,
-        "': the token it redeemed came from a gRPC token without ",
-        write_access ? "write" : "read", " permission"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("this handoff connection may not ", write_access ? "write" : "read",
+                     " tensor '", name, "': the token it redeemed came from a gRPC token without ",
+                     write_access ? "write" : "read", " permission"));
   }
   if (!absl::StartsWith(name, name_prefix)) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -10,8 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/common/mutex.h"
 #include "absl/time/time.h"
+#include "service/common/mutex.h"
 
 namespace tensord {
 

@@ -36,11 +36,10 @@ void LeaseForRead(Registry& registry, ClusterAccess* cluster, absl::string_view 
   }
   std::vector<std::string> names;
   names.emplace_back(name);
-  cluster->EnsureLatest(
-      std::move(names),
-      [serve = std::forward<Serve>(serve)](std::vector<absl::StatusOr<Lease>> leases) mutable {
-        std::move(serve)(std::move(leases.front()));
-      });
+  cluster->EnsureLatest(std::move(names), [serve = std::forward<Serve>(serve)](
+                                              std::vector<absl::StatusOr<Lease>> leases) mutable {
+    std::move(serve)(std::move(leases.front()));
+  });
 }
 
 }  // namespace tensord

@@ -10,10 +10,9 @@ absl::StatusOr<uint64_t> OpenWatches::Open(std::function<void(const absl::Status
   MutexLock lock(&mutex_);
   if (ended_.has_value()) return *ended_;
   if (open_.size() >= max_watches_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this server has ", open_.size(),
-                     " Watch calls open, the limit (--max-watches) is ", max_watches_,
-                     "; end a watch or raise the limit"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this server has ", open_.size(), " Watch calls open, the limit (--max-watches) is ",
+        max_watches_, "; end a watch or raise the limit"));
   }
   const uint64_t id = next_id_++;
   open_.emplace(id, std::move(end));

@@ -49,12 +49,18 @@ absl::Status PartedPut::Claim(const ValidatedPut& put, uint32_t header_replicas,
         absl::StrCat(what, " comes with another token than the put's first part"));
   }
   std::string differs;
-  if (put.name != identity_.name) differs = absl::StrCat("name '", identity_.name, "'");
-  else if (!(put.layout == identity_.layout)) differs = "layout";
-  else if (put.total_bytes != identity_.total_bytes) differs = "total_bytes";
-  else if (put.crc32c != identity_.crc32c) differs = "crc32c";
-  else if (put.retention != identity_.retention) differs = "retention";
-  else if (header_replicas != header_replicas_) differs = "replicas";
+  if (put.name != identity_.name)
+    differs = absl::StrCat("name '", identity_.name, "'");
+  else if (!(put.layout == identity_.layout))
+    differs = "layout";
+  else if (put.total_bytes != identity_.total_bytes)
+    differs = "total_bytes";
+  else if (put.crc32c != identity_.crc32c)
+    differs = "crc32c";
+  else if (put.retention != identity_.retention)
+    differs = "retention";
+  else if (header_replicas != header_replicas_)
+    differs = "replicas";
   else if (part.parts != identity_.part->parts) {
     differs = absl::StrCat("part.parts (", part.parts, " here, ", identity_.part->parts, " there)");
   }
@@ -75,8 +81,8 @@ absl::Status PartedPut::Claim(const ValidatedPut& put, uint32_t header_replicas,
   }
   auto next = parts_.lower_bound(part.offset);
   if (next != parts_.end() && next->first - part.offset < part.length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " overlaps part ", DescribeRange(next->first, next->second.length)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " overlaps part ", DescribeRange(next->first, next->second.length)));
   }
   if (next != parts_.begin()) {
     const auto previous = std::prev(next);
@@ -162,7 +168,8 @@ void PartedPut::Publish() {
                 [self = shared_from_this()](absl::StatusOr<VersionInfo> info) {
                   if (info.ok()) {
                     Log(LogLevel::kInfo, "put",
-                        {{"name", info->name}, {"version", info->version},
+                        {{"name", info->name},
+                         {"version", info->version},
                          {"bytes", info->total_bytes},
                          {"parts", static_cast<uint64_t>(self->identity_.part->parts)}});
                   }
@@ -190,10 +197,9 @@ void PartedPut::Fail(const absl::Status& cause) {
     MutexLock lock(&mutex_);
     if (state_ != State::kReceiving) return;
     state_ = State::kEnded;
-    failure_ = absl::AbortedError(absl::StrCat("put of '", identity_.name, "' in ",
-                                               identity_.part->parts,
-                                               " parts failed, nothing was published: ",
-                                               cause.message()));
+    failure_ =
+        absl::AbortedError(absl::StrCat("put of '", identity_.name, "' in ", identity_.part->parts,
+                                        " parts failed, nothing was published: ", cause.message()));
     failed_.store(true, std::memory_order_release);
     failure = failure_;
     waiters.swap(waiters_);
@@ -217,9 +223,9 @@ absl::StatusOr<std::shared_ptr<PartedPut>> PartedPuts::Join(
     auto found = puts_.find(upload_id);
     if (auto ended = ended_.find(upload_id); found == puts_.end() && ended != ended_.end()) {
       if (!ended->second.ok()) return ended->second;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "part [", put.part->offset, ", +", put.part->length, ") of the put of '", put.name,
-          "' came after its put (upload ", upload_id, ") was published"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("part [", put.part->offset, ", +", put.part->length, ") of the put of '",
+                       put.name, "' came after its put (upload ", upload_id, ") was published"));
     }
     if (found != puts_.end()) {
       parted = found->second;
@@ -230,9 +236,8 @@ absl::StatusOr<std::shared_ptr<PartedPut>> PartedPuts::Join(
       ValidatedPut identity = put;
       identity.part->offset = 0;
       identity.part->length = 0;
-      parted = std::make_shared<PartedPut>(*this, upload_id, std::move(identity),
-                                           header_replicas, grant, prepared.replicas,
-                                           std::move(prepared.pending));
+      parted = std::make_shared<PartedPut>(*this, upload_id, std::move(identity), header_replicas,
+                                           grant, prepared.replicas, std::move(prepared.pending));
       puts_.emplace(upload_id, parted);
     }
     claimed = parted->Claim(put, header_replicas, grant);

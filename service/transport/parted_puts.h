@@ -21,8 +21,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "service/registry/cluster_access.h"
 #include "service/common/mutex.h"
+#include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/security/active_streams.h"
 #include "service/security/token_authenticator.h"
@@ -88,7 +88,8 @@ class PartedPut : public std::enable_shared_from_this<PartedPut> {
   // Under mutex_: the waiters' places among the open streams, to be
   // released outside it (a release may wait for a watchdog cancel, which
   // can call Fail).
-  std::vector<std::unique_ptr<ActiveStreams::Slot>> TakeSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::vector<std::unique_ptr<ActiveStreams::Slot>> TakeSlotsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   PartedPuts& owner_;
   const std::string upload_id_;

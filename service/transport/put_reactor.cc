@@ -14,14 +14,14 @@
 #include "service/common/crc32c.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
-#include "service/wire/byte_buffer_codec.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/parted_puts.h"
 #include "service/transport/publish.h"
 #include "service/transport/request_validation.h"
-#include "service/wire/status_conversion.h"
 #include "service/transport/tensor_service.h"
+#include "service/wire/byte_buffer_codec.h"
+#include "service/wire/status_conversion.h"
 
 namespace tensord {
 namespace {
@@ -97,9 +97,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       if (waiting_.load()) {
         // A part waiting for the others: the put fails, and every part's
         // call answers why (a cancelled call could not).
-        parted_->Fail(absl::DeadlineExceededError(absl::StrCat(
-            "part at offset ", part_offset_, " waited longer than the stream idle timeout for "
-            "the other parts to move")));
+        parted_->Fail(absl::DeadlineExceededError(
+            absl::StrCat("part at offset ", part_offset_,
+                         " waited longer than the stream idle timeout for "
+                         "the other parts to move")));
         return;
       }
       context_->TryCancel();
@@ -127,7 +128,8 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!header.ParseFromString(header_bytes)) {
       return absl::InvalidArgumentError("put header is not a valid tensord.v1.PutHeader");
     }
-    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, options_.max_tensor_bytes));
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put,
+                             ValidatePutHeader(header, options_.max_tensor_bytes));
     name_ = put.name;
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "Put", put.name));
     if (put.part.has_value() != part_call_) {
@@ -144,9 +146,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (pending_.device_memory != nullptr) {
       DeviceBackend* backend = registry_.device_backend();
       TENSORD_ASSIGN_OR_RETURN(
-          upload_, DeviceUpload::Create(*backend, *pending_.device_memory,
-                                        std::min<uint64_t>(options_.chunk_bytes,
-                                                           pending_.total_bytes)));
+          upload_,
+          DeviceUpload::Create(*backend, *pending_.device_memory,
+                               std::min<uint64_t>(options_.chunk_bytes, pending_.total_bytes)));
     }
     expected_crc32c_ = put.crc32c;
     return absl::OkStatus();
@@ -172,8 +174,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(const uint32_t replicas, CopiesFor(put, header.replicas()));
     TENSORD_ASSIGN_OR_RETURN(
         parted_, service_.parted_puts().Join(
-                     put, header.replicas(), grant_,
-                     [&]() -> absl::StatusOr<PartedPuts::Prepared> {
+                     put, header.replicas(), grant_, [&]() -> absl::StatusOr<PartedPuts::Prepared> {
                        PartedPuts::Prepared prepared;
                        prepared.replicas = replicas;
                        TENSORD_ASSIGN_OR_RETURN(
@@ -190,16 +191,16 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   absl::Status CopyPartChunk(const StreamMessage& chunk) {
     TENSORD_RETURN_IF_ERROR(parted_->failure());
     if (chunk.chunk_offset != part_offset_ + received_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
-          "' sent a chunk at offset ", chunk.chunk_offset, " but ", received_,
-          " of its bytes have arrived; chunks must be contiguous and in order"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
+                       "' sent a chunk at offset ", chunk.chunk_offset, " but ", received_,
+                       " of its bytes have arrived; chunks must be contiguous and in order"));
     }
     if (chunk.chunk_size > part_length_ - received_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
-          "' sent a chunk [", chunk.chunk_offset, ", +", chunk.chunk_size,
-          ") beyond the part's end"));
+      return absl::InvalidArgumentError(absl::StrCat("part [", part_offset_, ", +", part_length_,
+                                                     ") of the put of '", name_, "' sent a chunk [",
+                                                     chunk.chunk_offset, ", +", chunk.chunk_size,
+                                                     ") beyond the part's end"));
     }
     for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
       crc32c_ = Crc32cExtend(crc32c_, piece.data(), piece.size());
@@ -226,9 +227,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     } else if (cancelled_.load() || context_->IsCancelled()) {
       ended = absl::CancelledError("put cancelled by the client; nothing was published");
     } else if (received_ != part_length_) {
-      ended = absl::InvalidArgumentError(absl::StrCat(
-          "part [", part_offset_, ", +", part_length_, ") of the put of '", name_, "' ended after ",
-          received_, " of its bytes; nothing was published"));
+      ended = absl::InvalidArgumentError(
+          absl::StrCat("part [", part_offset_, ", +", part_length_, ") of the put of '", name_,
+                       "' ended after ", received_, " of its bytes; nothing was published"));
     }
     if (!ended.ok()) {
       FinishWith(ended);
@@ -253,13 +254,13 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (parted_ != nullptr) return CopyPartChunk(chunk);
     if (chunk.chunk_offset != received_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "put of '", pending_.name, "' sent a chunk at offset ", chunk.chunk_offset,
-          " but ", received_, " bytes have arrived; chunks must be contiguous and in order"));
+          "put of '", pending_.name, "' sent a chunk at offset ", chunk.chunk_offset, " but ",
+          received_, " bytes have arrived; chunks must be contiguous and in order"));
     }
     if (chunk.chunk_size > pending_.total_bytes - received_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "put of '", pending_.name, "' sent a chunk [", chunk.chunk_offset, ", +",
-          chunk.chunk_size, ") beyond total_bytes ", pending_.total_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("put of '", pending_.name, "' sent a chunk [", chunk.chunk_offset, ", +",
+                       chunk.chunk_size, ") beyond total_bytes ", pending_.total_bytes));
     }
     if (upload_ != nullptr) {
       for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
@@ -305,8 +306,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                     if (info.ok()) {
                       published_version_ = info->version;
                       Log(LogLevel::kInfo, "put",
-                          {{"name", info->name}, {"version", info->version},
-                           {"bytes", info->total_bytes}, {"origin", info->origin},
+                          {{"name", info->name},
+                           {"version", info->version},
+                           {"bytes", info->total_bytes},
+                           {"origin", info->origin},
                            {"request_id", call_.request_id()}});
                       v1::PutResponse response;
                       InfoToProto(*info, response.mutable_info());
@@ -318,9 +321,10 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   absl::Status CheckComplete() {
     if (idle_cancelled_.load(std::memory_order_relaxed)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "put of '", name_, "' sent nothing for longer than the stream idle timeout; cancelled, "
-          "nothing was published"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("put of '", name_,
+                       "' sent nothing for longer than the stream idle timeout; cancelled, "
+                       "nothing was published"));
     }
     if (context_->IsCancelled()) {
       return absl::CancelledError("put cancelled by the client; nothing was published");
@@ -329,9 +333,9 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return absl::InvalidArgumentError("put stream ended before a header");
     }
     if (received_ != pending_.total_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "put of '", pending_.name, "' ended after ", received_, " of ", pending_.total_bytes,
-          " bytes; nothing was published"));
+      return absl::InvalidArgumentError(absl::StrCat("put of '", pending_.name, "' ended after ",
+                                                     received_, " of ", pending_.total_bytes,
+                                                     " bytes; nothing was published"));
     }
     if (upload_ != nullptr) {
       // Published only once every byte is on the device.
@@ -345,8 +349,11 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     outcome_ = status;
     if (!status.ok()) {
       Log(LogLevel::kInfo, "put_failed",
-          {{"name", name_}, {"peer", context_->peer()}, {"request_id", call_.request_id()},
-           {"code", absl::StatusCodeToString(status.code())}, {"message", status.message()}});
+          {{"name", name_},
+           {"peer", context_->peer()},
+           {"request_id", call_.request_id()},
+           {"code", absl::StatusCodeToString(status.code())},
+           {"message", status.message()}});
       // Free the partial bytes and their reservation now, not at OnDone;
       // the upload first, as it waits for copies into those bytes.
       upload_.reset();
@@ -389,7 +396,7 @@ class PutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::atomic<bool> waiting_{false};    // its bytes are in; it waits for the outcome
   std::atomic<bool> cancelled_{false};  // OnCancel ran
   std::unique_ptr<IdleHeapTrim::Activity> heap_activity_;  // once past kTrimAfterBytes
-  uint32_t replicas_ = 1;            // copies the ack waits for (cluster only)
+  uint32_t replicas_ = 1;  // copies the ack waits for (cluster only)
   uint64_t published_version_ = 0;
   const TokenGrant* grant_ = nullptr;  // null when auth is off
   std::atomic<bool> idle_cancelled_{false};

@@ -6,8 +6,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
-#include "service/dlpack/data_type.h"
 #include "service/common/tensor_name.h"
+#include "service/dlpack/data_type.h"
 #include "service/wire/layout_conversion.h"
 
 namespace tensord {
@@ -19,8 +19,8 @@ absl::StatusOr<Retention> RetentionFromProto(int retention) {
     case v1::RETENTION_CACHE: return Retention::kCache;
     default: break;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "retention ", retention, " is not one of 0 (default), 1 (pinned), 2 (cache)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("retention ", retention, " is not one of 0 (default), 1 (pinned), 2 (cache)"));
 }
 
 namespace {
@@ -28,12 +28,12 @@ namespace {
 absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const ValidatedPut& put) {
   const std::string& id = part.upload_id();
   const bool id_ok = id.size() == 32 && absl::c_all_of(id, [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
   if (!id_ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "put of '", put.name, "': part.upload_id '", absl::CHexEscape(id.substr(0, 64)),
-        "' is not 32 lowercase hex digits"));
+    return absl::InvalidArgumentError(absl::StrCat("put of '", put.name, "': part.upload_id '",
+                                                   absl::CHexEscape(id.substr(0, 64)),
+                                                   "' is not 32 lowercase hex digits"));
   }
   if (part.parts() < 2 || part.parts() > kMaxPutParts) {
     return absl::InvalidArgumentError(absl::StrCat("put of '", put.name, "' in part.parts ",
@@ -42,9 +42,9 @@ absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const 
   }
   if (part.length() == 0 || part.offset() > put.total_bytes ||
       part.length() > put.total_bytes - part.offset()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "put of '", put.name, "': part [", part.offset(), ", +", part.length(),
-        ") is empty or reaches beyond total_bytes ", put.total_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("put of '", put.name, "': part [", part.offset(), ", +", part.length(),
+                     ") is empty or reaches beyond total_bytes ", put.total_bytes));
   }
   if (put.layout.device.device_type != kDLCPU) {
     // A device put streams through one staged upload, in order.
@@ -71,15 +71,14 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
   const bool host = put.layout.device.device_type == kDLCPU && put.layout.device.device_id == 0;
   if (!host && put.layout.device.device_type != kDLCUDA) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "layout.device {type ", put.layout.device.device_type, ", id ",
-        put.layout.device.device_id,
+        "layout.device {type ", put.layout.device.device_type, ", id ", put.layout.device.device_id,
         "} is not available: this server holds host (kDLCPU 0) and CUDA (kDLCUDA) tensors"));
   }
   TENSORD_ASSIGN_OR_RETURN(uint64_t required, dlpack::RequiredBytes(put.layout));
   if (header.total_bytes() != required) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "total_bytes ", header.total_bytes(), " does not match the ", required,
-        " bytes the layout ", dlpack::DescribeLayout(put.layout), " needs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("total_bytes ", header.total_bytes(), " does not match the ", required,
+                     " bytes the layout ", dlpack::DescribeLayout(put.layout), " needs"));
   }
   if (required > max_tensor_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("tensor '", put.name, "' is ", required,
@@ -121,14 +120,13 @@ absl::StatusOr<ByteSpan> ResolveFetchRange(const v1::FetchRequest& request, uint
 }
 
 absl::StatusOr<ByteSpan> ResolveFetchRange(const WireFetchRequest& request, uint64_t total_bytes) {
-  return ResolveRange(request.name, request.has_range, request.range_offset,
-                      request.range_length, total_bytes);
+  return ResolveRange(request.name, request.has_range, request.range_offset, request.range_length,
+                      total_bytes);
 }
 
 absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
                                     const std::optional<std::string>& prefix,
-                                    uint64_t group_version,
-                                    std::optional<uint64_t> cluster_group) {
+                                    uint64_t group_version, std::optional<uint64_t> cluster_group) {
   const uint64_t cluster = cluster_group.value_or(0);
   const int selectors = (items > 0 ? 1 : 0) + (prefix.has_value() ? 1 : 0) +
                         (group_version != 0 ? 1 : 0) + (cluster != 0 ? 1 : 0);
@@ -143,8 +141,8 @@ absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t ma
             : ": give exactly one of items, prefix and group_version"));
   }
   if (cluster > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " of cluster group ", cluster,
-                                                   ": an etcd revision is at most 2^63-1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of cluster group ", cluster, ": an etcd revision is at most 2^63-1"));
   }
   if (static_cast<size_t>(items) > max_items) {
     return absl::InvalidArgumentError(

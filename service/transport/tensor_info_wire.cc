@@ -11,8 +11,14 @@ namespace {
 
 // Field numbers of tensor.proto.
 enum InfoField : uint32_t {
-  kName = 1, kVersion = 2, kLayout = 3, kTotalBytes = 4, kCrc32c = 5, kCreated = 6,
-  kOpenLeases = 7, kRetention = 8,
+  kName = 1,
+  kVersion = 2,
+  kLayout = 3,
+  kTotalBytes = 4,
+  kCrc32c = 5,
+  kCreated = 6,
+  kOpenLeases = 7,
+  kRetention = 8,
 };
 enum LayoutField : uint32_t { kDtype = 1, kShape = 2, kStrides = 3, kByteOffset = 4, kDevice = 5 };
 enum DataTypeField : uint32_t { kCode = 1, kBits = 2, kLanes = 3 };
@@ -107,7 +113,8 @@ FetchHeaderWire::FetchHeaderWire(const TensorVersion& version, uint64_t offset, 
                                  bool split)
     : info_(version), offset_(offset), length_(length), split_(split) {
   range_size_ = ScalarFieldSize(offset) + ScalarFieldSize(length);
-  size_ = LengthDelimitedFieldSize(info_.size()) + LengthDelimitedFieldSize(range_size_) + ScalarFieldSize(split);
+  size_ = LengthDelimitedFieldSize(info_.size()) + LengthDelimitedFieldSize(range_size_) +
+          ScalarFieldSize(split);
 }
 
 uint8_t* FetchHeaderWire::Write(uint8_t* out) const {

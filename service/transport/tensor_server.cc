@@ -1,7 +1,7 @@
 #include "service/transport/tensor_server.h"
 
-#include <grpcpp/grpcpp.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
@@ -60,8 +60,8 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   if (absl::Status status = ValidateTls(options.tls); !status.ok()) return status;
   for (const std::string& address : options.listen_addresses) {
     if (absl::Status status = ValidateListenAddress(address); !status.ok()) return status;
-    if (absl::Status status = CheckPlaintextListener(address, options.tls.enabled(),
-                                                     options.allow_insecure_remote);
+    if (absl::Status status =
+            CheckPlaintextListener(address, options.tls.enabled(), options.allow_insecure_remote);
         !status.ok()) {
       return status;
     }
@@ -81,10 +81,10 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   const uint64_t grpc_cap = options.connections.max_connections != 0
                                 ? options.connections.max_connections
                                 : DefaultMaxConnections(open_file_limit);
-  const uint64_t handoff_cap =
-      options.handoff.socket_path.empty() ? 0
-      : options.handoff.max_connections != 0 ? options.handoff.max_connections
-                                             : DefaultMaxHandoffConnections(open_file_limit);
+  const uint64_t handoff_cap = options.handoff.socket_path.empty() ? 0
+                               : options.handoff.max_connections != 0
+                                   ? options.handoff.max_connections
+                                   : DefaultMaxHandoffConnections(open_file_limit);
   SetTensorFdCeiling(TensorFdCeilingFor(open_file_limit, grpc_cap, handoff_cap));
 
   std::unique_ptr<TensorServer> server(new TensorServer());
@@ -162,9 +162,8 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
               "certificate's)"
             : ""));
   }
-  const uint64_t max_connections = limits.max_connections != 0
-                                       ? limits.max_connections
-                                       : DefaultMaxConnections(OpenFileLimit());
+  const uint64_t max_connections =
+      limits.max_connections != 0 ? limits.max_connections : DefaultMaxConnections(OpenFileLimit());
   absl::StatusOr<std::unique_ptr<ConnectionListener>> listener =
       ConnectionListener::Start(std::move(endpoints), max_connections, *server->metrics_);
   if (!listener.ok()) {
@@ -190,7 +189,7 @@ TensorServer::~TensorServer() {
 void TensorServer::Shutdown(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   const bool fetches_in_flight = service_->live_payloads() > 0;
-  listener_->Stop();  // new connections are refused from here
+  listener_->Stop();       // new connections are refused from here
   service_->EndWatches();  // they never end on their own
   server_->Shutdown(absl::ToChronoTime(deadline));
   if (!fetches_in_flight) return;
@@ -202,7 +201,8 @@ void TensorServer::Shutdown(absl::Duration grace) {
   while (service_->live_payloads() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  absl::SleepFor(std::min(absl::Seconds(2), std::max(deadline - absl::Now(), absl::ZeroDuration())));
+  absl::SleepFor(
+      std::min(absl::Seconds(2), std::max(deadline - absl::Now(), absl::ZeroDuration())));
 }
 
 void TensorServer::Wait() {

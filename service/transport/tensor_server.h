@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "service/metrics/service_metrics.h"
 #include "service/registry/registry.h"
-#include "service/transport/handoff_server.h"
 #include "service/snapshot/snapshot_store.h"
+#include "service/transport/handoff_server.h"
 #include "service/transport/server_options.h"
 
 namespace grpc {

@@ -1,5 +1,5 @@
-#include "absl/strings/string_view.h"
 #include "service/transport/tensor_service.h"
+#include "absl/strings/string_view.h"
 
 #include <optional>
 
@@ -13,9 +13,9 @@
 #include "service/transport/latest_read.h"
 #include "service/transport/tensor_info_wire.h"
 #include "service/wire/byte_buffer_codec.h"
-#include "service/wire/wire_requests.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
+#include "service/wire/wire_requests.h"
 
 namespace tensord {
 TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
@@ -37,7 +37,8 @@ TensorService::TensorService(Registry& registry, HandoffTokens& tokens,
 }
 
 void TensorService::EndWatches() {
-  watches_.EndAll(absl::UnavailableError("the server is shutting down; watch again elsewhere or after it restarts"));
+  watches_.EndAll(absl::UnavailableError(
+      "the server is shutting down; watch again elsewhere or after it restarts"));
 }
 
 absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerContext* context,
@@ -52,7 +53,8 @@ absl::StatusOr<const TokenGrant*> TensorService::AdmitCall(grpc::CallbackServerC
   absl::StatusOr<const TokenGrant*> grant = authenticator_->Admit(authorization, rpc, name);
   if (!grant.ok()) {
     Log(LogLevel::kInfo, "rpc_refused",
-        {{"rpc", rpc}, {"peer", context->peer()},
+        {{"rpc", rpc},
+         {"peer", context->peer()},
          {"code", absl::StatusCodeToString(grant.status().code())}});
   }
   return grant;
@@ -147,7 +149,8 @@ grpc::ServerUnaryReactor* TensorService::List(grpc::CallbackServerContext* conte
   if (!grant.ok()) return FinishUnary(context, grant.status(), call);
   // A token limited to a namespace lists only inside it.
   absl::StatusOr<std::string> prefix =
-      *grant == nullptr ? request->prefix() : TokenAuthenticator::ListPrefix(**grant, request->prefix());
+      *grant == nullptr ? request->prefix()
+                        : TokenAuthenticator::ListPrefix(**grant, request->prefix());
   if (!prefix.ok()) return FinishUnary(context, prefix.status(), call);
   if (request->cluster()) return ListCluster(context, *prefix, *request, response, call);
   absl::StatusOr<ListPage> page =
@@ -191,28 +194,28 @@ grpc::ServerUnaryReactor* TensorService::ListCluster(grpc::CallbackServerContext
   const uint32_t page_size = request.page_size() == 0 ? 100 : request.page_size();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto record = std::make_shared<CallRecord>(std::move(call));
-  options_.cluster_access->ListNames(
-      prefix, request.page_token(), page_size + 1,
-      [this, response, reactor, record, page_size](
-          absl::StatusOr<std::vector<ClusterVersion>> names) {
-        if (names.ok()) {
-          const bool more = names->size() > page_size;
-          if (more) names->resize(page_size);
-          for (const ClusterVersion& version : *names) {
-            v1::TensorInfo* info = response->add_tensors();
-            info->set_name(version.name);
-            // Across nodes a version is known by its cluster order.
-            info->set_version(static_cast<uint64_t>(version.origin));
-            info->set_total_bytes(version.total_bytes);
-            info->set_crc32c(version.crc32c);
-            info->set_node(version.writer);
-          }
-          if (more) response->set_next_page_token(names->back().name);
-          response->set_total_bytes(registry_.host_bytes_used());
-        }
-        record->End(names.status());
-        reactor->Finish(ToGrpcStatus(names.status()));
-      });
+  options_.cluster_access->ListNames(prefix, request.page_token(), page_size + 1,
+                                     [this, response, reactor, record, page_size](
+                                         absl::StatusOr<std::vector<ClusterVersion>> names) {
+                                       if (names.ok()) {
+                                         const bool more = names->size() > page_size;
+                                         if (more) names->resize(page_size);
+                                         for (const ClusterVersion& version : *names) {
+                                           v1::TensorInfo* info = response->add_tensors();
+                                           info->set_name(version.name);
+                                           // Across nodes a version is known by its cluster order.
+                                           info->set_version(static_cast<uint64_t>(version.origin));
+                                           info->set_total_bytes(version.total_bytes);
+                                           info->set_crc32c(version.crc32c);
+                                           info->set_node(version.writer);
+                                         }
+                                         if (more)
+                                           response->set_next_page_token(names->back().name);
+                                         response->set_total_bytes(registry_.host_bytes_used());
+                                       }
+                                       record->End(names.status());
+                                       reactor->Finish(ToGrpcStatus(names.status()));
+                                     });
   return reactor;
 }
 
@@ -319,12 +322,12 @@ grpc::ServerUnaryReactor* TensorService::IssueHandoffToken(
       !grant.ok()) {
     status = grant.status();
   } else if (options_.handoff.socket_path.empty()) {
-    status = absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
+    status =
+        absl::FailedPreconditionError("local handoff is off on this server (--handoff-socket)");
   } else if (const HandoffScope scope = HandoffScopeOf(*grant); !scope.read && !scope.write) {
     status = absl::PermissionDeniedError(
         "IssueHandoffToken needs a token with read or write permission");
-  } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(scope);
-             issued.ok()) {
+  } else if (absl::StatusOr<HandoffTokens::Issued> issued = tokens_.Issue(scope); issued.ok()) {
     response->set_token(issued->token);
     response->set_expires_unix_nanos(absl::ToUnixNanos(issued->expires));
   } else {
@@ -354,7 +357,8 @@ grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* c
   std::shared_ptr<CallRecord> record = std::make_shared<CallRecord>(std::move(call));
   absl::Status started = snapshot_threads_.Run([this, context, reactor, response, record] {
     if (context->IsCancelled()) {
-      const absl::Status gone = absl::CancelledError("the caller went away before the snapshot began");
+      const absl::Status gone =
+          absl::CancelledError("the caller went away before the snapshot began");
       record->End(gone);
       reactor->Finish(ToGrpcStatus(gone));
       return;
@@ -373,9 +377,9 @@ grpc::ServerUnaryReactor* TensorService::Snapshot(grpc::CallbackServerContext* c
     reactor->Finish(ToGrpcStatus(written.status()));
   });
   if (!started.ok()) {
-    const absl::Status refused = absl::ResourceExhaustedError(absl::StrCat(
-        "a snapshot is already being written and another waits; retry later (", started.message(),
-        ")"));
+    const absl::Status refused = absl::ResourceExhaustedError(
+        absl::StrCat("a snapshot is already being written and another waits; retry later (",
+                     started.message(), ")"));
     record->End(refused);
     reactor->Finish(ToGrpcStatus(refused));
   }

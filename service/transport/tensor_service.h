@@ -25,20 +25,24 @@
 namespace tensord {
 
 using TensorServiceBase = v1::TensorService::WithRawCallbackMethod_Put<
-    v1::TensorService::WithRawCallbackMethod_PutPart<
-    v1::TensorService::WithRawCallbackMethod_Fetch<v1::TensorService::WithRawCallbackMethod_FetchInline<
-    v1::TensorService::WithRawCallbackMethod_Stat<
-        v1::TensorService::WithCallbackMethod_List<v1::TensorService::WithCallbackMethod_Delete<
-            v1::TensorService::WithCallbackMethod_GetServerInfo<
-                v1::TensorService::WithCallbackMethod_IssueHandoffToken<
-                    v1::TensorService::WithCallbackMethod_Snapshot<
-                        v1::TensorService::WithRawCallbackMethod_BatchPut<
-                            v1::TensorService::WithRawCallbackMethod_BatchFetch<
-                                v1::TensorService::WithCallbackMethod_Watch<
-                                    v1::TensorService::WithCallbackMethod_Replicate<
-                                        v1::TensorService::WithCallbackMethod_AnnounceCopies<
-                                            v1::TensorService::WithCallbackMethod_LocateCopy<
-                                                v1::TensorService::Service>>>>>>>>>>>>>>>>;
+    v1::TensorService::WithRawCallbackMethod_PutPart<v1::TensorService::WithRawCallbackMethod_Fetch<
+        v1::TensorService::WithRawCallbackMethod_FetchInline<
+            v1::TensorService::WithRawCallbackMethod_Stat<
+                v1::TensorService::WithCallbackMethod_List<
+                    v1::TensorService::WithCallbackMethod_Delete<
+                        v1::TensorService::WithCallbackMethod_GetServerInfo<
+                            v1::TensorService::WithCallbackMethod_IssueHandoffToken<
+                                v1::TensorService::WithCallbackMethod_Snapshot<
+                                    v1::TensorService::WithRawCallbackMethod_BatchPut<
+                                        v1::TensorService::WithRawCallbackMethod_BatchFetch<
+                                            v1::TensorService::WithCallbackMethod_Watch<
+                                                v1::TensorService::WithCallbackMethod_Replicate<
+                                                    v1::TensorService::
+                                                        WithCallbackMethod_AnnounceCopies<
+                                                            v1::TensorService::
+                                                                WithCallbackMethod_LocateCopy<
+                                                                    v1::TensorService::
+                                                                        Service>>>>>>>>>>>>>>>>;
 
 // Thread-safe; the registry and metrics must outlive the service. Every
 // call gets a request id and is recorded in `metrics`.

@@ -134,18 +134,19 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
     ClusterAccess* cluster = options.cluster_access.get();
     feed_ = cluster == nullptr ? nullptr : cluster->ClusterChanges();
     if (feed_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "watch of '", request.prefix(), "' with cluster=true needs a cluster; this server is "
-          "a single node (start it with --etcd-endpoints)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("watch of '", request.prefix(),
+                       "' with cluster=true needs a cluster; this server is "
+                       "a single node (start it with --etcd-endpoints)"));
     }
     {
       // Held like a write in flight: an end meanwhile waits for the start.
       MutexLock lock(&mutex_);
       writing_ = true;
     }
-    cluster->StartClusterWatch(prefix_, request.send_existing(), request.from_version(),
-                               kBatchItemLimit,
-                               [this](absl::StatusOr<WatchStart> start) { Started(std::move(start)); });
+    cluster->StartClusterWatch(
+        prefix_, request.send_existing(), request.from_version(), kBatchItemLimit,
+        [this](absl::StatusOr<WatchStart> start) { Started(std::move(start)); });
     return false;
   }
 

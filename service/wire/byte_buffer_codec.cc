@@ -10,7 +10,8 @@
 
 namespace tensord {
 
-absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer, HeaderInlineData inline_data) {
+absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer,
+                                       HeaderInlineData inline_data) {
   slices_.clear();
   pieces_.clear();
   // Most messages are one slice: taken by reference, without the vectors.
@@ -41,8 +42,7 @@ grpc::ByteBuffer MakeCopiedChunkBuffer(uint64_t offset, std::span<const uint8_t>
   uint8_t prefix[kMaxChunkPrefixBytes];
   size_t prefix_size = EncodeChunkPrefix(offset, data.size(), prefix);
   grpc::Slice slices[2] = {
-      grpc::Slice(prefix, prefix_size),
-      grpc::Slice(data.data(), data.size()),  // copies
+      grpc::Slice(prefix, prefix_size), grpc::Slice(data.data(), data.size()),  // copies
   };
   return grpc::ByteBuffer(slices, 2);
 }
@@ -121,7 +121,8 @@ absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
   grpc::Slice slice;
   TENSORD_RETURN_IF_ERROR(FlattenByteBuffer(buffer, slice, what));
   if (!message.ParseFromArray(slice.begin(), static_cast<int>(slice.size()))) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is not a valid ", message.GetTypeName()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is not a valid ", message.GetTypeName()));
   }
   return absl::OkStatus();
 }

@@ -87,8 +87,8 @@ grpc::ByteBuffer MakeHeaderBuffer(size_t header_size,
 absl::Status FlattenByteBuffer(const grpc::ByteBuffer& buffer, grpc::Slice& slice,
                                absl::string_view what);
 
-absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite& message,
-                                 absl::string_view what);
+absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
+                                 google::protobuf::MessageLite& message, absl::string_view what);
 
 }  // namespace tensord
 

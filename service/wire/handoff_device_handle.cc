@@ -36,9 +36,9 @@ absl::StatusOr<ExportedHandle> DeviceHandleFromProto(const v1::DeviceHandle& pro
   switch (proto.kind()) {
     case v1::DEVICE_HANDLE_KIND_LEGACY_IPC:
       if (proto.legacy_ipc_handle().size() != kLegacyIpcHandleBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("device_handle.legacy_ipc_handle has ", proto.legacy_ipc_handle().size(),
-                         " bytes, not ", kLegacyIpcHandleBytes));
+        return absl::InvalidArgumentError(absl::StrCat("device_handle.legacy_ipc_handle has ",
+                                                       proto.legacy_ipc_handle().size(),
+                                                       " bytes, not ", kLegacyIpcHandleBytes));
       }
       handle.kind = HandleKind::kLegacyIpc;
       handle.bytes = proto.legacy_ipc_handle();
@@ -54,9 +54,9 @@ absl::StatusOr<ExportedHandle> DeviceHandleFromProto(const v1::DeviceHandle& pro
           absl::StrCat("device_handle.kind ", static_cast<int>(proto.kind()), " is unknown"));
   }
   if (proto.fd_attached() != fd.valid()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device_handle.fd_attached is ", proto.fd_attached() ? "true" : "false", " but ",
-        fd.valid() ? "an fd" : "no fd", " came with the response"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_handle.fd_attached is ", proto.fd_attached() ? "true" : "false",
+                     " but ", fd.valid() ? "an fd" : "no fd", " came with the response"));
   }
   if (proto.device() < 0) {
     return absl::InvalidArgumentError(
@@ -64,9 +64,9 @@ absl::StatusOr<ExportedHandle> DeviceHandleFromProto(const v1::DeviceHandle& pro
   }
   if (proto.size() == 0 || proto.offset() > proto.allocation_size() ||
       proto.size() > proto.allocation_size() - proto.offset()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device_handle range of ", proto.size(), " bytes at offset ", proto.offset(),
-        " does not fit its allocation of ", proto.allocation_size(), " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_handle range of ", proto.size(), " bytes at offset ", proto.offset(),
+                     " does not fit its allocation of ", proto.allocation_size(), " bytes"));
   }
   handle.device = proto.device();
   handle.offset = proto.offset();

@@ -33,9 +33,9 @@ absl::StatusOr<dlpack::TensorLayout> LayoutFromWire(WireLayout wire) {
                                                    wire.shape.size()));
   }
   dlpack::TensorLayout layout;
-  layout.dtype = DLDataType{static_cast<uint8_t>(wire.dtype_code),
-                            static_cast<uint8_t>(wire.dtype_bits),
-                            static_cast<uint16_t>(wire.dtype_lanes == 0 ? 1 : wire.dtype_lanes)};
+  layout.dtype =
+      DLDataType{static_cast<uint8_t>(wire.dtype_code), static_cast<uint8_t>(wire.dtype_bits),
+                 static_cast<uint16_t>(wire.dtype_lanes == 0 ? 1 : wire.dtype_lanes)};
   TENSORD_RETURN_IF_ERROR(dlpack::ValidateDataType(layout.dtype));
   layout.shape = std::move(wire.shape);
   layout.strides = std::move(wire.strides);
@@ -44,7 +44,8 @@ absl::StatusOr<dlpack::TensorLayout> LayoutFromWire(WireLayout wire) {
     const int32_t type = wire.device_type;
     // Only values the installed DLDeviceType enum declares may be stored in
     // it (anything else is undefined behaviour); 0 means unset, i.e. CPU.
-    const bool known = type == 0 || (type >= kDLCPU && type <= kDLCUDAManaged && type != 5 && type != 6);
+    const bool known =
+        type == 0 || (type >= kDLCPU && type <= kDLCUDAManaged && type != 5 && type != 6);
     if (!known) {
       return absl::InvalidArgumentError(
           absl::StrCat("layout.device.type ", type, " is not a DLPack device type"));

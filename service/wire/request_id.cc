@@ -15,7 +15,13 @@ bool IsValidRequestId(absl::string_view id) {
   for (char c : id) {
     if (absl::ascii_isalnum(static_cast<unsigned char>(c))) continue;
     switch (c) {
-      case '-': case '_': case '.': case ':': case '/': case '+': case '=': continue;
+      case '-':
+      case '_':
+      case '.':
+      case ':':
+      case '/':
+      case '+':
+      case '=': continue;
       default: return false;
     }
   }
@@ -34,7 +40,8 @@ std::string GenerateRequestId() {
 
 std::string OfferedRequestId(grpc::CallbackServerContext& context) {
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find(grpc::string_ref(kRequestIdMetadataKey.data(), kRequestIdMetadataKey.size()));
+  auto it =
+      metadata.find(grpc::string_ref(kRequestIdMetadataKey.data(), kRequestIdMetadataKey.size()));
   if (it == metadata.end()) return std::string();
   absl::string_view offered(it->second.data(), it->second.size());
   return IsValidRequestId(offered) ? std::string(offered) : std::string();

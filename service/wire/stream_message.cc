@@ -131,7 +131,8 @@ absl::Status ReadTag(PieceReader& reader, uint32_t& field, uint32_t& wire_type) 
   if (reader.position() - start > 5) return Malformed("tag longer than 5 bytes", start);
   field = static_cast<uint32_t>(tag >> 3);
   wire_type = static_cast<uint32_t>(tag & 7);
-  if (field == 0 || (tag >> 3) > 0x1fffffff) return Malformed("invalid field number", reader.position());
+  if (field == 0 || (tag >> 3) > 0x1fffffff)
+    return Malformed("invalid field number", reader.position());
   return absl::OkStatus();
 }
 
@@ -189,7 +190,8 @@ absl::Status LiftInlineData(PieceReader& reader, uint64_t size, StreamMessage& m
       return Malformed("header field beyond the header end", reader.position());
     }
     PieceReader copy = field_start;
-    TENSORD_RETURN_IF_ERROR(copy.AppendTo(reader.position() - field_start.position(), message.header));
+    TENSORD_RETURN_IF_ERROR(
+        copy.AppendTo(reader.position() - field_start.position(), message.header));
   }
   return absl::OkStatus();
 }
@@ -241,12 +243,12 @@ absl::Status DecodeStreamMessage(std::span<const std::span<const uint8_t>> piece
       message.kind = kind;
       uint64_t size = 0;
       TENSORD_RETURN_IF_ERROR(reader.ReadVarint(size));
-      if (size > reader.remaining()) return Malformed("length beyond the message end", reader.position());
+      if (size > reader.remaining())
+        return Malformed("length beyond the message end", reader.position());
       if (kind == StreamMessage::Kind::kHeader) {
         if (size > kMaxStreamHeaderBytes) {
-          return absl::InvalidArgumentError(absl::StrCat("stream header is ", size,
-                                                         " bytes; the limit is ",
-                                                         kMaxStreamHeaderBytes));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "stream header is ", size, " bytes; the limit is ", kMaxStreamHeaderBytes));
         }
         if (inline_data == HeaderInlineData::kLift) {
           TENSORD_RETURN_IF_ERROR(LiftInlineData(reader, size, message));

@@ -43,9 +43,7 @@ constexpr uint8_t WireTag(uint32_t field, uint32_t wire_type) {
 // set submessage is written even when empty. Sizes of whole fields (tag
 // included) for fields 1..15:
 inline size_t ScalarFieldSize(uint64_t bits) { return bits == 0 ? 0 : 1 + VarintSize(bits); }
-inline size_t LengthDelimitedFieldSize(size_t payload) {
-  return 1 + VarintSize(payload) + payload;
-}
+inline size_t LengthDelimitedFieldSize(size_t payload) { return 1 + VarintSize(payload) + payload; }
 
 // Writers returning the end of what they wrote.
 inline uint8_t* PutScalarField(uint32_t field, uint64_t bits, uint8_t* out) {

@@ -31,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 #include "tests/cluster/history.h"
 #include "tests/cluster/register_checker.h"
@@ -38,7 +39,6 @@
 #include "tests/integration/cluster_harness.h"
 #include "tests/integration/cluster_test_support.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -83,10 +83,8 @@ bool MayHaveTakenEffect(absl::StatusCode code) {
     case absl::StatusCode::kCancelled:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return true;
-    default:
-      return false;
+    case absl::StatusCode::kUnknown: return true;
+    default: return false;
   }
 }
 
@@ -126,7 +124,8 @@ class ConsistencyCheck : public EtcdClusterTest {
       Operation op;
       op.client = id;
       op.node = harness_->name(node);
-      op.name = absl::StrCat("e", (NowNanos() - start_nanos_) / kEpochNanos, "/k", random() % kNames);
+      op.name =
+          absl::StrCat("e", (NowNanos() - start_nanos_) / kEpochNanos, "/k", random() % kNames);
       const int kind = static_cast<int>(random() % 20);
       op.called = NowNanos() - start_nanos_;
       if (kind < 8) {
@@ -264,11 +263,14 @@ class ConsistencyCheck : public EtcdClusterTest {
   void ReadEverything(const std::string& epoch_prefix, const std::string& why) {
     for (size_t node = 0; node < harness_->size(); ++node) {
       if (!harness_->running(node)) continue;
-      std::unique_ptr<tensord::Client> client = ConnectClient(harness_->address(node), RemoteClientOptions());
+      std::unique_ptr<tensord::Client> client =
+          ConnectClient(harness_->address(node), RemoteClientOptions());
       ASSERT_NE(client, nullptr);
       for (int n = 0; n < kNames; ++n) {
-        Operation op{.kind = Operation::Kind::kRead, .name = absl::StrCat(epoch_prefix, n),
-                     .client = 100 + static_cast<int>(node), .node = harness_->name(node),
+        Operation op{.kind = Operation::Kind::kRead,
+                     .name = absl::StrCat(epoch_prefix, n),
+                     .client = 100 + static_cast<int>(node),
+                     .node = harness_->name(node),
                      .detail = why};
         op.called = NowNanos() - start_nanos_;
         absl::StatusOr<Tensor> read = client->Fetch(op.name);
@@ -276,7 +278,8 @@ class ConsistencyCheck : public EtcdClusterTest {
         if (read.status().code() == absl::StatusCode::kNotFound) {
           op.outcome = Operation::Outcome::kNotFound;
         } else if (!read.ok()) {
-          final_read_failures_.push_back(absl::StrCat(Describe(op), ": ", read.status().ToString()));
+          final_read_failures_.push_back(
+              absl::StrCat(Describe(op), ": ", read.status().ToString()));
           continue;
         } else {
           op.value = ValueOf(TensorBytes(*read));
@@ -310,9 +313,10 @@ TEST_F(ConsistencyCheck, RegistersStayLinearizableUnderFaults) {
   }
   harness_ = std::make_unique<ClusterHarness>(*etcd_, "/tensord-check", kTtl);
   for (int i = 0; i < kNodes; ++i) {
-    const absl::Status added = harness_->Add(HarnessNode{
-        .name = absl::StrCat("node-", std::string(1, 'a' + i)), .through_proxy = true,
-        .snapshots = true});
+    const absl::Status added =
+        harness_->Add(HarnessNode{.name = absl::StrCat("node-", std::string(1, 'a' + i)),
+                                  .through_proxy = true,
+                                  .snapshots = true});
     ASSERT_TRUE(added.ok()) << added;
   }
   {
@@ -350,12 +354,17 @@ TEST_F(ConsistencyCheck, RegistersStayLinearizableUnderFaults) {
   // is killed for good; every name must still read back exactly that.
   std::map<std::string, uint64_t> last_written;
   {
-    std::unique_ptr<tensord::Client> writer = ConnectClient(harness_->address(0), RemoteClientOptions());
+    std::unique_ptr<tensord::Client> writer =
+        ConnectClient(harness_->address(0), RemoteClientOptions());
     ASSERT_NE(writer, nullptr);
     for (int n = 0; n < kNames; ++n) {
-      Operation op{.kind = Operation::Kind::kPut, .name = absl::StrCat("survive/k", n),
-                   .value = next_value.fetch_add(1), .client = 200, .replicas = 2,
-                   .node = harness_->name(0), .detail = "survival put"};
+      Operation op{.kind = Operation::Kind::kPut,
+                   .name = absl::StrCat("survive/k", n),
+                   .value = next_value.fetch_add(1),
+                   .client = 200,
+                   .replicas = 2,
+                   .node = harness_->name(0),
+                   .detail = "survival put"};
       const std::vector<uint8_t> bytes = ValueBytes(op.value, 4096);
       const HostTensor tensor = CompactTensor(kU8, {4096}, bytes);
       PutOptions options;
@@ -377,13 +386,14 @@ TEST_F(ConsistencyCheck, RegistersStayLinearizableUnderFaults) {
   std::vector<std::string> lost;
   for (size_t node = 0; node < harness_->size(); ++node) {
     if (!harness_->running(node)) continue;
-    std::unique_ptr<tensord::Client> client = ConnectClient(harness_->address(node), RemoteClientOptions());
+    std::unique_ptr<tensord::Client> client =
+        ConnectClient(harness_->address(node), RemoteClientOptions());
     for (const auto& [name, value] : last_written) {
       absl::StatusOr<Tensor> read = client->Fetch(name);
       if (!read.ok() || ValueOf(TensorBytes(*read)) != value) {
-        lost.push_back(absl::StrCat(name, " (v", value, ") on ", harness_->name(node), ": ",
-                                    read.ok() ? absl::StrCat("v", ValueOf(TensorBytes(*read)))
-                                              : read.status().ToString()));
+        lost.push_back(absl::StrCat(
+            name, " (v", value, ") on ", harness_->name(node), ": ",
+            read.ok() ? absl::StrCat("v", ValueOf(TensorBytes(*read))) : read.status().ToString()));
       }
     }
   }
@@ -422,7 +432,8 @@ TEST_F(ConsistencyCheck, RegistersStayLinearizableUnderFaults) {
       anomalies_.push_back(absl::StrCat(name, ": ", verdict.explanation));
     }
   }
-  for (const std::string& loss : lost) anomalies_.push_back(absl::StrCat("lost a 2-copy write: ", loss));
+  for (const std::string& loss : lost)
+    anomalies_.push_back(absl::StrCat("lost a 2-copy write: ", loss));
   absl::StrAppend(&report, "\nchecked ", by_name.size(), " names (the longest history ", largest,
                   " operations) in ", states, " states; ", anomalies_.size(), " anomalies");
   std::cout << report << std::endl;
@@ -431,7 +442,8 @@ TEST_F(ConsistencyCheck, RegistersStayLinearizableUnderFaults) {
   }
   EXPECT_TRUE(anomalies_.empty()) << anomalies_.size() << " anomalies:\n"
                                   << absl::StrJoin(anomalies_, "\n") << "\n"
-                                  << report << "\n" << harness_->StderrTails();
+                                  << report << "\n"
+                                  << harness_->StderrTails();
 }
 
 }  // namespace

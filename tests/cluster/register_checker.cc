@@ -21,17 +21,18 @@ std::string Describe(const Operation& operation) {
       break;
     case Operation::Outcome::kNotFound: what = "not found"; break;
     case Operation::Outcome::kUnknown:
-      what = operation.kind == Operation::Kind::kPut ? absl::StrCat("v", operation.value, " unknown")
-                                                     : "unknown";
+      what = operation.kind == Operation::Kind::kPut
+                 ? absl::StrCat("v", operation.value, " unknown")
+                 : "unknown";
       break;
   }
-  const std::string returned =
-      operation.returned == std::numeric_limits<int64_t>::max()
-          ? "?"
-          : absl::StrCat(operation.returned / 1000);
+  const std::string returned = operation.returned == std::numeric_limits<int64_t>::max()
+                                   ? "?"
+                                   : absl::StrCat(operation.returned / 1000);
   return absl::StrCat("[", operation.called / 1000, "us..", returned, "us] client ",
                       operation.client, " on ", operation.node, ": ", kind, " '", operation.name,
-                      "' -> ", what, operation.detail.empty() ? "" : absl::StrCat(" (", operation.detail, ")"));
+                      "' -> ", what,
+                      operation.detail.empty() ? "" : absl::StrCat(" (", operation.detail, ")"));
 }
 
 namespace {
@@ -49,9 +50,7 @@ struct Entry {
 // Whether `op` may take effect in `state`, and the state after it.
 bool Step(const Operation& op, uint64_t state, uint64_t& after) {
   switch (op.kind) {
-    case Operation::Kind::kPut:
-      after = op.value;
-      return true;
+    case Operation::Kind::kPut: after = op.value; return true;
     case Operation::Kind::kDelete:
       after = kAbsent;
       if (op.outcome == Operation::Outcome::kOk) return state != kAbsent;

@@ -11,19 +11,27 @@ namespace tensord::testing {
 namespace {
 
 Operation Put(uint64_t value, int64_t called, int64_t returned) {
-  return Operation{.kind = Operation::Kind::kPut, .name = "x", .value = value, .called = called,
+  return Operation{.kind = Operation::Kind::kPut,
+                   .name = "x",
+                   .value = value,
+                   .called = called,
                    .returned = returned};
 }
 Operation Read(uint64_t value, int64_t called, int64_t returned) {
-  return Operation{.kind = Operation::Kind::kRead,
-                   .outcome = value == kAbsent ? Operation::Outcome::kNotFound
-                                               : Operation::Outcome::kOk,
-                   .name = "x", .value = value, .called = called, .returned = returned};
+  return Operation{
+      .kind = Operation::Kind::kRead,
+      .outcome = value == kAbsent ? Operation::Outcome::kNotFound : Operation::Outcome::kOk,
+      .name = "x",
+      .value = value,
+      .called = called,
+      .returned = returned};
 }
 Operation Delete(bool found, int64_t called, int64_t returned) {
   return Operation{.kind = Operation::Kind::kDelete,
                    .outcome = found ? Operation::Outcome::kOk : Operation::Outcome::kNotFound,
-                   .name = "x", .called = called, .returned = returned};
+                   .name = "x",
+                   .called = called,
+                   .returned = returned};
 }
 Operation Unknown(Operation op) {
   op.outcome = Operation::Outcome::kUnknown;
@@ -31,15 +39,14 @@ Operation Unknown(Operation op) {
 }
 
 TEST(RegisterCheckerTest, SequentialHistoriesOfARegisterAreLinearizable) {
-  EXPECT_TRUE(CheckRegister({Read(kAbsent, 0, 1), Put(1, 2, 3), Read(1, 4, 5), Put(2, 6, 7),
-                             Read(2, 8, 9), Delete(true, 10, 11), Read(kAbsent, 12, 13),
-                             Delete(false, 14, 15)})
-                  .linearizable);
+  EXPECT_TRUE(
+      CheckRegister({Read(kAbsent, 0, 1), Put(1, 2, 3), Read(1, 4, 5), Put(2, 6, 7), Read(2, 8, 9),
+                     Delete(true, 10, 11), Read(kAbsent, 12, 13), Delete(false, 14, 15)})
+          .linearizable);
 }
 
 TEST(RegisterCheckerTest, AnOverwrittenValueReadAfterTheNewerPutReturnedIsCaught) {
-  const CheckResult result =
-      CheckRegister({Put(1, 0, 10), Put(2, 20, 30), Read(1, 40, 50)});
+  const CheckResult result = CheckRegister({Put(1, 0, 10), Put(2, 20, 30), Read(1, 40, 50)});
   EXPECT_FALSE(result.linearizable);
   EXPECT_FALSE(result.undecided);
   EXPECT_NE(result.explanation.find("read 'x' -> v1"), std::string::npos) << result.explanation;
@@ -49,13 +56,12 @@ TEST(RegisterCheckerTest, AReadConcurrentWithAPutMaySeeEitherValue) {
   EXPECT_TRUE(CheckRegister({Put(1, 0, 10), Put(2, 20, 30), Read(1, 25, 35)}).linearizable);
   EXPECT_TRUE(CheckRegister({Put(1, 0, 10), Put(2, 20, 30), Read(2, 25, 35)}).linearizable);
   // But once a read saw the new value, a later read cannot see the old one.
-  EXPECT_FALSE(
-      CheckRegister({Put(1, 0, 10), Put(2, 20, 60), Read(2, 25, 35), Read(1, 40, 50)}).linearizable);
+  EXPECT_FALSE(CheckRegister({Put(1, 0, 10), Put(2, 20, 60), Read(2, 25, 35), Read(1, 40, 50)})
+                   .linearizable);
 }
 
 TEST(RegisterCheckerTest, ADeleteIsNeverUndone) {
-  EXPECT_FALSE(
-      CheckRegister({Put(1, 0, 10), Delete(true, 20, 30), Read(1, 40, 50)}).linearizable);
+  EXPECT_FALSE(CheckRegister({Put(1, 0, 10), Delete(true, 20, 30), Read(1, 40, 50)}).linearizable);
   // A delete that found nothing while a value was there is wrong too.
   EXPECT_FALSE(CheckRegister({Put(1, 0, 10), Delete(false, 20, 30)}).linearizable);
 }
@@ -65,13 +71,14 @@ TEST(RegisterCheckerTest, UnknownWritesMayHappenLateOrNever) {
   EXPECT_TRUE(CheckRegister({Unknown(Put(1, 0, 10)), Read(kAbsent, 20, 30), Read(1, 100, 110)})
                   .linearizable);
   // Never observed: it never happened.
-  EXPECT_TRUE(CheckRegister({Put(1, 0, 10), Unknown(Put(2, 20, 30)), Read(1, 40, 50)}).linearizable);
+  EXPECT_TRUE(
+      CheckRegister({Put(1, 0, 10), Unknown(Put(2, 20, 30)), Read(1, 40, 50)}).linearizable);
   // But not before it was called.
   EXPECT_FALSE(CheckRegister({Read(1, 0, 10), Unknown(Put(1, 20, 30))}).linearizable);
   // And once seen it stays until overwritten.
-  EXPECT_FALSE(CheckRegister({Put(1, 0, 10), Unknown(Put(2, 20, 30)), Read(2, 40, 50),
-                              Read(1, 60, 70)})
-                   .linearizable);
+  EXPECT_FALSE(
+      CheckRegister({Put(1, 0, 10), Unknown(Put(2, 20, 30)), Read(2, 40, 50), Read(1, 60, 70)})
+          .linearizable);
 }
 
 TEST(RegisterCheckerTest, AValueNobodyWroteIsCaught) {
@@ -102,8 +109,9 @@ TEST(RegisterCheckerTest, RandomRegisterHistoriesAreJudgedRight) {
       op.client = i % 6;
       op.called = called;
       op.returned = called + length;
-      op.kind = kind < 4 ? Operation::Kind::kPut : kind < 5 ? Operation::Kind::kDelete
-                                                            : Operation::Kind::kRead;
+      op.kind = kind < 4   ? Operation::Kind::kPut
+                : kind < 5 ? Operation::Kind::kDelete
+                           : Operation::Kind::kRead;
       if (op.kind == Operation::Kind::kPut) op.value = next_value++;
       planned.push_back({op, effect});
       now += static_cast<int64_t>(random() % 30);

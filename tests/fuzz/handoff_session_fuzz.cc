@@ -143,15 +143,13 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
     case v1::HandoffRequest::kAuthenticate:
       Check(response.kind_case() == v1::HandoffResponse::KIND_NOT_SET && reply.fd() == -1);
       break;
-    default:
-      Check(false);  // an unknown kind is never OK
+    default: Check(false);  // an unknown kind is never OK
   }
 }
 
 // One connection: the packets of `data` (after the flags byte) handled in
 // order by a session on a fresh registry, then the session closed.
-void Connection(const uint8_t* data, size_t size, bool authorized, bool reap,
-                absl::Duration tick) {
+void Connection(const uint8_t* data, size_t size, bool authorized, bool reap, absl::Duration tick) {
   using namespace tensord;
   Registry registry(RegistryOptions{.max_host_bytes = kMaxHostBytes, .max_tensors = kMaxTensors});
   HandoffTokens tokens(absl::Seconds(30), 4);

@@ -32,8 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<uint64_t> bytes = dlpack::CompactByteSize(h.layout.dtype, h.layout.shape);
   Check(bytes.ok() && *bytes == h.data_bytes);
   Check(h.layout.strides.empty() || h.layout.strides.size() == h.layout.shape.size());
-  if (complete.ok()) Check(h.data_offset + h.data_bytes <= size);
-  else Check(h.data_bytes > size - h.data_offset);
+  if (complete.ok())
+    Check(h.data_offset + h.data_bytes <= size);
+  else
+    Check(h.data_bytes > size - h.data_offset);
 
   // What we accept, we can write back and read again.
   absl::StatusOr<std::string> encoded = formats::EncodeNpyHeader(h.layout.dtype, h.layout.shape);

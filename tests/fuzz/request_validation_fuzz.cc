@@ -7,19 +7,19 @@
 // set: a FetchRequest and the limit is the tensor's total_bytes (same shift).
 //
 // Beyond "no crash": an accepted header is consistent with what the layout
-// needs (and its part, if any, lies inside it) and survives the proto round trip a Fetch makes (strides filled in);
-// a rejection uses the codes the header promises; an accepted range lies
+// needs (and its part, if any, lies inside it) and survives the proto round trip a Fetch makes
+// (strides filled in); a rejection uses the codes the header promises; an accepted range lies
 // inside the tensor.
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "google/protobuf/stubs/logging.h"
+#include "service/common/tensor_name.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/tensor_layout.h"
-#include "service/common/tensor_name.h"
-#include "service/wire/layout_conversion.h"
 #include "service/transport/request_validation.h"
+#include "service/wire/layout_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace {

@@ -31,7 +31,8 @@ std::string RepairChecksums(absl::string_view file) {
   std::string repaired(file.data(), file.size());
   if (repaired.size() < tensord::kSnapshotHeaderBytes) return repaired;
   uint64_t manifest_bytes = 0;
-  for (int i = 7; i >= 0; --i) manifest_bytes = manifest_bytes << 8 | static_cast<uint8_t>(repaired[16 + i]);
+  for (int i = 7; i >= 0; --i)
+    manifest_bytes = manifest_bytes << 8 | static_cast<uint8_t>(repaired[16 + i]);
   if (manifest_bytes > repaired.size() - tensord::kSnapshotHeaderBytes) return repaired;
   // The header ends with the manifest's CRC-32C, then its own.
   constexpr size_t kManifestCrcAt = tensord::kSnapshotHeaderBytes - 8;

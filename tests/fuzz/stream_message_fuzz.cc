@@ -47,7 +47,8 @@ bool Inside(std::span<const uint8_t> inner, std::span<const uint8_t> outer) {
          begin - outer_begin <= outer.size() - inner.size();
 }
 
-bool InsideAny(std::span<const uint8_t> inner, const std::vector<std::span<const uint8_t>>& pieces) {
+bool InsideAny(std::span<const uint8_t> inner,
+               const std::vector<std::span<const uint8_t>>& pieces) {
   for (std::span<const uint8_t> piece : pieces) {
     if (Inside(inner, piece)) return true;
   }
@@ -175,8 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t n = EncodeChunkPrefix(message.chunk_offset, message.chunk_size, prefix);
       Check(n <= kMaxChunkPrefixBytes);
       const std::span<const uint8_t> again[] = {
-          {prefix, n},
-          {reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()}};
+          {prefix, n}, {reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()}};
       StreamMessage reencoded;
       Check(DecodeStreamMessage(again, reencoded).ok());
       Check(reencoded.kind == StreamMessage::Kind::kChunk);

@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int previous_line = 0;
   for (const TokenGrant& grant : *grants) {
     constexpr uint8_t kEveryPermission = tensord::kPermissionRead | tensord::kPermissionWrite |
-                                       tensord::kPermissionAdmin | tensord::kPermissionCluster;
+                                         tensord::kPermissionAdmin | tensord::kPermissionCluster;
     Check(grant.permissions != 0 && (grant.permissions & ~kEveryPermission) == 0);
     Check(grant.line > previous_line);
     previous_line = grant.line;

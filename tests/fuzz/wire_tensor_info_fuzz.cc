@@ -29,9 +29,8 @@ void Check(bool ok) {
 bool SameLayout(const WireLayout& a, const WireLayout& b) {
   return a.has_dtype == b.has_dtype && a.dtype_code == b.dtype_code &&
          a.dtype_bits == b.dtype_bits && a.dtype_lanes == b.dtype_lanes && a.shape == b.shape &&
-         a.strides == b.strides && a.byte_offset == b.byte_offset &&
-         a.has_device == b.has_device && a.device_type == b.device_type &&
-         a.device_id == b.device_id;
+         a.strides == b.strides && a.byte_offset == b.byte_offset && a.has_device == b.has_device &&
+         a.device_type == b.device_type && a.device_id == b.device_id;
 }
 
 bool SameWire(const WireTensorInfo& a, const WireTensorInfo& b) {

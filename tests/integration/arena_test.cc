@@ -144,8 +144,8 @@ TEST(ArenaFdLimitTest, LiveSmallTensorsAreNotBoundByFdsOrMappings) {
     absl::StatusOr<Tensor> tensor = local->Fetch(absl::StrCat("many/", i), read_only);
     ASSERT_TRUE(tensor.ok()) << i << ": " << tensor.status();
     if (i % 97 == 0) {
-      ASSERT_TRUE(BytesEqual(tensor->dl_tensor().data, tensor->data_bytes(),
-                             PatternBytes(kSmall, i)))
+      ASSERT_TRUE(
+          BytesEqual(tensor->dl_tensor().data, tensor->data_bytes(), PatternBytes(kSmall, i)))
           << i;
     }
     held.push_back(*std::move(tensor));
@@ -232,8 +232,8 @@ TEST(ArenaDomainTest, APrefixBoundReaderMapsOnlyArenasOfItsOwnNames) {
   constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
   constexpr char kReader[] = "reader-token-0123456789abcdef";
   TempDir dir;
-  WriteFile(dir.File("tokens"), absl::StrCat(kAdmin, " admin\n", kTeamA, " read team-a/\n",
-                                             kReader, " read\n"));
+  WriteFile(dir.File("tokens"),
+            absl::StrCat(kAdmin, " admin\n", kTeamA, " read team-a/\n", kReader, " read\n"));
   const std::string socket = dir.File("handoff.sock");
   ServerProcessOptions options;
   // Our uid is not allowed: every handoff connection redeems a token.
@@ -272,8 +272,8 @@ TEST(ArenaDomainTest, APrefixBoundReaderMapsOnlyArenasOfItsOwnNames) {
   EXPECT_FALSE(Contains(arena, b_bytes));
   EXPECT_FALSE(Contains(arena, shared_bytes));
   for (const char* other : {"team-b/y", "shared/z"}) {
-    EXPECT_TRUE(StatusIs(team_a->Fetch(other).status(), absl::StatusCode::kPermissionDenied,
-                         "team-a/"))
+    EXPECT_TRUE(
+        StatusIs(team_a->Fetch(other).status(), absl::StatusCode::kPermissionDenied, "team-a/"))
         << other;
   }
   // An unbound reader reads every name locally, and writes none.

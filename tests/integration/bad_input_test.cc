@@ -24,22 +24,22 @@ struct BadName {
 
 std::vector<BadName> BadNames() {
   const std::string long_name(300, 'x');
-  return {{"", "empty"},        {"../x", "../x"},     {"a b", "a b"},     {"/abs", "/abs"},
-          {"a//b", "a//b"},     {"x/..", "x/.."},     {"tab\tname", "tab"}, {long_name, long_name}};
+  return {{"", "empty"},    {"../x", "../x"}, {"a b", "a b"},       {"/abs", "/abs"},
+          {"a//b", "a//b"}, {"x/..", "x/.."}, {"tab\tname", "tab"}, {long_name, long_name}};
 }
 
 TEST_P(BadInputTest, InvalidNamesInEveryCall) {
   HostTensor tensor = CompactTensor(kU8, {3}, {1, 2, 3});
   for (const BadName& bad : BadNames()) {
     SCOPED_TRACE(absl::StrCat("name '", bad.name, "'"));
-    EXPECT_TRUE(StatusIs(client().Put(bad.name, tensor.dl()).status(),
-                         StatusCode::kInvalidArgument, bad.mentioned));
-    EXPECT_TRUE(StatusIs(client().Fetch(bad.name).status(), StatusCode::kInvalidArgument,
+    EXPECT_TRUE(StatusIs(client().Put(bad.name, tensor.dl()).status(), StatusCode::kInvalidArgument,
                          bad.mentioned));
-    EXPECT_TRUE(StatusIs(client().Stat(bad.name).status(), StatusCode::kInvalidArgument,
-                         bad.mentioned));
-    EXPECT_TRUE(StatusIs(client().Delete(bad.name).status(), StatusCode::kInvalidArgument,
-                         bad.mentioned));
+    EXPECT_TRUE(
+        StatusIs(client().Fetch(bad.name).status(), StatusCode::kInvalidArgument, bad.mentioned));
+    EXPECT_TRUE(
+        StatusIs(client().Stat(bad.name).status(), StatusCode::kInvalidArgument, bad.mentioned));
+    EXPECT_TRUE(
+        StatusIs(client().Delete(bad.name).status(), StatusCode::kInvalidArgument, bad.mentioned));
     std::string out;
     EXPECT_TRUE(StatusIs(client().FetchBytes(bad.name, 0, 0, out).status(),
                          StatusCode::kInvalidArgument, bad.mentioned));
@@ -57,21 +57,26 @@ TEST_P(BadInputTest, InvalidListPrefix) {
 TEST_P(BadInputTest, InvalidDtypes) {
   const std::string name = TestTensorName("t");
   HostTensor tensor = CompactTensor(DLDataType{99, 8, 1}, {4}, {1, 2, 3, 4});
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "99"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "99"));
   tensor.dtype = DLDataType{dlpack::kFloat, 7, 1};
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "7"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "7"));
   tensor.dtype = DLDataType{dlpack::kUInt, 8, 0};
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "0"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "0"));
   EXPECT_TRUE(StatusIs(client().Stat(name).status(), StatusCode::kNotFound));
 }
 
 TEST_P(BadInputTest, InvalidShapes) {
   const std::string name = TestTensorName("t");
   HostTensor tensor = CompactTensor(kU8, {3, -2}, std::vector<uint8_t>(16));
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "-2"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "-2"));
 
   tensor = CompactTensor(kU8, std::vector<int64_t>(33, 1), std::vector<uint8_t>(1));
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "33"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "33"));
 
   DLTensor no_shape = CompactTensor(kU8, {4}, std::vector<uint8_t>(4)).dl();
   no_shape.shape = nullptr;
@@ -79,15 +84,18 @@ TEST_P(BadInputTest, InvalidShapes) {
 
   DLTensor negative_ndim = CompactTensor(kU8, {4}, std::vector<uint8_t>(4)).dl();
   negative_ndim.ndim = -1;
-  EXPECT_TRUE(StatusIs(client().Put(name, negative_ndim).status(), StatusCode::kInvalidArgument, "-1"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, negative_ndim).status(), StatusCode::kInvalidArgument, "-1"));
   EXPECT_TRUE(StatusIs(client().Stat(name).status(), StatusCode::kNotFound));
 }
 
 TEST_P(BadInputTest, SubByteTensorWithStrides) {
   const std::string name = TestTensorName("t");
-  HostTensor tensor = CompactTensor(DLDataType{dlpack::kInt, 4, 1}, {2, 4}, std::vector<uint8_t>(4));
+  HostTensor tensor =
+      CompactTensor(DLDataType{dlpack::kInt, 4, 1}, {2, 4}, std::vector<uint8_t>(4));
   tensor.strides = {1, 2};
-  EXPECT_TRUE(StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "int4"));
+  EXPECT_TRUE(
+      StatusIs(client().Put(name, tensor.dl()).status(), StatusCode::kInvalidArgument, "int4"));
   EXPECT_TRUE(StatusIs(client().Stat(name).status(), StatusCode::kNotFound));
 }
 
@@ -99,7 +107,8 @@ TEST_P(BadInputTest, MissingTensor) {
   std::string out;
   EXPECT_TRUE(StatusIs(client().FetchBytes(name, 0, 0, out).status(), StatusCode::kNotFound, name));
   HostTensor destination = CompactTensor(kU8, {3}, {0, 0, 0});
-  EXPECT_TRUE(StatusIs(client().FetchInto(name, destination.dl()).status(), StatusCode::kNotFound, name));
+  EXPECT_TRUE(
+      StatusIs(client().FetchInto(name, destination.dl()).status(), StatusCode::kNotFound, name));
 }
 
 TEST_P(BadInputTest, UnreachableServerIsUnavailable) {

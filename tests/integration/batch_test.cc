@@ -89,8 +89,8 @@ TEST_F(BatchTest, EachItemPublishesOrFailsOnItsOwn) {
   EXPECT_EQ(client_->Stat("b/too-big").status().code(), absl::StatusCode::kNotFound);
 
   const std::vector<TensorRef> wanted = {
-      {"b/large", 0}, {"b/missing", 0}, {"b/small", put->items[0]->version}, {"bad name", 0},
-      {"b/empty", 0}, {"b/small", 999999}};
+      {"b/large", 0},  {"b/missing", 0}, {"b/small", put->items[0]->version},
+      {"bad name", 0}, {"b/empty", 0},   {"b/small", 999999}};
   FetchOptions verify;
   verify.verify_crc32c = true;
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = client_->BatchFetch(wanted, verify);
@@ -287,9 +287,8 @@ TEST_F(BatchTest, TheItemLimitSplitsPutsAndRefusesOverlongPrefixes) {
 // What the C++ client never sends, through gRPC's generated client class.
 v1::BatchPutRequest RawItemHeader(const std::string& name, uint64_t bytes) {
   v1::BatchPutRequest message;
-  *message.mutable_header() = HeaderMessage(name, RawDataType(kDLUInt, 8), {static_cast<int64_t>(bytes)},
-                                            bytes)
-                                  .header();
+  *message.mutable_header() =
+      HeaderMessage(name, RawDataType(kDLUInt, 8), {static_cast<int64_t>(bytes)}, bytes).header();
   return message;
 }
 
@@ -372,9 +371,9 @@ TEST_F(BatchTest, MalformedStreamsFailTheCallAndBadItemsOnlyThemselves) {
   }
   status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find(
-                "exactly one of items, prefix, group_version and cluster_group"),
-            std::string::npos)
+  EXPECT_NE(
+      status.error_message().find("exactly one of items, prefix, group_version and cluster_group"),
+      std::string::npos)
       << status.error_message();
   v1::BatchFetchRequest both_groups;
   both_groups.set_group_version(3);
@@ -427,8 +426,8 @@ TEST(BatchLimitTest, AnswersForManyFailingItemsStayWithinOneMessage) {
     ASSERT_EQ(item.status().code(), absl::StatusCode::kResourceExhausted) << item.status();
     named += absl::StrContains(item.status().message(), "--max-tensor-bytes") ? 1 : 0;
   }
-  EXPECT_GT(named, 1000u);                          // the first ones say why
-  EXPECT_LT(named, kMaxBatchItems);                 // the rest only their code
+  EXPECT_GT(named, 1000u);           // the first ones say why
+  EXPECT_LT(named, kMaxBatchItems);  // the rest only their code
   EXPECT_TRUE(MessageMentions(put->items.back().status(), "left out"))
       << put->items.back().status();
 }
@@ -437,8 +436,7 @@ TEST(BatchAuthTest, TokensAreCheckedPerItem) {
   constexpr char kAdmin[] = "admin-token-0123456789abcdef";
   constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
   TempDir dir;
-  WriteFile(dir.File("tokens"),
-            absl::StrCat(kAdmin, " admin\n", kTeamA, " read,write team-a/\n"));
+  WriteFile(dir.File("tokens"), absl::StrCat(kAdmin, " admin\n", kTeamA, " read,write team-a/\n"));
   ServerProcessOptions options;
   options.flags = {"--tokens-file=" + dir.File("tokens")};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);

@@ -32,12 +32,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 extern char** environ;
 
@@ -88,8 +88,8 @@ uint64_t SeedOf(const std::vector<uint8_t>& bytes) {
 
 struct Figures {
   std::atomic<uint64_t> puts{0}, cache_puts{0}, fetches{0}, deletes{0}, creates{0},
-      abandoned_creates{0}, churned_connections{0}, snapshots{0}, killed_puts{0},
-      killed_fetches{0}, refused{0}, wrong_bytes{0};
+      abandoned_creates{0}, churned_connections{0}, snapshots{0}, killed_puts{0}, killed_fetches{0},
+      refused{0}, wrong_bytes{0};
 };
 
 // Durable puts the server acknowledged: name -> seed of the latest one.
@@ -165,9 +165,7 @@ void RemoteWorker(const std::string& address, int worker, absl::Time deadline, F
           figures.deletes.fetch_add(1);
         }
         break;
-      case 4:
-        FetchAndCheck(*client, absl::StrCat("cache/n", slot % kCacheNames), figures);
-        break;
+      case 4: FetchAndCheck(*client, absl::StrCat("cache/n", slot % kCacheNames), figures); break;
       default: {
         uint64_t seed = 0;
         const std::map<std::string, uint64_t> latest = acknowledged.Copy();
@@ -240,8 +238,8 @@ void ChurnWorker(const std::string& address, absl::Time deadline, Figures& figur
 
 // Writes a 1-D uint8 .npy of `bytes`.
 void WriteNpy(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::string header = absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (",
-                                    bytes.size(), ",), }");
+  std::string header =
+      absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (", bytes.size(), ",), }");
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -249,7 +247,8 @@ void WriteNpy(const std::string& path, const std::vector<uint8_t>& bytes) {
   const uint16_t length = static_cast<uint16_t>(header.size());
   out.write(reinterpret_cast<const char*>(&length), 2);
   out << header;
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 pid_t Spawn(const std::vector<std::string>& arguments) {
@@ -351,9 +350,9 @@ std::unique_ptr<ServerProcess> StartSoakServer(const std::string& snapshot_dir,
   // The watch history is a bounded cache of recent changes that fills as
   // the soak runs (about 250 bytes an item, 65,536 items by default): kept
   // small here so that its filling up is not read as a leak.
-  options.flags = {"--snapshot-dir=" + snapshot_dir, "--handoff-socket=" + socket,
-                   "--max-host-bytes=48MiB", "--max-connections=64", "--create-timeout=5s",
-                   "--watch-history=1024"};
+  options.flags = {
+      "--snapshot-dir=" + snapshot_dir, "--handoff-socket=" + socket, "--max-host-bytes=48MiB",
+      "--max-connections=64",           "--create-timeout=5s",        "--watch-history=1024"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   if (!server.ok()) {
     ADD_FAILURE() << "tensord did not start: " << server.status();
@@ -446,7 +445,8 @@ TEST(ChaosSoak, ChurnKillsAndRestartLoseNothing) {
       "%llu deletes, %llu local creates sealed, %llu abandoned, %llu churned connections, "
       "%llu snapshots, %llu tensorctl killed mid-put, %llu mid-fetch, %llu refused, %zu evictions; "
       "%llu wrong bytes; acknowledged durable tensors %zu, lost %llu before and %llu after "
-      "the restart; server RSS at the first half's private peak -> at the end: %llu -> %llu KiB (of "
+      "the restart; server RSS at the first half's private peak -> at the end: %llu -> %llu KiB "
+      "(of "
       "which tensor pages mapped: %llu -> %llu KiB; the rest %llu -> %llu KiB), fds %llu -> %llu\n",
       absl::FormatDuration(duration).c_str(), (unsigned long long)operations,
       (unsigned long long)figures.puts.load(), (unsigned long long)figures.cache_puts.load(),
@@ -472,9 +472,8 @@ TEST(ChaosSoak, ChurnKillsAndRestartLoseNothing) {
   EXPECT_GT(latest.size(), 0u);
   EXPECT_GT(evictions, 0u);
   EXPECT_GT(warm.rss_kib, 0u);
-  EXPECT_LE(after.private_kib(), warm.private_kib() +
-                                    warm.private_kib() * kPrivateGrowthPercent / 100 +
-                                    kQuarantineKib);
+  EXPECT_LE(after.private_kib(),
+            warm.private_kib() + warm.private_kib() * kPrivateGrowthPercent / 100 + kQuarantineKib);
   EXPECT_LE(after.fds, warm.fds + warm.fds / 10);
 }
 

@@ -71,11 +71,12 @@ void ExpectServing(Client& client) {
     return out;
   };
   const absl::string_view message = status.message();
-  if (without_spaces(std::string_view(message.data(), message.size()))
-          .find(without_spaces(text)) != std::string::npos) {
+  if (without_spaces(std::string_view(message.data(), message.size())).find(without_spaces(text)) !=
+      std::string::npos) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << "status " << status << " does not mention '" << text << "'";
+  return ::testing::AssertionFailure()
+         << "status " << status << " does not mention '" << text << "'";
 }
 
 }  // namespace tensord::testing

@@ -60,12 +60,11 @@ class ClusterDirectoryTest : public EtcdClusterTest {
                                        const HostTensor& expected) {
     absl::StatusOr<Tensor> fetched = clients_[node]->Fetch(name);
     if (!fetched.ok()) {
-      return ::testing::AssertionFailure() << "fetch of " << name << " on node " << node << ": "
-                                           << fetched.status();
+      return ::testing::AssertionFailure()
+             << "fetch of " << name << " on node " << node << ": " << fetched.status();
     }
     const std::vector<uint8_t> bytes = TensorBytes(*fetched);
-    return BytesEqual(bytes.data(), bytes.size(), expected.storage.data(),
-                      expected.storage.size());
+    return BytesEqual(bytes.data(), bytes.size(), expected.storage.data(), expected.storage.size());
   }
 
   // Lines a node logged for event `event` about tensor `name`.
@@ -167,8 +166,8 @@ TEST_F(ClusterDirectoryTest, ConcurrentMissesOnOneNodePullOnce) {
       HttpGet(LogField(nodes_[1]->Stderr(), "metrics_serving", "address"), "/metrics");
   ASSERT_TRUE(scraped.ok()) << scraped.status();
   EXPECT_TRUE(absl::StrContains(*scraped, "\ntensord_cluster_pulls_total 1\n")) << *scraped;
-  EXPECT_TRUE(absl::StrContains(*scraped, absl::StrCat("\ntensord_cluster_pulled_bytes_total ",
-                                                       8 << 20, "\n")))
+  EXPECT_TRUE(absl::StrContains(
+      *scraped, absl::StrCat("\ntensord_cluster_pulled_bytes_total ", 8 << 20, "\n")))
       << *scraped;
 }
 
@@ -181,8 +180,8 @@ TEST_F(ClusterDirectoryTest, TheLatestVersionIsTheSameOnEveryNode) {
   // Registration is asynchronous (milliseconds): every node reads the
   // second version once the directory has it, node b dropping its stale copy.
   for (int node : {0, 1, 2}) {
-    EXPECT_TRUE(WaitUntil([&] { return bool(FetchesAs(node, "model/w", second)); },
-                          absl::Seconds(15)))
+    EXPECT_TRUE(
+        WaitUntil([&] { return bool(FetchesAs(node, "model/w", second)); }, absl::Seconds(15)))
         << "node " << node << ": " << FetchesAs(node, "model/w", second).message() << "\n"
         << nodes_[node]->StderrTail();
   }
@@ -197,7 +196,9 @@ TEST_F(ClusterDirectoryTest, ADeleteOnAnyNodeRemovesTheNameEverywhere) {
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   for (int node : {0, 1, 2}) {
     EXPECT_TRUE(WaitUntil(
-        [&] { return clients_[node]->Fetch("gone/x").status().code() == absl::StatusCode::kNotFound; },
+        [&] {
+          return clients_[node]->Fetch("gone/x").status().code() == absl::StatusCode::kNotFound;
+        },
         absl::Seconds(5)))
         << "node " << node << " still serves a deleted name: " << nodes_[node]->StderrTail();
   }
@@ -227,8 +228,8 @@ TEST_F(ClusterDirectoryTest, AKilledHoldersReadersAreServedFromAReplica) {
   Put(0, "ha/w", tensor);
   ASSERT_TRUE(FetchesAs(1, "ha/w", tensor));  // node b keeps a registered replica
   // Wait until node b's replica is registered, then kill the original's node.
-  ASSERT_TRUE(WaitUntil([&] { return LoggedFor(1, "cluster_pulled", "ha/w") == 1; },
-                        absl::Seconds(2)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return LoggedFor(1, "cluster_pulled", "ha/w") == 1; }, absl::Seconds(2)));
   absl::SleepFor(absl::Milliseconds(300));
   ASSERT_TRUE(nodes_[0]->Stop(SIGKILL).ok());
   // Inside the TTL window the dead node is still listed: node c tries it,

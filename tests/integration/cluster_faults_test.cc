@@ -63,8 +63,8 @@ class ClusterFaultTest : public EtcdClusterTest {
   ::testing::AssertionResult Reads(size_t node, const std::string& name, const HostTensor& want) {
     absl::StatusOr<Tensor> fetched = ClientOf(node)->Fetch(name);
     if (!fetched.ok()) {
-      return ::testing::AssertionFailure() << name << " on " << harness_->name(node) << ": "
-                                           << fetched.status();
+      return ::testing::AssertionFailure()
+             << name << " on " << harness_->name(node) << ": " << fetched.status();
     }
     const std::vector<uint8_t> bytes = TensorBytes(*fetched);
     return BytesEqual(bytes.data(), bytes.size(), want.storage.data(), want.storage.size());
@@ -90,7 +90,8 @@ TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackWhenItsNewerHolderIsK
   ASSERT_TRUE(harness_->Stop(1, SIGKILL).ok());
   for (size_t node : {0u, 2u}) {
     absl::StatusOr<Tensor> read = ClientOf(node)->Fetch("x");
-    ASSERT_FALSE(read.ok()) << "node " << harness_->name(node) << " answered an overwritten version";
+    ASSERT_FALSE(read.ok()) << "node " << harness_->name(node)
+                            << " answered an overwritten version";
     EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
     EXPECT_TRUE(absl::StrContains(read.status().message(), "'x'")) << read.status();
     EXPECT_TRUE(absl::StrContains(read.status().message(), "node-b")) << read.status();
@@ -109,9 +110,9 @@ TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackWhenItsNewerHolderIsK
 // The same with b restarted by SIGTERM and --snapshot-dir: all three nodes
 // used to serve x=1 after the restart.
 TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackAfterItsHolderRestartsFromASnapshot) {
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a"},
-                                      HarnessNode{.name = "node-b", .snapshots = true},
-                                      HarnessNode{.name = "node-c"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartNodes({HarnessNode{.name = "node-a"}, HarnessNode{.name = "node-b", .snapshots = true},
+                  HarnessNode{.name = "node-c"}}));
   const HostTensor one = Pattern(4096, 11);
   const HostTensor two = Pattern(4096, 12);
   ASSERT_TRUE(ClientOf(0)->Put("x", one.dl()).ok());
@@ -130,8 +131,8 @@ TEST_F(ClusterFaultTest, AnOverwrittenVersionNeverComesBackAfterItsHolderRestart
 // A delete acknowledged while a node was paused, or before the snapshot it
 // restarts from, is not undone by that node.
 TEST_F(ClusterFaultTest, AnAcknowledgedDeleteIsNeverUndoneByANodeThatWasAway) {
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .snapshots = true},
-                                      HarnessNode{.name = "node-b"}}));
+  ASSERT_NO_FATAL_FAILURE(StartNodes(
+      {HarnessNode{.name = "node-a", .snapshots = true}, HarnessNode{.name = "node-b"}}));
   const HostTensor tensor = Pattern(8192, 21);
   ASSERT_TRUE(ClientOf(0)->Put("gone", tensor.dl()).ok());
   ASSERT_TRUE(ClientOf(0)->Snapshot().ok());  // the snapshot holds "gone"
@@ -191,8 +192,8 @@ TEST_F(ClusterFaultTest, AReaderOfAPausedSoleHolderIsAnsweredWithinTheTtl) {
 // A node cut off from etcd refuses what etcd must order and serves its
 // cache names; the others go on; the cut node catches up when it returns.
 TEST_F(ClusterFaultTest, ANodeCutOffFromEtcdRefusesWhatEtcdMustOrder) {
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .through_proxy = true},
-                                      HarnessNode{.name = "node-b"}}));
+  ASSERT_NO_FATAL_FAILURE(StartNodes(
+      {HarnessNode{.name = "node-a", .through_proxy = true}, HarnessNode{.name = "node-b"}}));
   const HostTensor before = Pattern(4096, 51);
   const HostTensor after = Pattern(4096, 52);
   PutOptions cache;
@@ -220,7 +221,8 @@ TEST_F(ClusterFaultTest, ANodeCutOffFromEtcdRefusesWhatEtcdMustOrder) {
         return bool(last);
       },
       absl::Seconds(10)))
-      << last.message() << "\n" << harness_->StderrTails();
+      << last.message() << "\n"
+      << harness_->StderrTails();
   // Whatever became of the unanswered put, every node answers the same.
   absl::StatusOr<Tensor> e_on_a = ClientOf(0)->Fetch("e");
   absl::StatusOr<Tensor> e_on_b = ClientOf(1)->Fetch("e");
@@ -243,8 +245,8 @@ TEST_F(ClusterFaultTest, ADirectoryBeyondGrpcsMessageLimitIsListedAndWatchedAcro
   std::vector<BatchPutItem> items;
   for (int i = 0; i < kNames; ++i) {
     // Long names: the records of the whole directory exceed 4 MiB.
-    items.push_back(BatchPutItem{
-        .name = absl::StrCat("many/", std::string(96, 'n'), "/", i), .tensor = small.dl()});
+    items.push_back(BatchPutItem{.name = absl::StrCat("many/", std::string(96, 'n'), "/", i),
+                                 .tensor = small.dl()});
   }
   absl::StatusOr<BatchPutResult> put = big->BatchPut(items);
   ASSERT_TRUE(put.ok()) << put.status();
@@ -294,8 +296,9 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsOneClusterWatchEvent) {
       EtcdProcess::Start(absl::Seconds(30), std::nullopt, {"--max-txn-ops=256"});
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   etcd_ = *std::move(etcd);
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a", .flags = {"--etcd-max-txn-ops=256"}},
-                                      HarnessNode{.name = "node-c", .flags = {"--etcd-max-txn-ops=256"}}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartNodes({HarnessNode{.name = "node-a", .flags = {"--etcd-max-txn-ops=256"}},
+                  HarnessNode{.name = "node-c", .flags = {"--etcd-max-txn-ops=256"}}}));
   WatchOptions options;
   options.cluster = true;
   absl::StatusOr<std::unique_ptr<WatchStream>> watch = ClientOf(1)->Watch("group/", options);
@@ -345,7 +348,8 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersi
     for (int i = 0; i < count; ++i) tensors.push_back(Pattern(1000 + 64 * i, seed + i));
     std::vector<BatchPutItem> items;
     for (int i = 0; i < count; ++i) {
-      items.push_back(BatchPutItem{.name = absl::StrCat("grp/", first_item + i), .tensor = tensors[i].dl()});
+      items.push_back(
+          BatchPutItem{.name = absl::StrCat("grp/", first_item + i), .tensor = tensors[i].dl()});
     }
     BatchPutOptions atomic;
     atomic.atomic = true;
@@ -366,7 +370,8 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersi
   EXPECT_EQ(event->version, first->cluster_group) << "the watch reports the group by its revision";
 
   for (size_t node : {size_t{1}, size_t{0}}) {
-    absl::StatusOr<std::vector<Tensor>> group = ClientOf(node)->BatchFetchClusterGroup(first->cluster_group);
+    absl::StatusOr<std::vector<Tensor>> group =
+        ClientOf(node)->BatchFetchClusterGroup(first->cluster_group);
     ASSERT_TRUE(group.ok()) << "node " << node << ": " << group.status();
     ASSERT_EQ(group->size(), 20u);
     // Name order: grp/0, grp/1, grp/10, ...
@@ -389,7 +394,8 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersi
   absl::Status broken = ClientOf(1)->BatchFetchClusterGroup(first->cluster_group).status();
   EXPECT_EQ(broken.code(), absl::StatusCode::kNotFound) << broken;
   EXPECT_TRUE(absl::StrContains(broken.message(), "no longer whole")) << broken;
-  absl::StatusOr<std::vector<Tensor>> whole = ClientOf(1)->BatchFetchClusterGroup(second->cluster_group);
+  absl::StatusOr<std::vector<Tensor>> whole =
+      ClientOf(1)->BatchFetchClusterGroup(second->cluster_group);
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_EQ(whole->size(), 20u);
   for (const Tensor& tensor : *whole) {
@@ -461,17 +467,17 @@ TEST_F(ClusterFaultTest, AClusterGroupIsReadOnlyWithATokenForEveryItem) {
     std::fclose(file);
   }
   // Node b checks tokens; node a (the writer, pulled from) does not.
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a"},
-                                      HarnessNode{.name = "node-b",
-                                                  .flags = {"--tokens-file=" + tokens_path}}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartNodes({HarnessNode{.name = "node-a"},
+                  HarnessNode{.name = "node-b", .flags = {"--tokens-file=" + tokens_path}}}));
   const HostTensor a = Pattern(300, 1);
   const HostTensor b = Pattern(300, 2);
   BatchPutOptions atomic;
   atomic.atomic = true;
-  absl::StatusOr<BatchPutResult> put = ClientOf(0)->BatchPut(
-      std::vector<BatchPutItem>{{.name = "team-a/x", .tensor = a.dl()},
-                                {.name = "team-b/y", .tensor = b.dl()}},
-      atomic);
+  absl::StatusOr<BatchPutResult> put =
+      ClientOf(0)->BatchPut(std::vector<BatchPutItem>{{.name = "team-a/x", .tensor = a.dl()},
+                                                      {.name = "team-b/y", .tensor = b.dl()}},
+                            atomic);
   ASSERT_TRUE(put.ok()) << put.status();
   ASSERT_NE(put->cluster_group, 0u);
   auto reader = [&](const char* token) {
@@ -522,8 +528,8 @@ TEST_F(ClusterFaultTest, NodeToNodeCallsNeedTheClusterPermission) {
     std::fputs("writer-token-0123456789 read,write\n", file);
     std::fclose(file);
   }
-  ASSERT_NO_FATAL_FAILURE(StartNodes({HarnessNode{.name = "node-a",
-                                                  .flags = {"--tokens-file=" + tokens_path}}}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartNodes({HarnessNode{.name = "node-a", .flags = {"--tokens-file=" + tokens_path}}}));
   std::unique_ptr<RawStub> stub = NewRawStub(harness_->address(0));
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   context->AddMetadata("authorization", "Bearer writer-token-0123456789");
@@ -548,8 +554,8 @@ TEST_F(ClusterFaultTest, NodeToNodeCallsNeedTheClusterPermission) {
 // etcd's quota full (its NOSPACE alarm) is an error that says so, not a stall.
 TEST_F(ClusterFaultTest, AFullEtcdIsANamedError) {
   etcd_.reset();
-  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start(
-      absl::Seconds(30), std::nullopt, {"--quota-backend-bytes=16777216"});
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd =
+      EtcdProcess::Start(absl::Seconds(30), std::nullopt, {"--quota-backend-bytes=16777216"});
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   etcd_ = *std::move(etcd);
   ASSERT_NO_FATAL_FAILURE(StartNodes(1));

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 
 namespace tensord::testing {
 
@@ -109,7 +109,8 @@ std::string ClusterHarness::StderrTails() const {
   std::string tails;
   for (const Node& node : nodes_) {
     if (node.process == nullptr) continue;
-    absl::StrAppend(&tails, "---- ", node.spec.name, " ----\n", node.process->StderrTail(4096), "\n");
+    absl::StrAppend(&tails, "---- ", node.spec.name, " ----\n", node.process->StderrTail(4096),
+                    "\n");
   }
   return tails;
 }

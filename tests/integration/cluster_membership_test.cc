@@ -15,8 +15,8 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -26,11 +26,11 @@
 #include "gtest/gtest.h"
 #include "service/cluster/etcd_client.h"
 #include "tensord/client.h"
+#include "tests/integration/client_test_support.h"
 #include "tests/integration/cluster_test_support.h"
 #include "tests/integration/etcd_process.h"
-#include "tests/integration/test_pki.h"
-#include "tests/integration/client_test_support.h"
 #include "tests/integration/raw_stub.h"
+#include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
 
 namespace tensord::testing {
@@ -78,7 +78,6 @@ class ClusterMembershipTest : public EtcdClusterTest {
     }
     return absl::Now() - start;
   }
-
 };
 
 TEST_F(ClusterMembershipTest, ThreeNodesJoinAndSeeEachOther) {
@@ -183,7 +182,8 @@ TEST_F(ClusterMembershipTest, KilledNodeLeavesWithinItsTtlAndStoppedNodeAtOnce) 
   absl::StatusOr<int> stopped = nodes[1]->Stop(SIGTERM);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0) << nodes[1]->StderrTail();
-  EXPECT_TRUE(absl::StrContains(nodes[1]->Stderr(), "event=cluster_left")) << nodes[1]->StderrTail();
+  EXPECT_TRUE(absl::StrContains(nodes[1]->Stderr(), "event=cluster_left"))
+      << nodes[1]->StderrTail();
   absl::StatusOr<absl::Duration> left = WaitForMembers(*nodes[0], {"node-a"}, absl::Seconds(5));
   ASSERT_TRUE(left.ok()) << left.status();
   std::cout << "[ measured ] a SIGTERMed node left the member list after "
@@ -227,9 +227,9 @@ TEST_F(ClusterMembershipTest, NodesKeepServingWhileEtcdIsDownAndAreListedWhenItR
   for (auto& node : nodes) {
     // The member list a node reports is the last one it read, so during
     // the outage it still lists both: wait for the renewal that succeeded.
-    ASSERT_TRUE(WaitUntil(
-        [&] { return absl::StrContains(node->Stderr(), "event=etcd_reachable_again"); },
-        absl::Seconds(20)))
+    ASSERT_TRUE(
+        WaitUntil([&] { return absl::StrContains(node->Stderr(), "event=etcd_reachable_again"); },
+                  absl::Seconds(20)))
         << node->StderrTail();
     absl::StatusOr<absl::Duration> back =
         WaitForMembers(*node, {"node-a", "node-b"}, absl::Seconds(5));
@@ -272,7 +272,8 @@ TEST_F(ClusterMembershipTest, NodeWhoseLeaseIsGoneRegistersAgainUnderANewLease) 
   std::optional<EtcdKeyValue> again;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        absl::StatusOr<std::optional<EtcdKeyValue>> now = KvGet(**etcd, "/tensord-test/nodes/node-a");
+        absl::StatusOr<std::optional<EtcdKeyValue>> now =
+            KvGet(**etcd, "/tensord-test/nodes/node-a");
         if (!now.ok() || !now->has_value()) return false;
         again = **now;
         return true;
@@ -280,7 +281,8 @@ TEST_F(ClusterMembershipTest, NodeWhoseLeaseIsGoneRegistersAgainUnderANewLease) 
       kTtl * 2))
       << (*node)->StderrTail();
   EXPECT_NE(again->lease, first_lease);
-  EXPECT_TRUE(absl::StrContains((*node)->Stderr(), "event=cluster_lease_lost")) << (*node)->StderrTail();
+  EXPECT_TRUE(absl::StrContains((*node)->Stderr(), "event=cluster_lease_lost"))
+      << (*node)->StderrTail();
   EXPECT_TRUE(WaitForMembers(**watcher, {"node-a", "node-b"}, absl::Seconds(5)).ok());
 }
 
@@ -299,8 +301,9 @@ TEST_F(ClusterMembershipTest, FailsOverPastADeadEndpoint) {
 
 // Runs etcdctl against the test's etcd; its exit status.
 int Etcdctl(const EtcdProcess& etcd, const std::string& arguments) {
-  const std::string command = absl::StrCat("ETCDCTL_API=3 ", kEtcdctlBinary, " --endpoints=",
-                                           etcd.endpoint(), " ", arguments, " >/dev/null 2>&1");
+  const std::string command =
+      absl::StrCat("ETCDCTL_API=3 ", kEtcdctlBinary, " --endpoints=", etcd.endpoint(), " ",
+                   arguments, " >/dev/null 2>&1");
   return std::system(command.c_str());
 }
 
@@ -349,10 +352,10 @@ TEST(ClusterTlsTest, JoinsAnEtcdThatRequiresClientCertificates) {
   if (!EtcdProcess::Available()) GTEST_SKIP() << kEtcdBinary << " is absent";
   absl::StatusOr<std::unique_ptr<TestPki>> pki = TestPki::Create();
   ASSERT_TRUE(pki.ok()) << pki.status();
-  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start(
-      absl::Seconds(30), EtcdTls{.cert_file = (*pki)->Path("server.pem"),
-                                 .key_file = (*pki)->Path("server.key"),
-                                 .client_ca_file = (*pki)->Path("ca.pem")});
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd =
+      EtcdProcess::Start(absl::Seconds(30), EtcdTls{.cert_file = (*pki)->Path("server.pem"),
+                                                    .key_file = (*pki)->Path("server.key"),
+                                                    .client_ca_file = (*pki)->Path("ca.pem")});
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   const std::string endpoint = (*etcd)->endpoint();
   ASSERT_TRUE(absl::StartsWith(endpoint, "https://")) << endpoint;
@@ -376,11 +379,14 @@ TEST(ClusterTlsTest, JoinsAnEtcdThatRequiresClientCertificates) {
         return probed.ok();
       },
       absl::Seconds(20)))
-      << probed << "\n" << (*etcd)->LogTail();
+      << probed << "\n"
+      << (*etcd)->LogTail();
 
   ServerProcessOptions options;
-  options.flags = {"--etcd-endpoints=" + endpoint, "--node-name=tls-node",
-                   "--etcd-lease-ttl=2s", "--etcd-ca=" + (*pki)->Path("ca.pem"),
+  options.flags = {"--etcd-endpoints=" + endpoint,
+                   "--node-name=tls-node",
+                   "--etcd-lease-ttl=2s",
+                   "--etcd-ca=" + (*pki)->Path("ca.pem"),
                    "--etcd-cert=" + (*pki)->Path("client.pem"),
                    "--etcd-key=" + (*pki)->Path("client.key")};
   absl::StatusOr<std::unique_ptr<ServerProcess>> node = ServerProcess::Start(options);

@@ -24,12 +24,12 @@
 #include "gtest/gtest.h"
 #include "service/cluster/etcd_client.h"
 #include "service/cluster/name_record.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/cluster_test_support.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -93,7 +93,8 @@ TEST_F(ClusterReplicationTest, APutWithTwoReplicasIsAcknowledgedOnceTwoNodesHold
   options.replicas = 4;
   absl::StatusOr<TensorInfo> too_many = clients_[0]->Put("rep/x", tensor.dl(), options);
   EXPECT_EQ(too_many.status().code(), absl::StatusCode::kFailedPrecondition) << too_many.status();
-  EXPECT_TRUE(absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
+  EXPECT_TRUE(
+      absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
       << too_many.status();
   EXPECT_EQ(clients_[0]->Stat("rep/x").status().code(), absl::StatusCode::kNotFound);
   // The listing of the cluster shows every node's names and where they are.
@@ -206,8 +207,8 @@ TEST_F(ClusterReplicationTest, DurablePutsWaitForEtcdAndCachePutsDoNot) {
   EXPECT_EQ(clients_[1]->Fetch("down/w").status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(etcd_->Restart().ok());
   // Once etcd answers the put goes through and every node reads it.
-  EXPECT_TRUE(WaitUntil([&] { return clients_[0]->Put("down/w", tensor.dl()).ok(); },
-                        absl::Seconds(15)))
+  EXPECT_TRUE(
+      WaitUntil([&] { return clients_[0]->Put("down/w", tensor.dl()).ok(); }, absl::Seconds(15)))
       << nodes_[0]->StderrTail();
   absl::StatusOr<Tensor> fetched = clients_[1]->Fetch("down/w");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
@@ -345,7 +346,8 @@ TEST_F(ClusterReplicationTest, ACreateSealWithTwoReplicasReturnsOnceTwoNodesHold
   absl::StatusOr<std::unique_ptr<TensorWriter>> too_many =
       local->Create("made/x", kU8, std::vector<int64_t>{4096}, options);
   EXPECT_EQ(too_many.status().code(), absl::StatusCode::kFailedPrecondition) << too_many.status();
-  EXPECT_TRUE(absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
+  EXPECT_TRUE(
+      absl::StrContains(too_many.status().message(), "needs 4 live nodes; the cluster has 3"))
       << too_many.status();
   EXPECT_EQ(local->Stat("made/x").status().code(), absl::StatusCode::kNotFound);
   fetched = absl::UnknownError("released");
@@ -359,10 +361,9 @@ TEST_F(ClusterReplicationTest, NodesWithTlsPullFromEachOtherOverTls) {
   ASSERT_TRUE(pki.ok()) << pki.status();
   // Every node serves TLS and requires client certificates from the test CA;
   // nodes a and b trust it for their pulls, node c was not told to.
-  const std::vector<std::string> tls = {
-      absl::StrCat("--tls-cert=", (*pki)->Path("server.pem")),
-      absl::StrCat("--tls-key=", (*pki)->Path("server.key")),
-      absl::StrCat("--tls-client-ca=", (*pki)->Path("ca.pem"))};
+  const std::vector<std::string> tls = {absl::StrCat("--tls-cert=", (*pki)->Path("server.pem")),
+                                        absl::StrCat("--tls-key=", (*pki)->Path("server.key")),
+                                        absl::StrCat("--tls-client-ca=", (*pki)->Path("ca.pem"))};
   std::vector<std::string> trusting = tls;
   trusting.push_back(absl::StrCat("--cluster-ca=", (*pki)->Path("ca.pem")));
   std::vector<std::unique_ptr<ServerProcess>> nodes;
@@ -390,8 +391,8 @@ TEST_F(ClusterReplicationTest, NodesWithTlsPullFromEachOtherOverTls) {
   // A node that speaks plaintext to TLS peers cannot pull, and says so.
   absl::StatusOr<Tensor> refused = clients[2]->Fetch("tls/w");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                "is held by no live node that could serve it"))
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "is held by no live node that could serve it"))
       << refused.status();
 }
 

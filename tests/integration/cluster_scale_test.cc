@@ -113,8 +113,8 @@ TEST_F(ClusterScaleTest, AMillionNamesOnOneNodeOfThree) {
           return;
         }
         std::vector<BatchPutItem> items;
-        for (uint64_t index = batch * kBatchItems; index < std::min(count, (batch + 1) * kBatchItems);
-             ++index) {
+        for (uint64_t index = batch * kBatchItems;
+             index < std::min(count, (batch + 1) * kBatchItems); ++index) {
           HostTensor& tensor = tensors[items.size()];
           FillTensor(index, tensor.storage);
           items.push_back(BatchPutItem{.name = Name(index), .tensor = tensor.dl()});

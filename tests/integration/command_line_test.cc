@@ -4,8 +4,8 @@
 // variables give way to flags on the command line; put-many and get-many
 // against a real server.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,9 +146,9 @@ TEST(TensordCommandLineTest, HelpExitsZeroWithDashedGroupedFlagsAndNoBuildPaths)
     SCOPED_TRACE(help);
     const ProgramRun run = RunProgram(kTensord, {help});
     EXPECT_EQ(run.exit_code, 0) << run.err;
-    for (const char* group : {"\nListening:\n", "\nCapacity:\n", "\nSnapshots and preload:\n",
-                              "\nSecurity:\n", "\nDevices:\n", "\nLogging and shutdown:\n",
-                              "\nInformation:\n"}) {
+    for (const char* group :
+         {"\nListening:\n", "\nCapacity:\n", "\nSnapshots and preload:\n", "\nSecurity:\n",
+          "\nDevices:\n", "\nLogging and shutdown:\n", "\nInformation:\n"}) {
       EXPECT_THAT(run.out, HasSubstr(group));
     }
     EXPECT_THAT(run.out, HasSubstr("  --max-host-bytes (default 8GiB)\n"));
@@ -185,8 +185,7 @@ TEST(TensordCommandLineTest, UnknownFlagIsNamedWithTheNearestKnownOne) {
     SCOPED_TRACE(typo);
     const ProgramRun run = RunProgram(kTensord, {typo});
     EXPECT_EQ(run.exit_code, 2);
-    EXPECT_THAT(run.err,
-                HasSubstr("unknown flag --max-host-byte; did you mean --max-host-bytes?"));
+    EXPECT_THAT(run.err, HasSubstr("unknown flag --max-host-byte; did you mean --max-host-bytes?"));
   }
   const ProgramRun far = RunProgram(kTensord, {"--verbose"});
   EXPECT_EQ(far.exit_code, 2);
@@ -357,8 +356,8 @@ TEST(TensorctlCommandLineTest, HelpExitsZeroAndTyposGetASuggestion) {
 
 // A .npy file of `bytes` as uint8 of shape (N,), as numpy writes it.
 std::string NpyOfBytes(const std::vector<uint8_t>& bytes) {
-  std::string header = absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (",
-                                    bytes.size(), ",), }");
+  std::string header =
+      absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (", bytes.size(), ",), }");
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string file = "\x93NUMPY\x01";
@@ -386,8 +385,8 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
   testing::WriteFile(dir.File("in/notes.txt"), "not a tensor");
   const std::string server_flag = "--server=" + (*server)->address();
 
-  const ProgramRun put =
-      RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "m/", "--atomic", server_flag});
+  const ProgramRun put = RunProgram(
+      kTensorctl, {"put-many", dir.File("in"), "--prefix", "m/", "--atomic", server_flag});
   ASSERT_EQ(put.exit_code, 0) << put.err;
   EXPECT_THAT(put.out, HasSubstr("3 of 3 tensors"));
   EXPECT_THAT(put.out, HasSubstr("group version"));
@@ -403,7 +402,8 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
     EXPECT_EQ(testing::TensorBytes((*stored)[i]), contents[i]);
   }
 
-  const ProgramRun get = RunProgram(kTensorctl, {"get-many", "m/layer1/", "-o", dir.File("out"), server_flag});
+  const ProgramRun get =
+      RunProgram(kTensorctl, {"get-many", "m/layer1/", "-o", dir.File("out"), server_flag});
   ASSERT_EQ(get.exit_code, 0) << get.err;
   EXPECT_THAT(get.out, HasSubstr("2 tensors"));
   for (size_t i : {1, 2}) {
@@ -419,14 +419,15 @@ TEST(TensorctlBatchTest, PutManyAndGetManyMoveADirectoryOfNpyFiles) {
       RunProgram(kTensorctl, {"get-many", "m/", "--cluster", "-o", dir.File("out2"), server_flag});
   EXPECT_NE(unnumbered.exit_code, 0);
   EXPECT_THAT(unnumbered.err, HasSubstr("--version N"));
-  const ProgramRun single = RunProgram(
-      kTensorctl, {"get-many", "m/", "--cluster", "--version", "5", "-o", dir.File("out2"), server_flag});
+  const ProgramRun single = RunProgram(kTensorctl, {"get-many", "m/", "--cluster", "--version", "5",
+                                                    "-o", dir.File("out2"), server_flag});
   EXPECT_NE(single.exit_code, 0);
   EXPECT_THAT(single.err, HasSubstr("not a cluster node"));
 
   // A bad file stops the command before anything is sent.
   testing::WriteFile(dir.File("in/broken.npy"), "not npy");
-  const ProgramRun broken = RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "x/", server_flag});
+  const ProgramRun broken =
+      RunProgram(kTensorctl, {"put-many", dir.File("in"), "--prefix", "x/", server_flag});
   EXPECT_NE(broken.exit_code, 0);
   EXPECT_THAT(broken.err, HasSubstr("broken.npy"));
   absl::StatusOr<ListResult> none = client->List("x/");
@@ -446,16 +447,17 @@ TEST(TensorctlGetTest, GetWritesEveryByteThroughRangesAndStreams) {
       testing::ConnectClient((*server)->address(), testing::RemoteClientOptions());
   ASSERT_NE(client, nullptr);
   const std::vector<uint8_t> bytes = testing::PatternBytes((size_t{36} << 20) + 12345, 7);
-  testing::HostTensor tensor = testing::CompactTensor(
-      DLDataType{kDLUInt, 8, 1}, {static_cast<int64_t>(bytes.size())}, bytes);
+  testing::HostTensor tensor = testing::CompactTensor(DLDataType{kDLUInt, 8, 1},
+                                                      {static_cast<int64_t>(bytes.size())}, bytes);
   ASSERT_TRUE(client->Put("g/big", tensor.dl()).ok());
-  testing::HostTensor small = testing::CompactTensor(DLDataType{kDLUInt, 8, 1}, {5}, {1, 2, 3, 4, 5});
+  testing::HostTensor small =
+      testing::CompactTensor(DLDataType{kDLUInt, 8, 1}, {5}, {1, 2, 3, 4, 5});
   ASSERT_TRUE(client->Put("g/small", small.dl()).ok());
   testing::TempDir dir;
   const std::string server_flag = "--server=" + (*server)->address();
   const std::string expected(bytes.begin(), bytes.end());
-  for (const std::vector<std::string>& extra : {std::vector<std::string>{},
-                                                std::vector<std::string>{"--streams", "2"}}) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--streams", "2"}}) {
     std::vector<std::string> arguments = {"get", "g/big", "-o", dir.File("big.npy"), server_flag};
     arguments.insert(arguments.end(), extra.begin(), extra.end());
     const ProgramRun get = RunProgram(kTensorctl, arguments);
@@ -466,14 +468,15 @@ TEST(TensorctlGetTest, GetWritesEveryByteThroughRangesAndStreams) {
         << (extra.empty() ? "ranged" : "--streams 2");
     // .npy 1.0: magic, version, a little-endian header length, the header.
     ASSERT_EQ(file.substr(0, 6), "\x93NUMPY");
-    const size_t data_offset = 10 + static_cast<uint8_t>(file[8]) + 256 * static_cast<uint8_t>(file[9]);
+    const size_t data_offset =
+        10 + static_cast<uint8_t>(file[8]) + 256 * static_cast<uint8_t>(file[9]);
     EXPECT_EQ(data_offset, file.size() - expected.size());
   }
   const ProgramRun to_stdout = RunProgram(kTensorctl, {"get", "g/small", "-o", "-", server_flag});
   ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
   EXPECT_TRUE(to_stdout.out.ends_with(std::string("\x01\x02\x03\x04\x05")));
-  const ProgramRun too_many =
-      RunProgram(kTensorctl, {"get", "g/small", "-o", dir.File("s.npy"), "--streams", "9", server_flag});
+  const ProgramRun too_many = RunProgram(
+      kTensorctl, {"get", "g/small", "-o", dir.File("s.npy"), "--streams", "9", server_flag});
   EXPECT_NE(too_many.exit_code, 0);
   EXPECT_THAT(too_many.err, HasSubstr("--streams 9 must be 1..8"));
 
@@ -512,11 +515,12 @@ TEST(TensorctlWatchTest, WatchPrintsChangesAndThePositionToResumeFrom) {
   EXPECT_EQ(existing.out, absl::StrCat(second->version, " existing w/b float32[2,3] 24 B\n"));
 
   const ProgramRun resumed = RunProgram(
-      kTensorctl, {"watch", "w/", "--from", std::to_string(first->version), "--count", "2", server_flag});
+      kTensorctl,
+      {"watch", "w/", "--from", std::to_string(first->version), "--count", "2", server_flag});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_EQ(resumed.out, absl::StrCat(second->version, " published w/b float32[2,3] 24 B\n",
-                                      second->version + 1, " deleted w/a (version ",
-                                      first->version, ")\n"));
+  EXPECT_EQ(resumed.out,
+            absl::StrCat(second->version, " published w/b float32[2,3] 24 B\n", second->version + 1,
+                         " deleted w/a (version ", first->version, ")\n"));
   EXPECT_THAT(resumed.err, HasSubstr(absl::StrCat("position ", second->version + 1)));
 
   // --for ends a quiet watch with success; a bad duration is a usage error.

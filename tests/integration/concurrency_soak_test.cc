@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/mutex.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -77,7 +77,13 @@ void RunClient(Client& client, int index, absl::Time deadline, Figures& figures)
     const uint64_t roll = NextRandom(state);
     const std::string name = absl::StrCat("soak/", roll % kNames);
     switch ((roll >> 8) % 20) {
-      case 0: case 1: case 2: case 3: case 4: case 5: case 6: {  // put, 35%
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+      case 5:
+      case 6: {  // put, 35%
         const uint64_t seed = NextRandom(state);
         std::vector<uint8_t> bytes = EncodeSeeded(seed);
         HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(bytes.size())}, bytes);
@@ -88,7 +94,14 @@ void RunClient(Client& client, int index, absl::Time deadline, Figures& figures)
         ++figures.puts;
         break;
       }
-      case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14: {  // fetch, 40%
+      case 7:
+      case 8:
+      case 9:
+      case 10:
+      case 11:
+      case 12:
+      case 13:
+      case 14: {  // fetch, 40%
         FetchOptions options;
         options.verify_crc32c = true;
         options.read_only = roll % 2 == 0;
@@ -98,7 +111,9 @@ void RunClient(Client& client, int index, absl::Time deadline, Figures& figures)
         ++figures.fetches;
         break;
       }
-      case 15: case 16: case 17: {  // stat, 15%
+      case 15:
+      case 16:
+      case 17: {  // stat, 15%
         Count(figures, "stat", client.Stat(name).status());
         ++figures.stats;
         break;
@@ -149,7 +164,8 @@ TEST(ConcurrencySoakTest, MixedClientsOnSharedNamesNeverSeeAWrongByte) {
 
   const std::string log = (*server)->Stderr();
   uint64_t eviction_rounds = 0;
-  for (size_t at = log.find("event=evicted"); at != std::string::npos && eviction_rounds < 1'000'000;
+  for (size_t at = log.find("event=evicted");
+       at != std::string::npos && eviction_rounds < 1'000'000;
        at = log.find("event=evicted", at + 1)) {
     ++eviction_rounds;
   }
@@ -166,7 +182,8 @@ TEST(ConcurrencySoakTest, MixedClientsOnSharedNamesNeverSeeAWrongByte) {
   ::testing::Test::RecordProperty("clients", kClients);
   ::testing::Test::RecordProperty("seconds", absl::StrCat(seconds));
   ::testing::Test::RecordProperty("ops", absl::StrCat(figures.ops()));
-  ::testing::Test::RecordProperty("ops_per_second", absl::StrCat(static_cast<int64_t>(ops_per_second)));
+  ::testing::Test::RecordProperty("ops_per_second",
+                                  absl::StrCat(static_cast<int64_t>(ops_per_second)));
   ::testing::Test::RecordProperty("unexpected_errors", absl::StrCat(unexpected));
   ::testing::Test::RecordProperty("mismatches", absl::StrCat(figures.mismatches.load()));
   ::testing::Test::RecordProperty("eviction_rounds", absl::StrCat(eviction_rounds));

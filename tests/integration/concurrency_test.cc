@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/client_test_support.h"
 #include "service/common/mutex.h"
+#include "tests/integration/client_test_support.h"
 
 namespace tensord::testing {
 namespace {
@@ -64,8 +64,8 @@ std::vector<uint8_t> EncodeVersion(uint32_t writer, uint32_t iteration) {
   *writer = header[0];
   *iteration = header[1];
   if (*writer >= kThreads || *iteration >= kIterations) {
-    return ::testing::AssertionFailure() << "bytes claim writer " << *writer << " iteration "
-                                         << *iteration;
+    return ::testing::AssertionFailure()
+           << "bytes claim writer " << *writer << " iteration " << *iteration;
   }
   const std::vector<uint8_t> expected = EncodeVersion(*writer, *iteration);
   return BytesEqual(bytes.data(), bytes.size(), expected)
@@ -162,7 +162,8 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
       seen = std::max(seen, put->version);
 
       fetched = client->Fetch(shared);
-      if (!fetched.ok()) return fail(absl::StrCat("fetch ", shared, ": ", fetched.status().ToString()));
+      if (!fetched.ok())
+        return fail(absl::StrCat("fetch ", shared, ": ", fetched.status().ToString()));
       if (fetched->info().version < seen) {
         return fail(absl::StrCat("fetch of ", shared, " went back to version ",
                                  fetched->info().version, " after ", seen));
@@ -170,7 +171,8 @@ TEST_P(ConcurrencyTest, PutFetchStatFromManyThreads) {
       seen = fetched->info().version;
       decoded = DecodeVersion(TensorBytes(*fetched), &w, &i);
       if (!decoded) return fail(absl::StrCat("shared fetch: ", decoded.message()));
-      if (fetched->info().shape != std::vector<int64_t>{static_cast<int64_t>(fetched->data_bytes() / 4)}) {
+      if (fetched->info().shape !=
+          std::vector<int64_t>{static_cast<int64_t>(fetched->data_bytes() / 4)}) {
         return fail("fetched shape does not match the fetched bytes");
       }
       {
@@ -277,8 +279,8 @@ TEST_P(ConcurrencyTest, SmallCallsFromThreadsAndClientsThatComeAndGo) {
   for (int t = 0; t < kThreadsPerRound; ++t) {
     stored[t].name = TestTensorName(absl::StrCat("small", t));
     stored[t].bytes = PatternBytes(1024 + 512 * t, 40 + t);  // inline: under 32 KiB
-    HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(stored[t].bytes.size())},
-                                      stored[t].bytes);
+    HostTensor tensor =
+        CompactTensor(kU8, {static_cast<int64_t>(stored[t].bytes.size())}, stored[t].bytes);
     absl::StatusOr<TensorInfo> put = client().Put(stored[t].name, tensor.dl());
     ASSERT_TRUE(put.ok()) << put.status();
     stored[t].version = put->version;

@@ -6,11 +6,11 @@
 // client round-trips a tensor byte-exact. Also: fd exhaustion during a put
 // or a local create is RESOURCE_EXHAUSTED naming the limit, logged once per
 // episode.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -304,9 +304,10 @@ INSTANTIATE_TEST_SUITE_P(Transports, ConnectionFloodTest, kBothTransports, Trans
 TEST(ConnectionFloodTlsTest, TlsHandshakesThatNeverFinishAreClosed) {
   absl::StatusOr<std::unique_ptr<TestPki>> pki = TestPki::Create();
   if (!pki.ok()) GTEST_SKIP() << "no test certificates: " << pki.status();
-  std::unique_ptr<ServerProcess> server = StartLimited(
-      Transport::kTcp, {"--handshake-timeout=1s", absl::StrCat("--tls-cert=", (*pki)->Path("server.pem")),
-                        absl::StrCat("--tls-key=", (*pki)->Path("server.key"))});
+  std::unique_ptr<ServerProcess> server =
+      StartLimited(Transport::kTcp, {"--handshake-timeout=1s",
+                                     absl::StrCat("--tls-cert=", (*pki)->Path("server.pem")),
+                                     absl::StrCat("--tls-key=", (*pki)->Path("server.key"))});
   ASSERT_NE(server, nullptr);
   ClientOptions tls = RemoteClientOptions();
   tls.tls_root_ca = (*pki)->Path("ca.pem");

@@ -12,10 +12,10 @@
 
 #include <atomic>
 #include <cstring>
-#include <thread>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -98,7 +98,8 @@ class DeviceHandoffTest : public HandoffServerTest<::testing::TestWithParam<bool
   uint64_t DeviceBytesUsed(int device) {
     std::unique_ptr<RawStub> stub = NewRawStub(server_->address());
     v1::GetServerInfoResponse info;
-    grpc::Status status = stub->GetServerInfo(RawContext().get(), v1::GetServerInfoRequest(), &info);
+    grpc::Status status =
+        stub->GetServerInfo(RawContext().get(), v1::GetServerInfoRequest(), &info);
     EXPECT_TRUE(status.ok()) << status.error_message();
     if (!status.ok() || device >= info.devices_size()) return ~uint64_t{0};
     return info.devices(device).bytes_used();
@@ -140,7 +141,6 @@ class DeviceHandoffTest : public HandoffServerTest<::testing::TestWithParam<bool
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
   }
-
 };
 
 TEST_P(DeviceHandoffTest, LocalFetchIsAnImportOfTheServersDeviceMemory) {
@@ -441,7 +441,8 @@ TEST_P(DeviceHandoffTest, DeviceGroupItemsAreImportedApart) {
   for (int item = 0; item < 2; ++item) {
     ASSERT_EQ(fetched[item].dl_tensor().device.device_type, kDLCUDA);
     const auto* read = static_cast<const float*>(fetched[item].dl_tensor().data);
-    for (int i = 0; i < 256; ++i) ASSERT_EQ(read[i], static_cast<float>(item * 1000 + i)) << item << " " << i;
+    for (int i = 0; i < 256; ++i)
+      ASSERT_EQ(read[i], static_cast<float>(item * 1000 + i)) << item << " " << i;
   }
 }
 
@@ -453,9 +454,9 @@ TEST_P(DeviceHandoffTest, DeviceCreateBeyondCapacityIsRefusedByDeviceAndBytes) {
   EXPECT_TRUE(StatusIs(refused.status(), absl::StatusCode::kResourceExhausted, "cuda:0"));
   EXPECT_TRUE(MessageMentions(refused.status(), absl::StrCat(nine_mib)));
   EXPECT_EQ(DeviceBytesUsed(0), 0u);
-  EXPECT_TRUE(StatusIs(
-      local_->Create(name, kU8, std::vector<int64_t>{16}, CreateOnDevice(2)).status(),
-      absl::StatusCode::kInvalidArgument, "cuda:2"));
+  EXPECT_TRUE(
+      StatusIs(local_->Create(name, kU8, std::vector<int64_t>{16}, CreateOnDevice(2)).status(),
+               absl::StatusCode::kInvalidArgument, "cuda:2"));
   // The other device has its own budget.
   absl::StatusOr<std::unique_ptr<TensorWriter>> fits =
       local_->Create(name, kU8, std::vector<int64_t>{6 << 20}, CreateOnDevice(1));

@@ -62,7 +62,8 @@ TEST_P(DlpackTest, ReleaseGivesALegacyManagedTensor) {
 }
 
 TEST_P(DlpackTest, ReleaseVersionedGivesADlpack1ManagedTensor) {
-  HostTensor tensor = CompactTensor(DLDataType{dlpack::kBfloat, 16, 1}, {3, 2, 7}, PatternBytes(84, 2));
+  HostTensor tensor =
+      CompactTensor(DLDataType{dlpack::kBfloat, 16, 1}, {3, 2, 7}, PatternBytes(84, 2));
   Tensor fetched = PutAndFetch(TestTensorName("t"), tensor);
   ASSERT_FALSE(fetched.empty());
 

@@ -89,7 +89,8 @@ std::string DataDirBase() {
 bool EtcdProcess::Available() { return access(kEtcdBinary, X_OK) == 0; }
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
-    absl::Duration ready_timeout, std::optional<EtcdTls> tls, std::vector<std::string> extra_flags) {
+    absl::Duration ready_timeout, std::optional<EtcdTls> tls,
+    std::vector<std::string> extra_flags) {
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess());
   etcd->tls_ = std::move(tls);
   etcd->extra_flags_ = std::move(extra_flags);

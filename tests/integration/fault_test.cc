@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/common/crc32c.h"
+#include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
 #include "service/common/unix_socket.h"
 #include "tensord/client.h"
@@ -37,7 +38,6 @@
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 extern char** environ;
 
@@ -254,8 +254,8 @@ TEST_F(FaultTest, CallsToAServerThatStoppedReadingReturnSoonAfterTheirDeadline) 
   ASSERT_NE(hurried, nullptr);
   HostTensor small = CompactTensor(kU8, {4096}, PatternBytes(4096, 3));
   // Connected first (a loaded or sanitized run may miss the first deadlines).
-  ASSERT_TRUE(WaitFor([&] { return hurried->Put("stopped/warm", small.dl()).ok(); },
-                      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return hurried->Put("stopped/warm", small.dl()).ok(); }, absl::Seconds(30)));
   constexpr int64_t kBytes = int64_t{64} << 20;  // far more than loopback buffers hold
   HostTensor big = CompactTensor(kU8, {kBytes}, PatternBytes(kBytes, 4));
 
@@ -291,8 +291,8 @@ TEST_F(FaultTest, CallsToAServerThatStoppedReadingReturnSoonAfterTheirDeadline) 
     if (!in_time) break;
   }
   absl::Status fetch_status;
-  EXPECT_TRUE(returns_in_time([&] { return hurried->Fetch("stopped/warm").status(); },
-                              fetch_status));
+  EXPECT_TRUE(
+      returns_in_time([&] { return hurried->Fetch("stopped/warm").status(); }, fetch_status));
   EXPECT_FALSE(fetch_status.ok());
 
   ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
@@ -375,7 +375,8 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
       for (int i = 0; i < kMaxOps && client != nullptr && !stop; ++i) {
         std::vector<uint8_t> bytes = InFlightBytes(w, i);
         HostTensor tensor = CompactTensor(kU8, {static_cast<int64_t>(bytes.size())}, bytes);
-        absl::StatusOr<TensorInfo> put = client->Put(absl::StrCat("inflight/", w, "/", i), tensor.dl());
+        absl::StatusOr<TensorInfo> put =
+            client->Put(absl::StrCat("inflight/", w, "/", i), tensor.dl());
         if (!put.ok()) {
           record_failure(put.status());
           return;
@@ -401,10 +402,12 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
     });
   }
   // Signal once streams are flowing (bounded wait).
-  WaitFor([&] {
-    MutexLock lock(&mutex);
-    return acknowledged.size() >= 8 && completed_fetches >= 2;
-  }, absl::Seconds(20));
+  WaitFor(
+      [&] {
+        MutexLock lock(&mutex);
+        return acknowledged.size() >= 8 && completed_fetches >= 2;
+      },
+      absl::Seconds(20));
   absl::StatusOr<int> stopped = server_->Stop(SIGTERM, absl::Seconds(30));
   stop = true;
   for (std::thread& thread : threads) thread.join();
@@ -424,7 +427,8 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
   for (const TensorInfo& info : *stored) {
     std::vector<std::string> parts = absl::StrSplit(info.name, '/');
     int w = 0, i = 0;
-    ASSERT_TRUE(parts.size() == 3 && absl::SimpleAtoi(parts[1], &w) && absl::SimpleAtoi(parts[2], &i))
+    ASSERT_TRUE(parts.size() == 3 && absl::SimpleAtoi(parts[1], &w) &&
+                absl::SimpleAtoi(parts[2], &i))
         << info.name;
     present.emplace(w, i);
     absl::StatusOr<Tensor> fetched = client_->Fetch(info.name);
@@ -432,8 +436,8 @@ TEST_F(FaultTest, SigtermWithStreamsInFlightFinishesOrFailsCleanlyAndPublishesNo
     EXPECT_EQ(TensorBytes(*fetched), InFlightBytes(w, i)) << info.name;
   }
   for (const auto& put : acknowledged) {
-    EXPECT_TRUE(present.count(put)) << "acknowledged put inflight/" << put.first << "/"
-                                    << put.second << " was lost";
+    EXPECT_TRUE(present.count(put))
+        << "acknowledged put inflight/" << put.first << "/" << put.second << " was lost";
   }
 }
 
@@ -475,7 +479,8 @@ TEST_F(FaultTest, GarbageOnTheGrpcPortLeavesTheServerServing) {
   idle_address.sin_family = AF_INET;
   idle_address.sin_port = htons(static_cast<uint16_t>(port));
   idle_address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(idle.get(), reinterpret_cast<sockaddr*>(&idle_address), sizeof(idle_address)), 0);
+  ASSERT_EQ(::connect(idle.get(), reinterpret_cast<sockaddr*>(&idle_address), sizeof(idle_address)),
+            0);
   ASSERT_GT(::send(idle.get(), preface.data(), 10, MSG_NOSIGNAL), 0);
 
   SendRawTcp(port, RandomBytes(64 << 10, 1));

@@ -148,8 +148,8 @@ TEST(HandoffDefaultTest, AutoWithoutARuntimeDirectoryUsesAPrivateTmpDirectory) {
 
 TEST(HandoffDefaultTest, RuntimeDirectoryTooLongForASocketAddressFallsBackToTmp) {
   // $XDG_RUNTIME_DIR/tensord/handoff-PID.sock would pass sun_path's 107 bytes.
-  const fs::path runtime = fs::path(::testing::TempDir()) /
-                           absl::StrCat("xdg-", ::getpid(), "-", std::string(100, 'r'));
+  const fs::path runtime =
+      fs::path(::testing::TempDir()) / absl::StrCat("xdg-", ::getpid(), "-", std::string(100, 'r'));
   fs::create_directories(runtime);
   fs::permissions(runtime, fs::perms::owner_all);
   ScopedEnvironment xdg("XDG_RUNTIME_DIR", runtime.c_str());

@@ -5,8 +5,8 @@
 #include <sys/wait.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,15 +16,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "service/common/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/mutex.h"
 #include "tests/integration/client_test_support.h"
 
 namespace tensord::testing {
 namespace {
 
-std::unique_ptr<ServerProcess> StartServer(Transport transport, std::vector<std::string> flags = {}) {
+std::unique_ptr<ServerProcess> StartServer(Transport transport,
+                                           std::vector<std::string> flags = {}) {
   ServerProcessOptions options;
   options.transport = transport;
   options.flags = std::move(flags);
@@ -112,8 +113,9 @@ FetchDuringShutdown FetchWhileStopping(ServerProcess& server, size_t bytes,
     absl::StatusOr<Tensor> fetched = client->Fetch(name, options);
     result.fetch_status = fetched.status();
     if (fetched.ok()) {
-      result.bytes_intact = fetched->data_bytes() == bytes &&
-                            std::memcmp(fetched->dl_tensor().data, tensor.storage.data(), bytes) == 0;
+      result.bytes_intact =
+          fetched->data_bytes() == bytes &&
+          std::memcmp(fetched->dl_tensor().data, tensor.storage.data(), bytes) == 0;
     }
     if (!in_flight.HasBeenNotified()) in_flight.Notify();
   });
@@ -140,8 +142,7 @@ FetchDuringShutdown FetchWhileStopping(ServerProcess& server, size_t bytes,
       std::fprintf(stderr, "note: the fetch in flight at SIGTERM ended with %s\n",
                    result.fetch_status.ToString().c_str());
       return ::testing::AssertionSuccess();
-    default:
-      return ::testing::AssertionFailure() << "unclean failure: " << result.fetch_status;
+    default: return ::testing::AssertionFailure() << "unclean failure: " << result.fetch_status;
   }
 }
 
@@ -214,12 +215,11 @@ TEST_P(PreloadTest, PublishesTheFileAtStartup) {
   data.append(reinterpret_cast<const char*>(bias.data()), 24);
   data.append(reinterpret_cast<const char*>(mask.data()), 4);
   const std::string path = dir_ + "/model.safetensors";
-  WriteFile(path, SafetensorsFile(
-                      R"({"__metadata__":{"format":"pt"},)"
-                      R"("weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                      R"("bias":{"dtype":"I64","shape":[3],"data_offsets":[24,48]},)"
-                      R"("mask":{"dtype":"BOOL","shape":[4],"data_offsets":[48,52]}})",
-                      data));
+  WriteFile(path, SafetensorsFile(R"({"__metadata__":{"format":"pt"},)"
+                                  R"("weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                                  R"("bias":{"dtype":"I64","shape":[3],"data_offsets":[24,48]},)"
+                                  R"("mask":{"dtype":"BOOL","shape":[4],"data_offsets":[48,52]}})",
+                                  data));
 
   std::unique_ptr<ServerProcess> server =
       StartServer(GetParam(), {"--preload=" + path, "--preload-prefix=model/"});
@@ -266,8 +266,7 @@ TEST_P(PreloadTest, CorruptFileFailsStartup) {
   options.ready_timeout = absl::Seconds(20);
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_FALSE(server.ok()) << "a corrupt --preload file must stop the server from serving";
-  EXPECT_TRUE(absl::StrContains(server.status().message(), "exited with code"))
-      << server.status();
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "exited with code")) << server.status();
   EXPECT_TRUE(absl::StrContains(server.status().message(), path)) << server.status();
 }
 
@@ -289,7 +288,8 @@ TEST_P(LifecycleTest, InvalidFlagsFailStartup) {
     options.flags = {flag};
     absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
     ASSERT_FALSE(server.ok()) << "tensord started with " << flag;
-    EXPECT_TRUE(absl::StrContains(server.status().message(), "exited with code")) << server.status();
+    EXPECT_TRUE(absl::StrContains(server.status().message(), "exited with code"))
+        << server.status();
   }
 }
 

@@ -110,7 +110,8 @@ TEST_F(LocalBatchTest, BatchFetchMapsItemsAndFailsOnlyTheMissingOnes) {
   const size_t client_arenas_before = CountLines("/proc/self/maps", "memfd:tensord:arena-");
   FetchOptions read_only;
   read_only.read_only = true;
-  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = local_->BatchFetch(wanted, read_only);
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched =
+      local_->BatchFetch(wanted, read_only);
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   ASSERT_EQ(fetched->size(), wanted.size());
   for (int i = 0; i < 150; ++i) {

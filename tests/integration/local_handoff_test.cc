@@ -29,7 +29,6 @@
 namespace tensord::testing {
 namespace {
 
-
 class LocalHandoffTest : public HandoffServerTest<::testing::Test> {
  protected:
   void SetUp() override { StartServer({}); }
@@ -157,8 +156,7 @@ TEST_F(LocalHandoffTest, CreateAskingForCopiesOnASingleNodeIsRefusedBeforeAnyByt
   absl::StatusOr<std::unique_ptr<TensorWriter>> writer =
       local_->Create("single/copies", kU8, std::vector<int64_t>{4096}, options);
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kFailedPrecondition) << writer.status();
-  EXPECT_TRUE(absl::StrContains(writer.status().message(), "replicas=2"))
-      << writer.status();
+  EXPECT_TRUE(absl::StrContains(writer.status().message(), "replicas=2")) << writer.status();
   EXPECT_TRUE(absl::StrContains(writer.status().message(), "single node")) << writer.status();
   EXPECT_EQ(remote_->List("").value().total_bytes, before);
   // One copy is this node: sealed as ever.

@@ -21,13 +21,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_support.h"
-#include "service/common/mutex.h"
 
 namespace tensord::testing {
 namespace {
@@ -69,8 +69,10 @@ class MetricsEndpointTest : public ::testing::Test {
     socket_dir_ = pattern;
     ServerProcessOptions options;
     options.flags = {"--handoff-socket=" + socket_dir_ + "/handoff.sock",
-                     "--max-host-bytes=64MiB", "--metrics-listen=127.0.0.1:0",
-                     "--device-backend=simulated", "--simulated-devices=2",
+                     "--max-host-bytes=64MiB",
+                     "--metrics-listen=127.0.0.1:0",
+                     "--device-backend=simulated",
+                     "--simulated-devices=2",
                      "--max-device-bytes=1MiB"};
     absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -153,8 +155,8 @@ TEST_F(MetricsEndpointTest, ScrapeReflectsRegistryCallsBytesAndHandoff) {
   EXPECT_EQ(after["tensord_arenas"], 2);
   EXPECT_EQ(after["tensord_arena_bytes{state=\"used\"}"], 40960 + 4096);
   // Each arena is 16 MiB rounded up to whole slots.
-  const double arena_bytes = after["tensord_arena_bytes{state=\"used\"}"] +
-                             after["tensord_arena_bytes{state=\"free\"}"];
+  const double arena_bytes =
+      after["tensord_arena_bytes{state=\"used\"}"] + after["tensord_arena_bytes{state=\"free\"}"];
   EXPECT_GE(arena_bytes, 2 * (16 << 20));
   EXPECT_LT(arena_bytes, 2 * (16 << 20) + 40960);
   // The fetch's lease lasts until gRPC released the last chunk it sent.
@@ -493,7 +495,8 @@ TEST_F(RequestIdTest, ClientOptionTagsPutAndDeleteLogLines) {
 // the server would make up goes nowhere: none is made or sent. A failure,
 // and a client's own id, still come back.
 TEST(RequestIdEchoTest, AServerMadeIdComesBackOnlyWhenSomethingCarriesIt) {
-  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(ServerProcessOptions{});
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start(ServerProcessOptions{});
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<RawStub> stub = NewRawStub((*server)->address());
   ASSERT_TRUE(RawPutBytes(*stub, "request-id/held", "abcd").ok());
@@ -506,7 +509,8 @@ TEST(RequestIdEchoTest, AServerMadeIdComesBackOnlyWhenSomethingCarriesIt) {
     EXPECT_EQ(stub->Stat(context.get(), request, &response).error_code(), expected) << name;
     const auto& metadata = context->GetServerInitialMetadata();
     auto it = metadata.find("x-request-id");
-    return it == metadata.end() ? std::string("(none)") : std::string(it->second.data(), it->second.size());
+    return it == metadata.end() ? std::string("(none)")
+                                : std::string(it->second.data(), it->second.size());
   };
   EXPECT_EQ(stat("request-id/held", "", grpc::StatusCode::OK), "(none)");
   EXPECT_EQ(stat("request-id/held", "mine-1", grpc::StatusCode::OK), "mine-1");
@@ -516,7 +520,8 @@ TEST(RequestIdEchoTest, AServerMadeIdComesBackOnlyWhenSomethingCarriesIt) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   v1::FetchRequest request;
   request.set_name("request-id/held");
-  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader = stub->Fetch(context.get(), request);
+  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader =
+      stub->Fetch(context.get(), request);
   v1::FetchResponse response;
   while (reader->Read(&response)) {
   }

@@ -65,8 +65,8 @@ class PartedPutTest : public SharedServerTest<PartedPutTest> {
     EXPECT_TRUE(GrpcStatusIs(RawStat(*stub_, name), StatusCode::NOT_FOUND, name))
         << "a failed put in parts must publish nothing";
     EXPECT_TRUE(WaitUntil([&] { return HostBytesUsed() == bytes_before; }, absl::Seconds(30)))
-        << "the failed put still holds its bytes: " << HostBytesUsed() << " used, "
-        << bytes_before << " before";
+        << "the failed put still holds its bytes: " << HostBytesUsed() << " used, " << bytes_before
+        << " before";
   }
 
   // Sends the put's first part and returns once the server has joined it
@@ -74,7 +74,8 @@ class PartedPutTest : public SharedServerTest<PartedPutTest> {
   std::future<std::pair<grpc::Status, v1::PutResponse>> SendFirstPart(
       std::vector<v1::PutRequest> messages, uint64_t bytes_before) {
     auto sent = SendPart(std::move(messages));
-    EXPECT_TRUE(WaitUntil([&] { return HostBytesUsed() >= bytes_before + kTotal; }, absl::Seconds(30)))
+    EXPECT_TRUE(
+        WaitUntil([&] { return HostBytesUsed() >= bytes_before + kTotal; }, absl::Seconds(30)))
         << "the first part never reserved the put's bytes";
     return sent;
   }
@@ -131,9 +132,9 @@ TEST_P(PartedPutTest, AnOverlappingPartFailsThePutAndTheWaitingPartAnswersAborte
   const uint64_t before = HostBytesUsed();
   auto first = SendFirstPart(Part(name, 2, {0, 2 << 20}), before);
   v1::PutResponse response;
-  grpc::Status overlapping =
-      RawPutPart(*stub_, Part(name, 2, {1 << 20, 2 << 20}), &response);
-  EXPECT_TRUE(GrpcStatusIs(overlapping, StatusCode::INVALID_ARGUMENT, "overlaps part [0, +2097152)"))
+  grpc::Status overlapping = RawPutPart(*stub_, Part(name, 2, {1 << 20, 2 << 20}), &response);
+  EXPECT_TRUE(
+      GrpcStatusIs(overlapping, StatusCode::INVALID_ARGUMENT, "overlaps part [0, +2097152)"))
       << overlapping.error_message();
   grpc::Status waiting = first.get().first;
   EXPECT_TRUE(GrpcStatusIs(waiting, StatusCode::ABORTED, "nothing was published"))
@@ -169,7 +170,8 @@ TEST_P(PartedPutTest, ACancelledPartFailsThePut) {
   std::unique_ptr<RawStub> narrow = NewRawStub(server().address(), /*small_window=*/true);
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   v1::PutResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer = narrow->PutPart(context.get(), &response);
+  std::unique_ptr<grpc::ClientWriter<v1::PutRequest>> writer =
+      narrow->PutPart(context.get(), &response);
   for (const v1::PutRequest& message : Part(name, 2, {1 << 20, 2 << 20}, 4096)) {
     ASSERT_TRUE(writer->Write(message));
   }
@@ -198,9 +200,9 @@ TEST_P(PartedPutTest, PartsThatDoNotCoverTheTensorAreRefused) {
   const std::string name = TestTensorName("gap");
   const uint64_t before = HostBytesUsed();
   auto first = SendFirstPart(Part(name, 2, {0, 1 << 20}), before);
-  grpc::Status last =
-      RawPutPart(*stub_, Part(name, 2, {2 << 20, 1 << 20}));
-  EXPECT_TRUE(GrpcStatusIs(last, StatusCode::INVALID_ARGUMENT, "cover 2097152 of its 3145728 bytes"))
+  grpc::Status last = RawPutPart(*stub_, Part(name, 2, {2 << 20, 1 << 20}));
+  EXPECT_TRUE(
+      GrpcStatusIs(last, StatusCode::INVALID_ARGUMENT, "cover 2097152 of its 3145728 bytes"))
       << last.error_message();
   EXPECT_EQ(first.get().first.error_code(), StatusCode::ABORTED);
   ExpectNothingPublishedOrHeld(name, before);
@@ -213,7 +215,8 @@ TEST_P(PartedPutTest, APartWithAnotherHeaderIsRefused) {
   std::vector<v1::PutRequest> other = Part(name, 2, {1 << 20, 2 << 20});
   other[0].mutable_header()->set_retention(v1::RETENTION_CACHE);
   grpc::Status refused = RawPutPart(*stub_, other);
-  EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, "differs from the put's first part in its retention"))
+  EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT,
+                           "differs from the put's first part in its retention"))
       << refused.error_message();
   EXPECT_EQ(first.get().first.error_code(), StatusCode::ABORTED);
   ExpectNothingPublishedOrHeld(name, before);
@@ -281,9 +284,8 @@ TEST_P(PartedPutTest, BadPartFieldsAreRefusedNamingTheValue) {
       {kUpload, 2, {kTotal - 1, 2}, "reaches beyond total_bytes 3145728"},
   };
   for (const Case& bad : cases) {
-    grpc::Status refused =
-        RawPutPart(*stub_, {PartMessages(name, bytes_, bad.upload_id, bad.parts, bad.part.offset,
-                                     bad.part.length)[0]});
+    grpc::Status refused = RawPutPart(*stub_, {PartMessages(name, bytes_, bad.upload_id, bad.parts,
+                                                            bad.part.offset, bad.part.length)[0]});
     EXPECT_TRUE(GrpcStatusIs(refused, StatusCode::INVALID_ARGUMENT, bad.message))
         << bad.message << ": " << refused.error_message();
   }

@@ -15,7 +15,8 @@ ProcessMemory MemoryOf(pid_t pid) {
   ProcessMemory memory;
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   for (std::string line; std::getline(status, line);) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> parts =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (parts.size() < 2) continue;
     if (parts[0] == "RssAnon:") (void)absl::SimpleAtoi(parts[1], &memory.anon_kib);
     if (parts[0] == "RssShmem:") (void)absl::SimpleAtoi(parts[1], &memory.shmem_kib);

@@ -333,7 +333,8 @@ TEST_P(PutFetchTest, FetchBytesOfARange) {
 
   out.clear();
   ASSERT_TRUE(client().FetchBytes(name, 4000, 0, out).ok());
-  EXPECT_TRUE(BytesEqual(out.data(), out.size(), bytes.data() + 4000, 1000)) << "length 0: to the end";
+  EXPECT_TRUE(BytesEqual(out.data(), out.size(), bytes.data() + 4000, 1000))
+      << "length 0: to the end";
 
   out.clear();
   absl::Status beyond = client().FetchBytes(name, 4000, 1001, out).status();
@@ -350,7 +351,9 @@ TEST_P(PutFetchTest, Crc32cChecksAndProgress) {
   std::vector<std::pair<uint64_t, uint64_t>> put_progress;
   PutOptions put_options;
   put_options.send_crc32c = true;
-  put_options.progress = [&](uint64_t done, uint64_t total) { put_progress.emplace_back(done, total); };
+  put_options.progress = [&](uint64_t done, uint64_t total) {
+    put_progress.emplace_back(done, total);
+  };
   absl::StatusOr<TensorInfo> put = client().Put(name, tensor.dl(), put_options);
   ASSERT_TRUE(put.ok()) << put.status();
   EXPECT_EQ(put->crc32c, Crc32c(tensor.storage.data(), size));
@@ -459,8 +462,7 @@ TEST_P(LargeTensorTest, AReleasedFetchBufferIsReusedWithTheNextTensorsBytesOnly)
   absl::StatusOr<Tensor> again = client().Fetch(first_name);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(BytesEqual(again->dl_tensor().data, again->data_bytes(), first.storage));
-  EXPECT_TRUE(again->dl_tensor().data == first_address ||
-              reused->dl_tensor().data == first_address)
+  EXPECT_TRUE(again->dl_tensor().data == first_address || reused->dl_tensor().data == first_address)
       << "one of the two fetches reuses the first buffer";
   EXPECT_TRUE(client().Delete(first_name).ok());
   EXPECT_TRUE(client().Delete(second_name).ok());

@@ -112,8 +112,7 @@ TEST_P(RawProtocolTest, FetchRangeStartsAtItsOffset) {
   EXPECT_EQ(fetched.header.range().offset(), 1234u);
   EXPECT_EQ(fetched.header.range().length(), 100'000u);
   EXPECT_GE(fetched.chunks, 10u);
-  EXPECT_TRUE(
-      BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 1234, 100'000));
+  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 1234, 100'000));
 
   // A small range may come inline in the header or as chunks: same bytes.
   request.mutable_range()->set_offset(777);
@@ -154,7 +153,8 @@ TEST_P(RawProtocolTest, ARangeLongerThanSplitAboveBytesIsAnsweredWithASplitHeade
   request.mutable_range()->set_offset(250'000);  // 50,000 bytes: under the bound
   ASSERT_TRUE(RawFetch(*stub_, request, &fetched).ok());
   EXPECT_FALSE(fetched.header.split());
-  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 250'000, 50'000));
+  EXPECT_TRUE(
+      BytesEqual(fetched.bytes.data(), fetched.bytes.size(), bytes.data() + 250'000, 50'000));
 }
 
 // FetchInline: a range the server inlines comes back in one unary answer;
@@ -192,7 +192,8 @@ TEST_P(RawProtocolTest, FetchInlineCarriesSmallRangesAndSplitsLongerOnes) {
   grpc::ClientContext context;
   const grpc::Status missing = stub_->FetchInline(&context, request, &answer);
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_NE(missing.error_message().find(name + "-missing"), std::string::npos) << missing.error_message();
+  EXPECT_NE(missing.error_message().find(name + "-missing"), std::string::npos)
+      << missing.error_message();
 }
 
 // FetchInline's request is parsed by tensord (the method is raw, so its
@@ -211,7 +212,8 @@ TEST_P(RawProtocolTest, FetchInlineRefusesBytesThatAreNotARequest) {
   const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
       channel.get(), method, context.get(), request, &answer);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-  EXPECT_NE(status.error_message().find("fetch request"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("fetch request"), std::string::npos)
+      << status.error_message();
 }
 
 TEST_P(RawProtocolTest, StridedLayoutWithByteOffsetIsStoredAsSent) {
@@ -281,9 +283,9 @@ TEST_P(RawProtocolTest, MatchingCrc32cIsAcceptedAndWrongOneIsDataLoss) {
 
 TEST_P(RawProtocolTest, UnknownDtypeCode) {
   const std::string name = TestTensorName("t");
-  EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(99, 8), {4}, 4),
-                                           ChunkMessage(0, "abcd")}),
-                           StatusCode::INVALID_ARGUMENT, "99"));
+  EXPECT_TRUE(GrpcStatusIs(
+      RawPut(*stub_, {HeaderMessage(name, RawDataType(99, 8), {4}, 4), ChunkMessage(0, "abcd")}),
+      StatusCode::INVALID_ARGUMENT, "99"));
   EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(1000, 8), {4}, 4)}),
                            StatusCode::INVALID_ARGUMENT, "1000"));
   ExpectNotPublished(name);
@@ -336,8 +338,9 @@ TEST_P(RawProtocolTest, TooManyDimensions) {
 TEST_P(RawProtocolTest, ShapeWhoseSizeOverflows) {
   const std::string name = TestTensorName("t");
   const int64_t huge = int64_t{1} << 62;
-  EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {huge, huge}, 0)}),
-                           StatusCode::INVALID_ARGUMENT, "overflows"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {huge, huge}, 0)}),
+                   StatusCode::INVALID_ARGUMENT, "overflows"));
   ExpectNotPublished(name);
 }
 
@@ -346,19 +349,19 @@ TEST_P(RawProtocolTest, StridesCountMismatch) {
   EXPECT_TRUE(
       GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 24, {1})}),
                    StatusCode::INVALID_ARGUMENT, "strides has 1"));
-  EXPECT_TRUE(GrpcStatusIs(
-      RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 24, {3, 1, 1})}),
-      StatusCode::INVALID_ARGUMENT, "strides has 3"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 24, {3, 1, 1})}),
+                   StatusCode::INVALID_ARGUMENT, "strides has 3"));
   ExpectNotPublished(name);
 }
 
 TEST_P(RawProtocolTest, NegativeStridesReachingBeforeTheBuffer) {
   const std::string name = TestTensorName("t");
   // Row 1 of a float32[2,3] at stride -3 lies 12 bytes before element 0.
-  EXPECT_TRUE(GrpcStatusIs(
-      RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 12, {-3, 1}),
-                      ChunkMessage(0, kBytes24.substr(0, 12))}),
-      StatusCode::INVALID_ARGUMENT, "-3"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 12, {-3, 1}),
+                                   ChunkMessage(0, kBytes24.substr(0, 12))}),
+                   StatusCode::INVALID_ARGUMENT, "-3"));
   ExpectNotPublished(name);
 }
 
@@ -377,10 +380,10 @@ TEST_P(RawProtocolTest, TotalBytesMismatch) {
                                            ChunkMessage(0, kBytes24.substr(0, 23))}),
                            StatusCode::INVALID_ARGUMENT, "total_bytes 23"));
   // Strides reaching past total_bytes: the strided extent is 24 + 40 bytes.
-  EXPECT_TRUE(GrpcStatusIs(
-      RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 24, {13, 1}),
-                      ChunkMessage(0, kBytes24)}),
-      StatusCode::INVALID_ARGUMENT, "total_bytes 24"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(2, 32), {2, 3}, 24, {13, 1}),
+                                   ChunkMessage(0, kBytes24)}),
+                   StatusCode::INVALID_ARGUMENT, "total_bytes 24"));
   ExpectNotPublished(name);
 }
 
@@ -389,9 +392,9 @@ TEST_P(RawProtocolTest, SubByteTensorsMustBeCompactFromByteZero) {
   EXPECT_TRUE(
       GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(0, 4), {2, 4}, 4, {1, 2})}),
                    StatusCode::INVALID_ARGUMENT, "int4"));
-  EXPECT_TRUE(GrpcStatusIs(
-      RawPut(*stub_, {HeaderMessage(name, RawDataType(17, 4), {2, 4}, 5, {}, 1)}),
-      StatusCode::INVALID_ARGUMENT, "byte_offset must be 0, not 1"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(17, 4), {2, 4}, 5, {}, 1)}),
+                   StatusCode::INVALID_ARGUMENT, "byte_offset must be 0, not 1"));
   ExpectNotPublished(name);
 }
 
@@ -417,24 +420,27 @@ TEST_P(RawProtocolTest, ChunkOutOfOrder) {
 
 TEST_P(RawProtocolTest, OverlappingChunks) {
   const std::string name = TestTensorName("t");
-  EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16)),
-                                           ChunkMessage(8, kBytes24.substr(8))}),
-                           StatusCode::INVALID_ARGUMENT, "offset 8"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16)),
+                                   ChunkMessage(8, kBytes24.substr(8))}),
+                   StatusCode::INVALID_ARGUMENT, "offset 8"));
   ExpectNotPublished(name);
 }
 
 TEST_P(RawProtocolTest, MoreBytesThanTotalBytes) {
   const std::string name = TestTensorName("t");
-  EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16)),
-                                           ChunkMessage(16, kBytes24.substr(0, 16))}),
-                           StatusCode::INVALID_ARGUMENT, "total_bytes 24"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16)),
+                                   ChunkMessage(16, kBytes24.substr(0, 16))}),
+                   StatusCode::INVALID_ARGUMENT, "total_bytes 24"));
   ExpectNotPublished(name);
 }
 
 TEST_P(RawProtocolTest, FewerBytesThanTotalBytes) {
   const std::string name = TestTensorName("t");
-  EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16))}),
-                           StatusCode::INVALID_ARGUMENT, "16 of 24"));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawPut(*stub_, {GoodHeader(name), ChunkMessage(0, kBytes24.substr(0, 16))}),
+                   StatusCode::INVALID_ARGUMENT, "16 of 24"));
   ExpectNotPublished(name);
 }
 
@@ -491,18 +497,19 @@ TEST_P(RawProtocolTest, FailedPutLeavesThePublishedVersionIntact) {
 TEST_P(RawProtocolTest, InvalidNamesAreRejectedByEveryCall) {
   const std::string long_name(300, 'x');
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"", "empty"},         {"../x", "'../x'"}, {"a b", "'a b'"},  {"/abs", "'/abs'"},
-      {"a//b", "'a//b'"},    {"a/./b", "'a/./b'"}, {long_name, long_name},
+      {"", "empty"},      {"../x", "'../x'"},   {"a b", "'a b'"},       {"/abs", "'/abs'"},
+      {"a//b", "'a//b'"}, {"a/./b", "'a/./b'"}, {long_name, long_name},
   };
   for (const auto& [name, expected] : cases) {
     SCOPED_TRACE(absl::StrCat("name '", name, "'"));
-    EXPECT_TRUE(GrpcStatusIs(RawPut(*stub_, {HeaderMessage(name, RawDataType(1, 8), {3}, 3),
-                                             ChunkMessage(0, "abc")}),
-                             StatusCode::INVALID_ARGUMENT, expected));
+    EXPECT_TRUE(GrpcStatusIs(
+        RawPut(*stub_, {HeaderMessage(name, RawDataType(1, 8), {3}, 3), ChunkMessage(0, "abc")}),
+        StatusCode::INVALID_ARGUMENT, expected));
     EXPECT_TRUE(GrpcStatusIs(RawStat(*stub_, name), StatusCode::INVALID_ARGUMENT, expected));
     v1::FetchRequest fetch;
     fetch.set_name(name);
-    EXPECT_TRUE(GrpcStatusIs(RawFetch(*stub_, fetch, nullptr), StatusCode::INVALID_ARGUMENT, expected));
+    EXPECT_TRUE(
+        GrpcStatusIs(RawFetch(*stub_, fetch, nullptr), StatusCode::INVALID_ARGUMENT, expected));
     v1::DeleteRequest remove;
     remove.set_name(name);
     v1::DeleteResponse removed;
@@ -542,8 +549,8 @@ TEST_P(RawProtocolTest, FetchOfMissingNameOrVersion) {
   request.set_version(missing);
   EXPECT_TRUE(GrpcStatusIs(RawFetch(*stub_, request, nullptr), StatusCode::NOT_FOUND,
                            absl::StrCat(missing)));
-  EXPECT_TRUE(GrpcStatusIs(RawStat(*stub_, name, missing), StatusCode::NOT_FOUND,
-                           absl::StrCat(missing)));
+  EXPECT_TRUE(
+      GrpcStatusIs(RawStat(*stub_, name, missing), StatusCode::NOT_FOUND, absl::StrCat(missing)));
 }
 
 TEST_P(RawProtocolTest, ListRejectsBadPageTokenAndPageSize) {
@@ -616,8 +623,8 @@ TEST_P(RawProtocolTest, OlderVersionStaysFetchableWhileAReaderHoldsIt) {
   by_version.set_version(old_version);
   RawFetchResult fetched;
   ASSERT_TRUE(RawFetch(*stub_, by_version, &fetched).ok());
-  EXPECT_TRUE(BytesEqual(fetched.bytes.data(), fetched.bytes.size(), old_bytes.data(),
-                         old_bytes.size()));
+  EXPECT_TRUE(
+      BytesEqual(fetched.bytes.data(), fetched.bytes.size(), old_bytes.data(), old_bytes.size()));
 
   // The stalled reader still gets the old bytes intact.
   std::string streamed;

@@ -57,8 +57,8 @@ v1::PutRequest ChunkMessage(uint64_t offset, std::string_view data) {
 std::vector<v1::PutRequest> PartMessages(std::string_view name, std::string_view bytes,
                                          std::string_view upload_id, uint32_t parts,
                                          uint64_t offset, uint64_t length, uint64_t short_by) {
-  std::vector<v1::PutRequest> messages = {HeaderMessage(
-      name, RawDataType(1, 8), {static_cast<int64_t>(bytes.size())}, bytes.size())};
+  std::vector<v1::PutRequest> messages = {
+      HeaderMessage(name, RawDataType(1, 8), {static_cast<int64_t>(bytes.size())}, bytes.size())};
   v1::PutPart* part = messages[0].mutable_header()->mutable_part();
   part->set_upload_id(std::string(upload_id));
   part->set_parts(parts);
@@ -109,14 +109,15 @@ grpc::Status RawPut(RawStub& stub, const std::vector<v1::PutRequest>& messages,
 }
 
 grpc::Status RawPutPart(RawStub& stub, const std::vector<v1::PutRequest>& messages,
-                        v1::PutResponse* response, bool writes_done, std::string_view bearer_token) {
+                        v1::PutResponse* response, bool writes_done,
+                        std::string_view bearer_token) {
   return SendPut(stub, &RawStub::PutPart, messages, response, writes_done, bearer_token);
 }
 
 grpc::Status RawPutBytes(RawStub& stub, std::string_view name, std::string_view bytes,
                          v1::PutResponse* response, size_t chunk_bytes) {
-  std::vector<v1::PutRequest> messages = {HeaderMessage(
-      name, RawDataType(1, 8), {static_cast<int64_t>(bytes.size())}, bytes.size())};
+  std::vector<v1::PutRequest> messages = {
+      HeaderMessage(name, RawDataType(1, 8), {static_cast<int64_t>(bytes.size())}, bytes.size())};
   for (size_t offset = 0; offset < bytes.size(); offset += chunk_bytes) {
     messages.push_back(ChunkMessage(offset, bytes.substr(offset, chunk_bytes)));
   }
@@ -125,7 +126,8 @@ grpc::Status RawPutBytes(RawStub& stub, std::string_view name, std::string_view 
 
 grpc::Status RawFetch(RawStub& stub, const v1::FetchRequest& request, RawFetchResult* result) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
-  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader = stub.Fetch(context.get(), request);
+  std::unique_ptr<grpc::ClientReader<v1::FetchResponse>> reader =
+      stub.Fetch(context.get(), request);
   RawFetchResult local;
   RawFetchResult& out = result != nullptr ? *result : local;
   out = RawFetchResult();
@@ -171,8 +173,7 @@ grpc::Status RawFetch(RawStub& stub, const v1::FetchRequest& request, RawFetchRe
   return status;
 }
 
-grpc::Status RawStat(RawStub& stub, std::string_view name, uint64_t version,
-                     v1::TensorInfo* info) {
+grpc::Status RawStat(RawStub& stub, std::string_view name, uint64_t version, v1::TensorInfo* info) {
   std::unique_ptr<grpc::ClientContext> context = RawContext();
   v1::StatRequest request;
   request.set_name(std::string(name));

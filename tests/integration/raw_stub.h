@@ -60,8 +60,8 @@ grpc::Status RawPutBytes(RawStub& stub, std::string_view name, std::string_view 
 
 struct RawFetchResult {
   v1::FetchHeader header;
-  std::string bytes;          // the header's inline data or the chunks' data
-  bool inline_data = false;   // the bytes came in the header
+  std::string bytes;         // the header's inline data or the chunks' data
+  bool inline_data = false;  // the bytes came in the header
   size_t chunks = 0;
   uint64_t largest_chunk = 0;
 };

@@ -82,7 +82,8 @@ TEST_P(RegistryOpsTest, ListByPrefixInPages) {
     page_sizes.push_back(result->tensors.size());
     for (const TensorInfo& info : result->tensors) {
       seen.push_back(info.name);
-      EXPECT_EQ(info.total_bytes, 10u + (std::find(names.begin(), names.end(), info.name) - names.begin()));
+      EXPECT_EQ(info.total_bytes,
+                10u + (std::find(names.begin(), names.end(), info.name) - names.begin()));
     }
     EXPECT_GT(result->total_bytes, 0u);
     token = result->next_page_token;
@@ -231,8 +232,9 @@ TEST_P(HostCapacityTest, FailedPutsReturnTheirReservation) {
   const std::string chunk = AsString(PatternBytes(100 << 10, 1));
   for (int i = 0; i < 3; ++i) {
     const std::string name = TestTensorName(absl::StrCat("partial", i));
-    EXPECT_FALSE(RawPut(*stub, {HeaderMessage(name, RawDataType(1, 8), {800 << 10}, 800 << 10),
-                                ChunkMessage(0, chunk)},
+    EXPECT_FALSE(RawPut(*stub,
+                        {HeaderMessage(name, RawDataType(1, 8), {800 << 10}, 800 << 10),
+                         ChunkMessage(0, chunk)},
                         nullptr, /*writes_done=*/i % 2 == 0)
                      .ok());
   }

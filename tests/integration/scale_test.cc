@@ -144,7 +144,8 @@ TEST(ScaleTest, AMillionSmallTensorsWithDefaultFlags) {
       static_cast<double>(after.anon_kib - std::min(after.anon_kib, before.anon_kib)) * 1024.0 /
       static_cast<double>(count);
   std::printf(
-      "scale: %llu tensors of %lld bytes in %s (%.0f tensors/s from %d clients, a tenth in single puts); server fds %llu -> "
+      "scale: %llu tensors of %lld bytes in %s (%.0f tensors/s from %d clients, a tenth in single "
+      "puts); server fds %llu -> "
       "%llu, mappings %llu -> %llu; tensor pages %llu MiB; memory beyond the payload %.0f bytes "
       "per tensor (RssAnon %llu -> %llu KiB)\n",
       static_cast<unsigned long long>(count), static_cast<long long>(kTensorBytes),
@@ -155,7 +156,8 @@ TEST(ScaleTest, AMillionSmallTensorsWithDefaultFlags) {
       static_cast<unsigned long long>(after.shmem_kib / 1024), overhead_per_tensor,
       static_cast<unsigned long long>(before.anon_kib),
       static_cast<unsigned long long>(after.anon_kib));
-  ::testing::Test::RecordProperty("overhead_bytes_per_tensor", static_cast<int>(overhead_per_tensor));
+  ::testing::Test::RecordProperty("overhead_bytes_per_tensor",
+                                  static_cast<int>(overhead_per_tensor));
   // 4 KiB slots in 16 MiB arenas: one fd and two mappings per 4,096 tensors.
   const uint64_t arenas = (count + 4095) / 4096;
   EXPECT_LE(after.fds, before.fds + arenas + 16);

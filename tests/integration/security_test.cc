@@ -42,7 +42,8 @@ void ExpectStopsCleanly(ServerProcess& server) {
   absl::StatusOr<int> status = server.Stop(SIGTERM, absl::Seconds(20));
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << "tensord exited with wait status " << *status << ":\n" << server.StderrTail();
+      << "tensord exited with wait status " << *status << ":\n"
+      << server.StderrTail();
   EXPECT_EQ(server.Stderr().find("runtime error:"), std::string::npos) << server.StderrTail();
 }
 
@@ -155,7 +156,8 @@ TEST(SecurityListenTest, PlaintextOnAWildcardAddressNeedsTheFlag) {
   ServerProcessOptions options;
   options.flags = {"--listen=0.0.0.0:0"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> refused = ServerProcess::Start(options);
-  ASSERT_FALSE(refused.ok()) << "tensord served plaintext on 0.0.0.0 without --allow-insecure-remote";
+  ASSERT_FALSE(refused.ok())
+      << "tensord served plaintext on 0.0.0.0 without --allow-insecure-remote";
   EXPECT_NE(refused.status().message().find("listen address '0.0.0.0:0'"), std::string::npos)
       << refused.status();
   EXPECT_NE(refused.status().message().find("--allow-insecure-remote"), std::string::npos);
@@ -274,8 +276,8 @@ TEST_F(SecurityTokenTest, NamespacedTokenTouchesOnlyItsPrefix) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].name, "team-a/mine");
-  EXPECT_TRUE(StatusIs(team_a->List("team-b/").status(), absl::StatusCode::kPermissionDenied,
-                       "team-b/"));
+  EXPECT_TRUE(
+      StatusIs(team_a->List("team-b/").status(), absl::StatusCode::kPermissionDenied, "team-b/"));
 
   // The admin sees and may do everything.
   absl::StatusOr<std::vector<TensorInfo>> everything = admin->ListAll("");
@@ -294,9 +296,8 @@ TEST_F(SecurityTokenTest, APartWithAnotherTokenCannotJoinAPutInParts) {
   auto part = [&](uint64_t offset) {
     return PartMessages("team-a/parted", bytes, upload_id, 2, offset, 1 << 20);
   };
-  std::future<grpc::Status> first = std::async(std::launch::async, [&] {
-    return RawPutPart(*stub, part(0), nullptr, true, kAdminToken);
-  });
+  std::future<grpc::Status> first = std::async(
+      std::launch::async, [&] { return RawPutPart(*stub, part(0), nullptr, true, kAdminToken); });
   // The second part under team-a's token, once the first has made the put
   // (before, it would make a put of its own and wait).
   ASSERT_TRUE(Eventually([&] {
@@ -386,8 +387,8 @@ TEST_F(SecurityStreamTest, StreamsBeyondTheLimitAreRefused) {
   EXPECT_TRUE(StatusIs(client_->Fetch("large").status(), absl::StatusCode::kResourceExhausted,
                        "--max-concurrent-streams"));
   HostTensor small = CompactTensor(kU8, {16}, PatternBytes(16, 1));
-  EXPECT_TRUE(StatusIs(client_->Put("other", small.dl()).status(),
-                       absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(
+      StatusIs(client_->Put("other", small.dl()).status(), absl::StatusCode::kResourceExhausted));
   // Unary calls are not streams.
   EXPECT_TRUE(client_->Stat("large").ok());
 
@@ -402,7 +403,8 @@ TEST_F(SecurityStreamTest, StalledFetchIsCancelledAndReleasesItsLease) {
   StalledFetch stalled = StartStalledFetch(server_->address(), "large");
   EXPECT_EQ(OpenLeases(), 1u);
   EXPECT_TRUE(Eventually([&] { return OpenLeases() == 0; }))
-      << "the stalled fetch still holds its lease; server log:\n" << server_->StderrTail();
+      << "the stalled fetch still holds its lease; server log:\n"
+      << server_->StderrTail();
   EXPECT_NE(server_->Stderr().find("event=stream_idle_cancelled rpc=Fetch"), std::string::npos);
   // The reader, resuming, learns that its stream is gone.
   v1::FetchResponse message;
@@ -488,7 +490,8 @@ TEST_F(SecurityStreamTest, AWaitingPartLivesWhileAnotherMovesAndFailsThePutWhenN
     std::unique_ptr<grpc::ClientContext> info_context = RawContext();
     used = stub->GetServerInfo(info_context.get(), {}, &info).ok() ? info.host_bytes_used() : 0;
     return used == large->total_bytes + kept_info->total_bytes;
-  })) << "the failed put still holds its bytes: " << used;
+  })) << "the failed put still holds its bytes: "
+      << used;
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ std::string DescribeWaitStatus(int status) {
 bool CurrentTestFailed() {
   if (::testing::Test::HasFailure()) return true;
   const ::testing::TestSuite* suite = ::testing::UnitTest::GetInstance()->current_test_suite();
-  return suite != nullptr && (suite->failed_test_count() > 0 || suite->ad_hoc_test_result().Failed());
+  return suite != nullptr &&
+         (suite->failed_test_count() > 0 || suite->ad_hoc_test_result().Failed());
 }
 
 }  // namespace
@@ -97,20 +98,22 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string_view inherited = *entry;
     const std::string_view name = inherited.substr(0, inherited.find('='));
-    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const std::string& set) {
-      return set.size() > name.size() && set.starts_with(name) && set[name.size()] == '=';
-    });
+    const bool replaced =
+        std::any_of(environment.begin(), environment.end(), [&](const std::string& set) {
+          return set.size() > name.size() && set.starts_with(name) && set[name.size()] == '=';
+        });
     if (!replaced) environment.emplace_back(inherited);
   }
   std::vector<char*> envp;
   for (std::string& entry : environment) envp.push_back(entry.data());
   envp.push_back(nullptr);
 
-  ScopedFd log_fd(open(server->stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ScopedFd log_fd(
+      open(server->stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   ScopedFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (log_fd.get() < 0 || null_fd.get() < 0) {
-    return absl::InternalError(absl::StrCat("cannot open ", server->stderr_path_, " or /dev/null: ",
-                                            std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("cannot open ", server->stderr_path_,
+                                            " or /dev/null: ", std::strerror(errno)));
   }
 
   const pid_t parent = getpid();
@@ -149,14 +152,14 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
                        " before it was ready; its stderr:\n", server->StderrTail()));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("tensord wrote no ready file within ",
-                       absl::FormatDuration(options.ready_timeout), "; its stderr:\n",
-                       server->StderrTail()));
+      return absl::DeadlineExceededError(absl::StrCat("tensord wrote no ready file within ",
+                                                      absl::FormatDuration(options.ready_timeout),
+                                                      "; its stderr:\n", server->StderrTail()));
     }
     absl::SleepFor(kPollInterval);
   }
-  for (absl::string_view line : absl::StrSplit(ReadFile(ready_path), '\n', absl::SkipWhitespace())) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(ready_path), '\n', absl::SkipWhitespace())) {
     server->addresses_.emplace_back(line);
   }
   if (server->addresses_.empty()) {
@@ -232,8 +235,8 @@ void ServerProcess::Resume() {
 
 absl::StatusOr<int> ServerProcess::Wait(absl::Duration timeout) {
   if (!Reap(timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat("tensord (pid ", pid_, ") still runs after ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("tensord (pid ", pid_, ") still runs after ", absl::FormatDuration(timeout)));
   }
   return wait_status_;
 }

@@ -109,7 +109,7 @@ TEST_F(SnapshotTest, EveryDurableTensorSurvivesSigkillAfterAnExplicitSnapshot) {
   const size_t sizes[] = {0, 1, 4096, 100'000, 3 << 20};
   for (int i = 0; i < 15; ++i) {
     const std::string name = absl::StrCat("durable/", i);
-    const Retention retention = i % 3 == 0 ? Retention::kCache
+    const Retention retention = i % 3 == 0   ? Retention::kCache
                                 : i % 3 == 1 ? Retention::kPinned
                                              : Retention::kDefault;
     std::vector<uint8_t> bytes = PatternBytes(sizes[i % 5], 1000 + i);
@@ -292,9 +292,9 @@ std::string SafetensorsFile(const std::vector<std::pair<std::string, std::string
   std::string data;
   for (const auto& [name, bytes] : tensors) {
     if (header.size() > 1) header += ",";
-    header += absl::StrCat("\"", name, "\":{\"dtype\":\"U8\",\"shape\":[", bytes.size(),
-                           "],\"data_offsets\":[", data.size(), ",", data.size() + bytes.size(),
-                           "]}");
+    header +=
+        absl::StrCat("\"", name, "\":{\"dtype\":\"U8\",\"shape\":[", bytes.size(),
+                     "],\"data_offsets\":[", data.size(), ",", data.size() + bytes.size(), "]}");
     data += bytes;
   }
   header += "}";

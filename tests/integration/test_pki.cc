@@ -45,18 +45,18 @@ absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Create() {
       return status;
     }
   }
-  for (auto [name, ca, ext] : {std::tuple{"server", "ca", "server.ext"},
-                               std::tuple{"client", "ca", "client.ext"},
-                               std::tuple{"rogue-client", "other-ca", "client.ext"}}) {
-    if (absl::Status status = pki->Run(absl::StrCat(
-            "req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=", name,
-            "' -keyout ", name, ".key -out ", name, ".csr"));
+  for (auto [name, ca, ext] :
+       {std::tuple{"server", "ca", "server.ext"}, std::tuple{"client", "ca", "client.ext"},
+        std::tuple{"rogue-client", "other-ca", "client.ext"}}) {
+    if (absl::Status status = pki->Run(
+            absl::StrCat("req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=", name,
+                         "' -keyout ", name, ".key -out ", name, ".csr"));
         !status.ok()) {
       return status;
     }
-    if (absl::Status status = pki->Run(absl::StrCat(
-            "x509 -req -days 2 -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
-            ".key -CAcreateserial -extfile ", ext, " -out ", name, ".pem"));
+    if (absl::Status status = pki->Run(
+            absl::StrCat("x509 -req -days 2 -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
+                         ".key -CAcreateserial -extfile ", ext, " -out ", name, ".pem"));
         !status.ok()) {
       return status;
     }

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -135,8 +135,9 @@ size_t CompactBytes(DLDataType dtype, const std::vector<int64_t>& shape) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure()
-         << "status is " << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))
-         << ": '" << status.error_message() << "'; expected code "
+         << "status is "
+         << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())) << ": '"
+         << status.error_message() << "'; expected code "
          << absl::StatusCodeToString(static_cast<absl::StatusCode>(code))
          << " with a message containing '" << substring << "'";
 }
@@ -147,14 +148,14 @@ std::string TransportParamName(const ::testing::TestParamInfo<Transport>& info) 
 
 std::string TestTensorName(std::string_view stem) {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = test == nullptr
-                         ? std::string(stem)
-                         : absl::StrCat(test->test_suite_name(), "/", test->name(), "/", std::string(stem));
+  std::string name = test == nullptr ? std::string(stem)
+                                     : absl::StrCat(test->test_suite_name(), "/", test->name(), "/",
+                                                    std::string(stem));
   // Parameterized test names may hold characters names do not allow.
   for (char& c : name) {
     const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
-                         c == '/' || c == '-';
+                         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' || c == '/' ||
+                         c == '-';
     if (!allowed) c = '_';
   }
   return name;
@@ -187,7 +188,8 @@ std::string MapsLineOf(const void* address) {
   const auto target = reinterpret_cast<uintptr_t>(address);
   while (std::getline(maps, line)) {
     uintptr_t begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin && target < end) {
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && target >= begin &&
+        target < end) {
       return line;
     }
   }

@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tensord/dlpack.h"
@@ -39,8 +39,8 @@ struct HostTensor {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // empty: DLTensor.strides = NULL (compact)
   std::vector<uint8_t> storage;
-  size_t data_offset = 0;        // DLTensor.data = storage.data() + data_offset
-  uint64_t byte_offset = 0;      // DLTensor.byte_offset
+  size_t data_offset = 0;    // DLTensor.data = storage.data() + data_offset
+  uint64_t byte_offset = 0;  // DLTensor.byte_offset
 
   DLTensor dl() const;
 };

@@ -80,7 +80,8 @@ TEST_F(WatchTest, ChangesArriveInOrderAndAnAtomicGroupIsOneEvent) {
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   std::vector<HostTensor> tensors;
   for (int i = 0; i < 3; ++i) tensors.push_back(CompactTensor(kU8, {4}, PatternBytes(4, 7)));
-  const std::vector<BatchPutItem> items = {{"m/g/0", tensors[0].dl()}, {"m/g/1", tensors[1].dl()}, {"other/g/2", tensors[2].dl()}};
+  const std::vector<BatchPutItem> items = {
+      {"m/g/0", tensors[0].dl()}, {"m/g/1", tensors[1].dl()}, {"other/g/2", tensors[2].dl()}};
   BatchPutOptions atomic;
   atomic.atomic = true;
   absl::StatusOr<BatchPutResult> group = client_->BatchPut(items, atomic);
@@ -197,7 +198,8 @@ TEST_F(WatchTest, ASlowWatcherNeverSkipsAChangeSilently) {
   for (int batch = 0; batch < kBatches; ++batch) {
     std::vector<std::string> names;
     std::vector<BatchPutItem> items;
-    for (int i = 0; i < kItems; ++i) names.push_back(absl::StrCat("s/", padding, "/", batch, "/", i));
+    for (int i = 0; i < kItems; ++i)
+      names.push_back(absl::StrCat("s/", padding, "/", batch, "/", i));
     for (int i = 0; i < kItems; ++i) items.push_back({names[i], tensors[i].dl()});
     absl::StatusOr<BatchPutResult> put = client_->BatchPut(items);
     ASSERT_TRUE(put.ok()) << put.status();
@@ -299,8 +301,7 @@ TEST(WatchAuthTest, ATokenWatchesOnlyItsNamespace) {
   constexpr char kAdmin[] = "admin-token-0123456789abcdef";
   constexpr char kTeamA[] = "team-a-token-0123456789abcdef";
   TempDir dir;
-  WriteFile(dir.File("tokens"),
-            absl::StrCat(kAdmin, " admin\n", kTeamA, " read team-a/\n"));
+  WriteFile(dir.File("tokens"), absl::StrCat(kAdmin, " admin\n", kTeamA, " read team-a/\n"));
   ServerProcessOptions options;
   options.flags = {"--tokens-file=" + dir.File("tokens")};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);

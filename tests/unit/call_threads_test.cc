@@ -18,11 +18,13 @@ TEST(CallThreadsTest, RunReturnsBeforeTheWorkAndDestructionWaitsForIt) {
   {
     CallThreads threads(8);
     for (int i = 0; i < 8; ++i) {
-      ASSERT_TRUE(threads.Run([&, released] {
-        if (std::this_thread::get_id() == caller) ran_on_caller = true;
-        released.wait();
-        finished.fetch_add(1);
-      }).ok());
+      ASSERT_TRUE(threads
+                      .Run([&, released] {
+                        if (std::this_thread::get_id() == caller) ran_on_caller = true;
+                        released.wait();
+                        finished.fetch_add(1);
+                      })
+                      .ok());
     }
     // A ninth is refused while eight run, and never runs.
     EXPECT_EQ(threads.Run([&] { finished.fetch_add(100); }).code(),

@@ -113,8 +113,8 @@ absl::StatusOr<VersionInfo> PutBytes(Registry& registry, const std::string& name
 
 TEST(RegistryChangesTest, PublishesDeletesAndGroupsAreOneChangeEachInVersionOrder) {
   Registry registry(RegistryOptions{});
-  ASSERT_TRUE(PutBytes(registry, "m/a", 8).ok());                  // 1
-  ASSERT_TRUE(PutBytes(registry, "m/b", 8).ok());                  // 2
+  ASSERT_TRUE(PutBytes(registry, "m/a", 8).ok());                // 1
+  ASSERT_TRUE(PutBytes(registry, "m/b", 8).ok());                // 2
   absl::StatusOr<uint64_t> removed = registry.Delete("m/a", 0);  // 3
   ASSERT_TRUE(removed.ok());
   EXPECT_EQ(*removed, 1u);
@@ -170,8 +170,7 @@ TEST(RegistryChangesTest, StartWatchTakesExistingVersionsAndThePositionTogether)
   ASSERT_EQ(start->existing.size(), 2u);
   EXPECT_EQ(start->existing[1].name, "m/b");
 
-  EXPECT_EQ(registry.StartWatch("m/", true, 0, 1).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(registry.StartWatch("m/", true, 0, 1).status().code(), absl::StatusCode::kOutOfRange);
   absl::StatusOr<WatchStart> resumed = registry.StartWatch("m/", false, 2, 10);
   ASSERT_TRUE(resumed.ok());
   EXPECT_EQ(resumed->position, 2u);

@@ -26,8 +26,8 @@ ClusterFlags MinimalFlags() {
   if (config.status().code() != absl::StatusCode::kInvalidArgument ||
       !absl::StrContains(config.status().message(), flag) ||
       !absl::StrContains(config.status().message(), value)) {
-    return ::testing::AssertionFailure() << config.status() << " does not name " << flag << " "
-                                         << value;
+    return ::testing::AssertionFailure()
+           << config.status() << " does not name " << flag << " " << value;
   }
   return ::testing::AssertionSuccess();
 }
@@ -58,7 +58,8 @@ TEST(ClusterConfigTest, MalformedValuesAreRefusedNamingFlagAndValue) {
   flags.etcd_endpoints = "http://127.0.0.1:2379,ftp://etcd:2379";
   EXPECT_TRUE(RefusedNaming(ClusterConfigFromFlags(flags), "--etcd-endpoints", "ftp://etcd:2379"));
   flags.etcd_endpoints = "etcd-without-port";
-  EXPECT_TRUE(RefusedNaming(ClusterConfigFromFlags(flags), "--etcd-endpoints", "etcd-without-port"));
+  EXPECT_TRUE(
+      RefusedNaming(ClusterConfigFromFlags(flags), "--etcd-endpoints", "etcd-without-port"));
   flags.etcd_endpoints = "http://etcd:99999";
   EXPECT_TRUE(RefusedNaming(ClusterConfigFromFlags(flags), "--etcd-endpoints", "99999"));
   flags.etcd_endpoints = " , ";
@@ -138,7 +139,8 @@ TEST(ClusterConfigTest, AdvertiseAddressDefaultsToAReachableListenAddress) {
   EXPECT_EQ(*ChooseAdvertiseAddress("", {"127.0.0.1:4000"}, local_etcd), "127.0.0.1:4000");
   chosen = ChooseAdvertiseAddress("", {"127.0.0.1:4000"}, remote_etcd);
   ASSERT_FALSE(chosen.ok());
-  EXPECT_TRUE(absl::StrContains(chosen.status().message(), "https://etcd-2:2379")) << chosen.status();
+  EXPECT_TRUE(absl::StrContains(chosen.status().message(), "https://etcd-2:2379"))
+      << chosen.status();
   // Wildcards and Unix-only listeners cannot be advertised.
   chosen = ChooseAdvertiseAddress("", {"0.0.0.0:50051"}, local_etcd);
   ASSERT_FALSE(chosen.ok());

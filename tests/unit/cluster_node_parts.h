@@ -87,8 +87,7 @@ class ClusterNodeParts {
     write_options.self = self_;
     write_options.prefix = kClusterPrefix;
     writes_ = std::make_unique<ClusterWrites>(write_options, registry_, store_, *committer_,
-                                              *members_, *peers_, *pool_, *cache_copies_,
-                                              *latest_);
+                                              *members_, *peers_, *pool_, *cache_copies_, *latest_);
   }
 
   // In ClusterNode's order: nothing running reaches what is gone.

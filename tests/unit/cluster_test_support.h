@@ -70,8 +70,8 @@ class GatedKvStore final : public KvStore {
     }
     return inner_->Txn(compares, success, failure);
   }
-  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
-                               int64_t revision, int64_t limit) override {
+  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
+                               int64_t limit) override {
     return inner_->Range(key, range_end, revision, limit);
   }
   absl::Status Watch(absl::string_view prefix, int64_t start_revision,

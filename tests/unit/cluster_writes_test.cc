@@ -36,7 +36,8 @@ absl::Status ReplicateNow(ClusterWrites& writes, ReplicaSource source) {
 }
 
 NameRecord RecordNow(KvStore& store, const std::string& name) {
-  absl::StatusOr<std::optional<EtcdKeyValue>> kv = KvGet(store, NameRecordKey(kClusterPrefix, name));
+  absl::StatusOr<std::optional<EtcdKeyValue>> kv =
+      KvGet(store, NameRecordKey(kClusterPrefix, name));
   if (!kv.ok() || !kv->has_value()) return NameRecord{};
   absl::StatusOr<NameRecord> record = DecodeNameRecord(kClusterPrefix, **kv);
   return record.ok() ? *record : NameRecord{};
@@ -62,9 +63,12 @@ TEST_F(ClusterWritesTest, AReplicaOfAVersionHeldAsACacheCopyIsKeptDurably) {
   absl::StatusOr<VersionInfo> read_copy = node_.registry().Stat("w", 0);
   ASSERT_TRUE(read_copy.ok()) << read_copy.status();
 
-  const absl::Status replicated = ReplicateNow(
-      node_.writes(), ReplicaSource{.name = "w", .node = "node-b", .origin = origin,
-                                    .total_bytes = 16, .crc32c = read_copy->crc32c});
+  const absl::Status replicated =
+      ReplicateNow(node_.writes(), ReplicaSource{.name = "w",
+                                                 .node = "node-b",
+                                                 .origin = origin,
+                                                 .total_bytes = 16,
+                                                 .crc32c = read_copy->crc32c});
   ASSERT_TRUE(replicated.ok()) << replicated;
   absl::StatusOr<VersionInfo> kept = node_.registry().Stat("w", 0);
   ASSERT_TRUE(kept.ok()) << kept.status();
@@ -81,12 +85,11 @@ TEST_F(ClusterWritesTest, AReplicaOfAVersionHeldDurablyOnlyJoinsTheHolders) {
   ASSERT_TRUE(PublishLocal(node_.registry(), "d", 4, 3.0f, origin).ok());
   const uint64_t version = node_.registry().Stat("d", 0)->version;
   const absl::Status replicated = ReplicateNow(
-      node_.writes(), ReplicaSource{.name = "d", .node = "node-b", .origin = origin,
-                                    .total_bytes = 16});
+      node_.writes(),
+      ReplicaSource{.name = "d", .node = "node-b", .origin = origin, .total_bytes = 16});
   ASSERT_TRUE(replicated.ok()) << replicated;
   EXPECT_EQ(node_.registry().Stat("d", 0)->version, version);  // the same copy, not a new one
-  EXPECT_EQ(RecordNow(node_.store(), "d").holders,
-            (std::vector<std::string>{"node-b", "node-a"}));
+  EXPECT_EQ(RecordNow(node_.store(), "d").holders, (std::vector<std::string>{"node-b", "node-a"}));
 }
 
 }  // namespace

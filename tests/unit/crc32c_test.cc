@@ -106,8 +106,8 @@ TEST(Crc32cTest, CombineOfTwoPartsIsTheWholesCrc) {
   const uint32_t whole = Crc32c(data.data(), data.size());
   std::mt19937 rng(7);
   for (size_t split : {size_t{0}, size_t{1}, size_t{4096}, data.size() - 1, data.size()}) {
-    EXPECT_EQ(Crc32cCombine(Crc32c(data.data(), split), Crc32c(data.data() + split, data.size() - split),
-                            data.size() - split),
+    EXPECT_EQ(Crc32cCombine(Crc32c(data.data(), split),
+                            Crc32c(data.data() + split, data.size() - split), data.size() - split),
               whole)
         << "split=" << split;
   }
@@ -117,7 +117,8 @@ TEST(Crc32cTest, CombineOfTwoPartsIsTheWholesCrc) {
     size_t second = first + rng() % (data.size() - first + 1);
     uint32_t crc = Crc32c(data.data(), first);
     crc = Crc32cCombine(crc, Crc32c(data.data() + first, second - first), second - first);
-    crc = Crc32cCombine(crc, Crc32c(data.data() + second, data.size() - second), data.size() - second);
+    crc = Crc32cCombine(crc, Crc32c(data.data() + second, data.size() - second),
+                        data.size() - second);
     EXPECT_EQ(crc, whole) << first << " " << second;
   }
 }

@@ -108,11 +108,13 @@ TEST(DataTypeTest, AliasesParse) {
     DLDataType dtype;
   };
   const Alias aliases[] = {
-      {"f32", {kFloat, 32, 1}},   {"float", {kFloat, 32, 1}},  {"half", {kFloat, 16, 1}},
-      {"f16", {kFloat, 16, 1}},   {"bf16", {kBfloat, 16, 1}},  {"double", {kFloat, 64, 1}},
-      {"i64", {kInt, 64, 1}},     {"u8", {kUInt, 8, 1}},       {"b1", {kBool, 8, 1}},
-      {"handle", {kOpaqueHandle, 64, 1}}, {"F32", {kFloat, 32, 1}},
-      {"BFloat16", {kBfloat, 16, 1}},     {"f32x4", {kFloat, 32, 4}},
+      {"f32", {kFloat, 32, 1}},   {"float", {kFloat, 32, 1}},
+      {"half", {kFloat, 16, 1}},  {"f16", {kFloat, 16, 1}},
+      {"bf16", {kBfloat, 16, 1}}, {"double", {kFloat, 64, 1}},
+      {"i64", {kInt, 64, 1}},     {"u8", {kUInt, 8, 1}},
+      {"b1", {kBool, 8, 1}},      {"handle", {kOpaqueHandle, 64, 1}},
+      {"F32", {kFloat, 32, 1}},   {"BFloat16", {kBfloat, 16, 1}},
+      {"f32x4", {kFloat, 32, 4}},
   };
   for (const Alias& a : aliases) {
     auto parsed = ParseDataType(a.text);
@@ -122,9 +124,9 @@ TEST(DataTypeTest, AliasesParse) {
 }
 
 TEST(DataTypeTest, ParseRejectsUnknownNamesAndBadLanes) {
-  for (const char* text : {"", "float31", "int3", "x4", "float32x", "float32y4", "complex",
-                           "float8", "float32x0", "float32x65", "float32x99999999999999999999",
-                           "float32x-1", " float32"}) {
+  for (const char* text :
+       {"", "float31", "int3", "x4", "float32x", "float32y4", "complex", "float8", "float32x0",
+        "float32x65", "float32x99999999999999999999", "float32x-1", " float32"}) {
     auto parsed = ParseDataType(text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << text;
@@ -167,8 +169,8 @@ TEST(DataTypeTest, SubByteDetection) {
   EXPECT_TRUE(IsSubByte({kUInt, 1, 1}));
   EXPECT_TRUE(IsSubByte({kFloat4_e2m1fn, 4, 1}));
   EXPECT_TRUE(IsSubByte({kFloat6_e3m2fn, 6, 1}));
-  EXPECT_TRUE(IsSubByte({kInt, 4, 3}));  // 12 bits.
-  EXPECT_FALSE(IsSubByte({kInt, 4, 2}));  // 8 bits: one whole byte.
+  EXPECT_TRUE(IsSubByte({kInt, 4, 3}));             // 12 bits.
+  EXPECT_FALSE(IsSubByte({kInt, 4, 2}));            // 8 bits: one whole byte.
   EXPECT_FALSE(IsSubByte({kFloat6_e2m3fn, 6, 4}));  // 24 bits.
   EXPECT_FALSE(IsSubByte({kFloat8_e5m2, 8, 1}));
   EXPECT_FALSE(IsSubByte({kBool, 8, 1}));

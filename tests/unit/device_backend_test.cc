@@ -197,7 +197,8 @@ TEST_P(DeviceBackendTest, ErrorsNameTheirValues) {
   int count = backend_->device_count();
   auto bad_device = backend_->Allocate(count, 4096, HandleKind::kLegacyIpc);
   EXPECT_EQ(bad_device.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad_device.status().message()), HasSubstr(absl::StrCat("device ", count)));
+  EXPECT_THAT(std::string(bad_device.status().message()),
+              HasSubstr(absl::StrCat("device ", count)));
   EXPECT_EQ(backend_->Allocate(-1, 4096, HandleKind::kLegacyIpc).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(backend_->CreateStream(count).status().code(), absl::StatusCode::kInvalidArgument);
@@ -352,8 +353,8 @@ void DeviceBackendTest::RunChildImport(HandleKind kind) {
   // Everything the child needs is built before fork(): it only execs.
   std::string self = "/proc/self/exe";
   std::string filter = absl::StrCat("--gtest_filter=", kChildTest);
-  std::string env = absl::StrCat(kChildEnv, "=", GetParam().name, ":", GetParam().device_count,
-                                 ":", child_end.get());
+  std::string env = absl::StrCat(kChildEnv, "=", GetParam().name, ":", GetParam().device_count, ":",
+                                 child_end.get());
   std::vector<char*> argv = {self.data(), filter.data(), nullptr};
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -398,8 +399,7 @@ TEST_P(DeviceBackendTest, PosixFdImportsInAnotherProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceBackendTest,
                          ::testing::Values(BackendParam{"simulated", 1},
-                                           BackendParam{"simulated", 2},
-                                           BackendParam{"cuda", 0}),
+                                           BackendParam{"simulated", 2}, BackendParam{"cuda", 0}),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            return absl::StrCat(info.param.name, info.param.device_count);
                          });
@@ -432,8 +432,8 @@ TEST(DeviceBackendChildProcess, ImportsWhatTheParentExported) {
       fail(absl::StrCat("import: ", imported.status().ToString()));
     } else {
       std::vector<uint8_t> bytes(handle->size);
-      absl::Status read = (*backend)->CopyDeviceToHost(bytes.data(), **imported, 0, bytes.size(),
-                                                       nullptr);
+      absl::Status read =
+          (*backend)->CopyDeviceToHost(bytes.data(), **imported, 0, bytes.size(), nullptr);
       if (!read.ok() || bytes != Pattern(handle->size, 6)) {
         fail(absl::StrCat("the imported bytes differ from the parent's: ", read.ToString()));
       }

@@ -100,11 +100,11 @@ TEST(DeviceImportCacheTest, TensorsOfOneVersionAreKeptApart) {
 
 TEST(DeviceImportCacheTest, ImporterFailureIsRememberedAndNamed) {
   int made = 0;
-  DeviceImportCache cache([&made](absl::string_view backend)
-                              -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
-    ++made;
-    return absl::UnavailableError(absl::StrCat("no importer for ", backend));
-  });
+  DeviceImportCache cache(
+      [&made](absl::string_view backend) -> absl::StatusOr<std::unique_ptr<DeviceBackend>> {
+        ++made;
+        return absl::UnavailableError(absl::StrCat("no importer for ", backend));
+      });
   std::unique_ptr<DeviceBackend> server = CreateSimulatedBackend(1);
   PosixFdExport exported = ExportPosixFd(*server, Pattern(64, 4));
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -213,8 +213,7 @@ TEST(HandoffDeviceHandleTest, MalformedHandlesAreRefusedByField) {
   auto refused = [&](v1::DeviceHandle proto, ScopedFd fd, absl::string_view mention) {
     auto handle = DeviceHandleFromProto(proto, std::move(fd));
     EXPECT_EQ(handle.status().code(), absl::StatusCode::kInvalidArgument) << mention;
-    EXPECT_NE(handle.status().message().find(mention), absl::string_view::npos)
-        << handle.status();
+    EXPECT_NE(handle.status().message().find(mention), absl::string_view::npos) << handle.status();
   };
   refused(good, ScopedFd(), "no fd");
   v1::DeviceHandle bad = good;

@@ -9,9 +9,9 @@ namespace {
 
 TEST(EtcdStatusTest, ADeadlineThatPassedInsideEtcdIsATimeout) {
   // What etcd 3.4 answers a LeaseGrant whose grpc-timeout ran out in raft.
-  const absl::Status status = EtcdCallStatus(
-      grpc::Status(grpc::StatusCode::UNKNOWN, "context deadline exceeded"), "lease grant",
-      "http://127.0.0.1:2379");
+  const absl::Status status =
+      EtcdCallStatus(grpc::Status(grpc::StatusCode::UNKNOWN, "context deadline exceeded"),
+                     "lease grant", "http://127.0.0.1:2379");
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "lease grant")) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "http://127.0.0.1:2379")) << status;
@@ -50,16 +50,17 @@ TEST(EtcdStatusTest, EtcdsVerdictsKeepTheirCodeAndAreNotEndpointFailures) {
 }
 
 TEST(EtcdStatusTest, UnreachableAndTimedOutEndpointsAreEndpointFailures) {
-  EXPECT_TRUE(IsEtcdEndpointFailure(
-      EtcdCallStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused"), "put", "e")));
+  EXPECT_TRUE(IsEtcdEndpointFailure(EtcdCallStatus(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused"), "put", "e")));
   EXPECT_TRUE(IsEtcdEndpointFailure(EtcdCallStatus(
       grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), "put", "e")));
 }
 
 TEST(EtcdStatusTest, AFullQuotaNamesTheFlagAndTheWayOut) {
-  const absl::Status status = EtcdCallStatus(
-      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded"),
-      "txn", "e");
+  const absl::Status status =
+      EtcdCallStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "etcdserver: mvcc: database space exceeded"),
+                     "txn", "e");
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(status.message(), "--quota-backend-bytes")) << status;
 }

@@ -166,7 +166,8 @@ TEST_F(FetchStreamReceiverTest, RangeBeyondTheTensorIsRefusedBeforeAskingForMemo
   FetchStreamReceiver receiver(options_, destination);
   absl::Status status = receiver.Receive(HeaderMessage(HeaderFor(8, 9, crc_)));
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(status.message().find("range [8, +9) of a 16-byte tensor"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("range [8, +9) of a 16-byte tensor"), std::string::npos)
+      << status;
   EXPECT_EQ(destinations_asked_, 0);
 }
 
@@ -186,7 +187,8 @@ TEST_F(FetchStreamReceiverTest, InlineDataOfTheWrongSizeIsRefused) {
   header.set_inline_data(std::string(15, 'x'));
   absl::Status status = receiver.Receive(HeaderMessage(header));
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(status.message().find("15 inline bytes of a 16-byte range"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("15 inline bytes of a 16-byte range"), std::string::npos)
+      << status;
   EXPECT_EQ(buffer_, std::vector<uint8_t>(kTensorBytes, 0));  // nothing copied
 }
 

@@ -58,7 +58,8 @@ TEST(GroupLookupTest, ARevisionThatWroteNoGroupIsNotFoundSayingWhy) {
 
   absl::StatusOr<GroupMembers> outside = FindGroupAt(store, kPrefix, single, kPatience);
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(absl::StrContains(outside.status().message(), "outside any group")) << outside.status();
+  EXPECT_TRUE(absl::StrContains(outside.status().message(), "outside any group"))
+      << outside.status();
 
   absl::StatusOr<GroupMembers> none = FindGroupAt(store, kPrefix, elsewhere, kPatience);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
@@ -67,7 +68,8 @@ TEST(GroupLookupTest, ARevisionThatWroteNoGroupIsNotFoundSayingWhy) {
 
   absl::StatusOr<GroupMembers> future = FindGroupAt(store, kPrefix, single + 100, kPatience);
   EXPECT_EQ(future.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(absl::StrContains(future.status().message(), "etcd is at revision")) << future.status();
+  EXPECT_TRUE(absl::StrContains(future.status().message(), "etcd is at revision"))
+      << future.status();
 
   EXPECT_EQ(FindGroupAt(store, kPrefix, 0, kPatience).status().code(),
             absl::StatusCode::kInvalidArgument);

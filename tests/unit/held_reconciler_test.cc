@@ -83,7 +83,8 @@ TEST_F(HeldReconcilerTest, AnOrderedCopyWhoseRecordMovedOnOrWentIsDropped) {
 // A restored version the record still orders is kept, and this node is
 // listed among its holders again (the record's origin unchanged).
 TEST_F(HeldReconcilerTest, AnOrderedCopyTheRecordStillNamesIsKeptAndJoinsTheHolders) {
-  const int64_t origin = PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("kept", "node-b"));
+  const int64_t origin =
+      PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("kept", "node-b"));
   ASSERT_TRUE(PublishLocal(node_.registry(), "kept", 4, 1.0f, origin).ok());
   absl::StatusOr<ReconcileCounts> counts = Reconcile();
   ASSERT_TRUE(counts.ok()) << counts.status();
@@ -128,9 +129,9 @@ TEST_F(HeldReconcilerTest, AnUnorderedVersionWithoutARecordIsOrderedNow) {
 TEST_F(HeldReconcilerTest, AnUnorderedVersionWithTheRecordsBytesJoinsTheHolders) {
   absl::StatusOr<VersionInfo> preloaded = PublishLocal(node_.registry(), "same", 8, 3.0f, 0);
   ASSERT_TRUE(preloaded.ok());
-  const int64_t origin = PutNameRecord(
-      node_.store(), kClusterPrefix,
-      SampleRecord("same", "node-b", preloaded->total_bytes, preloaded->crc32c));
+  const int64_t origin =
+      PutNameRecord(node_.store(), kClusterPrefix,
+                    SampleRecord("same", "node-b", preloaded->total_bytes, preloaded->crc32c));
   absl::StatusOr<ReconcileCounts> counts = Reconcile();
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->joined, 1u);
@@ -148,9 +149,9 @@ TEST_F(HeldReconcilerTest, AnUnorderedVersionWithTheRecordsBytesJoinsTheHolders)
 TEST_F(HeldReconcilerTest, AnUnorderedVersionWithOtherBytesThanTheRecordIsDropped) {
   absl::StatusOr<VersionInfo> preloaded = PublishLocal(node_.registry(), "other", 8, 4.0f, 0);
   ASSERT_TRUE(preloaded.ok());
-  const int64_t origin = PutNameRecord(
-      node_.store(), kClusterPrefix,
-      SampleRecord("other", "node-b", preloaded->total_bytes, preloaded->crc32c ^ 1));
+  const int64_t origin =
+      PutNameRecord(node_.store(), kClusterPrefix,
+                    SampleRecord("other", "node-b", preloaded->total_bytes, preloaded->crc32c ^ 1));
   absl::StatusOr<ReconcileCounts> counts = Reconcile();
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->dropped, 1u);

@@ -69,11 +69,11 @@ TEST(HostBufferTest, AllocatePagesBacksEveryPageBeforeAnyWrite) {
   constexpr uint64_t kSize = 64 * 4096 + 1;
   auto buffer = HostBuffer::Create(kSize, "allocated");
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  struct stat before{};
+  struct stat before {};
   ASSERT_EQ(fstat((*buffer)->fd(), &before), 0);
   EXPECT_EQ(before.st_blocks, 0);  // nothing allocated until written
   ASSERT_TRUE((*buffer)->AllocatePages().ok());
-  struct stat after{};
+  struct stat after {};
   ASSERT_EQ(fstat((*buffer)->fd(), &after), 0);
   EXPECT_GE(static_cast<uint64_t>(after.st_blocks) * 512, kSize);
   ASSERT_TRUE((*buffer)->Seal().ok());

@@ -130,7 +130,8 @@ TEST_F(LatestReadsTest, AnUndecodableRecordIsUnavailable) {
 TEST_F(LatestReadsTest, ARecordWhoseHoldersAreNotLiveMembersIsUnavailableNamingThem) {
   const int64_t older = PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("m", "node-a"));
   ASSERT_TRUE(PublishLocal(node_.registry(), "m", 16, 1.0f, older).ok());
-  const int64_t origin = PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("m", "node-gone"));
+  const int64_t origin =
+      PutNameRecord(node_.store(), kClusterPrefix, SampleRecord("m", "node-gone"));
   const std::vector<absl::Status> answers = EnsureLatestNow(node_.latest(), {"m"});
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_EQ(answers[0].code(), absl::StatusCode::kUnavailable) << answers[0];

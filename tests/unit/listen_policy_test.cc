@@ -6,9 +6,9 @@ namespace tensord {
 namespace {
 
 TEST(ListenPolicyTest, LoopbackAndUnixAreLocalOnly) {
-  for (const char* address : {"unix:/run/tensord.sock", "127.0.0.1:50051", "127.3.2.1:0",
-                              "localhost:1", "LOCALHOST:1", "[::1]:50051",
-                              "[::ffff:127.0.0.1]:7"}) {
+  for (const char* address :
+       {"unix:/run/tensord.sock", "127.0.0.1:50051", "127.3.2.1:0", "localhost:1", "LOCALHOST:1",
+        "[::1]:50051", "[::ffff:127.0.0.1]:7"}) {
     EXPECT_TRUE(IsLocalOnlyAddress(address)) << address;
     EXPECT_TRUE(CheckPlaintextListener(address, false, false).ok()) << address;
   }

@@ -471,7 +471,8 @@ TEST(DirectoryEntriesTest, ListsEveryNameButDotsAndStopsWhenAsked) {
   const std::string directory = absl::StrCat(::testing::TempDir(), "/entries-", ::getpid());
   std::filesystem::remove_all(directory);
   ASSERT_TRUE(std::filesystem::create_directory(directory));
-  for (const char* name : {"a", "b", "c"}) std::ofstream(absl::StrCat(directory, "/", name)) << name;
+  for (const char* name : {"a", "b", "c"})
+    std::ofstream(absl::StrCat(directory, "/", name)) << name;
   std::vector<std::string> names;
   ASSERT_TRUE(ForEachDirectoryEntry(directory, [&](absl::string_view name) {
                 names.emplace_back(name);
@@ -482,7 +483,8 @@ TEST(DirectoryEntriesTest, ListsEveryNameButDotsAndStopsWhenAsked) {
   // Stopping early and failing both give the directory's fd back.
   const uint64_t fds_before = OpenFileCount();
   int visited = 0;
-  EXPECT_TRUE(ForEachDirectoryEntry(directory, [&](absl::string_view) { return ++visited < 2; }).ok());
+  EXPECT_TRUE(
+      ForEachDirectoryEntry(directory, [&](absl::string_view) { return ++visited < 2; }).ok());
   EXPECT_EQ(visited, 2);
   EXPECT_EQ(OpenFileCount(), fds_before);
   std::filesystem::remove_all(directory);

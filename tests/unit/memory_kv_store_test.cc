@@ -375,7 +375,10 @@ TEST(MemoryKvStoreTest, AWatchWaitsForNewWritesUntilCancelled) {
   // Cancelled before it starts: it does not start.
   KvWatchCancel cancelled;
   cancelled.Cancel();
-  EXPECT_EQ(store.Watch("p/", 1, [](std::vector<EtcdWatchEvent>) { return true; }, cancelled).code(),
+  EXPECT_EQ(store
+                .Watch(
+                    "p/", 1, [](std::vector<EtcdWatchEvent>) { return true; }, cancelled)
+                .code(),
             absl::StatusCode::kCancelled);
 }
 
@@ -397,7 +400,10 @@ TEST(MemoryKvStoreTest, AnUnreachableStoreFailsEveryCallAndEndsOpenWatches) {
   EXPECT_EQ(store.GrantLease(absl::Seconds(5)).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store.Compact(1).code(), absl::StatusCode::kUnavailable);
   KvWatchCancel cancel;
-  EXPECT_EQ(store.Watch("p/", 1, [](std::vector<EtcdWatchEvent>) { return true; }, cancel).code(),
+  EXPECT_EQ(store
+                .Watch(
+                    "p/", 1, [](std::vector<EtcdWatchEvent>) { return true; }, cancel)
+                .code(),
             absl::StatusCode::kUnavailable);
   EXPECT_GT(store.errors(), errors_before);
 
@@ -485,8 +491,8 @@ class RangeWidthRecorder final : public KvStore {
                                   std::span<const KvOp> failure) override {
     return inner_.Txn(compares, success, failure);
   }
-  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
-                               int64_t revision, int64_t limit) override {
+  absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
+                               int64_t limit) override {
     absl::StatusOr<KvPage> spanned = inner_.Range(key, range_end, revision, 0);
     if (spanned.ok()) widths.push_back(spanned->values.size());
     return inner_.Range(key, range_end, revision, limit);

@@ -65,9 +65,10 @@ TEST(NameRecordTest, WhatTensordDoesNotWriteIsDataLossNamingTheKey) {
            {key, R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"origin":99})"},
            {key, R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"origin":0})"},
        }) {
-    absl::StatusOr<NameRecord> decoded =
-        DecodeNameRecord("/p", EtcdKeyValue{.key = bad.key, .value = bad.value, .mod_revision = 20});
-    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << bad.key << " = " << bad.value;
+    absl::StatusOr<NameRecord> decoded = DecodeNameRecord(
+        "/p", EtcdKeyValue{.key = bad.key, .value = bad.value, .mod_revision = 20});
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss)
+        << bad.key << " = " << bad.value;
     if (!decoded.ok()) {
       EXPECT_NE(decoded.status().message().find(bad.key.substr(0, 20)), std::string::npos)
           << decoded.status();
@@ -83,7 +84,8 @@ TEST(NameRecordTest, UnknownFieldsAreIgnoredAndAnOriginMayEqualTheKeysRevision) 
   std::string value = EncodeNameRecord(record, /*with_origin=*/true);
   value.insert(1, R"("zone":"eu-1","replicas":{"wanted":3},)");
   absl::StatusOr<NameRecord> decoded = DecodeNameRecord(
-      "/p", EtcdKeyValue{.key = NameRecordKey("/p", "model/w"), .value = value, .mod_revision = 30});
+      "/p",
+      EtcdKeyValue{.key = NameRecordKey("/p", "model/w"), .value = value, .mod_revision = 30});
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->origin, 30);
   EXPECT_EQ(decoded->holders, record.holders);
@@ -96,13 +98,14 @@ TEST(NameRecordTest, AnOversizedValueABadGroupOrAnEmptyNameIsDataLoss) {
   for (const EtcdKeyValue& bad : std::vector<EtcdKeyValue>{
            {.key = key, .value = huge, .mod_revision = 5},
            {.key = key,
-            .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":""})",
-            .mod_revision = 5},
+           .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":""})",
+           .mod_revision = 5},
            {.key = key,
-            .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":7})",
-            .mod_revision = 5},
-           {.key = NameRecordKey("/p", ""), .value = EncodeNameRecord(Sample(), false),
-            .mod_revision = 5},
+           .value = R"({"writer":"node-a","total_bytes":1,"crc32c":1,"holders":["a"],"group":7})",
+           .mod_revision = 5},
+           {.key = NameRecordKey("/p", ""),
+           .value = EncodeNameRecord(Sample(), false),
+           .mod_revision = 5},
        }) {
     EXPECT_EQ(DecodeNameRecord("/p", bad).status().code(), absl::StatusCode::kDataLoss)
         << bad.key << " = " << bad.value.substr(0, 100);

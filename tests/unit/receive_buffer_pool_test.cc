@@ -65,7 +65,8 @@ TEST(ReceiveBufferPoolTest, ReleasesBeyondTheBoundUnmapTheLongestIdleFirst) {
 }
 
 TEST(ReceiveBufferPoolTest, IdleBuffersAreUnmappedAfterTheIdleTime) {
-  std::shared_ptr<ReceiveBufferPool> pool = ReceiveBufferPool::Create(64 * kMiB, absl::Milliseconds(1));
+  std::shared_ptr<ReceiveBufferPool> pool =
+      ReceiveBufferPool::Create(64 * kMiB, absl::Milliseconds(1));
   Take(*pool, 4 * kMiB).reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::shared_ptr<HeapTensorMemory> later = Take(*pool, 4 * kMiB);

@@ -45,7 +45,8 @@ RecordChange Remove(const std::string& name) {
 Answer CommitNow(RecordCommitter& committer, std::vector<RecordChange> changes) {
   auto answered = std::make_shared<std::promise<Answer>>();
   std::future<Answer> answer = answered->get_future();
-  committer.Commit(std::move(changes), [answered](Answer got) { answered->set_value(std::move(got)); });
+  committer.Commit(std::move(changes),
+                   [answered](Answer got) { answered->set_value(std::move(got)); });
   if (answer.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     return absl::DeadlineExceededError("the commit was not answered");
   }
@@ -109,8 +110,7 @@ TEST(RecordCommitterTest, ACommitIsAnsweredWithTheRevisionThatIsTheRecordsOrigin
     EXPECT_EQ(record->origin, committed->revision);
     EXPECT_EQ(record->total_bytes, bytes);
     EXPECT_EQ(record->holders, (std::vector<std::string>{"node-a"}));
-    EXPECT_TRUE(RecordValueOrdersAVersion(
-        (*KvGet(*store, NameRecordKey(kPrefix, "a")))->value));
+    EXPECT_TRUE(RecordValueOrdersAVersion((*KvGet(*store, NameRecordKey(kPrefix, "a")))->value));
   }
   EXPECT_EQ(committer.transactions(), 2u);
   EXPECT_EQ(committer.changes_committed(), 2u);
@@ -238,8 +238,8 @@ TEST(RecordCommitterTest, ChangesWaitingBehindATransactionShareTheNext) {
 TEST(RecordCommitterTest, SharedTransactionsHoldAtMostMaxOpsKeys) {
   auto memory = std::make_shared<MemoryKvStore>();
   auto gated = std::make_shared<GatedKvStore>(memory);
-  RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
-                                                          .max_ops_per_txn = 10, .threads = 1});
+  RecordCommitter committer(
+      gated, RecordCommitterOptions{.prefix = kPrefix, .max_ops_per_txn = 10, .threads = 1});
   gated->Close();
   AnswerLog log(1 + 24);
   committer.Commit({Write("first")}, log.Collect(0));
@@ -261,16 +261,16 @@ TEST(RecordCommitterTest, SharedTransactionsHoldAtMostMaxOpsKeys) {
 TEST(RecordCommitterTest, AnAtomicGroupIsATransactionOfItsOwn) {
   auto memory = std::make_shared<MemoryKvStore>();
   auto gated = std::make_shared<GatedKvStore>(memory);
-  RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
-                                                          .max_ops_per_txn = 10, .threads = 1});
+  RecordCommitter committer(
+      gated, RecordCommitterOptions{.prefix = kPrefix, .max_ops_per_txn = 10, .threads = 1});
   gated->Close();
   AnswerLog log(1 + 3 + 2);
   committer.Commit({Write("first")}, log.Collect(0));
   ASSERT_TRUE(gated->AwaitWaiting(1));
   for (size_t i = 0; i < 3; ++i) {
-    committer.Commit({Write(absl::StrCat("a", i)), Write(absl::StrCat("b", i)),
-                      Write(absl::StrCat("c", i))},
-                     log.Collect(1 + i));
+    committer.Commit(
+        {Write(absl::StrCat("a", i)), Write(absl::StrCat("b", i)), Write(absl::StrCat("c", i))},
+        log.Collect(1 + i));
   }
   committer.Commit({Write("single0")}, log.Collect(4));
   committer.Commit({Write("single1")}, log.Collect(5));
@@ -297,8 +297,8 @@ TEST(RecordCommitterTest, AnAtomicGroupIsATransactionOfItsOwn) {
 TEST(RecordCommitterTest, AOneItemGroupIsATransactionOfItsOwn) {
   auto memory = std::make_shared<MemoryKvStore>();
   auto gated = std::make_shared<GatedKvStore>(memory);
-  RecordCommitter committer(gated, RecordCommitterOptions{.prefix = kPrefix,
-                                                          .max_ops_per_txn = 10, .threads = 1});
+  RecordCommitter committer(
+      gated, RecordCommitterOptions{.prefix = kPrefix, .max_ops_per_txn = 10, .threads = 1});
   gated->Close();
   AnswerLog log(4);
   committer.Commit({Write("first")}, log.Collect(0));
@@ -363,8 +363,10 @@ TEST(RecordCommitterTest, DestructionAnswersWhatWaits) {
   opener.join();
   ASSERT_EQ(log.answered(), 3u) << "the destructor returned with commits unanswered";
   EXPECT_TRUE(log.answer(0).ok()) << log.answer(0).status();
-  EXPECT_EQ(log.answer(1).status().code(), absl::StatusCode::kUnavailable) << log.answer(1).status();
-  EXPECT_EQ(log.answer(2).status().code(), absl::StatusCode::kUnavailable) << log.answer(2).status();
+  EXPECT_EQ(log.answer(1).status().code(), absl::StatusCode::kUnavailable)
+      << log.answer(1).status();
+  EXPECT_EQ(log.answer(2).status().code(), absl::StatusCode::kUnavailable)
+      << log.answer(2).status();
   EXPECT_TRUE(ReadRecord(*memory, "in-flight").has_value());
   EXPECT_FALSE(ReadRecord(*memory, "waiting-1").has_value());
 }

@@ -265,7 +265,8 @@ TEST(RecordReaderTest, ConcurrentReadersShareTransactions) {
     const Answers answers = log.answers(i);
     ASSERT_EQ(answers.size(), 2u);
     ASSERT_TRUE(answers[0].ok() && answers[0]->has_value());
-    EXPECT_EQ((*answers[0])->name, absl::StrCat("n", (i / kReadsPerThread + i % kReadsPerThread) % 16));
+    EXPECT_EQ((*answers[0])->name,
+              absl::StrCat("n", (i / kReadsPerThread + i % kReadsPerThread) % 16));
     ASSERT_TRUE(answers[1].ok());
     EXPECT_FALSE(answers[1]->has_value());
   }
@@ -277,8 +278,8 @@ TEST(RecordReaderTest, DestructionAnswersWhatWaits) {
   auto memory = std::make_shared<MemoryKvStore>();
   PutNameRecord(*memory, kPrefix, SampleRecord("in-flight"));
   auto gated = std::make_shared<GatedKvStore>(memory);
-  auto reader = std::make_unique<RecordReader>(
-      gated, RecordReaderOptions{.prefix = kPrefix, .threads = 1});
+  auto reader =
+      std::make_unique<RecordReader>(gated, RecordReaderOptions{.prefix = kPrefix, .threads = 1});
   gated->Close();
   AnswerLog log(3);
   reader->Read({"in-flight"}, log.Collect(0));

@@ -27,8 +27,8 @@ RegistryOptions TwoDevices(uint64_t max_device_bytes) {
 }
 
 // Prepares `n` bytes of `fill` on `device` and publishes them.
-absl::StatusOr<VersionInfo> PublishOnDevice(Registry& registry, const std::string& name,
-                                            int device, int64_t n, uint8_t fill) {
+absl::StatusOr<VersionInfo> PublishOnDevice(Registry& registry, const std::string& name, int device,
+                                            int64_t n, uint8_t fill) {
   absl::StatusOr<PendingVersion> pending =
       registry.Prepare(name, BytesOn(device, n), static_cast<uint64_t>(n));
   if (!pending.ok()) return pending.status();
@@ -105,8 +105,7 @@ TEST(RegistryDeviceTest, RefusesWhatItCannotHold) {
   EXPECT_EQ(bad_id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad_id.status().message().find("cuda:2"), std::string::npos) << bad_id.status();
 
-  absl::StatusOr<PendingVersion> cache =
-      registry.Prepare("x", BytesOn(0, 8), 8, Retention::kCache);
+  absl::StatusOr<PendingVersion> cache = registry.Prepare("x", BytesOn(0, 8), 8, Retention::kCache);
   EXPECT_EQ(cache.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.device_bytes_used(0), 0u);
 }

@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
 #include "service/common/crc32c.h"
 #include "service/common/tensor_name.h"
 
@@ -386,8 +386,8 @@ TEST(RegistryGroupTest, AGroupPublishesUnderOneVersionAndIsFetchedWhole) {
   EXPECT_EQ((*whole)[2]->name, "model/c");
 
   // A new group replaces every item; the old group stays whole while held.
-  ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, {"model/a", "model/b", "model/c"}, 2.0f))
-                  .ok());
+  ASSERT_TRUE(
+      registry.PublishGroup(MakeGroup(registry, {"model/a", "model/b", "model/c"}, 2.0f)).ok());
   absl::StatusOr<std::vector<Lease>> old = registry.AcquireGroup(group);
   ASSERT_TRUE(old.ok()) << old.status();
   for (const Lease& lease : *old) EXPECT_EQ(FirstValue(lease), 1.0f);
@@ -436,8 +436,8 @@ TEST(RegistryGroupTest, ReadersNeverSeeHalfAGroup) {
   std::atomic<bool> done{false};
   std::thread writer([&] {
     for (int round = 1; round <= 300; ++round) {
-      ASSERT_TRUE(registry.PublishGroup(MakeGroup(registry, names, static_cast<float>(round)))
-                      .ok());
+      ASSERT_TRUE(
+          registry.PublishGroup(MakeGroup(registry, names, static_cast<float>(round))).ok());
     }
     done = true;
   });

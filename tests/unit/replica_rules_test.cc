@@ -1,6 +1,6 @@
+#include "service/cluster/replica_rules.h"
 #include "gtest/gtest.h"
 #include "service/cluster/rendezvous.h"
-#include "service/cluster/replica_rules.h"
 
 namespace tensord {
 namespace {

@@ -66,7 +66,9 @@ SampleSnapshot Sample() {
   return sample;
 }
 
-absl::string_view View(const std::string& file) { return absl::string_view(file.data(), file.size()); }
+absl::string_view View(const std::string& file) {
+  return absl::string_view(file.data(), file.size());
+}
 
 TEST(SnapshotFormatTest, RoundTripsEntries) {
   SampleSnapshot sample = Sample();
@@ -151,7 +153,10 @@ TEST(SnapshotFormatTest, ConsistentlyChecksummedBadRecordsAreRefused) {
       {"size mismatch", [](std::vector<SnapshotEntry>& e) { e[0].layout.shape = {99}; },
        "needs 99"},
       {"version 0", [](std::vector<SnapshotEntry>& e) { e[0].version = 0; }, "version 0"},
-      {"device", [](std::vector<SnapshotEntry>& e) { e[0].layout.device = DLDevice{kDLCUDA, 0}; },
+      {"device",
+       [](std::vector<SnapshotEntry>& e) {
+         e[0].layout.device = DLDevice{kDLCUDA, 0};
+       },
        "device {type 2"},
   };
   for (const Case& c : cases) {
@@ -203,7 +208,8 @@ class SnapshotStoreTest : public ::testing::Test {
     dlpack::TensorLayout layout;
     layout.dtype = DLDataType{dlpack::kUInt, 8, 1};
     layout.shape = {static_cast<int64_t>(bytes.size())};
-    absl::StatusOr<PendingVersion> pending = registry.Prepare(name, layout, bytes.size(), retention);
+    absl::StatusOr<PendingVersion> pending =
+        registry.Prepare(name, layout, bytes.size(), retention);
     if (!pending.ok()) return pending.status();
     if (!bytes.empty()) {
       EXPECT_TRUE(pending->buffer->Write(0, bytes.data(), bytes.size()).ok());
@@ -225,8 +231,8 @@ class SnapshotStoreTest : public ::testing::Test {
     ASSERT_TRUE(Put(registry, "keep/pinned", "pinned bytes", Retention::kPinned).ok());
     ASSERT_TRUE(Put(registry, "drop/cache", "cache bytes", Retention::kCache).ok());
     ASSERT_TRUE(Put(registry, "keep/empty", "", Retention::kDefault).ok());
-    versions_ = {registry.Stat("keep/default", 0)->version, registry.Stat("keep/pinned", 0)->version,
-                 registry.Stat("keep/empty", 0)->version};
+    versions_ = {registry.Stat("keep/default", 0)->version,
+                 registry.Stat("keep/pinned", 0)->version, registry.Stat("keep/empty", 0)->version};
     absl::StatusOr<SnapshotSummary> written = store.Write(registry);
     ASSERT_TRUE(written.ok()) << written.status();
     EXPECT_EQ(written->tensor_count, 3u);
@@ -368,8 +374,8 @@ TEST_F(SnapshotStoreTest, SnapshotBeyondTheLimitsIsRefusedWholeOrLoadedAsFarAsIt
   ASSERT_NO_FATAL_FAILURE(Open());
   SnapshotStore& store = *store_;
   WriteSample(store);  // 3 tensors, 5012 bytes
-  for (RegistryOptions options : {RegistryOptions{.max_host_bytes = 4096},
-                                  RegistryOptions{.max_tensors = 2}}) {
+  for (RegistryOptions options :
+       {RegistryOptions{.max_host_bytes = 4096}, RegistryOptions{.max_tensors = 2}}) {
     Registry refused(options);
     absl::StatusOr<RestoreSummary> summary = store.Restore(refused, CorruptSnapshotPolicy::kRefuse);
     EXPECT_EQ(summary.status().code(), absl::StatusCode::kResourceExhausted) << summary.status();

@@ -49,7 +49,7 @@ std::unique_ptr<HostBuffer> Filled(SpareBuffers& spares, uint64_t size, uint8_t 
 }
 
 ino_t InodeOf(int fd) {
-  struct stat status{};
+  struct stat status {};
   EXPECT_EQ(::fstat(fd, &status), 0);
   return status.st_ino;
 }
@@ -170,7 +170,8 @@ TEST(SpareBuffersTest, SparesIdleForTheReleaseDelayAreFreed) {
   const bool still_kept = spares->Stats().buffers == 1;
   if (absl::Now() - kept_at < absl::Milliseconds(400)) EXPECT_TRUE(still_kept);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (spares->Stats().buffers != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (spares->Stats().buffers != 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(spares->Stats().buffers, 0u);
   EXPECT_EQ(capacity->used_bytes(), 0u);  // given back with the count, under one lock
 }

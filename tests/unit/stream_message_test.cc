@@ -161,10 +161,18 @@ TEST(StreamMessageTest, LiftedInlineDataFollowsProtobufRules) {
   v1::FetchResponse split;
   split.mutable_header()->set_split(true);
   ASSERT_TRUE(DecodeStreamMessage(SplitEvery(split.SerializeAsString(), 2), message,
-                                  HeaderInlineData::kLift).ok());
+                                  HeaderInlineData::kLift)
+                  .ok());
   EXPECT_FALSE(message.has_inline_data);
   // A repeated field 3: the last wins, as protobuf reads it.
-  std::string twice = std::string("\x1a\x02" "ab", 4) + std::string("\x1a\x03" "xyz", 5);
+  std::string twice = std::string(
+                          "\x1a\x02"
+                          "ab",
+                          4) +
+                      std::string(
+                          "\x1a\x03"
+                          "xyz",
+                          5);
   std::string wire = std::string("\x0a", 1) + static_cast<char>(twice.size()) + twice;
   ASSERT_TRUE(DecodeStreamMessage(SplitEvery(wire, 3), message, HeaderInlineData::kLift).ok());
   EXPECT_EQ(Join(message.inline_data), "xyz");
@@ -181,7 +189,10 @@ TEST(StreamMessageTest, LiftedInlineDataFollowsProtobufRules) {
 TEST(StreamMessageTest, LiftRefusesFieldsBeyondTheHeader) {
   StreamMessage message;
   // Inline data whose length runs past the header's own length.
-  std::string past = std::string("\x0a\x03\x1a\x05" "abcdefgh", 12);
+  std::string past = std::string(
+      "\x0a\x03\x1a\x05"
+      "abcdefgh",
+      12);
   EXPECT_EQ(DecodeStreamMessage(SplitEvery(past, 2), message, HeaderInlineData::kLift).code(),
             absl::StatusCode::kInvalidArgument);
   // A group inside a header.
@@ -191,8 +202,9 @@ TEST(StreamMessageTest, LiftRefusesFieldsBeyondTheHeader) {
   // Every truncation of a valid header fails cleanly.
   const std::string wire = InlineHeaderWire("0123456789");
   for (size_t cut = 1; cut < wire.size(); ++cut) {
-    EXPECT_FALSE(DecodeStreamMessage(SplitEvery(wire.substr(0, cut), 2), message,
-                                     HeaderInlineData::kLift).ok())
+    EXPECT_FALSE(
+        DecodeStreamMessage(SplitEvery(wire.substr(0, cut), 2), message, HeaderInlineData::kLift)
+            .ok())
         << cut;
   }
 }

@@ -23,8 +23,8 @@ constexpr DLDataType kF32{kFloat, 32, 1};
 constexpr DLDataType kU8{kUInt, 8, 1};
 constexpr uint8_t kUntouched = 0xEE;
 
-TensorLayout Layout(DLDataType dtype, std::vector<int64_t> shape,
-                    std::vector<int64_t> strides = {}, uint64_t byte_offset = 0) {
+TensorLayout Layout(DLDataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                    uint64_t byte_offset = 0) {
   TensorLayout layout;
   layout.dtype = dtype;
   layout.shape = std::move(shape);
@@ -102,9 +102,8 @@ TEST(CopyStridedTest, TransposeFloat32) {
   const float source[6] = {0, 1, 2, 3, 4, 5};  // 2x3 row-major.
   float destination[6] = {};
   // Read the 2x3 through column-major strides of its transpose's storage.
-  ASSERT_TRUE(CopyStrided(source, Layout(kF32, {3, 2}, {1, 3}), destination,
-                          Layout(kF32, {3, 2}))
-                  .ok());
+  ASSERT_TRUE(
+      CopyStrided(source, Layout(kF32, {3, 2}, {1, 3}), destination, Layout(kF32, {3, 2})).ok());
   EXPECT_THAT(destination, ElementsAre(0, 3, 1, 4, 2, 5));
 }
 
@@ -119,16 +118,16 @@ TEST(CopyStridedTest, ReverseWithNegativeStride) {
 TEST(CopyStridedTest, ZeroDimCopiesOneElement) {
   const float source[3] = {7, 8, 9};
   float destination[2] = {0, 0};
-  ASSERT_TRUE(CopyStrided(source, Layout(kF32, {}, {}, 8), destination, Layout(kF32, {}, {}, 4))
-                  .ok());
+  ASSERT_TRUE(
+      CopyStrided(source, Layout(kF32, {}, {}, 8), destination, Layout(kF32, {}, {}, 4)).ok());
   EXPECT_THAT(destination, ElementsAre(0, 9));
 }
 
 TEST(CopyStridedTest, ZeroSizeIsNoOp) {
   std::vector<uint8_t> destination(4, kUntouched);
-  ASSERT_TRUE(CopyStrided(nullptr, Layout(kF32, {3, 0}), destination.data(),
-                          Layout(kF32, {3, 0}, {1, 1}))
-                  .ok());
+  ASSERT_TRUE(
+      CopyStrided(nullptr, Layout(kF32, {3, 0}), destination.data(), Layout(kF32, {3, 0}, {1, 1}))
+          .ok());
   EXPECT_THAT(destination, ElementsAre(kUntouched, kUntouched, kUntouched, kUntouched));
 }
 
@@ -162,7 +161,8 @@ TEST(CopyStridedTest, MatchesNaiveOnOddElementSizesAndLanes) {
   ExpectMatchesNaive(Layout(complex128, {3, 2}, {1, 3}), Layout(complex128, {3, 2}));
   ExpectMatchesNaive(Layout(u8x3, {4, 3}, {1, 4}), Layout(u8x3, {4, 3}));
   ExpectMatchesNaive(Layout(f32x64, {2, 2}, {1, 2}), Layout(f32x64, {2, 2}));
-  ExpectMatchesNaive(Layout(DLDataType{kInt, 16, 1}, {5}, {3}), Layout(DLDataType{kInt, 16, 1}, {5}));
+  ExpectMatchesNaive(Layout(DLDataType{kInt, 16, 1}, {5}, {3}),
+                     Layout(DLDataType{kInt, 16, 1}, {5}));
 }
 
 TEST(CopyStridedTest, ExtentOneDimsAndBroadcastSource) {
@@ -211,17 +211,16 @@ TEST(CopyStridedTest, SubByteCompactIsOneCopy) {
   const DLDataType fp4{kFloat4_e2m1fn, 4, 1};
   const std::vector<uint8_t> source = {0x21, 0x43, 0x05};  // 5 packed fp4 elements.
   std::vector<uint8_t> destination(3, 0);
-  ASSERT_TRUE(CopyStrided(source.data(), Layout(fp4, {5}), destination.data(),
-                          Layout(fp4, {5}, {1}))
-                  .ok());
+  ASSERT_TRUE(
+      CopyStrided(source.data(), Layout(fp4, {5}), destination.data(), Layout(fp4, {5}, {1})).ok());
   EXPECT_THAT(destination, ElementsAreArray(source));
 
   const DLDataType fp6{kFloat6_e3m2fn, 6, 1};
   const std::vector<uint8_t> six = Iota(4);  // 5 fp6 elements: 30 bits.
   std::vector<uint8_t> six_out(4, 0);
-  ASSERT_TRUE(CopyStrided(six.data(), Layout(fp6, {1, 5}), six_out.data(),
-                          Layout(fp6, {1, 5}, {7, 1}))
-                  .ok());
+  ASSERT_TRUE(
+      CopyStrided(six.data(), Layout(fp6, {1, 5}), six_out.data(), Layout(fp6, {1, 5}, {7, 1}))
+          .ok());
   EXPECT_EQ(six_out, six);
 }
 
@@ -238,13 +237,12 @@ TEST(CopyStridedTest, SubByteRejectsStrided) {
 TEST(CopyStridedTest, RejectsMismatchedDtypeOrShape) {
   float source[6] = {};
   float destination[6] = {};
-  absl::Status dtype = CopyStrided(source, Layout(kF32, {6}), destination,
-                                   Layout(DLDataType{kInt, 32, 1}, {6}));
+  absl::Status dtype =
+      CopyStrided(source, Layout(kF32, {6}), destination, Layout(DLDataType{kInt, 32, 1}, {6}));
   EXPECT_EQ(dtype.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(dtype.message(), HasSubstr("float32"));
   EXPECT_THAT(dtype.message(), HasSubstr("int32"));
-  absl::Status shape =
-      CopyStrided(source, Layout(kF32, {2, 3}), destination, Layout(kF32, {3, 2}));
+  absl::Status shape = CopyStrided(source, Layout(kF32, {2, 3}), destination, Layout(kF32, {3, 2}));
   EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(shape.message(), HasSubstr("[2,3]"));
   EXPECT_THAT(shape.message(), HasSubstr("[3,2]"));
@@ -256,8 +254,7 @@ TEST(CopyStridedTest, RejectsInvalidDtypeAndShape) {
                            Layout(DLDataType{42, 8, 1}, {1}))
                    .ok());
   EXPECT_FALSE(CopyStrided(buffer, Layout(kF32, {-1}), buffer, Layout(kF32, {-1})).ok());
-  EXPECT_FALSE(
-      CopyStrided(buffer, Layout(kF32, {2, 2}, {1}), buffer, Layout(kF32, {2, 2})).ok());
+  EXPECT_FALSE(CopyStrided(buffer, Layout(kF32, {2, 2}, {1}), buffer, Layout(kF32, {2, 2})).ok());
 }
 
 }  // namespace

@@ -39,16 +39,19 @@ std::deque<TensorVersion> Versions() {
     version.created = absl::FromUnixNanos(1'700'000'000'123'456'789);
     fill(version);
   };
-  add([](TensorVersion&) {});                                   // compact, strides computed
-  add([](TensorVersion& v) { v.layout.shape = {}; v.total_bytes = 4; });  // a scalar
-  add([](TensorVersion& v) {                                    // strided, offset, leases
+  add([](TensorVersion&) {});  // compact, strides computed
+  add([](TensorVersion& v) {
+    v.layout.shape = {};
+    v.total_bytes = 4;
+  });                         // a scalar
+  add([](TensorVersion& v) {  // strided, offset, leases
     v.layout.shape = {4, 0, 300000};
     v.layout.strides = {-1, 1 << 20, std::numeric_limits<int64_t>::max()};
     v.layout.byte_offset = 129;
     v.open_leases.store(3);
     v.retention = Retention::kCache;
   });
-  add([](TensorVersion& v) {                                    // zeros everywhere
+  add([](TensorVersion& v) {  // zeros everywhere
     v.version = 0;
     v.layout.dtype = DLDataType{0, 0, 0};
     v.layout.shape = {0};
@@ -57,7 +60,7 @@ std::deque<TensorVersion> Versions() {
     v.created = absl::UnixEpoch();
     v.retention = Retention::kDefault;
   });
-  add([](TensorVersion& v) {                                    // device, widest values
+  add([](TensorVersion& v) {  // device, widest values
     v.version = std::numeric_limits<uint64_t>::max();
     v.layout.dtype = DLDataType{kDLBfloat, 16, 65535};
     v.layout.device = DLDevice{kDLCUDA, 7};
@@ -67,11 +70,11 @@ std::deque<TensorVersion> Versions() {
     v.open_leases.store(std::numeric_limits<uint64_t>::max());
     v.retention = Retention::kPinned;
   });
-  add([](TensorVersion& v) {                                    // negative device id
+  add([](TensorVersion& v) {  // negative device id
     v.layout.device = DLDevice{kDLCPU, -1};
     v.name = std::string(256, 'n');  // two-byte length
   });
-  add([](TensorVersion& v) {                                    // 32 dimensions
+  add([](TensorVersion& v) {  // 32 dimensions
     v.layout.shape.assign(32, 1);
     v.layout.shape[31] = 1'000'000'007;
   });

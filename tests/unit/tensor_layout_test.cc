@@ -24,8 +24,8 @@ constexpr DLDataType kI4{kInt, 4, 1};
 constexpr int64_t kBig = int64_t{1} << 40;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-TensorLayout Layout(DLDataType dtype, std::vector<int64_t> shape,
-                    std::vector<int64_t> strides = {}, uint64_t byte_offset = 0) {
+TensorLayout Layout(DLDataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                    uint64_t byte_offset = 0) {
   TensorLayout layout;
   layout.dtype = dtype;
   layout.shape = std::move(shape);
@@ -100,8 +100,7 @@ TEST(CompactByteSizeTest, RejectsOverflowAndBadInput) {
   ExpectInvalid(CompactByteSize(kF32, std::vector<int64_t>{kBig, kBig}).status(),
                 "overflows int64");
   // numel * bits overflows uint64 even though numel fits.
-  ExpectInvalid(CompactByteSize(kFp4, std::vector<int64_t>{kInt64Max}).status(),
-                "overflows int64");
+  ExpectInvalid(CompactByteSize(kFp4, std::vector<int64_t>{kInt64Max}).status(), "overflows int64");
   ExpectInvalid(CompactByteSize(DLDataType{42, 8, 1}, std::vector<int64_t>{1}).status(),
                 "dtype code 42");
   ExpectInvalid(CompactByteSize(kF32, std::vector<int64_t>{-1}).status(), "shape[0] is -1");

@@ -19,8 +19,7 @@ TEST(TokenFileTest, ParsesPlaintextHashedCommentsAndPrefixes) {
   const std::string file = absl::StrCat(
       "# tensord tokens\n"
       "\n",
-      kReaderToken, " read\n",
-      "  sha256:", kAbcDigestHex, "\twrite,read   team-a/  \n",
+      kReaderToken, " read\n", "  sha256:", kAbcDigestHex, "\twrite,read   team-a/  \n",
       "admin-token-abcdefghijkl admin\n");
   absl::StatusOr<std::vector<TokenGrant>> grants = ParseTokenFile(file);
   ASSERT_TRUE(grants.ok()) << grants.status();
@@ -66,23 +65,24 @@ TEST_P(TokenFileErrorTest, RefusesWithTheLineAndReason) {
 
 INSTANTIATE_TEST_SUITE_P(
     Malformed, TokenFileErrorTest,
-    ::testing::Values(
-        BadFile{"", "no tokens"}, BadFile{"# only a comment\n\n", "no tokens"},
-        BadFile{"lonely-token-0123456789\n", "line 1 has 1 fields"},
-        BadFile{"a-token-0123456789abc read team/ extra\n", "line 1 has 4 fields"},
-        BadFile{"short read\n", "token has 5 characters, want 16..4096"},
-        BadFile{"a-token-0123456789abc read,delete\n", "permission 'delete' is not"},
-        BadFile{"a-token-0123456789abc read,\n", "permission '' is not"},
-        BadFile{"a-token-0123456789abc read team$a/\n", "line 1: name prefix"},
-        BadFile{"a-token-0123456789abc read team-a\n", "line 1: name prefix 'team-a' must end with '/'"},
-        BadFile{"sha256:abcd read\n", "has 4 hex digits, want 64"},
-        BadFile{absl::StrCat("sha256:", std::string(63, 'a'), "g read\n"), "non-hex digit"},
-        BadFile{absl::StrCat("\n", kReaderToken, " read\n", kReaderToken, " write\n"),
-                "line 3 repeats the token"},
-        // The same token once in plaintext and once hashed is a repeat too.
-        BadFile{absl::StrCat("abc-but-long-enough-0 read\nsha256:", kAbcDigestHex,
-                             " read\nabc read\n"),
-                "line 3: token has 3"}));
+    ::testing::Values(BadFile{"", "no tokens"}, BadFile{"# only a comment\n\n", "no tokens"},
+                      BadFile{"lonely-token-0123456789\n", "line 1 has 1 fields"},
+                      BadFile{"a-token-0123456789abc read team/ extra\n", "line 1 has 4 fields"},
+                      BadFile{"short read\n", "token has 5 characters, want 16..4096"},
+                      BadFile{"a-token-0123456789abc read,delete\n", "permission 'delete' is not"},
+                      BadFile{"a-token-0123456789abc read,\n", "permission '' is not"},
+                      BadFile{"a-token-0123456789abc read team$a/\n", "line 1: name prefix"},
+                      BadFile{"a-token-0123456789abc read team-a\n",
+                              "line 1: name prefix 'team-a' must end with '/'"},
+                      BadFile{"sha256:abcd read\n", "has 4 hex digits, want 64"},
+                      BadFile{absl::StrCat("sha256:", std::string(63, 'a'), "g read\n"),
+                              "non-hex digit"},
+                      BadFile{absl::StrCat("\n", kReaderToken, " read\n", kReaderToken, " write\n"),
+                              "line 3 repeats the token"},
+                      // The same token once in plaintext and once hashed is a repeat too.
+                      BadFile{absl::StrCat("abc-but-long-enough-0 read\nsha256:", kAbcDigestHex,
+                                           " read\nabc read\n"),
+                              "line 3: token has 3"}));
 
 TEST(TokenFileTest, ErrorsNeverQuoteTheToken) {
   const std::string secret = "s3cret-token-value-xyz";
@@ -100,18 +100,18 @@ TEST(TokenFileTest, LoadNamesAMissingFile) {
 class TokenAuthenticatorTest : public ::testing::Test {
  protected:
   TokenAuthenticatorTest()
-      : authenticator_(ParseTokenFile(
-                           "reader-token-0123456789 read\n"
-                           "writer-token-0123456789 write\n"
-                           "team-a-token-0123456789 read,write team-a/\n"
-                           "admin-token-01234567890 admin\n")
+      : authenticator_(ParseTokenFile("reader-token-0123456789 read\n"
+                                      "writer-token-0123456789 write\n"
+                                      "team-a-token-0123456789 read,write team-a/\n"
+                                      "admin-token-01234567890 admin\n")
                            .value()) {}
   TokenAuthenticator authenticator_;
 };
 
 TEST_F(TokenAuthenticatorTest, MissingMalformedOrUnknownTokensAreUnauthenticated) {
   for (std::optional<absl::string_view> header :
-       {std::optional<absl::string_view>(), std::optional<absl::string_view>("reader-token-0123456789"),
+       {std::optional<absl::string_view>(),
+        std::optional<absl::string_view>("reader-token-0123456789"),
         std::optional<absl::string_view>("Basic cmVhZGVy"),
         std::optional<absl::string_view>("Bearer reader-token-012345678"),
         std::optional<absl::string_view>("Bearer ")}) {
@@ -124,7 +124,8 @@ TEST_F(TokenAuthenticatorTest, MissingMalformedOrUnknownTokensAreUnauthenticated
 TEST_F(TokenAuthenticatorTest, PermissionsFollowTheRpcTable) {
   EXPECT_TRUE(authenticator_.Admit("Bearer reader-token-0123456789", "Fetch").ok());
   EXPECT_TRUE(authenticator_.Admit("bearer reader-token-0123456789", "List").ok());
-  absl::StatusOr<const TokenGrant*> put = authenticator_.Admit("Bearer reader-token-0123456789", "Put");
+  absl::StatusOr<const TokenGrant*> put =
+      authenticator_.Admit("Bearer reader-token-0123456789", "Put");
   EXPECT_EQ(put.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(put.status().message().find("Put needs permission write"), std::string::npos)
       << put.status();

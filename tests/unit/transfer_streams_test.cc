@@ -80,14 +80,14 @@ TEST(TransferStreamsTest, TheCauseOfFailedPartsIsNotAnEcho) {
   };
   EXPECT_TRUE(cause({absl::OkStatus(), absl::OkStatus()}, true).ok());
   // The part that failed for itself names the cause, wherever it is.
-  absl::Status found =
-      cause({absl::CancelledError("ours"), absl::AbortedError("echo"),
-             absl::DeadlineExceededError("late"), absl::DataLossError("crc")},
-            false);
+  absl::Status found = cause({absl::CancelledError("ours"), absl::AbortedError("echo"),
+                              absl::DeadlineExceededError("late"), absl::DataLossError("crc")},
+                             false);
   EXPECT_EQ(found.code(), absl::StatusCode::kDeadlineExceeded) << found;
   // Only echoes: the first of them, unless the deadline passed, which then
   // started them (the server saw it first and ended the other parts).
-  found = cause({absl::OkStatus(), absl::CancelledError("ours"), absl::AbortedError("echo")}, false);
+  found =
+      cause({absl::OkStatus(), absl::CancelledError("ours"), absl::AbortedError("echo")}, false);
   EXPECT_EQ(found.code(), absl::StatusCode::kCancelled) << found;
   found = cause({absl::AbortedError("echo"), absl::CancelledError("ours")}, true);
   EXPECT_EQ(found.code(), absl::StatusCode::kDeadlineExceeded) << found;

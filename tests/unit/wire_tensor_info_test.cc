@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include "client/src/info_conversion.h"
 #include "absl/strings/escaping.h"
+#include "client/src/info_conversion.h"
 #include "gtest/gtest.h"
 #include "service/wire/layout_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -178,17 +178,17 @@ TEST(WireTensorInfoTest, RefusesNestingInAFetchResponseWhereProtobufDoes) {
 TEST(WireTensorInfoTest, RefusesWhatProtobufRefuses) {
   const std::string good = FullInfo().SerializeAsString();
   const std::string cases[] = {
-      good.substr(0, good.size() - 1),             // cut short
-      std::string("\x0a\x02\xc3\x28", 4),           // name not UTF-8
-      std::string("\x0a\x03\xed\xa0\x80", 5),       // a UTF-16 surrogate
-      std::string("\x00", 1),                       // tag 0
-      std::string("\x0c", 1),                       // end-group with no group open
-      std::string("\x0e\x00", 2),                   // wire type 6
+      good.substr(0, good.size() - 1),         // cut short
+      std::string("\x0a\x02\xc3\x28", 4),      // name not UTF-8
+      std::string("\x0a\x03\xed\xa0\x80", 5),  // a UTF-16 surrogate
+      std::string("\x00", 1),                  // tag 0
+      std::string("\x0c", 1),                  // end-group with no group open
+      std::string("\x0e\x00", 2),              // wire type 6
       std::string("\x10\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 12),  // 11-byte varint
       std::string("\x88\x80\x80\x80\x80\x00\x01", 7),  // a tag padded to six bytes
-      std::string("\x1a\x85\x80\x80\x80\x08", 6),   // a length of 2 GiB
-      std::string("\x1a\x02\x12\x05", 4),           // packed shape running past the layout
-      std::string("\xa3\x01\xac\x01", 4),           // group 20 closed as group 21
+      std::string("\x1a\x85\x80\x80\x80\x08", 6),      // a length of 2 GiB
+      std::string("\x1a\x02\x12\x05", 4),              // packed shape running past the layout
+      std::string("\xa3\x01\xac\x01", 4),              // group 20 closed as group 21
   };
   for (const std::string& bytes : cases) {
     v1::TensorInfo proto;
@@ -232,7 +232,7 @@ TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
       with_bytes.SerializeAsString(),
       with_bytes.SerializeAsString() + later.SerializeAsString(),
       with_bytes.SerializeAsString() + chunk.SerializeAsString(),  // the chunk replaces it
-      chunk.SerializeAsString() + later.SerializeAsString(),      // a fresh header
+      chunk.SerializeAsString() + later.SerializeAsString(),       // a fresh header
       // A fresh header: nothing of the first survives the chunk between.
       with_bytes.SerializeAsString() + chunk.SerializeAsString() + later.SerializeAsString(),
       split.SerializeAsString(),
@@ -245,7 +245,8 @@ TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
     ASSERT_TRUE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
     WireFetchHeader header;
     bool has_header = true;
-    ASSERT_TRUE(ParseWireFetchResponse(Bytes(bytes), header, has_header)) << absl::CHexEscape(bytes);
+    ASSERT_TRUE(ParseWireFetchResponse(Bytes(bytes), header, has_header))
+        << absl::CHexEscape(bytes);
     ASSERT_EQ(has_header, proto.has_header()) << absl::CHexEscape(bytes);
     if (!has_header) continue;
     ExpectSameFields(header.info, WireInfoOf(proto.header().info()));
@@ -264,7 +265,8 @@ TEST(WireTensorInfoTest, ReadsAWholeFetchResponseAsProtobufDoes) {
     ASSERT_FALSE(proto.ParseFromString(bytes)) << absl::CHexEscape(bytes);
     WireFetchHeader header;
     bool has_header = false;
-    EXPECT_FALSE(ParseWireFetchResponse(Bytes(bytes), header, has_header)) << absl::CHexEscape(bytes);
+    EXPECT_FALSE(ParseWireFetchResponse(Bytes(bytes), header, has_header))
+        << absl::CHexEscape(bytes);
   }
 }
 

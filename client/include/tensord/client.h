@@ -79,7 +79,7 @@ struct ClientOptions {
   // TLS, on when `tls` is true or any tls_* field is set. Each tls_* field
   // is PEM contents or the path of a PEM file.
   bool tls = false;
-  std::string tls_root_ca;  // CA that signed the server's certificate; empty: system roots
+  std::string tls_root_ca;      // CA that signed the server's certificate; empty: system roots
   std::string tls_client_cert;  // with tls_client_key: mutual TLS
   std::string tls_client_key;
   // Sent as "authorization: Bearer <token>" on every call (servers run with
@@ -155,15 +155,15 @@ struct PutOptions {
 };
 
 struct SnapshotResult {
-  std::string path;           // the snapshot file on the server's host
+  std::string path;  // the snapshot file on the server's host
   uint64_t tensor_count = 0;
-  uint64_t total_bytes = 0;   // tensor bytes written
+  uint64_t total_bytes = 0;  // tensor bytes written
 };
 
 // One node of a tensord cluster, as it registered itself in etcd.
 struct ClusterNode {
   std::string name;
-  std::string advertise_address;  // host:port of its gRPC service
+  std::string advertise_address;   // host:port of its gRPC service
   bool handoff_available = false;  // serves zero-copy local handoff on its host
   uint64_t host_bytes_used = 0;
   uint64_t host_bytes_limit = 0;
@@ -305,7 +305,7 @@ struct WatchEvent {
   enum class Kind {
     kPublished,  // new versions (an atomic group: one event, every item)
     kDeleted,
-    kEvicted,    // cache versions the server removed to make room
+    kEvicted,  // cache versions the server removed to make room
     // Changes in (missed_after, version] may be missing: re-read what this
     // watcher needs (Stat, List, BatchFetchPrefix); events go on after.
     kFellBehind,
@@ -319,7 +319,7 @@ struct WatchEvent {
   // the versions removed.
   std::vector<TensorInfo> items;
   bool atomic_group = false;
-  bool existing = false;    // sent first, for WatchOptions::send_existing
+  bool existing = false;      // sent first, for WatchOptions::send_existing
   uint64_t missed_after = 0;  // kFellBehind only
 };
 
@@ -456,8 +456,8 @@ class Client {
   // (device_to_host of a device tensor) sends the whole batch over gRPC.
   // `options.version` is ignored (each TensorRef has its own);
   // `options.verify_crc32c` checks each gRPC copy.
-  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
-      std::span<const TensorRef> items, const FetchOptions& options = {});
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(std::span<const TensorRef> items,
+                                                                 const FetchOptions& options = {});
   // The latest version of every name starting with `prefix`, in name order,
   // all from one cut; OUT_OF_RANGE when more than kMaxBatchItems match.
   absl::StatusOr<std::vector<Tensor>> BatchFetchPrefix(absl::string_view prefix,

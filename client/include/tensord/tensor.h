@@ -22,8 +22,8 @@ struct TensorInfo {
   std::vector<int64_t> strides;  // in elements, always filled
   uint64_t byte_offset = 0;      // of the stored bytes
   DLDevice device{kDLCPU, 0};
-  uint64_t total_bytes = 0;      // stored bytes
-  uint32_t crc32c = 0;           // of the stored bytes
+  uint64_t total_bytes = 0;  // stored bytes
+  uint32_t crc32c = 0;       // of the stored bytes
   absl::Time created;
   uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;

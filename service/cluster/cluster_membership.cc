@@ -307,8 +307,8 @@ void ClusterMembership::RenewLoop() {
     }
     const absl::Time wake_at = absl::Now() + wait;
     MutexLock lock(&mu_);
-    while (!stopping_ && absl::Now() < wake_at)
-      stopped_.WaitWithTimeout(&mu_, wake_at - absl::Now());
+    while (!stopping_ && !stopped_.WaitWithDeadline(&mu_, wake_at)) {
+    }
     if (stopping_) return;
   }
 }

@@ -69,8 +69,8 @@ void ActiveStreams::Watch() {
   MutexLock lock(&mutex_);
   while (!stopping_) {
     const absl::Time wake_at = absl::Now() + period;
-    while (!stopping_ && absl::Now() < wake_at)
-      changed_.WaitWithTimeout(&mutex_, wake_at - absl::Now());
+    while (!stopping_ && !changed_.WaitWithDeadline(&mutex_, wake_at)) {
+    }
     if (stopping_) break;
     mutex_.Unlock();
     CancelIdle();

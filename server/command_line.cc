@@ -6,12 +6,16 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "server/server_flags.h"
 #include "service/common/absl_view.h"
 #include "service/common/closest_name.h"
+#include "service/common/status_macros.h"
 
 namespace tensord {
 namespace {
@@ -20,7 +24,7 @@ constexpr size_t kHelpWidth = 78;
 constexpr std::string_view kHelpIndent = "      ";
 
 bool IsServerFlag(const absl::CommandLineFlag& flag) {
-  return absl::EndsWith(flag.Filename(), "server/main.cc");
+  return absl::EndsWith(flag.Filename(), AsAbsl(kServerFlagsFile));
 }
 
 // `text` as indented lines of at most kHelpWidth columns.
@@ -54,8 +58,8 @@ std::vector<std::string_view> KnownNames() {
   return names;
 }
 
-const absl::CommandLineFlag* FindServerFlag(std::string_view name) {
-  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(AsAbsl(name));
+absl::CommandLineFlag* FindServerFlag(std::string_view name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(AsAbsl(name));
   return flag != nullptr && IsServerFlag(*flag) ? flag : nullptr;
 }
 
@@ -85,7 +89,9 @@ std::span<const FlagGroup> ServerFlagGroups() {
        {"etcd_endpoints", "node_name", "advertise_address", "etcd_lease_ttl", "etcd_prefix",
         "etcd_ca", "etcd_cert", "etcd_key", "etcd_user", "etcd_password_file", "cluster_token_file",
         "cluster_ca", "cluster_tls_server_name", "default_replicas", "etcd_max_txn_ops",
-        "etcd_compaction_interval"}},
+        "etcd_compaction_interval"},
+       "etcd_endpoints",
+       "cluster flags need a cluster to join"},
       {"Logging and shutdown", {"log_level", "shutdown_grace"}},
   };
   return *kGroups;
@@ -135,6 +141,12 @@ std::string ServerHelpText() {
   return text;
 }
 
+namespace {
+
+// Checks `arguments` (flag names already in Abseil's underscore spelling):
+// INVALID_ARGUMENT naming an unknown flag (with the nearest known one) or a
+// stray positional argument. --help/-h wins over any mistake, then
+// --version.
 absl::Status CheckServerArguments(std::span<const std::string> arguments,
                                   CommandLineRequest& request) {
   request = CommandLineRequest::kServe;
@@ -189,6 +201,9 @@ absl::Status CheckServerArguments(std::span<const std::string> arguments,
   return first_error;
 }
 
+// True when `arguments` (as typed) give `flag` (Abseil's underscore name)
+// in any spelling: --flag=v, --flag v, -flag, dashes or underscores,
+// --noflag. Stops at "--".
 bool CommandLineGivesFlag(std::span<char* const> arguments, std::string_view flag) {
   for (size_t i = 0; i < arguments.size(); ++i) {
     absl::string_view argument = arguments[i];
@@ -204,6 +219,121 @@ bool CommandLineGivesFlag(std::span<char* const> arguments, std::string_view fla
     if (other != nullptr && !other->IsOfType<bool>() && equals == absl::string_view::npos) ++i;
   }
   return false;
+}
+
+// TENSORD_<FLAG> for every flag the command line does not give. Coming
+// first would not be enough, since --listen gathers every occurrence (an
+// image's own TENSORD_LISTEN would be served beside the user's --listen).
+std::vector<std::string> ArgumentsFromEnvironment(std::span<char* const> command_line) {
+  std::vector<std::string> arguments;
+  for (const FlagGroup& group : ServerFlagGroups()) {
+    for (std::string_view flag : group.flags) {
+      if (CommandLineGivesFlag(command_line, flag)) continue;
+      std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(AsAbsl(flag)));
+      if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
+        arguments.push_back(absl::StrCat("--", AsAbsl(flag), "=", value));
+      }
+    }
+  }
+  return arguments;
+}
+
+// Abseil spells flags with underscores; the dashed spelling is tensord's.
+void UnderscoreFlagNames(std::vector<std::string>& arguments) {
+  for (std::string& argument : arguments) {
+    if (argument == "--") break;
+    if (argument.size() < 2 || argument[0] != '-') continue;
+    const size_t prefix = argument[1] == '-' ? 2 : 1;
+    const size_t end = std::min(argument.find('='), argument.size());
+    std::replace(argument.begin() + prefix, argument.begin() + end, '-', '_');
+  }
+}
+
+// Sets each flag `arguments` give (CheckServerArguments accepted them):
+// --flag=v, --flag v, a boolean's --flag and --noflag. --listen's
+// occurrences are gathered into one value.
+absl::Status SetFlags(const std::vector<std::string>& arguments) {
+  std::vector<std::string> listen;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    absl::string_view argument = arguments[i];
+    if (argument == "--") break;
+    if (!absl::ConsumePrefix(&argument, "--")) absl::ConsumePrefix(&argument, "-");
+    const size_t equals = argument.find('=');
+    const std::string_view name = AsStd(argument.substr(0, equals));
+    absl::CommandLineFlag* flag = FindServerFlag(name);
+    bool negated = false;
+    if (flag == nullptr && name.starts_with("no")) {
+      flag = FindServerFlag(name.substr(2));
+      negated = true;
+    }
+    if (flag == nullptr) continue;  // --version: CheckServerArguments answered it
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(argument.substr(equals + 1));
+    } else if (flag->IsOfType<bool>()) {
+      value = negated ? "false" : "true";
+    } else if (i + 1 < arguments.size()) {
+      value = arguments[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", DashedFlagName(name), " needs a value"));
+    }
+    if (name == "listen") {
+      for (absl::string_view address : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        listen.emplace_back(address);
+      }
+      continue;
+    }
+    if (std::string error; !flag->ParseFrom(value, &error)) {
+      // Abseil's message names the flag in underscores; say why, or what
+      // its default looks like.
+      std::string why =
+          absl::StrCat("not a valid value (the default is ", flag->DefaultValue(), ")");
+      if (const size_t cut = error.find("; "); cut != std::string::npos)
+        why = error.substr(cut + 2);
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", DashedFlagName(name), "=", value, ": ", why));
+    }
+  }
+  if (!listen.empty()) {
+    std::string error;
+    if (!FindServerFlag("listen")->ParseFrom(absl::StrJoin(listen, ","), &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--listen: ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A group's flags without the flag the group needs would do nothing.
+absl::Status CheckGroupsHaveWhatTheyNeed() {
+  for (const FlagGroup& group : ServerFlagGroups()) {
+    if (group.needs.empty()) continue;
+    const absl::CommandLineFlag* needed = FindServerFlag(group.needs);
+    if (needed->CurrentValue() != needed->DefaultValue()) continue;
+    for (std::string_view name : group.flags) {
+      const absl::CommandLineFlag* flag = FindServerFlag(name);
+      if (name == group.needs || flag == nullptr) continue;
+      if (flag->CurrentValue() != flag->DefaultValue()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", DashedFlagName(name), " is set but --",
+                                                       DashedFlagName(group.needs),
+                                                       " is not: ", AsAbsl(group.needs_why)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLineRequest> ParseServerCommandLine(std::span<char* const> typed) {
+  std::vector<std::string> arguments = ArgumentsFromEnvironment(typed);
+  for (char* argument : typed) arguments.emplace_back(argument);
+  UnderscoreFlagNames(arguments);
+  CommandLineRequest request = CommandLineRequest::kServe;
+  TENSORD_RETURN_IF_ERROR(CheckServerArguments(arguments, request));
+  if (request != CommandLineRequest::kServe) return request;
+  TENSORD_RETURN_IF_ERROR(SetFlags(arguments));
+  TENSORD_RETURN_IF_ERROR(CheckGroupsHaveWhatTheyNeed());
+  return CommandLineRequest::kServe;
 }
 
 }  // namespace tensord

@@ -13,25 +13,32 @@ constexpr int kMaxSimulatedDevices = 64;
 
 }  // namespace
 
+absl::Status CheckDeviceSelection(const DeviceSelection& selection) {
+  const std::string& choice = selection.backend;
+  if (choice != "cuda" && choice != "auto" && choice != "simulated" && choice != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-backend=", choice, " is not one of auto, cuda, simulated, none"));
+  }
+  if (choice == "simulated" &&
+      (selection.simulated_devices < 1 || selection.simulated_devices > kMaxSimulatedDevices)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--simulated-devices=", selection.simulated_devices, " is outside 1..",
+                     kMaxSimulatedDevices));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
     const DeviceSelection& selection) {
+  if (absl::Status checked = CheckDeviceSelection(selection); !checked.ok()) return checked;
   const std::string& choice = selection.backend;
   if (choice == "none") return nullptr;
   if (choice == "simulated") {
-    if (selection.simulated_devices < 1 || selection.simulated_devices > kMaxSimulatedDevices) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--simulated-devices=", selection.simulated_devices, " is outside 1..",
-                       kMaxSimulatedDevices));
-    }
     SimulatedBackendOptions options;
     options.device_count = selection.simulated_devices;
     options.bytes_per_device = selection.max_device_bytes;
     options.posix_fd_supported = !selection.simulated_legacy_ipc_only;
     return std::shared_ptr<DeviceBackend>(CreateSimulatedBackend(options));
-  }
-  if (choice != "cuda" && choice != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device-backend=", choice, " is not one of auto, cuda, simulated, none"));
   }
   absl::StatusOr<std::unique_ptr<DeviceBackend>> cuda = CreateCudaBackend();
   if (cuda.ok()) return std::shared_ptr<DeviceBackend>(std::move(*cuda));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,9 +22,13 @@ struct DeviceSelection {
   uint64_t max_device_bytes = uint64_t{8} << 30;
 };
 
+// INVALID_ARGUMENT naming a backend that is not one of the four, or a
+// simulated device count outside 1..64.
+absl::Status CheckDeviceSelection(const DeviceSelection& selection);
+
 // The chosen backend, or null for none. "auto" takes CUDA when it finds a
 // device and otherwise none, logging why; "cuda" fails (UNAVAILABLE) where
-// "auto" would fall back. INVALID_ARGUMENT names a bad value.
+// "auto" would fall back. INVALID_ARGUMENT: as CheckDeviceSelection.
 absl::StatusOr<std::shared_ptr<DeviceBackend>> SelectDeviceBackend(
     const DeviceSelection& selection);
 

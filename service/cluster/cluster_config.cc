@@ -19,14 +19,15 @@
 namespace tensord {
 namespace {
 
-// Splits "host:port" / "[v6]:port"; INVALID_ARGUMENT naming `flag`.
+// Splits "host:port" / "[v6]:port"; INVALID_ARGUMENT naming `flag`. Port
+// 0 only when `min_port` is 0 (a listen address whose port the kernel picks).
 absl::Status SplitHostPort(absl::string_view flag, absl::string_view address, std::string& host,
-                           uint32_t& port) {
+                           uint32_t& port, uint32_t min_port = 1) {
   const size_t colon = address.rfind(':');
   if (absl::StartsWith(address, "unix:") || colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " '", address, "' is not host:port with a port in 1..65535"));
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < min_port || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", address, "' is not host:port with a port in ", min_port, "..65535"));
   }
   host = std::string(address.substr(0, colon));
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]"))
@@ -168,9 +169,14 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags) 
   return config;
 }
 
-absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_flag,
-                                                   const std::vector<std::string>& bound_addresses,
-                                                   const std::vector<std::string>& etcd_endpoints) {
+namespace {
+
+// ChooseAdvertiseAddress, where the listen addresses may still have port 0
+// when `listen_min_port` is 0.
+absl::StatusOr<std::string> ChooseAmong(absl::string_view advertise_flag,
+                                        const std::vector<std::string>& bound_addresses,
+                                        const std::vector<std::string>& etcd_endpoints,
+                                        uint32_t listen_min_port) {
   std::string host;
   uint32_t port = 0;
   if (!advertise_flag.empty()) {
@@ -195,7 +201,7 @@ absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_f
         "--advertise-address is needed: this node listens on no TCP address (--listen), so "
         "there is none to advertise");
   }
-  TENSORD_RETURN_IF_ERROR(SplitHostPort("--listen", *first_tcp, host, port));
+  TENSORD_RETURN_IF_ERROR(SplitHostPort("--listen", *first_tcp, host, port, listen_min_port));
   if (IsWildcardHost(host)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--advertise-address is needed: the first TCP listen address '", *first_tcp,
@@ -212,6 +218,20 @@ absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_f
     }
   }
   return *first_tcp;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_flag,
+                                                   const std::vector<std::string>& bound_addresses,
+                                                   const std::vector<std::string>& etcd_endpoints) {
+  return ChooseAmong(advertise_flag, bound_addresses, etcd_endpoints, 1);
+}
+
+absl::Status CheckAdvertiseAddress(absl::string_view advertise_flag,
+                                   const std::vector<std::string>& listen_addresses,
+                                   const std::vector<std::string>& etcd_endpoints) {
+  return ChooseAmong(advertise_flag, listen_addresses, etcd_endpoints, 0).status();
 }
 
 }  // namespace tensord

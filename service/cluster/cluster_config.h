@@ -1,6 +1,7 @@
 // Cluster settings from the server's flags (--etcd-*, --node-name,
-// --advertise-address), checked before anything connects. server/main.cc
-// reads the flags; this turns their text into options.
+// --advertise-address), checked before anything connects.
+// server/server_flags.cc reads the flags; this turns their text into
+// options.
 #ifndef TENSORD_SERVICE_CLUSTER_CLUSTER_CONFIG_H_
 #define TENSORD_SERVICE_CLUSTER_CLUSTER_CONFIG_H_
 
@@ -74,6 +75,14 @@ absl::StatusOr<ClusterConfig> ClusterConfigFromFlags(const ClusterFlags& flags);
 absl::StatusOr<std::string> ChooseAdvertiseAddress(absl::string_view advertise_flag,
                                                    const std::vector<std::string>& bound_addresses,
                                                    const std::vector<std::string>& etcd_endpoints);
+
+// Whether ChooseAdvertiseAddress will find an address once the server
+// listens on `listen_addresses` (--listen as given: port 0 allowed), so that
+// a host no other node could reach is refused as a flag error, before
+// anything starts.
+absl::Status CheckAdvertiseAddress(absl::string_view advertise_flag,
+                                   const std::vector<std::string>& listen_addresses,
+                                   const std::vector<std::string>& etcd_endpoints);
 
 }  // namespace tensord
 

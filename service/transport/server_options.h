@@ -1,4 +1,4 @@
-// Everything the gRPC server needs to know; server/main.cc fills it from flags.
+// Everything the gRPC server needs to know; server/server_flags.cc fills it from flags.
 #ifndef TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_
 #define TENSORD_SERVICE_TRANSPORT_SERVER_OPTIONS_H_
 

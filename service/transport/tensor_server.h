@@ -1,5 +1,5 @@
 // A running tensord gRPC server: the registry, the service and its
-// listeners, wired together. server/main.cc adds flags and signals.
+// listeners, wired together. server/ adds flags and signals.
 #ifndef TENSORD_SERVICE_TRANSPORT_TENSOR_SERVER_H_
 #define TENSORD_SERVICE_TRANSPORT_TENSOR_SERVER_H_
 

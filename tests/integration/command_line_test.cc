@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -154,7 +155,7 @@ TEST(TensordCommandLineTest, HelpExitsZeroWithDashedGroupedFlagsAndNoBuildPaths)
     EXPECT_THAT(run.out, HasSubstr("  --max-host-bytes (default 8GiB)\n"));
     EXPECT_THAT(run.out, HasSubstr("  --listen (default 127.0.0.1:50051)\n"));
     EXPECT_THAT(run.out, HasSubstr("  --handoff-allow-uid"));
-    // Every flag of server/main.cc sits in a group.
+    // Every flag of server/server_flags.cc sits in a group.
     EXPECT_THAT(run.out, Not(HasSubstr("\nOther:\n")));
     // No flag spelled with underscores, no source paths.
     for (size_t at = run.out.find("--"); at != std::string::npos; at = run.out.find("--", at + 2)) {
@@ -203,6 +204,64 @@ TEST(TensordCommandLineTest, StrayArgumentIsRefusedButAFlagValueIsNot) {
   EXPECT_NE(value.exit_code, 0);
   EXPECT_THAT(value.err, Not(HasSubstr("unexpected argument")));
   EXPECT_THAT(value.err, HasSubstr("chatty"));
+}
+
+// Every flag --help lists under "Cluster:" does nothing without
+// --etcd-endpoints, so giving one alone is refused, naming it; the list
+// comes from --help, so a new cluster flag is covered once it is grouped.
+TEST(TensordCommandLineTest, EveryClusterFlagWithoutEtcdEndpointsExitsTwoNamingIt) {
+  const ProgramRun help = RunProgram(kTensord, {"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  const size_t begin = help.out.find("\nCluster:\n");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = help.out.substr(begin, help.out.find("\n\n", begin + 1) - begin);
+  int checked = 0;
+  for (size_t at = section.find("\n  --"); at != std::string::npos;
+       at = section.find("\n  --", at + 1)) {
+    const size_t end = section.find_first_of(" \n", at + 3);
+    const std::string flag = section.substr(at + 1 + 2, end - at - 3);
+    if (flag == "--etcd-endpoints") continue;
+    // A value of the flag's kind that differs from its default.
+    const std::string defaults = section.substr(end, section.find('\n', end) - end);
+    std::string value = "x";
+    if (defaults.find("(default ") != std::string::npos) {
+      const char last = defaults[defaults.size() - 2];  // before ')'
+      value = last == 's' || last == 'm' ? "7s" : std::isdigit(last) ? "3" : "x";
+    }
+    SCOPED_TRACE(flag + "=" + value);
+    const ProgramRun run = RunProgram(kTensord, {flag + "=" + value});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err,
+                HasSubstr(flag + " is set but --etcd-endpoints is not: cluster flags need a "
+                                 "cluster to join"));
+    ++checked;
+  }
+  EXPECT_GE(checked, 15) << section;
+}
+
+// A value a flag cannot take ends the server before it starts, with exit 2
+// and the flag named in its dashed spelling, whatever the flag's type; so
+// does a cluster whose only listen address no other node could reach.
+TEST(TensordCommandLineTest, AMalformedValueExitsTwoNamingTheFlag) {
+  for (const std::vector<std::string>& arguments :
+       {std::vector<std::string>{"--max-host-bytes=garbage"},
+        std::vector<std::string>{"--huge-pages=maybe"},
+        std::vector<std::string>{"--max-tensors=-1"},
+        std::vector<std::string>{"--shutdown-grace=soon"},
+        std::vector<std::string>{"--device-backend=gpu"},
+        std::vector<std::string>{"--handoff-allow-uid=root"},
+        std::vector<std::string>{"--listen"}}) {
+    SCOPED_TRACE(arguments.front());
+    const ProgramRun run = RunProgram(kTensord, arguments);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    const std::string flag = arguments.front().substr(0, arguments.front().find('='));
+    EXPECT_THAT(run.err, HasSubstr("tensord: " + flag)) << run.err;
+    EXPECT_THAT(run.err, Not(HasSubstr("_"))) << "an underscore spelling leaked: " << run.err;
+  }
+  const ProgramRun wildcard = RunProgram(
+      kTensord, {"--etcd-endpoints=http://127.0.0.1:9", "--listen=0.0.0.0:0", "--node-name=n1"});
+  EXPECT_EQ(wildcard.exit_code, 2) << wildcard.err;
+  EXPECT_THAT(wildcard.err, HasSubstr("--advertise-address is needed"));
 }
 
 // A flag on the command line replaces its TENSORD_* variable, whichever way

@@ -149,6 +149,21 @@ TEST(ClusterConfigTest, AdvertiseAddressDefaultsToAReachableListenAddress) {
   EXPECT_FALSE(ChooseAdvertiseAddress("", {"unix:/run/t.sock"}, local_etcd).ok());
 }
 
+// Before the server listens, --listen may still say port 0: the check
+// takes it, and refuses the same hosts the choice after binding would.
+TEST(ClusterConfigTest, AdvertiseCheckBeforeListeningAcceptsPortZeroAndRefusesWhatTheChoiceWould) {
+  const std::vector<std::string> local_etcd = {"http://127.0.0.1:2379"};
+  EXPECT_TRUE(CheckAdvertiseAddress("", {"127.0.0.1:0"}, local_etcd).ok());
+  EXPECT_TRUE(CheckAdvertiseAddress("", {"unix:/run/t.sock", "[::1]:0"}, local_etcd).ok());
+  EXPECT_TRUE(CheckAdvertiseAddress("node-a:50051", {"0.0.0.0:0"}, local_etcd).ok());
+  absl::Status wildcard = CheckAdvertiseAddress("", {"0.0.0.0:0"}, local_etcd);
+  EXPECT_TRUE(absl::StrContains(wildcard.message(), "'0.0.0.0:0' is a wildcard")) << wildcard;
+  EXPECT_FALSE(CheckAdvertiseAddress("", {"unix:/run/t.sock"}, local_etcd).ok());
+  EXPECT_FALSE(CheckAdvertiseAddress("0.0.0.0:50051", {"127.0.0.1:0"}, local_etcd).ok());
+  // After binding, port 0 is no address at all.
+  EXPECT_FALSE(ChooseAdvertiseAddress("", {"127.0.0.1:0"}, local_etcd).ok());
+}
+
 TEST(EtcdClientTest, PrefixRangeEndIsTheNextKeyAfterThePrefix) {
   EXPECT_EQ(KvPrefixEnd("/tensord/nodes/"), "/tensord/nodes0");
   EXPECT_EQ(KvPrefixEnd("a\xff"), "b");

@@ -104,6 +104,126 @@ struct OpenItem {
   uint64_t received = 0;
 };
 
+// Answers of a BatchFetch stream in request order: items whole in their
+// message (inline) or assembled from the chunks that follow them. Every
+// error is the stream's (the server broke the protocol); an item's own
+// error is that item's answer.
+class BatchFetchAssembler {
+ public:
+  BatchFetchAssembler(const v1::BatchFetchRequest& request, const FetchOptions& options,
+                      ReceiveBufferPool& receive_pool)
+      : request_(request), options_(options), receive_pool_(receive_pool) {
+    results_.reserve(request.items_size());
+    for (int i = 0; i < request.items_size(); ++i) {
+      results_.emplace_back(absl::InternalError("the server sent no answer for it"));
+    }
+  }
+
+  absl::Status AddChunk(const StreamMessage& chunk) {
+    if (!open_.has_value() || chunk.chunk_offset != open_->received ||
+        chunk.chunk_size > open_->info.total_bytes - open_->received) {
+      return absl::InternalError("batch fetch sent a chunk out of order");
+    }
+    auto* out = static_cast<uint8_t*>(open_->memory->data()) + open_->received;
+    for (std::span<const uint8_t> piece : chunk.chunk_pieces) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
+    }
+    open_->received += chunk.chunk_size;
+    if (open_->received < open_->info.total_bytes) return absl::OkStatus();
+    OpenItem done = *std::move(open_);
+    open_.reset();
+    TENSORD_ASSIGN_OR_RETURN(absl::StatusOr<Tensor> * slot, Place(done.index));
+    *slot = Finish(std::move(done));
+    return absl::OkStatus();
+  }
+
+  absl::Status AddItems(const v1::BatchFetchResponse& response) {
+    for (const v1::BatchFetchItem& item : response.items().items()) {
+      if (open_.has_value()) {
+        return absl::InternalError("batch fetch sent an item before the chunks it owed");
+      }
+      TENSORD_ASSIGN_OR_RETURN(absl::StatusOr<Tensor> * slot, Place(item.index()));
+      if (item.status().code() != 0) {
+        *slot = StatusOf(item.status());
+        continue;
+      }
+      absl::StatusOr<TensorInfo> info = InfoFromProto(item.info());
+      if (!info.ok()) {
+        *slot = info.status();
+        continue;
+      }
+      TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> memory,
+                               receive_pool_.Allocate(info->total_bytes));
+      OpenItem assembled{item.index(), *std::move(info), std::move(memory), 0};
+      if (item.has_inline_data() || assembled.info.total_bytes == 0) {
+        if (item.inline_data().size() != assembled.info.total_bytes) {
+          return absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
+                                                  "' carries ", item.inline_data().size(), " of ",
+                                                  assembled.info.total_bytes, " bytes"));
+        }
+        std::memcpy(assembled.memory->data(), item.inline_data().data(), item.inline_data().size());
+        *slot = Finish(std::move(assembled));
+        continue;
+      }
+      if (request_.items_size() == 0) results_.pop_back();  // placed again when complete
+      open_ = std::move(assembled);
+    }
+    return absl::OkStatus();
+  }
+
+  // A message other than a chunk: no item may still wait for chunks.
+  absl::Status ExpectNoOpenItem() const {
+    if (!open_.has_value()) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("batch fetch item '", open_->info.name, "' ended before its bytes did"));
+  }
+
+  // The stream's end: no item may still wait for chunks.
+  absl::Status Finished() const {
+    if (!open_.has_value()) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("batch fetch ended inside item '", open_->info.name, "'"));
+  }
+
+  std::vector<absl::StatusOr<Tensor>> TakeResults() { return std::move(results_); }
+
+ private:
+  // A prefix fetch (no names in the request) answers in order, growing the
+  // results; a fetch by name answers each requested index once.
+  absl::StatusOr<absl::StatusOr<Tensor>*> Place(uint32_t index) {
+    if (request_.items_size() == 0) {
+      if (index != results_.size()) {
+        return absl::InternalError(
+            absl::StrCat("batch fetch item ", index, " arrived out of order"));
+      }
+      results_.emplace_back(absl::InternalError("incomplete"));
+    } else if (index >= results_.size()) {
+      return absl::InternalError(
+          absl::StrCat("batch fetch answered item ", index, " of ", results_.size()));
+    }
+    return &results_[index];
+  }
+
+  absl::StatusOr<Tensor> Finish(OpenItem item) const {
+    if (options_.verify_crc32c) {
+      const uint32_t crc = Crc32c(item.memory->data(), item.info.total_bytes);
+      if (crc != item.info.crc32c) {
+        return absl::DataLossError(absl::StrCat("fetched bytes of '", item.info.name,
+                                                "' have crc32c ", crc, "; the server stored ",
+                                                item.info.crc32c));
+      }
+    }
+    return Tensor(std::move(item.info), std::move(item.memory));
+  }
+
+  const v1::BatchFetchRequest& request_;
+  const FetchOptions& options_;
+  ReceiveBufferPool& receive_pool_;
+  std::vector<absl::StatusOr<Tensor>> results_;
+  std::optional<OpenItem> open_;
+};
+
 }  // namespace
 
 absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
@@ -187,39 +307,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel, method, &context, SerializeToByteBuffer(request)));
-  std::vector<absl::StatusOr<Tensor>> results;
-  if (request.items_size() > 0) {
-    results.reserve(request.items_size());
-    for (int i = 0; i < request.items_size(); ++i) {
-      results.emplace_back(absl::InternalError("the server sent no answer for it"));
-    }
-  }
-  auto place = [&results, &request](uint32_t index) -> absl::StatusOr<absl::StatusOr<Tensor>*> {
-    if (request.items_size() == 0) {
-      if (index != results.size()) {
-        return absl::InternalError(
-            absl::StrCat("batch fetch item ", index, " arrived out of order"));
-      }
-      results.emplace_back(absl::InternalError("incomplete"));
-    } else if (index >= results.size()) {
-      return absl::InternalError(
-          absl::StrCat("batch fetch answered item ", index, " of ", results.size()));
-    }
-    return &results[index];
-  };
-  auto finish = [&options](OpenItem item) -> absl::StatusOr<Tensor> {
-    if (options.verify_crc32c) {
-      const uint32_t crc = Crc32c(item.memory->data(), item.info.total_bytes);
-      if (crc != item.info.crc32c) {
-        return absl::DataLossError(absl::StrCat("fetched bytes of '", item.info.name,
-                                                "' have crc32c ", crc, "; the server stored ",
-                                                item.info.crc32c));
-      }
-    }
-    return Tensor(std::move(item.info), std::move(item.memory));
-  };
-
-  std::optional<OpenItem> open;
+  BatchFetchAssembler assembler(request, options, receive_pool);
   grpc::ByteBuffer message;
   ByteBufferDecoder decoder;
   absl::Status failure;
@@ -227,86 +315,20 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
   while (failure.ok() && reader->Read(&message)) {
     failure = decoder.Decode(message);
     if (!failure.ok()) break;
-    const StreamMessage& decoded = decoder.message();
-    if (decoded.kind == StreamMessage::Kind::kChunk) {
-      if (!open.has_value() || decoded.chunk_offset != open->received ||
-          decoded.chunk_size > open->info.total_bytes - open->received) {
-        failure = absl::InternalError("batch fetch sent a chunk out of order");
-        break;
-      }
-      auto* out = static_cast<uint8_t*>(open->memory->data()) + open->received;
-      for (std::span<const uint8_t> piece : decoded.chunk_pieces) {
-        std::memcpy(out, piece.data(), piece.size());
-        out += piece.size();
-      }
-      open->received += decoded.chunk_size;
-      if (open->received == open->info.total_bytes) {
-        absl::StatusOr<absl::StatusOr<Tensor>*> slot = place(open->index);
-        if (!slot.ok())
-          failure = slot.status();
-        else
-          **slot = finish(*std::move(open));
-        open.reset();
-      }
+    if (decoder.message().kind == StreamMessage::Kind::kChunk) {
+      failure = assembler.AddChunk(decoder.message());
       continue;
     }
-    if (open.has_value()) {
-      failure = absl::InternalError(
-          absl::StrCat("batch fetch item '", open->info.name, "' ended before its bytes did"));
-      break;
-    }
-    failure = ParseFromByteBuffer(message, response, "batch fetch response");
-    if (!failure.ok()) break;
-    for (const v1::BatchFetchItem& item : response.items().items()) {
-      if (open.has_value()) {
-        failure = absl::InternalError("batch fetch sent an item before the chunks it owed");
-        break;
-      }
-      absl::StatusOr<absl::StatusOr<Tensor>*> slot = place(item.index());
-      if (!slot.ok()) {
-        failure = slot.status();
-        break;
-      }
-      if (item.status().code() != 0) {
-        **slot = StatusOf(item.status());
-        continue;
-      }
-      absl::StatusOr<TensorInfo> info = InfoFromProto(item.info());
-      if (!info.ok()) {
-        **slot = info.status();
-        continue;
-      }
-      absl::StatusOr<std::shared_ptr<HeapTensorMemory>> memory =
-          receive_pool.Allocate(info->total_bytes);
-      if (!memory.ok()) {
-        failure = memory.status();
-        break;
-      }
-      OpenItem assembled{item.index(), *std::move(info), *std::move(memory), 0};
-      if (item.has_inline_data() || assembled.info.total_bytes == 0) {
-        if (item.inline_data().size() != assembled.info.total_bytes) {
-          failure = absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
-                                                     "' carries ", item.inline_data().size(),
-                                                     " of ", assembled.info.total_bytes, " bytes"));
-          break;
-        }
-        std::memcpy(assembled.memory->data(), item.inline_data().data(), item.inline_data().size());
-        **slot = finish(std::move(assembled));
-        continue;
-      }
-      if (request.items_size() == 0) results.pop_back();  // placed again when complete
-      open = std::move(assembled);
-    }
+    failure = assembler.ExpectNoOpenItem();
+    if (failure.ok()) failure = ParseFromByteBuffer(message, response, "batch fetch response");
+    if (failure.ok()) failure = assembler.AddItems(response);
   }
-  if (failure.ok() && open.has_value()) {
-    failure =
-        absl::InternalError(absl::StrCat("batch fetch ended inside item '", open->info.name, "'"));
-  }
+  if (failure.ok()) failure = assembler.Finished();
   if (!failure.ok()) context.TryCancel();
   grpc::Status status = reader->Finish();
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   TENSORD_RETURN_IF_ERROR(failure);
-  return results;
+  return assembler.TakeResults();
 }
 
 }  // namespace tensord

@@ -46,9 +46,7 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const TlsServerOptions& 
   return grpc::SslServerCredentials(ssl);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOptions& options) {
+absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (options.listen_addresses.empty()) {
     return absl::InvalidArgumentError("no listen address given");
   }
@@ -66,17 +64,12 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
       return status;
     }
   }
+  return absl::OkStatus();
+}
 
-  // Bound before anything starts, so a taken port fails fast and plainly.
-  std::vector<BoundListenAddress> bound_addresses;
-  for (const std::string& address : options.listen_addresses) {
-    absl::StatusOr<BoundListenAddress> bound = BindListenAddress(address);
-    if (!bound.ok()) return bound.status();
-    bound_addresses.push_back(std::move(*bound));
-  }
-
-  // Tensor memory stays below the fds the connection caps may need, so a
-  // registry full of large tensors never keeps a client from connecting.
+// Tensor memory stays below the fds the connection caps may need, so a
+// registry full of large tensors never keeps a client from connecting.
+void LimitTensorFds(const ServerOptions& options) {
   const uint64_t open_file_limit = OpenFileLimit();
   const uint64_t grpc_cap = options.connections.max_connections != 0
                                 ? options.connections.max_connections
@@ -86,6 +79,38 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
                                    ? options.handoff.max_connections
                                    : DefaultMaxHandoffConnections(open_file_limit);
   SetTensorFdCeiling(TensorFdCeilingFor(open_file_limit, grpc_cap, handoff_cap));
+}
+
+void AddConnectionArguments(const ConnectionLimits& limits, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ChannelArgMilliseconds(limits.handshake_timeout));
+  if (limits.idle_timeout > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               ChannelArgMilliseconds(limits.idle_timeout));
+  }
+  // Pings find peers that vanished without closing (a host lost, a network
+  // split) while their calls hold fds; clients may ping every 10 s, even
+  // between calls (docs/operations.md has the client settings).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 120'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOptions& options) {
+  if (absl::Status valid = ValidateServerOptions(options); !valid.ok()) return valid;
+
+  // Bound before anything starts, so a taken port fails fast and plainly.
+  std::vector<BoundListenAddress> bound_addresses;
+  for (const std::string& address : options.listen_addresses) {
+    absl::StatusOr<BoundListenAddress> bound = BindListenAddress(address);
+    if (!bound.ok()) return bound.status();
+    bound_addresses.push_back(std::move(*bound));
+  }
+
+  LimitTensorFds(options);
 
   std::unique_ptr<TensorServer> server(new TensorServer());
   server->metrics_ = std::make_unique<ServiceMetrics>();
@@ -137,19 +162,7 @@ absl::StatusOr<std::unique_ptr<TensorServer>> TensorServer::Start(const ServerOp
   }
   for (size_t i = 0; i < endpoints.size(); ++i) endpoints[i].bound = std::move(bound_addresses[i]);
   const ConnectionLimits& limits = options.connections;
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             ChannelArgMilliseconds(limits.handshake_timeout));
-  if (limits.idle_timeout > absl::ZeroDuration()) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               ChannelArgMilliseconds(limits.idle_timeout));
-  }
-  // Pings find peers that vanished without closing (a host lost, a network
-  // split) while their calls hold fds; clients may ping every 10 s, even
-  // between calls (docs/operations.md has the client settings).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 120'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  AddConnectionArguments(limits, builder);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));

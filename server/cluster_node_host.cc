@@ -41,14 +41,15 @@ absl::Status ClusterNodeHost::Join(TensorServer& server, const ServerOptions& op
       .replica_rules = config_.replica_rules,
       .max_txn_ops = config_.max_txn_ops,
       .compaction_interval = config_.compaction_interval,
-      .peers = PeerChannelOptions{.bearer_token = config_.peer_token,
-                                  .peer_ca_pem = config_.peer_ca_pem,
-                                  .peer_tls_server_name = config_.peer_tls_server_name,
-                                  .client_cert_pem = options.tls.cert_chain_pem,
-                                  .client_key_pem = options.tls.private_key_pem,
-                                  .max_message_bytes = static_cast<int>(
-                                      std::max<uint32_t>(options.max_message_bytes, 64 << 20)),
-                                  .idle_timeout = PeerIdleTimeout(options.connections.idle_timeout)},
+      .peers =
+          PeerChannelOptions{.bearer_token = config_.peer_token,
+                             .peer_ca_pem = config_.peer_ca_pem,
+                             .peer_tls_server_name = config_.peer_tls_server_name,
+                             .client_cert_pem = options.tls.cert_chain_pem,
+                             .client_key_pem = options.tls.private_key_pem,
+                             .max_message_bytes = static_cast<int>(
+                                 std::max<uint32_t>(options.max_message_bytes, 64 << 20)),
+                             .idle_timeout = PeerIdleTimeout(options.connections.idle_timeout)},
       .watch_history_items = options.registry.watch_history_items};
   node_options.self.advertise_address = *advertise;
   node_options.self.handoff_available = !options.handoff.socket_path.empty();

@@ -237,10 +237,9 @@ absl::Status CheckCapacity(ServerOptions& options) {
   options.max_watches = absl::GetFlag(FLAGS_max_watches);
   registry.watch_history_items = absl::GetFlag(FLAGS_watch_history);
   if (options.max_watches == 0 || registry.watch_history_items == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-watches ", options.max_watches,
-                                                   " and --watch-history ",
-                                                   registry.watch_history_items,
-                                                   " must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-watches ", options.max_watches, " and --watch-history ",
+                     registry.watch_history_items, " must be at least 1"));
   }
   registry.page_policy =
       absl::GetFlag(FLAGS_huge_pages) ? PagePolicy::kHugeWhenAvailable : PagePolicy::kNormal;
@@ -266,10 +265,9 @@ absl::Status CheckCapacity(ServerOptions& options) {
   if (!(registry.eviction_low_watermark > 0 &&
         registry.eviction_low_watermark <= registry.eviction_high_watermark &&
         registry.eviction_high_watermark <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("need 0 < --eviction-low-watermark (", registry.eviction_low_watermark,
-                     ") <= --eviction-high-watermark (", registry.eviction_high_watermark,
-                     ") <= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 0 < --eviction-low-watermark (", registry.eviction_low_watermark,
+        ") <= --eviction-high-watermark (", registry.eviction_high_watermark, ") <= 1"));
   }
   registry.max_device_bytes = absl::GetFlag(FLAGS_max_device_bytes).bytes;
   return absl::OkStatus();
@@ -292,25 +290,25 @@ absl::StatusOr<std::vector<uint32_t>> NumericIds(const char* flag,
 absl::Status CheckConnections(TensordConfig& config) {
   ServerOptions& options = config.server;
   config.handoff_socket_flag = absl::GetFlag(FLAGS_handoff_socket);
-  TENSORD_ASSIGN_OR_RETURN(options.handoff.allowed_uids,
-                           NumericIds("--handoff-allow-uid", absl::GetFlag(FLAGS_handoff_allow_uid)));
-  TENSORD_ASSIGN_OR_RETURN(options.handoff.allowed_gids,
-                           NumericIds("--handoff-allow-gid", absl::GetFlag(FLAGS_handoff_allow_gid)));
+  TENSORD_ASSIGN_OR_RETURN(
+      options.handoff.allowed_uids,
+      NumericIds("--handoff-allow-uid", absl::GetFlag(FLAGS_handoff_allow_uid)));
+  TENSORD_ASSIGN_OR_RETURN(
+      options.handoff.allowed_gids,
+      NumericIds("--handoff-allow-gid", absl::GetFlag(FLAGS_handoff_allow_gid)));
   options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
   options.handoff.max_connections = absl::GetFlag(FLAGS_max_handoff_connections);
   options.connections.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
   options.connections.idle_timeout = absl::GetFlag(FLAGS_connection_idle_timeout);
   if (options.connections.handshake_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--handshake-timeout ",
-                     absl::FormatDuration(options.connections.handshake_timeout),
-                     " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--handshake-timeout ", absl::FormatDuration(options.connections.handshake_timeout),
+        " must be positive"));
   }
   if (options.connections.idle_timeout < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--connection-idle-timeout ",
-                     absl::FormatDuration(options.connections.idle_timeout),
-                     " must not be negative"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--connection-idle-timeout ", absl::FormatDuration(options.connections.idle_timeout),
+        " must not be negative"));
   }
   options.handoff.limits.max_tensor_bytes = options.max_tensor_bytes;
   options.handoff.limits.create_timeout = absl::GetFlag(FLAGS_create_timeout);
@@ -400,11 +398,11 @@ absl::StatusOr<TensordConfig> OptionsFromFlags() {
   config.server.corrupt_snapshot = absl::GetFlag(FLAGS_snapshot_ignore_corrupt)
                                        ? CorruptSnapshotPolicy::kLoadValid
                                        : CorruptSnapshotPolicy::kRefuse;
-  config.devices = DeviceSelection{
-      .backend = absl::GetFlag(FLAGS_device_backend),
-      .simulated_devices = absl::GetFlag(FLAGS_simulated_devices),
-      .simulated_legacy_ipc_only = absl::GetFlag(FLAGS_simulated_legacy_ipc_only),
-      .max_device_bytes = config.server.registry.max_device_bytes};
+  config.devices =
+      DeviceSelection{.backend = absl::GetFlag(FLAGS_device_backend),
+                      .simulated_devices = absl::GetFlag(FLAGS_simulated_devices),
+                      .simulated_legacy_ipc_only = absl::GetFlag(FLAGS_simulated_legacy_ipc_only),
+                      .max_device_bytes = config.server.registry.max_device_bytes};
   TENSORD_RETURN_IF_ERROR(CheckDeviceSelection(config.devices));
   TENSORD_RETURN_IF_ERROR(CheckCluster(config));
   config.preload = absl::GetFlag(FLAGS_preload);

@@ -22,18 +22,11 @@ struct Client::Rep {
       : transports(options.path, options.handoff_socket, std::move(remote)) {}
   TransportSelector transports;
 
-  // One batch fetch on the transport the rule picks. An item only gRPC can
-  // serve (use_remote) makes kAuto fetch the whole batch over gRPC, so the
-  // items stay one consistent cut.
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
                                                                  const FetchOptions& options) {
-    absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = transports.Run(
+    return transports.Run(
+        RoutedCall{.kind = CallKind::kBatchFetch},
         [&](ClientTransport& transport) { return transport.BatchFetch(selection, options); });
-    if (!fetched.ok() || transports.path() == TransferPath::kLocal) return fetched;
-    for (const absl::StatusOr<Tensor>& item : *fetched) {
-      if (IsUseRemote(item.status())) return transports.remote().BatchFetch(selection, options);
-    }
-    return fetched;
   }
 };
 
@@ -51,35 +44,22 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(options.streams));
+  RoutedCall routed{.kind = CallKind::kPut,
+                    .device_put = options.device.has_value(),
+                    .replicas = options.replicas,
+                    .what = absl::StrCat("put of '", name, "'")};
   if (options.device.has_value()) {
-    // Device puts from host memory go over gRPC (the server's staged upload);
-    // a local producer writes device memory in place with Create instead.
-    if (rep_->transports.path() == TransferPath::kLocal) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("put of '", name, "' into device memory (device type ",
-                       options.device->device_type, ", id ", options.device->device_id,
-                       ") needs TransferPath::kRemote or kAuto; on the server's host, Create with "
-                       "CreateOptions::device writes device memory in place"));
-    }
-    return rep_->transports.remote().Put(name, tensor, options);
-  }
-  if (options.replicas > 1) {
-    // Copies are made by the server after a gRPC put; a local create/seal
-    // publishes on this server alone.
-    if (rep_->transports.path() == TransferPath::kLocal) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "put of '", name, "' with replicas=", options.replicas,
-          " needs TransferPath::kRemote or kAuto: the local handoff publishes on one node"));
-    }
-    return rep_->transports.remote().Put(name, tensor, options);
+    absl::StrAppend(&routed.what, " into device memory (device type ", options.device->device_type,
+                    ", id ", options.device->device_id, ")");
   }
   return rep_->transports.Run(
-      [&](ClientTransport& transport) { return transport.Put(name, tensor, options); });
+      routed, [&](ClientTransport& transport) { return transport.Put(name, tensor, options); });
 }
 
 absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   return rep_->transports.Run(
+      RoutedCall{.kind = CallKind::kFetch},
       [&](ClientTransport& transport) { return transport.Fetch(name, options); });
 }
 
@@ -88,6 +68,7 @@ absl::StatusOr<TensorInfo> Client::FetchInto(absl::string_view name, const DLTen
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(destination, "destination"));
   return rep_->transports.Run(
+      RoutedCall{.kind = CallKind::kFetch},
       [&](ClientTransport& transport) { return transport.FetchInto(name, destination, options); });
 }
 
@@ -157,12 +138,9 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view n
                                                              std::span<const int64_t> shape,
                                                              const CreateOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  // Create/seal exists only on the handoff socket: a local failure (say, a
-  // device import this process cannot make) is the answer, and gRPC's
-  // Create only says that no socket was found.
   return rep_->transports.Run(
-      [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); },
-      TransportSelector::Fallback::kNone);
+      RoutedCall{.kind = CallKind::kCreate},
+      [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); });
 }
 
 absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> items,
@@ -278,11 +256,8 @@ absl::StatusOr<std::vector<Tensor>> Client::BatchFetchClusterGroup(uint64_t clus
 
 absl::StatusOr<std::vector<TensorInfo>> Client::SealGroup(
     std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c) {
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalTransport> local, rep_->transports.Local());
-  if (local == nullptr) {
-    return absl::UnavailableError(
-        "SealGroup seals local creates, and this client has no local handoff connection");
-  }
+  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalTransport> local,
+                           rep_->transports.LocalOnly(RoutedCall{.kind = CallKind::kSealGroup}));
   return local->SealGroup(writers, send_crc32c);
 }
 
@@ -296,9 +271,6 @@ absl::StatusOr<std::string> Client::Health(absl::string_view service) {
   return rep_->transports.remote().Health(service);
 }
 
-bool Client::local() const {
-  absl::StatusOr<std::shared_ptr<LocalTransport>> local = rep_->transports.Local();
-  return local.ok() && *local != nullptr;
-}
+bool Client::local() const { return rep_->transports.Local().ok(); }
 
 }  // namespace tensord

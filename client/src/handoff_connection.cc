@@ -1,6 +1,6 @@
 #include "client/src/handoff_connection.h"
 
-#include "client/src/local_transport.h"
+#include "client/src/call_routing.h"
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
 #include "service/common/crc32c.h"
@@ -209,18 +210,7 @@ void AbortCreate(HandoffConnection& connection, uint64_t create_id) {
   (void)connection.Call(std::move(request));
 }
 
-constexpr absl::string_view kServerAnswerPayload = "type.tensord/handoff-answer";
-
 }  // namespace
-
-absl::Status MarkServerAnswer(absl::Status status) {
-  status.SetPayload(kServerAnswerPayload, absl::Cord("1"));
-  return status;
-}
-
-bool IsServerAnswer(const absl::Status& status) {
-  return status.GetPayload(kServerAnswerPayload).has_value();
-}
 
 // A writer of a create pending on the server: sealed alone (Seal) or with
 // others as one atomic group (LocalTransport::SealGroup).

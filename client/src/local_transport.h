@@ -30,13 +30,6 @@ namespace tensord {
 // them is gone.
 class HeldVersion;
 
-// A status the server answered on the handoff socket (as opposed to the
-// socket failing): TransferPath::kAuto does not retry it over gRPC, which
-// would hear the same (a cluster that cannot order a seal) or act twice (a
-// seal that stands but whose copies failed).
-absl::Status MarkServerAnswer(absl::Status status);
-bool IsServerAnswer(const absl::Status& status);
-
 // Thread-safe.
 class LocalTransport final : public ClientTransport {
  public:

@@ -8,34 +8,42 @@
 namespace tensord {
 
 absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Local() {
-  if (path_ == TransferPath::kRemote) return nullptr;
+  if (path_ == TransferPath::kRemote) {
+    return absl::UnavailableError("TransferPath::kRemote: the local handoff is not used");
+  }
   MutexLock lock(&mutex_);
   if (!resolved_) {
     absl::StatusOr<std::shared_ptr<LocalTransport>> found = Discover();
-    if (!found.ok()) {
-      if (path_ == TransferPath::kLocal) return found.status();
-      found = nullptr;  // remote it is
-    }
-    local_ = *std::move(found);
+    if (!found.ok() && path_ == TransferPath::kLocal) return found.status();
+    local_ = found.ok() ? *std::move(found) : nullptr;
+    missing_ = found.status();
     resolved_ = true;
   }
+  if (local_ == nullptr) return missing_;
   return local_;
 }
 
-bool TransportSelector::FallBackFrom(const std::shared_ptr<LocalTransport>& local,
-                                     const absl::Status& status) {
-  if (path_ != TransferPath::kAuto) return false;
-  if (IsUseRemote(status)) return true;  // the connection is fine
-  // The server answered (a cluster it could not ask, a seal whose copies
-  // failed): gRPC would hear the same, or publish again.
-  if (IsServerAnswer(status)) return false;
-  if (status.code() != absl::StatusCode::kUnavailable) return false;
+absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::LocalOnly(
+    const RoutedCall& routed) {
+  std::shared_ptr<LocalTransport> local;
+  TENSORD_ASSIGN_OR_RETURN(Transport transport, RouteCall(routed, path_, [&] {
+                             absl::StatusOr<std::shared_ptr<LocalTransport>> found = Local();
+                             if (found.ok()) local = *std::move(found);
+                             return found.status();
+                           }));
+  if (transport != Transport::kLocal) {
+    return absl::InternalError(
+        absl::StrCat(routed.what, " is routed to gRPC, which cannot serve it"));
+  }
+  return local;
+}
+
+void TransportSelector::Forget(const std::shared_ptr<LocalTransport>& local) {
   MutexLock lock(&mutex_);
   if (local_ == local) {
     local_.reset();
     resolved_ = false;
   }
-  return true;
 }
 
 absl::StatusOr<std::shared_ptr<LocalTransport>> TransportSelector::Discover() {

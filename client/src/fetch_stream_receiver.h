@@ -1,18 +1,20 @@
-// The client side of a Fetch stream, without gRPC: takes the decoded
-// messages (a header, then chunks in order) and puts the bytes where the
-// caller wants them. The server is a peer, not trusted blindly: every range,
-// offset and size it sends is checked before a byte is written.
+// The client side of a Fetch answer: service/wire's FetchReceiver (every
+// range, offset and size the server sends checked before a byte is
+// written) with a sink that turns the header's info into a TensorInfo and
+// writes the bytes where the caller wants them.
 #ifndef TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
 #define TENSORD_CLIENT_SRC_FETCH_STREAM_RECEIVER_H_
 
 #include <cassert>
 #include <cstdint>
 #include <span>
+#include "absl/strings/string_view.h"
 
 #include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "service/wire/fetch_receiver.h"
 #include "service/wire/stream_message.h"
 #include "service/wire/wire_tensor_info.h"
 #include "tensord/client.h"
@@ -20,7 +22,7 @@
 
 namespace tensord {
 
-class FetchStreamReceiver {
+class FetchStreamReceiver final : private FetchReceiver::Sink {
  public:
   // Where the range's bytes go: called once, with the header's info and the
   // range length, before any byte is written; must return that many
@@ -28,67 +30,49 @@ class FetchStreamReceiver {
   using DestinationFor =
       absl::FunctionRef<absl::StatusOr<uint8_t*>(const TensorInfo& info, uint64_t range_length)>;
 
-  // `options`: verify_crc32c and progress are honoured; must outlive the
-  // receiver.
+  // `options`: verify_crc32c and progress are honoured. `name` is the
+  // fetched name, for errors. All must outlive the receiver.
   FetchStreamReceiver(const FetchOptions& options ABSL_ATTRIBUTE_LIFETIME_BOUND,
-                      DestinationFor destination_for ABSL_ATTRIBUTE_LIFETIME_BOUND)
-      : options_(options), destination_for_(destination_for) {}
+                      DestinationFor destination_for ABSL_ATTRIBUTE_LIFETIME_BOUND,
+                      absl::string_view name ABSL_ATTRIBUTE_LIFETIME_BOUND)
+      : receiver_options_{.verify_crc32c = options.verify_crc32c, .progress = &options.progress},
+        destination_for_(destination_for),
+        receiver_(receiver_options_, *this, "fetch of", name) {}
 
-  // The next message of the stream, decoded with HeaderInlineData::kLift
-  // (a header's inline bytes are taken from StreamMessage::inline_data).
-  // After an error the stream is unusable.
-  absl::Status Receive(const StreamMessage& message);
-  // Instead of Receive: a whole answer (FetchInline's) whose header was
-  // parsed with its inline bytes, which must stay valid during the call.
-  absl::Status ReceiveWholeAnswer(WireFetchHeader&& header);
+  // As FetchReceiver's.
+  absl::Status Receive(const StreamMessage& message) { return receiver_.Receive(message); }
+  absl::Status ReceiveWholeAnswer(WireFetchHeader&& header) {
+    return receiver_.ReceiveWholeAnswer(std::move(header));
+  }
+  bool complete() const { return receiver_.complete(); }
+  bool split() const { return receiver_.split(); }
+  uint64_t range_offset() const { return receiver_.range_offset(); }
+  uint64_t range_length() const { return receiver_.range_length(); }
+  uint32_t received_crc32c() const { return receiver_.received_crc32c(); }
+  absl::Status Finish() const { return receiver_.Finish(); }
 
-  // True once the header and every byte of its range are in: the server
-  // sent its status with the last message, so no further Read is needed.
-  // A `split` header (FetchRequest.split_above_bytes) completes the stream
-  // with no bytes.
-  bool complete() const { return has_header_ && (split_ || received_ == range_length_); }
-
-  // After a complete stream: whether the server asked for the range in
-  // parts, the range it resolved, and (verify_crc32c) the CRC-32C of the
-  // range's received bytes.
-  bool split() const { return split_; }
-  uint64_t range_offset() const { return range_offset_; }
-  uint64_t range_length() const { return range_length_; }
-  uint32_t received_crc32c() const { return crc_; }
-
-  // Once the stream ended well: OK, or DATA_LOSS when bytes are missing or
-  // (verify_crc32c, whole tensor) do not match the version's CRC-32C.
-  absl::Status Finish();
   // After Finish said OK: the version's info, moved out (once).
   TensorInfo TakeInfo() {
-    assert(has_header_ && !info_taken_);
+    assert(has_info_ && !info_taken_);
     info_taken_ = true;
     return std::move(info_);
   }
 
  private:
-  absl::Status ReceiveHeader(const StreamMessage& message);
-  // The header's checks, the destination and, when header.has_inline_data,
-  // the inline bytes: `inline_data`, pieces in order (the header's own view,
-  // or the stream decoder's lifted pieces).
-  absl::Status AcceptHeader(WireFetchHeader&& header,
-                            std::span<const std::span<const uint8_t>> inline_data);
-  absl::Status ReceiveChunk(const StreamMessage& message);
-  // Counts `size` more bytes written (and checksummed) and reports progress.
-  void Accepted(uint64_t size);
+  // FetchReceiver::Sink.
+  absl::Status Open(WireFetchHeader& header) override;
+  absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces,
+                     uint64_t size) override;
 
-  const FetchOptions& options_;
+  const FetchReceiver::Options receiver_options_;
   const DestinationFor destination_for_;
-  // The header's info, filled in place; meaningful once has_header_.
+  FetchReceiver receiver_;
+  // The header's info; meaningful once has_info_. A split header has none
+  // converted: its info is filled from the first part's.
   TensorInfo info_;
-  bool has_header_ = false;
+  bool has_info_ = false;
   bool info_taken_ = false;
   uint8_t* destination_ = nullptr;
-  uint64_t range_offset_ = 0;
-  uint64_t range_length_ = 0;
-  uint64_t received_ = 0;
-  uint32_t crc_ = 0;
-  bool split_ = false;
 };
 
 }  // namespace tensord

@@ -328,7 +328,7 @@ absl::StatusOr<StreamedRange> RemoteTransport::Rep::StreamFetch(
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           &on, fetch_method, &context, SerializeToByteBuffer(request)));
-  FetchStreamReceiver receiver(fetch_options, destination_for);
+  FetchStreamReceiver receiver(fetch_options, destination_for, request.name());
   grpc::ByteBuffer message;
   ByteBufferDecoder decoder;
   absl::Status failure;
@@ -397,7 +397,7 @@ absl::StatusOr<StreamedRange> RemoteTransport::Rep::FetchInline(
     return absl::InternalError(
         absl::StrCat("FetchInline answer for '", name, "' is not a valid FetchResponse"));
   }
-  FetchStreamReceiver receiver(fetch_options, destination_for);
+  FetchStreamReceiver receiver(fetch_options, destination_for, name);
   if (has_header) TENSORD_RETURN_IF_ERROR(receiver.ReceiveWholeAnswer(std::move(header)));
   if (!receiver.complete()) {
     return absl::InternalError("FetchInline answered with neither the bytes nor a split header");

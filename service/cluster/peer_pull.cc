@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/fetch_receiver.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -20,105 +20,58 @@ namespace {
 
 constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 
-// Receives one Fetch stream into a registry buffer.
-class PullReceiver {
+// Where a pulled Fetch answer goes: a new registry buffer, opened only for
+// the version the cluster recorded (size and CRC-32C, and the holder's
+// version number for a cache name); FetchReceiver checks the rest and sums
+// the bytes against the CRC-32C, which Open made the recorded one.
+class PullSink final : public FetchReceiver::Sink {
  public:
-  PullReceiver(Registry& registry, const PullSource& source, Retention retention)
+  PullSink(Registry& registry, const PullSource& source, Retention retention)
       : registry_(registry), source_(source), retention_(retention) {}
 
-  absl::Status Receive(const grpc::ByteBuffer& message) {
-    // The header's inline bytes are viewed in place, not copied out.
-    TENSORD_RETURN_IF_ERROR(decoder_.Decode(message, HeaderInlineData::kLift));
-    const StreamMessage& decoded = decoder_.message();
-    return pending_.has_value() ? ReceiveChunk(decoded) : ReceiveHeader(decoded);
+  absl::Status Open(WireFetchHeader& header) override {
+    const WireTensorInfo& info = header.info;
+    // What the cluster recorded is what must arrive; a holder answering
+    // with something else (another size, other bytes) is not trusted.
+    if (info.total_bytes != source_.total_bytes || info.crc32c != source_.crc32c) {
+      return absl::DataLossError(absl::StrCat("node ", source_.node, " offered '", source_.name,
+                                              "' as ", info.total_bytes, " bytes with CRC-32C ",
+                                              info.crc32c, "; the cluster recorded ",
+                                              source_.total_bytes, " bytes with ", source_.crc32c));
+    }
+    if (header.split || header.range_offset != 0 || header.range_length != info.total_bytes ||
+        (source_.version != 0 && info.version != source_.version)) {
+      return absl::DataLossError(absl::StrCat("node ", source_.node, " answered the copy of '",
+                                              source_.name, "' with another version or range"));
+    }
+    TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout,
+                             LayoutFromWire(std::move(header.info.layout)));
+    // Kept here as host bytes: this node may have no device, and a reader
+    // through it asked for the bytes, not for a place.
+    layout.device = DLDevice{kDLCPU, 0};
+    TENSORD_ASSIGN_OR_RETURN(
+        PendingVersion prepared,
+        registry_.Prepare(source_.name, std::move(layout), source_.total_bytes, retention_));
+    pending_ = std::move(prepared);
+    return absl::OkStatus();
   }
-  bool complete() const { return pending_.has_value() && received_ == total_; }
 
-  absl::StatusOr<PendingVersion> Finish() {
-    if (!complete()) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " ended the copy of '",
-                                              source_.name, "' after ", received_, " of ", total_,
-                                              " bytes"));
-    }
-    if (crc_ != source_.crc32c) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " sent bytes of '",
-                                              source_.name, "' with CRC-32C ", crc_,
-                                              "; the cluster recorded ", source_.crc32c));
-    }
-    pending_->crc32c = crc_;
+  absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces,
+                     uint64_t /*size*/) override {
+    return pending_->buffer->Write(offset, pieces);
+  }
+
+  // After the receiver's Finish said OK: the version, its CRC-32C set.
+  PendingVersion Take() && {
+    pending_->crc32c = source_.crc32c;
     return *std::move(pending_);
   }
 
  private:
-  absl::Status ReceiveHeader(const StreamMessage& decoded) {
-    v1::FetchHeader header;
-    if (decoded.kind != StreamMessage::Kind::kHeader || !header.ParseFromString(decoded.header)) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " began the copy of '",
-                                              source_.name, "' without a header"));
-    }
-    TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout layout, LayoutFromProto(header.info().layout()));
-    // Kept here as host bytes: this node may have no device, and a reader
-    // through it asked for the bytes, not for a place.
-    layout.device = DLDevice{kDLCPU, 0};
-    total_ = header.info().total_bytes();
-    // What the cluster recorded is what must arrive; a holder answering
-    // with something else (another size, other bytes) is not trusted.
-    if (total_ != source_.total_bytes || header.info().crc32c() != source_.crc32c) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " offered '", source_.name,
-                                              "' as ", total_, " bytes with CRC-32C ",
-                                              header.info().crc32c(), "; the cluster recorded ",
-                                              source_.total_bytes, " bytes with ", source_.crc32c));
-    }
-    if (header.range().offset() != 0 || header.range().length() != total_ ||
-        (source_.version != 0 && header.info().version() != source_.version)) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " answered the copy of '",
-                                              source_.name, "' with another version or range"));
-    }
-    TENSORD_ASSIGN_OR_RETURN(
-        PendingVersion prepared,
-        registry_.Prepare(source_.name, std::move(layout), total_, retention_));
-    pending_ = std::move(prepared);
-    if (decoded.has_inline_data) {
-      uint64_t size = 0;
-      for (std::span<const uint8_t> piece : decoded.inline_data) size += piece.size();
-      if (size != total_) {
-        return absl::DataLossError(absl::StrCat("node ", source_.node, " sent ", size,
-                                                " inline bytes of '", source_.name, "', which has ",
-                                                total_));
-      }
-      return Write(decoded.inline_data, size);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status ReceiveChunk(const StreamMessage& decoded) {
-    if (decoded.kind != StreamMessage::Kind::kChunk || decoded.chunk_offset != received_ ||
-        decoded.chunk_size > total_ - received_) {
-      return absl::DataLossError(absl::StrCat("node ", source_.node, " sent a chunk of '",
-                                              source_.name, "' at ", decoded.chunk_offset,
-                                              " where ", received_, " was next"));
-    }
-    return Write(decoded.chunk_pieces, decoded.chunk_size);
-  }
-
-  // Writes pieces at received_, summing them while they are hot.
-  template <typename Pieces>
-  absl::Status Write(const Pieces& pieces, uint64_t size) {
-    TENSORD_RETURN_IF_ERROR(pending_->buffer->Write(received_, pieces));
-    for (std::span<const uint8_t> piece : pieces)
-      crc_ = Crc32cExtend(crc_, piece.data(), piece.size());
-    received_ += size;
-    return absl::OkStatus();
-  }
-
   Registry& registry_;
   const PullSource& source_;
   const Retention retention_;
-  ByteBufferDecoder decoder_;
   std::optional<PendingVersion> pending_;
-  uint64_t total_ = 0;
-  uint64_t received_ = 0;
-  uint32_t crc_ = 0;
 };
 
 }  // namespace
@@ -143,12 +96,20 @@ absl::StatusOr<PendingVersion> PullVersion(PeerChannels& peers, Registry& regist
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel.get(), method, &context, SerializeToByteBuffer(request)));
-  PullReceiver receiver(registry, source, retention);
+  PullSink sink(registry, source, retention);
+  const std::string noun = absl::StrCat("node ", source.node, "'s copy of");
+  // Every byte is summed: the holder's bytes are checked, not trusted.
+  const FetchReceiver::Options receive{.verify_crc32c = true,
+                                       .violation = absl::StatusCode::kDataLoss};
+  FetchReceiver receiver(receive, sink, noun, source.name);
+  ByteBufferDecoder decoder;
   grpc::ByteBuffer message;
   absl::Status failure;
   while (failure.ok() && !receiver.complete() && reader->Read(&message)) {
     stall->Moved();
-    failure = receiver.Receive(message);
+    // The header's inline bytes are viewed in place, not copied out.
+    failure = decoder.Decode(message, HeaderInlineData::kLift);
+    if (failure.ok()) failure = receiver.Receive(decoder.message());
   }
   if (!failure.ok() || !receiver.complete()) context.TryCancel();
   const grpc::Status finished = reader->Finish();
@@ -163,7 +124,8 @@ absl::StatusOr<PendingVersion> PullVersion(PeerChannels& peers, Registry& regist
     return absl::Status(status.code(), absl::StrCat("node ", source.node, " at ", source.address,
                                                     ": ", status.message()));
   }
-  return receiver.Finish();
+  TENSORD_RETURN_IF_ERROR(receiver.Finish());
+  return std::move(sink).Take();
 }
 
 }  // namespace tensord

@@ -91,11 +91,10 @@ TEST(CallRoutingTest, EveryCallUnderEveryPathWithAndWithoutALocalConnection) {
     SCOPED_TRACE(absl::StrCat("kind ", static_cast<int>(row.call.kind), " ", row.call.what,
                               " replicas ", row.call.replicas, " under ", PathName(row.path),
                               row.local_found ? ", connection found" : ", no connection"));
-    const absl::StatusOr<Transport> routed =
-        RouteCall(row.call, row.path, [&]() -> absl::Status {
-          if (row.local_found) return absl::OkStatus();
-          return absl::UnavailableError(absl::StrCat(kNoSocket, " (--handoff-socket)"));
-        });
+    const absl::StatusOr<Transport> routed = RouteCall(row.call, row.path, [&]() -> absl::Status {
+      if (row.local_found) return absl::OkStatus();
+      return absl::UnavailableError(absl::StrCat(kNoSocket, " (--handoff-socket)"));
+    });
     if (row.transport.has_value()) {
       ASSERT_TRUE(routed.ok()) << routed.status();
       EXPECT_EQ(*routed, *row.transport);
@@ -123,8 +122,8 @@ TEST(CallRoutingTest, OnlyCallsThatCanUseTheSocketLookForIt) {
                          Row{Kind(CallKind::kFetch), TransferPath::kAuto, true},
                          Row{Kind(CallKind::kCreate), TransferPath::kLocal, true},
                          Row{Kind(CallKind::kSealGroup), TransferPath::kRemote, true}}) {
-    SCOPED_TRACE(absl::StrCat("kind ", static_cast<int>(row.call.kind), " under ",
-                              PathName(row.path)));
+    SCOPED_TRACE(
+        absl::StrCat("kind ", static_cast<int>(row.call.kind), " under ", PathName(row.path)));
     int looked = 0;
     (void)RouteCall(row.call, row.path, [&] {
       ++looked;

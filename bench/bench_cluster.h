@@ -12,12 +12,17 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/cases.h"
-#include "bench/child_process.h"
 #include "tensord/client.h"
+#include "tests/process/child_process.h"
+#include "tests/process/etcd_process.h"
 
 namespace tensord::bench {
 
-inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+// The processes come from the helpers the tests use (tests/process).
+using testing::ChildProcess;
+using testing::EtcdProcess;
+using testing::kEtcdBinary;
+using testing::TempDir;
 
 // Members are destroyed in reverse order: the nodes (SIGTERM: they leave
 // the cluster; a paused one is resumed first), then etcd, then the
@@ -42,7 +47,7 @@ class BenchCluster {
   const std::string& name(size_t i) const { return names_[i]; }
   pid_t pid(size_t i) const;
   pid_t etcd_pid() const { return etcd_->pid(); }
-  const std::string& etcd_endpoint() const { return endpoint_; }
+  std::string etcd_endpoint() const { return etcd_->endpoint(); }
   const std::string& directory() const { return dir_.path(); }
 
   // OK while every process runs; otherwise which one exited, with its log.
@@ -58,12 +63,10 @@ class BenchCluster {
   TempDir dir_;
   const BenchEnv& env_;
   const std::vector<std::string> extra_flags_;
-  std::unique_ptr<ChildProcess> etcd_;
-  std::string endpoint_;
+  std::unique_ptr<EtcdProcess> etcd_;
   std::vector<std::unique_ptr<ChildProcess>> nodes_;  // null once killed
   std::vector<std::string> targets_;                  // "127.0.0.1:PORT"
   std::vector<std::string> names_;
-  std::vector<bool> paused_;
 };
 
 // A client of its own (own TCP connection, kRemote) to `target`, with a

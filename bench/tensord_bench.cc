@@ -30,11 +30,11 @@
 #include "absl/strings/str_split.h"
 #include "bench/call_loop.h"
 #include "bench/cases.h"
-#include "bench/child_process.h"
 #include "bench/empty_server.h"
 #include "service/common/absl_view.h"
 #include "service/common/closest_name.h"
 #include "service/common/status_macros.h"
+#include "tests/process/child_process.h"
 
 #ifndef TENSORD_BINARY_PATH
 #error "TENSORD_BINARY_PATH must name the tensord binary (set by bench/CMakeLists.txt)"
@@ -42,6 +42,9 @@
 
 namespace tensord::bench {
 namespace {
+
+using testing::ChildProcess;
+using testing::TempDir;
 
 constexpr char kUsage[] =
     "usage: tensord-bench [--smoke] [--json PATH] [--sections LIST] [--tensord PATH]\n"
@@ -166,25 +169,28 @@ absl::Status Run(const CommandLine& line) {
 
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> tensord,
-      ChildProcess::Start(
-          {line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
-           "--handoff-socket=" + dir.path() + "/handoff.sock", "--max-host-bytes=6GiB",
-           "--max-tensor-bytes=2GiB", "--log-level=warning",
-           "--device-backend=" + line.device_backend},
-          dir.path() + "/ready", dir.path() + "/tensord.log", absl::Seconds(30)));
+      ChildProcess::StartWithReadyFile(
+          {.argv = {line.tensord, "--listen=127.0.0.1:0", "--ready-file=" + dir.path() + "/ready",
+                    "--handoff-socket=" + dir.path() + "/handoff.sock", "--max-host-bytes=6GiB",
+                    "--max-tensor-bytes=2GiB", "--log-level=warning",
+                    "--device-backend=" + line.device_backend},
+           .log_path = dir.path() + "/tensord.log"},
+          dir.path() + "/ready", absl::Seconds(30)));
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> empty_server,
-      ChildProcess::Start(
-          {SelfPath(), "--serve-empty=127.0.0.1:0", "--ready-file=" + dir.path() + "/empty-ready"},
-          dir.path() + "/empty-ready", dir.path() + "/empty.log", absl::Seconds(30)));
+      ChildProcess::StartWithReadyFile({.argv = {SelfPath(), "--serve-empty=127.0.0.1:0",
+                                                 "--ready-file=" + dir.path() + "/empty-ready"},
+                                        .log_path = dir.path() + "/empty.log"},
+                                       dir.path() + "/empty-ready", absl::Seconds(30)));
   // The same, closing idle connections as tensord does by default: what
   // that costs every small call (a reference row of the small section).
   TENSORD_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> empty_closing_idle_server,
-      ChildProcess::Start({SelfPath(), "--serve-empty=127.0.0.1:0", "--serve-empty-closing-idle",
-                           "--ready-file=" + dir.path() + "/empty-closing-idle-ready"},
-                          dir.path() + "/empty-closing-idle-ready",
-                          dir.path() + "/empty-closing-idle.log", absl::Seconds(30)));
+      ChildProcess::StartWithReadyFile(
+          {.argv = {SelfPath(), "--serve-empty=127.0.0.1:0", "--serve-empty-closing-idle",
+                    "--ready-file=" + dir.path() + "/empty-closing-idle-ready"},
+           .log_path = dir.path() + "/empty-closing-idle.log"},
+          dir.path() + "/empty-closing-idle-ready", absl::Seconds(30)));
 
   TENSORD_ASSIGN_OR_RETURN(Buffer source, Buffer::Allocate(config.LargestBytes()));
   TENSORD_ASSIGN_OR_RETURN(Buffer destination, Buffer::Allocate(config.LargestBytes()));

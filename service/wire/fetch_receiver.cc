@@ -75,8 +75,8 @@ absl::Status FetchReceiver::ReceiveChunk(const StreamMessage& message) {
   if (message.kind != StreamMessage::Kind::kChunk ||
       message.chunk_offset != range_offset_ + received_ ||
       message.chunk_size > range_length_ - received_) {
-    return Violation(absl::StrCat("an unexpected message at byte ", received_, " of ",
-                                  range_length_));
+    return Violation(
+        absl::StrCat("an unexpected message at byte ", received_, " of ", range_length_));
   }
   return Deliver(message.chunk_pieces, message.chunk_size);
 }
@@ -100,14 +100,13 @@ absl::Status FetchReceiver::Finish() const {
   if (!has_header_) return Violation("the answer ended without a header");
   if (split_) return absl::OkStatus();
   if (received_ != range_length_) {
-    return absl::DataLossError(
-        absl::StrCat(noun_, " '", name_, "' ended after ", received_, " of ", range_length_,
-                     " bytes"));
+    return absl::DataLossError(absl::StrCat(noun_, " '", name_, "' ended after ", received_, " of ",
+                                            range_length_, " bytes"));
   }
   if (options_.verify_crc32c && range_offset_ == 0 && range_length_ == total_bytes_ &&
       crc_ != stated_crc32c_) {
-    return absl::DataLossError(absl::StrCat(noun_, " '", name_, "': the bytes have CRC-32C ",
-                                            crc_, "; the sender stated ", stated_crc32c_));
+    return absl::DataLossError(absl::StrCat(noun_, " '", name_, "': the bytes have CRC-32C ", crc_,
+                                            "; the sender stated ", stated_crc32c_));
   }
   return absl::OkStatus();
 }

@@ -13,9 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "tensord/client.h"
-#include "tests/integration/etcd_process.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/tcp_proxy.h"
+#include "tests/process/etcd_process.h"
 
 namespace tensord::testing {
 

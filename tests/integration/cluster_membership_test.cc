@@ -28,10 +28,10 @@
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/cluster_test_support.h"
-#include "tests/integration/etcd_process.h"
 #include "tests/integration/raw_stub.h"
 #include "tests/integration/test_pki.h"
 #include "tests/integration/test_support.h"
+#include "tests/process/etcd_process.h"
 
 namespace tensord::testing {
 namespace {

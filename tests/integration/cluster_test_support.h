@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "tests/integration/etcd_process.h"
+#include "tests/process/etcd_process.h"
 
 namespace tensord::testing {
 

@@ -10,10 +10,12 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/process/child_process.h"
 
 namespace tensord::testing {
 
@@ -59,8 +61,8 @@ class ServerProcess {
   // The first bound address as a gRPC target: "127.0.0.1:PORT" or "unix:PATH".
   const std::string& address() const { return addresses_.front(); }
   const std::vector<std::string>& addresses() const { return addresses_; }
-  pid_t pid() const { return pid_; }
-  const std::string& temp_dir() const { return temp_dir_; }
+  pid_t pid() const { return child_->pid(); }
+  const std::string& temp_dir() const { return temp_dir_.path(); }
 
   // True while the process has not exited (reaps it when it has).
   bool Alive();
@@ -78,7 +80,7 @@ class ServerProcess {
   // answers) and thaws. A paused server is resumed before it is stopped.
   void Pause();
   void Resume();
-  bool paused() const { return paused_; }
+  bool paused() const { return child_->paused(); }
 
   // Everything the server wrote to stderr (its log) so far.
   std::string Stderr() const;
@@ -86,16 +88,11 @@ class ServerProcess {
   std::string StderrTail(size_t max_bytes = 8192) const;
 
  private:
-  ServerProcess() = default;
-  // Polls waitpid until the child exits or `timeout` passes.
-  bool Reap(absl::Duration timeout);
-  bool paused_ = false;
+  explicit ServerProcess(TempDir temp_dir) : temp_dir_(std::move(temp_dir)) {}
 
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int wait_status_ = 0;
-  std::string temp_dir_;
-  std::string stderr_path_;
+  // Destroyed in reverse: the process (stopped and reaped), then its directory.
+  TempDir temp_dir_;
+  std::unique_ptr<ChildProcess> child_;
   std::vector<std::string> addresses_;
 };
 

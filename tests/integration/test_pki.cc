@@ -13,18 +13,6 @@
 
 namespace tensord::testing {
 
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "tensord-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
 void WriteFile(const std::string& path, std::string_view contents) {
   std::ofstream out(path, std::ios::trunc);
   out << contents;

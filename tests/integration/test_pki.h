@@ -1,4 +1,5 @@
-// A scratch directory and a throwaway PKI (openssl CLI) for the TLS tests.
+// A throwaway PKI (openssl CLI) for the TLS tests, in a TempDir
+// (tests/process/child_process.h).
 #ifndef TENSORD_TESTS_INTEGRATION_TEST_PKI_H_
 #define TENSORD_TESTS_INTEGRATION_TEST_PKI_H_
 
@@ -9,23 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tests/process/child_process.h"
 
 namespace tensord::testing {
-
-// A fresh directory removed with everything in it; path() is empty when
-// mkdtemp failed.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string File(absl::string_view name) const;
-
- private:
-  std::string path_;
-};
 
 // Writes `contents` to `path` (a test failure when it cannot).
 void WriteFile(const std::string& path, std::string_view contents);

@@ -1,7 +1,8 @@
 // EtcdProcess: a real single-member etcd (/usr/bin/etcd) on 127.0.0.1 for
-// cluster tests, in a temporary data directory, started and stopped by PID.
-#ifndef TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_
-#define TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_
+// cluster tests and the benchmark's cluster section, in a temporary data
+// directory, started and stopped by PID (a ChildProcess).
+#ifndef TENSORD_TESTS_PROCESS_ETCD_PROCESS_H_
+#define TENSORD_TESTS_PROCESS_ETCD_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -9,10 +10,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/process/child_process.h"
 
 namespace tensord::testing {
 
@@ -49,6 +52,9 @@ class EtcdProcess {
 
   // Sends `signal` to etcd's PID and reaps it (up to 15 s).
   absl::Status Stop(int signal = SIGKILL);
+  // True while it runs (false after Stop, or once it exited on its own).
+  bool Alive() const { return child_ != nullptr && child_->Alive(); }
+
   // SIGSTOP / SIGCONT: etcd freezes (connections stay open, nothing
   // answers) and thaws.
   void Pause();
@@ -59,26 +65,24 @@ class EtcdProcess {
 
   // "http://127.0.0.1:PORT" ("https://" with TLS)
   std::string endpoint() const;
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_ == nullptr ? -1 : child_->pid(); }
   // etcd's data directory (its bbolt file is member/snap/db under it).
-  std::string data_dir() const { return temp_dir_ + "/data"; }
+  std::string data_dir() const { return temp_dir_.path() + "/data"; }
   // etcd's own log, for failure messages.
   std::string LogTail(size_t max_bytes = 4096) const;
 
  private:
-  EtcdProcess() = default;
+  explicit EtcdProcess(TempDir temp_dir) : temp_dir_(std::move(temp_dir)) {}
   absl::Status Launch(absl::Duration ready_timeout);
-  bool Reap(absl::Duration timeout);
 
-  pid_t pid_ = -1;
+  TempDir temp_dir_;
   int client_port_ = 0;
   int peer_port_ = 0;
-  std::string temp_dir_;
   std::optional<EtcdTls> tls_;
   std::vector<std::string> extra_flags_;
-  bool paused_ = false;
+  std::unique_ptr<ChildProcess> child_;  // null while stopped
 };
 
 }  // namespace tensord::testing
 
-#endif  // TENSORD_TESTS_INTEGRATION_ETCD_PROCESS_H_
+#endif  // TENSORD_TESTS_PROCESS_ETCD_PROCESS_H_

@@ -4,6 +4,7 @@
 #include "service/common/status_macros.h"
 #include "service/dlpack/data_type.h"
 #include "service/wire/layout_conversion.h"
+#include "service/wire/tensor_info_fields.h"
 
 namespace tensord {
 
@@ -51,17 +52,22 @@ absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
   return info;
 }
 
+namespace {
+
+// One generated field into its WireTensorInfo member.
+template <typename Member, typename Value>
+void Assign(Member& member, const Value& value) {
+  member = value;
+}
+void Assign(WireLayout& member, const v1::TensorLayout& value) { member = WireLayoutOf(value); }
+
+}  // namespace
+
 WireTensorInfo WireInfoOf(const v1::TensorInfo& proto) {
   WireTensorInfo wire;
-  wire.name = proto.name();
-  wire.version = proto.version();
-  wire.layout = WireLayoutOf(proto.layout());
-  wire.total_bytes = proto.total_bytes();
-  wire.crc32c = proto.crc32c();
-  wire.created_unix_nanos = proto.created_unix_nanos();
-  wire.open_leases = proto.open_leases();
-  wire.retention = proto.retention();
-  wire.node = proto.node();
+#define TENSORD_ASSIGN_INFO_FIELD(name, number, wire_type) Assign(wire.name, proto.name());
+  TENSORD_TENSOR_INFO_FIELDS(TENSORD_ASSIGN_INFO_FIELD)
+#undef TENSORD_ASSIGN_INFO_FIELD
   return wire;
 }
 

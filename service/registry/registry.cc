@@ -72,17 +72,11 @@ std::string DeviceLabel(const DLDevice& device) {
 }
 
 VersionInfo InfoOf(const TensorVersion& version) {
-  return VersionInfo{
-      .name = version.name,
-      .version = version.version,
-      .layout = version.layout,
-      .total_bytes = version.total_bytes,
-      .crc32c = version.crc32c,
-      .created = version.created,
-      .open_leases = version.open_leases.load(std::memory_order_relaxed),
-      .retention = version.retention,
-      .origin = version.origin.load(std::memory_order_relaxed),
-  };
+  VersionInfo info;
+  static_cast<VersionDescription&>(info) = version;
+  info.open_leases = version.open_leases.load(std::memory_order_relaxed);
+  info.origin = version.origin.load(std::memory_order_relaxed);
+  return info;
 }
 
 Registry::Registry(const RegistryOptions& options)

@@ -14,6 +14,7 @@
 #include "service/dlpack/tensor_layout.h"
 #include "service/memory/host_bytes.h"
 #include "service/registry/capacity.h"
+#include "service/registry/version_info.h"
 #include "tensord/retention.h"
 
 namespace tensord {
@@ -29,14 +30,7 @@ std::string DeviceLabel(const DLDevice& device);
 // Everything but `open_leases` is fixed at publish. The bytes stay allocated
 // (and counted against capacity) until the last shared_ptr to the version
 // goes, so readers of a superseded or deleted version keep their bytes.
-struct TensorVersion {
-  std::string name;
-  uint64_t version = 0;
-  dlpack::TensorLayout layout;
-  uint64_t total_bytes = 0;
-  uint32_t crc32c = 0;
-  absl::Time created;
-  Retention retention = Retention::kDefault;
+struct TensorVersion : VersionDescription {
   // Exactly one holds the bytes: `buffer` for host tensors, `device_memory`
   // for device tensors (null when total_bytes is 0: CUDA cannot allocate 0).
   std::unique_ptr<HostBytes> buffer;  // sealed

@@ -12,15 +12,22 @@
 
 namespace tensord {
 
-struct VersionInfo {
+// What a version is, fixed when it is published: TensorVersion (the stored
+// version) and VersionInfo (a copy of it for answers and events) both
+// start from these, listed once.
+struct VersionDescription {
   std::string name;
   uint64_t version = 0;
   dlpack::TensorLayout layout;
   uint64_t total_bytes = 0;
   uint32_t crc32c = 0;
   absl::Time created;
-  uint64_t open_leases = 0;
   Retention retention = Retention::kDefault;
+};
+
+struct VersionInfo : VersionDescription {
+  // Read from the stored version when the copy was made.
+  uint64_t open_leases = 0;
   // The cluster order of the version (TensorVersion::origin); 0 outside one.
   int64_t origin = 0;
   // A publish that an equal or newer version of the name (by origin) had

@@ -4,22 +4,15 @@
 
 #include "absl/time/time.h"
 #include "service/dlpack/tensor_layout.h"
+#include "service/wire/tensor_info_fields.h"
 #include "service/wire/varint.h"
 
 namespace tensord {
 namespace {
 
-// Field numbers of tensor.proto.
-enum InfoField : uint32_t {
-  kName = 1,
-  kVersion = 2,
-  kLayout = 3,
-  kTotalBytes = 4,
-  kCrc32c = 5,
-  kCreated = 6,
-  kOpenLeases = 7,
-  kRetention = 8,
-};
+// TensorInfo's numbers come from its table (wire/tensor_info_fields.h);
+// the layout's, written only here, are tensor.proto's.
+namespace field = tensor_info_field;
 enum LayoutField : uint32_t { kDtype = 1, kShape = 2, kStrides = 3, kByteOffset = 4, kDevice = 5 };
 enum DataTypeField : uint32_t { kCode = 1, kBits = 2, kLanes = 3 };
 enum DeviceField : uint32_t { kType = 1, kId = 2 };
@@ -76,12 +69,12 @@ uint8_t* TensorInfoWire::Write(uint8_t* out) const {
   const TensorVersion& version = version_;
   const dlpack::TensorLayout& layout = version.layout;
   if (!version.name.empty()) {
-    out = PutLengthPrefix(kName, version.name.size(), out);
+    out = PutLengthPrefix(field::name, version.name.size(), out);
     std::memcpy(out, version.name.data(), version.name.size());
     out += version.name.size();
   }
-  out = PutScalarField(kVersion, version.version, out);
-  out = PutLengthPrefix(kLayout, layout_size_, out);
+  out = PutScalarField(field::version, version.version, out);
+  out = PutLengthPrefix(field::layout, layout_size_, out);
   out = PutLengthPrefix(kDtype, dtype_size_, out);
   out = PutScalarField(kCode, layout.dtype.code, out);
   out = PutScalarField(kBits, layout.dtype.bits, out);
@@ -92,11 +85,11 @@ uint8_t* TensorInfoWire::Write(uint8_t* out) const {
   out = PutLengthPrefix(kDevice, device_size_, out);
   out = PutScalarField(kType, Int32Bits(static_cast<int32_t>(layout.device.device_type)), out);
   out = PutScalarField(kId, Int32Bits(layout.device.device_id), out);
-  out = PutScalarField(kTotalBytes, version.total_bytes, out);
-  out = PutScalarField(kCrc32c, version.crc32c, out);
-  out = PutScalarField(kCreated, Int64Bits(created_unix_nanos_), out);
-  out = PutScalarField(kOpenLeases, open_leases_, out);
-  out = PutScalarField(kRetention, Int32Bits(static_cast<int32_t>(version.retention)), out);
+  out = PutScalarField(field::total_bytes, version.total_bytes, out);
+  out = PutScalarField(field::crc32c, version.crc32c, out);
+  out = PutScalarField(field::created_unix_nanos, Int64Bits(created_unix_nanos_), out);
+  out = PutScalarField(field::open_leases, open_leases_, out);
+  out = PutScalarField(field::retention, Int32Bits(static_cast<int32_t>(version.retention)), out);
   return out;
 }
 

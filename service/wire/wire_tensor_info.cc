@@ -1,5 +1,6 @@
 #include "service/wire/wire_tensor_info.h"
 
+#include "service/wire/tensor_info_fields.h"
 #include "service/wire/wire_reader.h"
 
 namespace tensord {
@@ -70,21 +71,28 @@ bool ParseLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layout) 
   });
 }
 
+// One TensorInfo field into its WireTensorInfo member, by the member's type.
+bool ParseMember(Reader& reader, int /*depth*/, std::string& out) {
+  return ParseString(reader, out);
+}
+bool ParseMember(Reader& reader, int depth, WireLayout& out) {
+  return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+    return ParseLayout(payload, inner, out);
+  });
+}
+template <typename Int>
+bool ParseMember(Reader& reader, int /*depth*/, Int& out) {
+  return ParseVarintAs(reader, out);
+}
+
 bool ParseInfo(std::span<const uint8_t> bytes, int depth, WireTensorInfo& info) {
   return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
-      case Tag(1, kWireLengthDelimited): return ParseString(reader, info.name);
-      case Tag(2, kWireVarint): return ParseVarintAs(reader, info.version);
-      case Tag(3, kWireLengthDelimited):
-        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
-          return ParseLayout(payload, inner, info.layout);
-        });
-      case Tag(4, kWireVarint): return ParseVarintAs(reader, info.total_bytes);
-      case Tag(5, kWireVarint): return ParseVarintAs(reader, info.crc32c);
-      case Tag(6, kWireVarint): return ParseVarintAs(reader, info.created_unix_nanos);
-      case Tag(7, kWireVarint): return ParseVarintAs(reader, info.open_leases);
-      case Tag(8, kWireVarint): return ParseVarintAs(reader, info.retention);
-      case Tag(9, kWireLengthDelimited): return ParseString(reader, info.node);
+#define TENSORD_PARSE_INFO_FIELD(name, number, wire_type) \
+  case Tag(number, wire_type):                            \
+    return ParseMember(reader, depth, info.name);
+      TENSORD_TENSOR_INFO_FIELDS(TENSORD_PARSE_INFO_FIELD)
+#undef TENSORD_PARSE_INFO_FIELD
       default: known = false; return true;
     }
   });

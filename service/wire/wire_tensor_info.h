@@ -27,8 +27,10 @@ struct WireLayout {
   bool has_device = false;
   int32_t device_type = 0;
   int32_t device_id = 0;
+  bool operator==(const WireLayout&) const = default;
 };
 
+// Its members are tensor_info_fields.h's table, by name.
 struct WireTensorInfo {
   std::string name;
   uint64_t version = 0;
@@ -39,6 +41,7 @@ struct WireTensorInfo {
   uint64_t open_leases = 0;
   int32_t retention = 0;
   std::string node;
+  bool operator==(const WireTensorInfo&) const = default;
 };
 
 struct WireFetchHeader {

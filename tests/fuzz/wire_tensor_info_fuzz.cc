@@ -26,20 +26,6 @@ void Check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-bool SameLayout(const WireLayout& a, const WireLayout& b) {
-  return a.has_dtype == b.has_dtype && a.dtype_code == b.dtype_code &&
-         a.dtype_bits == b.dtype_bits && a.dtype_lanes == b.dtype_lanes && a.shape == b.shape &&
-         a.strides == b.strides && a.byte_offset == b.byte_offset && a.has_device == b.has_device &&
-         a.device_type == b.device_type && a.device_id == b.device_id;
-}
-
-bool SameWire(const WireTensorInfo& a, const WireTensorInfo& b) {
-  return a.name == b.name && a.version == b.version && SameLayout(a.layout, b.layout) &&
-         a.total_bytes == b.total_bytes && a.crc32c == b.crc32c &&
-         a.created_unix_nanos == b.created_unix_nanos && a.open_leases == b.open_leases &&
-         a.retention == b.retention && a.node == b.node;
-}
-
 bool SameInfo(const TensorInfo& a, const TensorInfo& b) {
   return a.name == b.name && a.version == b.version && a.dtype.code == b.dtype.code &&
          a.dtype.bits == b.dtype.bits && a.dtype.lanes == b.dtype.lanes && a.shape == b.shape &&
@@ -52,7 +38,7 @@ bool SameInfo(const TensorInfo& a, const TensorInfo& b) {
 // The parsed fields against the generated message's, then both conversions.
 void CheckInfo(const WireTensorInfo& parsed, const v1::TensorInfo& proto) {
   const WireTensorInfo expected = WireInfoOf(proto);
-  Check(SameWire(parsed, expected));
+  Check(parsed == expected);  // every field of the table (WireTensorInfo::operator==)
   absl::StatusOr<TensorInfo> from_wire = InfoFromWire(parsed);
   absl::StatusOr<TensorInfo> from_proto = InfoFromProto(proto);
   Check(from_wire.status() == from_proto.status());

@@ -19,7 +19,11 @@ ChangeEvent Published(uint64_t version, std::vector<std::string> names) {
   ChangeEvent event;
   event.kind = ChangeEvent::Kind::kPublished;
   event.version = version;
-  for (std::string& name : names) event.items.push_back(VersionInfo{.name = std::move(name)});
+  for (std::string& name : names) {
+    VersionInfo item;
+    item.name = std::move(name);
+    event.items.push_back(std::move(item));
+  }
   return event;
 }
 

@@ -4,11 +4,13 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "client/src/info_conversion.h"
 #include "gtest/gtest.h"
 #include "service/wire/layout_conversion.h"
+#include "service/wire/tensor_info_fields.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -42,24 +44,46 @@ v1::TensorInfo FullInfo() {
 }
 
 void ExpectSameFields(const WireTensorInfo& a, const WireTensorInfo& b) {
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.version, b.version);
-  EXPECT_EQ(a.layout.has_dtype, b.layout.has_dtype);
-  EXPECT_EQ(a.layout.dtype_code, b.layout.dtype_code);
-  EXPECT_EQ(a.layout.dtype_bits, b.layout.dtype_bits);
-  EXPECT_EQ(a.layout.dtype_lanes, b.layout.dtype_lanes);
-  EXPECT_EQ(a.layout.shape, b.layout.shape);
-  EXPECT_EQ(a.layout.strides, b.layout.strides);
-  EXPECT_EQ(a.layout.byte_offset, b.layout.byte_offset);
-  EXPECT_EQ(a.layout.has_device, b.layout.has_device);
-  EXPECT_EQ(a.layout.device_type, b.layout.device_type);
-  EXPECT_EQ(a.layout.device_id, b.layout.device_id);
-  EXPECT_EQ(a.total_bytes, b.total_bytes);
-  EXPECT_EQ(a.crc32c, b.crc32c);
-  EXPECT_EQ(a.created_unix_nanos, b.created_unix_nanos);
-  EXPECT_EQ(a.open_leases, b.open_leases);
-  EXPECT_EQ(a.retention, b.retention);
-  EXPECT_EQ(a.node, b.node);
+#define TENSORD_EXPECT_SAME_FIELD(name, number, wire_type) EXPECT_TRUE(a.name == b.name) << #name;
+  TENSORD_TENSOR_INFO_FIELDS(TENSORD_EXPECT_SAME_FIELD)
+#undef TENSORD_EXPECT_SAME_FIELD
+}
+
+// The table of tensor_info_fields.h is the generated message's fields:
+// every one of them, with its number and wire type.
+TEST(TensorInfoFieldsTest, TheTableIsTheGeneratedMessagesFields) {
+  const google::protobuf::Descriptor* descriptor = v1::TensorInfo::descriptor();
+  int listed = 0;
+#define TENSORD_CHECK_FIELD(member, field_number, wire_type)                               \
+  {                                                                                        \
+    const google::protobuf::FieldDescriptor* field = descriptor->FindFieldByName(#member); \
+    ASSERT_NE(field, nullptr) << #member << " is not a field of v1::TensorInfo";           \
+    EXPECT_EQ(field->number(), field_number) << #member;                                   \
+    const bool length_delimited =                                                          \
+        field->type() == google::protobuf::FieldDescriptor::TYPE_STRING ||                 \
+        field->type() == google::protobuf::FieldDescriptor::TYPE_BYTES ||                  \
+        field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE;                  \
+    EXPECT_EQ(length_delimited, (wire_type) == kWireLengthDelimited) << #member;           \
+    EXPECT_EQ(tensor_info_field::member, static_cast<uint32_t>(field_number));             \
+    ++listed;                                                                              \
+  }
+  TENSORD_TENSOR_INFO_FIELDS(TENSORD_CHECK_FIELD)
+#undef TENSORD_CHECK_FIELD
+  EXPECT_EQ(listed, descriptor->field_count())
+      << "a field of tensor.proto is missing from the table";
+}
+
+// Every field set, node too: the hand reader and the conversion from the
+// generated message (both generated from the table) agree.
+TEST(TensorInfoFieldsTest, ReaderAndConversionAgreeOnEveryField) {
+  v1::TensorInfo info = FullInfo();
+  info.set_node("node-b");
+  WireTensorInfo parsed;
+  ASSERT_TRUE(ParseWireTensorInfo(Bytes(info.SerializeAsString()), parsed));
+  EXPECT_TRUE(parsed == WireInfoOf(info));
+  EXPECT_EQ(parsed.node, "node-b");
+  EXPECT_EQ(parsed.open_leases, 3u);
+  EXPECT_EQ(parsed.layout.shape, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(WireTensorInfoTest, ReadsWhatTheGeneratedSerializerWrites) {

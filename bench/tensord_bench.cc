@@ -289,6 +289,9 @@ int main(int argc, char** argv) {
     return tensord::bench::ServeEmpty(line->serve_empty, line->ready_file,
                                       line->serve_empty_closing_idle);
   }
+  // The benchmark's clients move large tensors, as a real program would
+  // tune its process for (the empty server above has no client).
+  tensord::TuneMallocForTransfers();
   if (!line->call_loop.empty()) {
     uint64_t calls = 0;
     if (!absl::SimpleAtoi(line->calls, &calls) || line->target.empty()) {

@@ -11,6 +11,7 @@
 #include "client/src/host_tensor_source.h"
 #include "client/src/transfer_streams.h"
 #include "client/src/transport_selector.h"
+#include "service/common/malloc_tuning.h"
 #include "service/common/status_macros.h"
 #include "service/common/tensor_name.h"
 #include "service/wire/status_conversion.h"
@@ -29,6 +30,8 @@ struct Client::Rep {
         [&](ClientTransport& transport) { return transport.BatchFetch(selection, options); });
   }
 };
+
+void TuneMallocForTransfers() { KeepFreedHeapForTransfers(); }
 
 Client::Client(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 Client::~Client() = default;

@@ -34,7 +34,6 @@
 #include "service/common/crc32c.h"
 #include "service/common/errno_safe_connects.h"
 #include "service/common/errno_status.h"
-#include "service/common/malloc_tuning.h"
 #include "service/common/mutex.h"
 #include "service/common/pem_source.h"
 #include "service/common/status_macros.h"
@@ -642,7 +641,6 @@ RemoteTransport::~RemoteTransport() = default;
 absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
     const ClientOptions& options) {
   TENSORD_RETURN_IF_ERROR(ValidateClientOptions(options));
-  if (options.tune_malloc) KeepFreedHeapForTransfers();
   MakeGrpcConnectsErrnoSafe();
   grpc::ChannelArguments arguments = ClientChannelArguments(options);
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,

@@ -47,6 +47,9 @@ int Main(int argc, char** argv) {
   }
   const CommandSpec& command = *invocation->command;
 
+  // tensorctl moves whole tensors: gRPC's receive buffers are kept for the
+  // next message instead of being faulted in again.
+  TuneMallocForTransfers();
   ClientOptions options;
   options.server = ServerAddress(*invocation);
   options.tls_root_ca = invocation->Text(kTlsCaOption);

@@ -622,6 +622,10 @@ NB_MODULE(_tensord, m) {
   BindWatch(m);
   BindClient(m);
   m.attr("MAX_BATCH_ITEMS") = tensord::kMaxBatchItems;
+  m.def("tune_malloc_for_transfers", &tensord::TuneMallocForTransfers,
+        "For a program that moves large tensors, once: keeps up to 64 MiB of freed heap per "
+        "malloc arena for gRPC's next receive buffers instead of returning it to the kernel "
+        "(C++: tensord::TuneMallocForTransfers). Process-wide; glibc only.");
   m.attr("__version__") = std::string(tensord::ReleaseVersion());
   m.def(
       "build_info",

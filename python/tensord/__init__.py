@@ -62,6 +62,7 @@ from tensord._tensord import (  # noqa: E402
     _export_counters,
     _set_error_class,
     build_info,
+    tune_malloc_for_transfers,
 )
 
 _set_error_class(Error)
@@ -80,4 +81,5 @@ __all__ = [
     "WatchEvent",
     "__version__",
     "build_info",
+    "tune_malloc_for_transfers",
 ]

@@ -10,7 +10,8 @@ namespace tensord {
 // the kernel.
 inline constexpr size_t kKeptFreeHeapBytes = size_t{64} << 20;
 
-// tensord::Client calls it at Connect; tensord at start, pairing it with
+// tensord::TuneMallocForTransfers (a program calls it once) calls it;
+// tensord at start, pairing it with
 // IdleHeapTrim so that an idle server hands the kept heap back (without
 // that, its soak test's 10% private-memory bound caught the kept heap).
 // gRPC receives into buffers from malloc and frees them once a message is

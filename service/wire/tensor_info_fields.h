@@ -17,15 +17,15 @@
 
 // X(name, number, wire type): `name` is the field's name in tensor.proto,
 // its accessor on v1::TensorInfo and its WireTensorInfo member.
-#define TENSORD_TENSOR_INFO_FIELDS(X)    \
-  X(name, 1, kWireLengthDelimited)       \
-  X(version, 2, kWireVarint)             \
-  X(layout, 3, kWireLengthDelimited)     \
-  X(total_bytes, 4, kWireVarint)         \
-  X(crc32c, 5, kWireVarint)              \
-  X(created_unix_nanos, 6, kWireVarint)  \
-  X(open_leases, 7, kWireVarint)         \
-  X(retention, 8, kWireVarint)           \
+#define TENSORD_TENSOR_INFO_FIELDS(X)   \
+  X(name, 1, kWireLengthDelimited)      \
+  X(version, 2, kWireVarint)            \
+  X(layout, 3, kWireLengthDelimited)    \
+  X(total_bytes, 4, kWireVarint)        \
+  X(crc32c, 5, kWireVarint)             \
+  X(created_unix_nanos, 6, kWireVarint) \
+  X(open_leases, 7, kWireVarint)        \
+  X(retention, 8, kWireVarint)          \
   X(node, 9, kWireLengthDelimited)
 
 namespace tensord::tensor_info_field {

@@ -98,13 +98,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(ChildOptions o
   std::vector<char*> envp;
   for (std::string& entry : environment) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  const int log_flags =
-      O_WRONLY | O_CREAT | O_CLOEXEC | (options.append_log ? O_APPEND : O_TRUNC);
+  const int log_flags = O_WRONLY | O_CREAT | O_CLOEXEC | (options.append_log ? O_APPEND : O_TRUNC);
   ScopedFd log_fd(open(options.log_path.c_str(), log_flags, 0644));
   ScopedFd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!log_fd.valid() || !null_fd.valid()) {
-    return absl::InternalError(absl::StrCat("cannot open ", options.log_path, " or /dev/null: ",
-                                            std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot open ", options.log_path, " or /dev/null: ", std::strerror(errno)));
   }
   const rlimit file_limit{options.open_file_limit, options.open_file_limit};
 

@@ -297,3 +297,9 @@ def test_closing_a_tensor_releases_its_hold(client, name):
     del array
     gc.collect()
     wait_for_no_leases(client, name)
+
+
+def test_malloc_tuning_is_a_call_a_program_makes_once():
+    # Process-wide and idempotent; no client makes it on its own.
+    assert tensord.tune_malloc_for_transfers() is None
+    assert tensord.tune_malloc_for_transfers() is None

@@ -93,17 +93,18 @@ struct ClientOptions {
   // receive_pool_idle_release is unmapped at the client's next Fetch or
   // release. 0 turns the pool off.
   uint64_t receive_pool_bytes = uint64_t{1} << 30;
-  // Sets glibc's malloc trim threshold to 64 MiB for the whole process
-  // (once, at the first Connect that asks): gRPC's receive buffers are then
-  // reused instead of being returned to the kernel and faulted in again on
-  // every transfer, which cost a warm channel 40% of its fetch throughput.
-  // The costs: up to 64 MiB more resident memory per malloc arena, and
-  // glibc's mmap threshold no longer rises from 128 KiB (blocks above it
-  // keep mappings of their own). Turn off to keep the process's own malloc
-  // settings.
-  bool tune_malloc = true;
   absl::Duration receive_pool_idle_release = absl::Seconds(30);
 };
+
+// For a program that moves large tensors over gRPC, once (it changes
+// glibc's malloc for the whole process, so no Client does it): sets the
+// malloc trim threshold to 64 MiB, so gRPC's receive buffers are reused
+// instead of being returned to the kernel and faulted in again on every
+// transfer, which cost a warm channel 40% of its fetch throughput. The
+// costs: up to 64 MiB more resident memory per malloc arena, and glibc's
+// mmap threshold no longer rises from 128 KiB (blocks above it keep
+// mappings of their own). Idempotent and thread-safe; glibc only.
+void TuneMallocForTransfers();
 
 // Called as bytes move: (bytes done, bytes in total).
 using ProgressCallback = std::function<void(uint64_t, uint64_t)>;

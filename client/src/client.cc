@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/call_cancellation.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/transfer_streams.h"
 #include "client/src/transport_selector.h"
@@ -24,10 +25,11 @@ struct Client::Rep {
   TransportSelector transports;
 
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
-                                                                 const FetchOptions& options) {
+                                                                 const FetchOptions& options,
+                                                                 const CallOptions& call) {
     return transports.Run(
         RoutedCall{.kind = CallKind::kBatchFetch},
-        [&](ClientTransport& transport) { return transport.BatchFetch(selection, options); });
+        [&](ClientTransport& transport) { return transport.BatchFetch(selection, options, call); });
   }
 };
 
@@ -43,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 }
 
 absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& tensor,
-                                       const PutOptions& options) {
+                                       const PutOptions& options, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(tensor, "tensor"));
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(options.streams));
@@ -55,45 +58,57 @@ absl::StatusOr<TensorInfo> Client::Put(absl::string_view name, const DLTensor& t
     absl::StrAppend(&routed.what, " into device memory (device type ", options.device->device_type,
                     ", id ", options.device->device_id, ")");
   }
-  return rep_->transports.Run(
-      routed, [&](ClientTransport& transport) { return transport.Put(name, tensor, options); });
+  return rep_->transports.Run(routed, [&](ClientTransport& transport) {
+    return transport.Put(name, tensor, options, call);
+  });
 }
 
-absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions& options) {
+absl::StatusOr<Tensor> Client::Fetch(absl::string_view name, const FetchOptions& options,
+                                     const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   return rep_->transports.Run(
       RoutedCall{.kind = CallKind::kFetch},
-      [&](ClientTransport& transport) { return transport.Fetch(name, options); });
+      [&](ClientTransport& transport) { return transport.Fetch(name, options, call); });
 }
 
 absl::StatusOr<TensorInfo> Client::FetchInto(absl::string_view name, const DLTensor& destination,
-                                             const FetchOptions& options) {
+                                             const FetchOptions& options, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_RETURN_IF_ERROR(ValidateHostTensor(destination, "destination"));
-  return rep_->transports.Run(
-      RoutedCall{.kind = CallKind::kFetch},
-      [&](ClientTransport& transport) { return transport.FetchInto(name, destination, options); });
+  return rep_->transports.Run(RoutedCall{.kind = CallKind::kFetch},
+                              [&](ClientTransport& transport) {
+                                return transport.FetchInto(name, destination, options, call);
+                              });
 }
 
 absl::StatusOr<TensorInfo> Client::FetchBytes(absl::string_view name, uint64_t offset,
                                               uint64_t length, std::string& out,
-                                              const FetchOptions& options) {
+                                              const FetchOptions& options,
+                                              const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  return rep_->transports.remote().FetchBytes(name, offset, length, out, options);
+  return rep_->transports.remote().FetchBytes(name, offset, length, out, options, call);
 }
 
-absl::StatusOr<TensorInfo> Client::Stat(absl::string_view name, uint64_t version) {
+absl::StatusOr<TensorInfo> Client::Stat(absl::string_view name, uint64_t version,
+                                        const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  return rep_->transports.remote().Stat(name, version);
+  return rep_->transports.remote().Stat(name, version, call);
 }
 
 absl::StatusOr<ListResult> Client::List(absl::string_view prefix, uint32_t page_size,
-                                        absl::string_view page_token) {
-  return rep_->transports.remote().List(prefix, page_size, page_token);
+                                        absl::string_view page_token, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
+  return rep_->transports.remote().List(prefix, page_size, page_token, /*cluster=*/false, call);
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(absl::string_view prefix,
-                                                           const WatchOptions& options) {
+                                                           const WatchOptions& options,
+                                                           const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   if (options.send_existing && options.from_version != 0) {
     return absl::InvalidArgumentError(absl::StrCat("WatchOptions: send_existing and from_version ",
@@ -102,52 +117,65 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(absl::string_view pre
   if (options.max_buffered_events == 0) {
     return absl::InvalidArgumentError("WatchOptions::max_buffered_events must be at least 1");
   }
-  return rep_->transports.remote().Watch(prefix, options);
+  return rep_->transports.remote().Watch(prefix, options, call);
 }
 
 absl::StatusOr<ListResult> Client::ListCluster(absl::string_view prefix, uint32_t page_size,
-                                               absl::string_view page_token) {
+                                               absl::string_view page_token,
+                                               const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
-  return rep_->transports.remote().List(prefix, page_size, page_token, /*cluster=*/true);
+  return rep_->transports.remote().List(prefix, page_size, page_token, /*cluster=*/true, call);
 }
 
-absl::StatusOr<std::vector<TensorInfo>> Client::ListAll(absl::string_view prefix) {
+absl::StatusOr<std::vector<TensorInfo>> Client::ListAll(absl::string_view prefix,
+                                                        const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   std::vector<TensorInfo> all;
   std::string token;
   do {
-    TENSORD_ASSIGN_OR_RETURN(ListResult page, List(prefix, 1000, token));
+    TENSORD_ASSIGN_OR_RETURN(ListResult page, List(prefix, 1000, token, call));
     for (TensorInfo& info : page.tensors) all.push_back(std::move(info));
     token = std::move(page.next_page_token);
   } while (!token.empty());
   return all;
 }
 
-absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version) {
+absl::StatusOr<uint64_t> Client::Delete(absl::string_view name, uint64_t version,
+                                        const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  return rep_->transports.remote().Delete(name, version);
+  return rep_->transports.remote().Delete(name, version, call);
 }
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,
                                                              DLDataType dtype,
                                                              std::span<const int64_t> shape,
-                                                             Retention retention) {
+                                                             Retention retention,
+                                                             const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   CreateOptions options;
   options.retention = retention;
-  return Create(name, dtype, shape, options);
+  return Create(name, dtype, shape, options, call);
 }
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> Client::Create(absl::string_view name,
                                                              DLDataType dtype,
                                                              std::span<const int64_t> shape,
-                                                             const CreateOptions& options) {
+                                                             const CreateOptions& options,
+                                                             const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
-  return rep_->transports.Run(
-      RoutedCall{.kind = CallKind::kCreate},
-      [&](ClientTransport& transport) { return transport.Create(name, dtype, shape, options); });
+  return rep_->transports.Run(RoutedCall{.kind = CallKind::kCreate},
+                              [&](ClientTransport& transport) {
+                                return transport.Create(name, dtype, shape, options, call);
+                              });
 }
 
 absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> items,
-                                                const BatchPutOptions& options) {
+                                                const BatchPutOptions& options,
+                                                const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   if (options.atomic && items.size() > kMaxBatchItems) {
     return absl::InvalidArgumentError(absl::StrCat("atomic batch of ", items.size(),
                                                    " items; one atomic batch holds at most ",
@@ -174,7 +202,7 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
       };
     }
     TENSORD_ASSIGN_OR_RETURN(BatchPutResult sent,
-                             rep_->transports.remote().BatchPut(part, part_options));
+                             rep_->transports.remote().BatchPut(part, part_options, call));
     result.group_version = sent.group_version;
     result.cluster_group = sent.cluster_group;
     for (auto& item : sent.items) result.items.push_back(std::move(item));
@@ -184,7 +212,8 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
-    std::span<const TensorRef> items, const FetchOptions& options) {
+    std::span<const TensorRef> items, const FetchOptions& options, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   std::vector<absl::StatusOr<Tensor>> result;
   result.reserve(items.size());
   // Bad names fail only themselves, as missing ones do.
@@ -204,7 +233,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     selection.items = std::span<const TensorRef>(valid).subspan(
         start, std::min(kMaxBatchItems, valid.size() - start));
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
-                             rep_->BatchFetch(selection, options));
+                             rep_->BatchFetch(selection, options, call));
     for (size_t i = 0; i < fetched.size(); ++i) {
       result[valid_index[start + i]] = std::move(fetched[i]);
     }
@@ -230,48 +259,62 @@ absl::StatusOr<std::vector<Tensor>> AllOrFirstFailure(
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> Client::BatchFetchPrefix(absl::string_view prefix,
-                                                             const FetchOptions& options) {
+                                                             const FetchOptions& options,
+                                                             const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_RETURN_IF_ERROR(ValidateNamePrefix(prefix));
   BatchSelection selection;
   selection.prefix = std::string(prefix);
-  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options, call));
 }
 
 absl::StatusOr<std::vector<Tensor>> Client::BatchFetchGroup(uint64_t group_version,
-                                                            const FetchOptions& options) {
+                                                            const FetchOptions& options,
+                                                            const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   if (group_version == 0) {
     return absl::InvalidArgumentError("group version 0 names no group");
   }
   BatchSelection selection;
   selection.group_version = group_version;
-  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options, call));
 }
 
 absl::StatusOr<std::vector<Tensor>> Client::BatchFetchClusterGroup(uint64_t cluster_group,
-                                                                   const FetchOptions& options) {
+                                                                   const FetchOptions& options,
+                                                                   const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   if (cluster_group == 0) {
     return absl::InvalidArgumentError("cluster group 0 names no group");
   }
   BatchSelection selection;
   selection.cluster_group = cluster_group;
-  return AllOrFirstFailure(rep_->BatchFetch(selection, options));
+  return AllOrFirstFailure(rep_->BatchFetch(selection, options, call));
 }
 
 absl::StatusOr<std::vector<TensorInfo>> Client::SealGroup(
-    std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c) {
+    std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c,
+    const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<LocalTransport> local,
                            rep_->transports.LocalOnly(RoutedCall{.kind = CallKind::kSealGroup}));
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "SealGroup"));
   return local->SealGroup(writers, send_crc32c);
 }
 
-absl::StatusOr<SnapshotResult> Client::Snapshot() { return rep_->transports.remote().Snapshot(); }
-
-absl::StatusOr<ClusterMembers> Client::ClusterNodes() {
-  return rep_->transports.remote().ClusterNodes();
+absl::StatusOr<SnapshotResult> Client::Snapshot(const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
+  return rep_->transports.remote().Snapshot(call);
 }
 
-absl::StatusOr<std::string> Client::Health(absl::string_view service) {
-  return rep_->transports.remote().Health(service);
+absl::StatusOr<ClusterMembers> Client::ClusterNodes(const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
+  return rep_->transports.remote().ClusterNodes(call);
+}
+
+absl::StatusOr<std::string> Client::Health(absl::string_view service, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
+  return rep_->transports.remote().Health(service, call);
 }
 
 bool Client::local() const { return rep_->transports.Local().ok(); }

@@ -30,7 +30,8 @@ struct BatchSelection {
 };
 
 // Implementations are thread-safe. Arguments have been validated by Client
-// (tensor name, host tensor layout) before a transport sees them.
+// (tensor name, host tensor layout, CallOptions) before a transport sees
+// them; `call` carries the call's deadline, request id and cancellation.
 //
 // A transport that cannot serve a call on its path answers with a status
 // marked use_remote (MarkUseRemote) when gRPC can serve it instead, or
@@ -43,26 +44,29 @@ class ClientTransport {
   // A new version of `name` from the caller's host tensor (options.device:
   // where the server stores it).
   virtual absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
-                                         const PutOptions& options) = 0;
+                                         const PutOptions& options, const CallOptions& call) = 0;
 
   // The whole tensor, in memory the returned Tensor owns or maps.
-  virtual absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options) = 0;
+  virtual absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options,
+                                       const CallOptions& call) = 0;
 
   // The tensor copied into the caller's host memory (`destination`: any
   // strides; dtype and shape must match).
   virtual absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
-                                               const FetchOptions& options) = 0;
+                                               const FetchOptions& options,
+                                               const CallOptions& call) = 0;
 
   // Many tensors leased at one moment: one result per item (in request
   // order, or name order for a prefix or group), each failing on its own;
   // an item only gRPC can serve fails with use_remote.
   virtual absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
-      const BatchSelection& selection, const FetchOptions& options) = 0;
+      const BatchSelection& selection, const FetchOptions& options, const CallOptions& call) = 0;
   // A buffer in the server's memory for a new version, filled in place.
   virtual absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name,
                                                                DLDataType dtype,
                                                                std::span<const int64_t> shape,
-                                                               const CreateOptions& options) = 0;
+                                                               const CreateOptions& options,
+                                                               const CallOptions& call) = 0;
 };
 
 }  // namespace tensord

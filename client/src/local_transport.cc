@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
@@ -467,7 +468,9 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
   return held;
 }
 
-absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const FetchOptions& options) {
+absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const FetchOptions& options,
+                                             const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, absl::StrCat("fetch of '", name, "'")));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
                            Hold(name, options.version, options.device_to_host));
   return TensorOf(std::move(held), options);
@@ -491,7 +494,8 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
-    const BatchSelection& selection, const FetchOptions& options) {
+    const BatchSelection& selection, const FetchOptions& options, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch fetch"));
   if (selection.cluster_group != 0) {
     // Found in etcd and copied between nodes: a gRPC call's work.
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
@@ -602,7 +606,9 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
 
 absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,
                                                      const DLTensor& destination,
-                                                     const FetchOptions& options) {
+                                                     const FetchOptions& options,
+                                                     const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, absl::StrCat("fetch of '", name, "'")));
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
                            Hold(name, options.version, /*host_only=*/true));
@@ -617,7 +623,9 @@ absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,
 absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(absl::string_view name,
                                                                      DLDataType dtype,
                                                                      std::span<const int64_t> shape,
-                                                                     const CreateOptions& options) {
+                                                                     const CreateOptions& options,
+                                                                     const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, absl::StrCat("create of '", name, "'")));
   const std::optional<DLDevice>& device = options.device;
   dlpack::TensorLayout layout;
   layout.dtype = dtype;
@@ -736,13 +744,14 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLTensor& tensor,
-                                               const PutOptions& options) {
+                                               const PutOptions& options, const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, absl::StrCat("put of '", name, "'")));
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout source, dlpack::LayoutOf(tensor));
   CreateOptions create;
   create.retention = options.retention;
   create.replicas = options.replicas;
   TENSORD_ASSIGN_OR_RETURN(std::unique_ptr<TensorWriter> writer,
-                           Create(name, source.dtype, source.shape, create));
+                           Create(name, source.dtype, source.shape, create, call));
   if (writer->size() > 0) {
     // Every page is about to be written: allocated in one call instead of
     // one write fault per page of the memfd (half a 256 MiB put's CPU).

@@ -39,7 +39,7 @@ class LocalTransport final : public ClientTransport {
   // create + copy + seal: one copy, no gRPC. Host memory only (Client sends
   // device puts over gRPC).
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
-                                 const PutOptions& options) override;
+                                 const PutOptions& options, const CallOptions& call) override;
 
   // A tensor mapping the server's bytes: a private copy-on-write mapping
   // (writable, changes stay in this process) or, with `read_only`, the
@@ -48,26 +48,30 @@ class LocalTransport final : public ClientTransport {
   // ({kDLCUDA, id}, always flagged READ_ONLY: there is no private copy), or,
   // with `device_to_host`, is refused with use_remote so the caller copies
   // it to the host over gRPC. A failed import is refused with use_remote too.
-  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options) override;
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options,
+                               const CallOptions& call) override;
 
   // Copies the held bytes into `destination` (any strides). Device versions
   // are refused with use_remote (they go over gRPC).
   absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
-                                       const FetchOptions& options) override;
+                                       const FetchOptions& options,
+                                       const CallOptions& call) override;
 
   // A writer of host memory, or, with `options.device` set ({kDLCUDA, N}),
   // of device memory on the server's device N imported into this process.
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       const CreateOptions& options) override;
+                                                       const CreateOptions& options,
+                                                       const CallOptions& call) override;
 
   // Seals creates of this transport's connection as one atomic group
   // (SealGroupRequest). Every writer is closed by the call, sealed or not.
   absl::StatusOr<std::vector<TensorInfo>> SealGroup(
       std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c);
   // Many leases in one request (AcquireMany): mapped as Fetch maps one.
-  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
-      const BatchSelection& selection, const FetchOptions& options) override;
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
+                                                                 const FetchOptions& options,
+                                                                 const CallOptions& call) override;
   const std::shared_ptr<HandoffConnection>& connection() const { return connection_; }
 
  private:

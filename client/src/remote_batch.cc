@@ -228,19 +228,19 @@ class BatchFetchAssembler {
 
 absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               const grpc::internal::RpcMethod& method,
-                                              std::unique_ptr<grpc::ClientContext> context,
+                                              std::unique_ptr<CallContext> context,
                                               std::span<const BatchPutItem> items,
                                               const BatchPutOptions& options,
                                               uint32_t chunk_bytes) {
   SliceLatch latch;  // before the context, which goes first (SliceLatch)
-  std::unique_ptr<grpc::ClientContext> call_context = std::move(context);
+  std::unique_ptr<CallContext> call_context = std::move(context);
   // What each item was sent as: the result is built from it and the answer.
   std::vector<v1::PutHeader> headers;
   headers.reserve(items.size());
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
-          channel, method, call_context.get(), &response_bytes));
+          channel, method, &call_context->get(), &response_bytes));
   absl::Status local_failure;
   {
     BatchPutWriter batch(*writer, chunk_bytes, latch);
@@ -262,7 +262,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
       if (options.progress) options.progress(i + 1, items.size());
     }
     batch.Flush();
-    if (!local_failure.ok()) call_context->TryCancel();
+    if (!local_failure.ok()) call_context->get().TryCancel();
     if (batch.open() && local_failure.ok()) writer->WritesDone();
     grpc::Status status = writer->Finish();
     writer.reset();

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/src/receive_buffer_pool.h"
+#include "client/src/remote_connection.h"
 #include "tensord/client.h"
 #include "tensord/v1/tensor_service.pb.h"
 
@@ -26,7 +27,7 @@ namespace tensord {
 // of a call that ended early (they point into the items' memory) only then.
 absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               const grpc::internal::RpcMethod& method,
-                                              std::unique_ptr<grpc::ClientContext> context,
+                                              std::unique_ptr<CallContext> context,
                                               std::span<const BatchPutItem> items,
                                               const BatchPutOptions& options, uint32_t chunk_bytes);
 

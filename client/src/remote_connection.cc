@@ -133,16 +133,25 @@ RemoteConnection::RemoteConnection(const ClientOptions& opts, std::shared_ptr<gr
       batch_fetch_method(kBatchFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel),
       watch_method(kWatchMethod, grpc::internal::RpcMethod::SERVER_STREAMING, channel) {}
 
-void RemoteConnection::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
+void RemoteConnection::PrepareContext(grpc::ClientContext& context, const CallOptions& call,
+                                      bool with_deadline) const {
   if (!options.bearer_token.empty()) {
     context.AddMetadata("authorization", absl::StrCat("Bearer ", options.bearer_token));
   }
-  if (with_deadline && options.timeout != absl::InfiniteDuration()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  const absl::Duration timeout = call.timeout.value_or(options.timeout);
+  if (with_deadline && timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
-  if (!options.request_id.empty()) {
-    context.AddMetadata(std::string(kRequestIdMetadataKey), options.request_id);
+  const std::string& request_id = call.request_id.empty() ? options.request_id : call.request_id;
+  if (!request_id.empty()) {
+    context.AddMetadata(std::string(kRequestIdMetadataKey), request_id);
   }
+}
+
+CallContext::CallContext(const RemoteConnection& connection, const CallOptions& call,
+                         bool with_deadline)
+    : hook_(call.cancellation, [this] { context_.TryCancel(); }) {
+  connection.PrepareContext(context_, call, with_deadline);
 }
 
 absl::StatusOr<StreamedRange> RemoteConnection::StreamFetch(
@@ -171,14 +180,13 @@ absl::StatusOr<StreamedRange> RemoteConnection::StreamFetch(
 }
 
 absl::StatusOr<StreamedRange> RemoteConnection::FetchInline(
-    absl::string_view name, const FetchOptions& fetch_options,
+    absl::string_view name, const FetchOptions& fetch_options, const CallOptions& call,
     FetchStreamReceiver::DestinationFor destination_for) {
-  grpc::ClientContext context;
-  PrepareContext(context);
+  CallContext context(*this, call);
   grpc::ByteBuffer answer;
   // The FetchRequest FetchRequestFor makes, written by hand.
   const grpc::Status status =
-      UnaryByteCall(*channel, fetch_inline_method, context,
+      UnaryByteCall(*channel, fetch_inline_method, context.get(),
                     NameVersionRequest{.name = name, .version = fetch_options.version}, answer);
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   // Read whole where it lies. An answer in several slices (half of those
@@ -240,18 +248,16 @@ grpc::Channel& RemoteConnection::PartChannel(size_t index) {
     // Channels with different arguments never share a connection.
     part_arguments.SetInt("tensord.part_stream", static_cast<int>(part_channels_.size() + 1));
     part_arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    part_channels_.push_back(grpc::CreateCustomChannel(options.server, credentials, part_arguments));
+    part_channels_.push_back(
+        grpc::CreateCustomChannel(options.server, credentials, part_arguments));
   }
   return *part_channels_[index - 1];
 }
 
-std::vector<std::unique_ptr<grpc::ClientContext>> RemoteConnection::PartContexts(
-    size_t parts) const {
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  for (size_t i = 0; i < parts; ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    PrepareContext(*contexts.back());
-  }
+std::vector<std::unique_ptr<CallContext>> RemoteConnection::PartContexts(
+    size_t parts, const CallOptions& call) const {
+  std::vector<std::unique_ptr<CallContext>> contexts;
+  for (size_t i = 0; i < parts; ++i) contexts.push_back(std::make_unique<CallContext>(*this, call));
   return contexts;
 }
 

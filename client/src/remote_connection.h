@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/src/call_cancellation.h"
 #include "client/src/fetch_stream_receiver.h"
 #include "client/src/slice_latch.h"
 #include "client/src/transfer_streams.h"
@@ -39,6 +40,22 @@ struct StreamedRange {
   uint32_t crc32c = 0;  // of the received bytes, with verify_crc32c
 };
 
+class RemoteConnection;
+
+// One call's gRPC context: this client's metadata, the call's deadline, and
+// a hook that cancels it when the call's CallCancellation is cancelled
+// (gone with it: the hook goes first).
+class CallContext {
+ public:
+  CallContext(const RemoteConnection& connection, const CallOptions& call,
+              bool with_deadline = true);
+  grpc::ClientContext& get() { return context_; }
+
+ private:
+  grpc::ClientContext context_;
+  CancellationHook hook_;
+};
+
 // The Fetch request of `name` at options.version (0: the latest).
 v1::FetchRequest FetchRequestFor(absl::string_view name, const FetchOptions& options);
 
@@ -51,28 +68,27 @@ class RemoteConnection {
   RemoteConnection(const RemoteConnection&) = delete;
   RemoteConnection& operator=(const RemoteConnection&) = delete;
 
-  // This client's bearer token, request id and (`with_deadline` false: a
-  // call that lasts as long as its caller wants, Watch) deadline.
-  void PrepareContext(grpc::ClientContext& context, bool with_deadline = true) const;
+  // This client's bearer token, the call's request id (or the client's)
+  // and, unless `with_deadline` is false (a call that lasts as long as its
+  // caller wants: Watch), the call's deadline (or the client's).
+  void PrepareContext(grpc::ClientContext& context, const CallOptions& call,
+                      bool with_deadline = true) const;
 
-  // One unary call on `on` with this client's metadata and deadline.
-  // `Service` is a generated gRPC client class (TensorService's, Health's).
+  // One unary call on `on` with this client's metadata, the call's deadline
+  // and cancellation. `Service` is a generated gRPC client class
+  // (TensorService's, Health's).
   template <typename Service, typename Request, typename Response>
   absl::Status Unary(Service& on,
                      grpc::Status (Service::*method)(grpc::ClientContext*, const Request&,
                                                      Response*),
-                     const Request& request, Response& response) const {
-    grpc::ClientContext context;
-    PrepareContext(context);
-    return FromGrpcStatus((on.*method)(&context, request, &response));
-  }
+                     const Request& request, Response& response, const CallOptions& call) const;
 
   // One TensorService unary call, e.g. Call(&TensorServiceClient::Stat, ...).
   template <typename Request, typename Response>
   absl::Status Call(grpc::Status (TensorServiceClient::*method)(grpc::ClientContext*,
                                                                 const Request&, Response*),
-                    const Request& request, Response& response) const {
-    return Unary(*tensor_service, method, request, response);
+                    const Request& request, Response& response, const CallOptions& call) const {
+    return Unary(*tensor_service, method, request, response, call);
   }
 
   // One Fetch stream on `on`: `request`'s bytes to where `destination_for`
@@ -86,6 +102,7 @@ class RemoteConnection {
   // too large to travel inline.
   absl::StatusOr<StreamedRange> FetchInline(absl::string_view name,
                                             const FetchOptions& fetch_options,
+                                            const CallOptions& call,
                                             FetchStreamReceiver::DestinationFor destination_for);
 
   // One Put (or PutPart) stream on `on`: `header`, then `part` of `data`
@@ -105,8 +122,9 @@ class RemoteConnection {
   // one of its own TCP connection, made on first use and kept.
   grpc::Channel& PartChannel(size_t index);
 
-  // A context per part, each with this client's metadata and deadline.
-  std::vector<std::unique_ptr<grpc::ClientContext>> PartContexts(size_t parts) const;
+  // A context per part, each as CallContext makes it.
+  std::vector<std::unique_ptr<CallContext>> PartContexts(size_t parts,
+                                                         const CallOptions& call) const;
 
   const ClientOptions options;
   const std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -134,6 +152,14 @@ class RemoteConnection {
   // [i - 1] for part i.
   std::vector<std::shared_ptr<grpc::Channel>> part_channels_ ABSL_GUARDED_BY(part_channels_mutex_);
 };
+
+template <typename Service, typename Request, typename Response>
+absl::Status RemoteConnection::Unary(
+    Service& on, grpc::Status (Service::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request, Response& response, const CallOptions& call) const {
+  CallContext context(*this, call);
+  return FromGrpcStatus((on.*method)(&context.get(), request, &response));
+}
 
 }  // namespace tensord
 

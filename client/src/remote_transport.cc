@@ -55,7 +55,8 @@ absl::StatusOr<std::shared_ptr<RemoteTransport>> RemoteTransport::Connect(
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DLTensor& tensor,
-                                                const PutOptions& options) {
+                                                const PutOptions& options,
+                                                const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(options.streams));
   TENSORD_ASSIGN_OR_RETURN(CompactSource source, CompactSourceOf(tensor));
 
@@ -73,19 +74,19 @@ absl::StatusOr<TensorInfo> RemoteTransport::Put(absl::string_view name, const DL
   header->set_retention(static_cast<v1::Retention>(options.retention));
   header->set_replicas(options.replicas);
 
-  return rep_->plan.Put(header_message, source.data, source.size, options);
+  return rep_->plan.Put(header_message, source.data, source.size, options, call);
 }
 
 absl::StatusOr<BatchPutResult> RemoteTransport::BatchPut(std::span<const BatchPutItem> items,
-                                                         const BatchPutOptions& options) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  rep_->connection->PrepareContext(*context);
+                                                         const BatchPutOptions& options,
+                                                         const CallOptions& call) {
+  auto context = std::make_unique<CallContext>(*rep_->connection, call);
   return StreamBatchPut(rep_->connection->channel.get(), rep_->connection->batch_put_method,
                         std::move(context), items, options, rep_->connection->options.chunk_bytes);
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
-    const BatchSelection& selection, const FetchOptions& options) {
+    const BatchSelection& selection, const FetchOptions& options, const CallOptions& call) {
   v1::BatchFetchRequest request;
   for (const TensorRef& item : selection.items) {
     v1::NameVersion* wanted = request.add_items();
@@ -95,17 +96,17 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
   if (selection.prefix.has_value()) request.set_prefix(*selection.prefix);
   request.set_group_version(selection.group_version);
   request.set_cluster_group(selection.cluster_group);
-  grpc::ClientContext context;
-  rep_->connection->PrepareContext(context);
+  CallContext context(*rep_->connection, call);
   return StreamBatchFetch(rep_->connection->channel.get(), rep_->connection->batch_fetch_method,
-                          context, request, options, *rep_->receive_pool);
+                          context.get(), request, options, *rep_->receive_pool);
 }
 
-absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options) {
+absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options,
+                                              const CallOptions& call) {
   std::shared_ptr<HeapTensorMemory> memory;
   TENSORD_ASSIGN_OR_RETURN(TensorInfo info,
                            rep_->plan.Fetch(
-                               name, options,
+                               name, options, call,
                                [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
                                  TENSORD_ASSIGN_OR_RETURN(
                                      memory, rep_->receive_pool->Allocate(header.total_bytes));
@@ -117,7 +118,8 @@ absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const Fetc
 
 absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
                                                       const DLTensor& destination,
-                                                      const FetchOptions& options) {
+                                                      const FetchOptions& options,
+                                                      const CallOptions& call) {
   TENSORD_ASSIGN_OR_RETURN(dlpack::TensorLayout target, dlpack::LayoutOf(destination));
   // The destination's size tells whether the tensor can come inline.
   absl::StatusOr<uint64_t> destination_bytes = dlpack::CompactByteSize(target.dtype, target.shape);
@@ -126,7 +128,7 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
   TENSORD_ASSIGN_OR_RETURN(
       TensorInfo info,
       rep_->plan.Fetch(
-          name, options,
+          name, options, call,
           [&](const TensorInfo& header, uint64_t) -> absl::StatusOr<uint8_t*> {
             TENSORD_RETURN_IF_ERROR(CheckDestinationMatches(target, header));
             direct = header.byte_offset == 0 && dlpack::IsCompact(LayoutOfInfo(header)) &&
@@ -147,23 +149,23 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchInto(absl::string_view name,
 
 absl::StatusOr<std::unique_ptr<TensorWriter>> RemoteTransport::Create(
     absl::string_view /*name*/, DLDataType /*dtype*/, std::span<const int64_t> /*shape*/,
-    const CreateOptions& /*options*/) {
+    const CreateOptions& /*options*/, const CallOptions& call) {
   return absl::UnavailableError("create/seal needs local handoff, which is not reachable");
 }
 
 absl::StatusOr<TensorInfo> RemoteTransport::FetchBytes(absl::string_view name, uint64_t offset,
                                                        uint64_t length, std::string& out,
-                                                       const FetchOptions& options) {
+                                                       const FetchOptions& options,
+                                                       const CallOptions& call) {
   v1::FetchRequest request = FetchRequestFor(name, options);
   request.mutable_range()->set_offset(offset);
   request.mutable_range()->set_length(length);
   const size_t start = out.size();
-  grpc::ClientContext context;
-  rep_->connection->PrepareContext(context);
+  CallContext context(*rep_->connection, call);
   TENSORD_ASSIGN_OR_RETURN(
       StreamedRange fetched,
       rep_->connection->StreamFetch(
-          *rep_->connection->channel, context, request, options,
+          *rep_->connection->channel, context.get(), request, options,
           [&](const TensorInfo&, uint64_t range_length) -> absl::StatusOr<uint8_t*> {
             out.resize(start + range_length);
             return reinterpret_cast<uint8_t*>(out.data() + start);
@@ -171,12 +173,12 @@ absl::StatusOr<TensorInfo> RemoteTransport::FetchBytes(absl::string_view name, u
   return std::move(fetched.info);
 }
 
-absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_t version) {
-  grpc::ClientContext context;
-  rep_->connection->PrepareContext(context);
+absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_t version,
+                                                 const CallOptions& call) {
+  CallContext context(*rep_->connection, call);
   grpc::ByteBuffer answer;
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(
-      UnaryByteCall(*rep_->connection->channel, rep_->connection->stat_method, context,
+      UnaryByteCall(*rep_->connection->channel, rep_->connection->stat_method, context.get(),
                     NameVersionRequest{.name = name, .version = version}, answer)));
   grpc::Slice bytes;
   if (!FlattenByteBuffer(answer, bytes, "Stat answer").ok()) {
@@ -191,14 +193,16 @@ absl::StatusOr<TensorInfo> RemoteTransport::Stat(absl::string_view name, uint64_
 }
 
 absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint32_t page_size,
-                                                 absl::string_view page_token, bool cluster) {
+                                                 absl::string_view page_token, bool cluster,
+                                                 const CallOptions& call) {
   v1::ListRequest request;
   request.set_prefix(std::string(prefix));
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
   request.set_cluster(cluster);
   v1::ListResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::List, request, response));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->connection->Call(&TensorServiceClient::List, request, response, call));
   ListResult result;
   for (const v1::TensorInfo& proto : response.tensors()) {
     // Cluster entries carry a node and no layout: InfoFromProto takes them as they are.
@@ -211,59 +215,63 @@ absl::StatusOr<ListResult> RemoteTransport::List(absl::string_view prefix, uint3
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> RemoteTransport::Watch(absl::string_view prefix,
-                                                                    const WatchOptions& options) {
+                                                                    const WatchOptions& options,
+                                                                    const CallOptions& call) {
   v1::WatchRequest request;
   request.set_prefix(std::string(prefix));
   request.set_from_version(options.from_version);
   request.set_send_existing(options.send_existing);
   request.set_cluster(options.cluster);
-  auto context = std::make_unique<grpc::ClientContext>();
-  // The timeout bounds only the wait for the watch to start.
-  rep_->connection->PrepareContext(*context, /*with_deadline=*/false);
+  // The timeout bounds only the wait for the watch to start; a
+  // cancellation ends the watch whenever it comes.
+  auto context = std::make_unique<CallContext>(*rep_->connection, call, /*with_deadline=*/false);
   return StartWatchStream(rep_->connection->channel.get(), rep_->connection->watch_method,
                           std::move(context), request, options.max_buffered_events,
-                          rep_->connection->options.timeout);
+                          call.timeout.value_or(rep_->connection->options.timeout));
 }
 
-absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_t version) {
+absl::StatusOr<uint64_t> RemoteTransport::Delete(absl::string_view name, uint64_t version,
+                                                 const CallOptions& call) {
   v1::DeleteRequest request;
   request.set_name(std::string(name));
   request.set_version(version);
   v1::DeleteResponse response;
-  TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::Delete, request, response));
+  TENSORD_RETURN_IF_ERROR(
+      rep_->connection->Call(&TensorServiceClient::Delete, request, response, call));
   return response.version();
 }
 
-absl::StatusOr<SnapshotResult> RemoteTransport::Snapshot() {
+absl::StatusOr<SnapshotResult> RemoteTransport::Snapshot(const CallOptions& call) {
   v1::SnapshotResponse response;
-  TENSORD_RETURN_IF_ERROR(
-      rep_->connection->Call(&TensorServiceClient::Snapshot, v1::SnapshotRequest(), response));
+  TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::Snapshot,
+                                                 v1::SnapshotRequest(), response, call));
   return SnapshotResult{.path = response.path(),
                         .tensor_count = response.tensor_count(),
                         .total_bytes = response.total_bytes()};
 }
 
-absl::StatusOr<std::string> RemoteTransport::Health(absl::string_view service) {
+absl::StatusOr<std::string> RemoteTransport::Health(absl::string_view service,
+                                                    const CallOptions& call) {
   auto health = grpc::health::v1::Health::NewStub(rep_->connection->channel);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
   grpc::health::v1::HealthCheckResponse response;
-  TENSORD_RETURN_IF_ERROR(
-      rep_->connection->Unary(*health, &grpc::health::v1::Health::Stub::Check, request, response));
+  TENSORD_RETURN_IF_ERROR(rep_->connection->Unary(*health, &grpc::health::v1::Health::Stub::Check,
+                                                  request, response, call));
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }
 
 absl::StatusOr<ServerHandoffInfo> RemoteTransport::GetServerInfo() {
   v1::GetServerInfoResponse info;
   TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::GetServerInfo,
-                                                 v1::GetServerInfoRequest(), info));
+                                                 v1::GetServerInfoRequest(), info, CallOptions{}));
   return ServerHandoffInfo{.handoff_socket = info.handoff_socket(), .boot_id = info.boot_id()};
 }
 
-absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes() {
+absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes(const CallOptions& call) {
   v1::GetServerInfoResponse info;
   TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::GetServerInfo,
-                                                 v1::GetServerInfoRequest(), info));
+                                                 v1::GetServerInfoRequest(), info, call));
   ClusterMembers members{.node_name = info.node_name(), .nodes = {}};
   for (const v1::ClusterMember& member : info.cluster_members()) {
     members.nodes.push_back(
@@ -281,7 +289,8 @@ absl::StatusOr<ClusterMembers> RemoteTransport::ClusterNodes() {
 absl::StatusOr<std::string> RemoteTransport::IssueHandoffToken() {
   v1::IssueHandoffTokenResponse response;
   TENSORD_RETURN_IF_ERROR(rep_->connection->Call(&TensorServiceClient::IssueHandoffToken,
-                                                 v1::IssueHandoffTokenRequest(), response));
+                                                 v1::IssueHandoffTokenRequest(), response,
+                                                 CallOptions{}));
   return response.token();
 }
 

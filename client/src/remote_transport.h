@@ -34,33 +34,43 @@ class RemoteTransport final : public ClientTransport {
   ~RemoteTransport() override;
 
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
-                                 const PutOptions& options) override;
-  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options) override;
+                                 const PutOptions& options, const CallOptions& call) override;
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options,
+                               const CallOptions& call) override;
   absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
-                                       const FetchOptions& options) override;
+                                       const FetchOptions& options,
+                                       const CallOptions& call) override;
   // UNAVAILABLE: create/seal needs the local handoff.
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       const CreateOptions& options) override;
+                                                       const CreateOptions& options,
+                                                       const CallOptions& call) override;
 
   // Only gRPC serves these.
   absl::StatusOr<TensorInfo> FetchBytes(absl::string_view name, uint64_t offset, uint64_t length,
-                                        std::string& out, const FetchOptions& options);
-  absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version);
+                                        std::string& out, const FetchOptions& options,
+                                        const CallOptions& call);
+  absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version,
+                                  const CallOptions& call);
   absl::StatusOr<ListResult> List(absl::string_view prefix, uint32_t page_size,
-                                  absl::string_view page_token, bool cluster = false);
-  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version);
+                                  absl::string_view page_token, bool cluster,
+                                  const CallOptions& call);
+  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version,
+                                  const CallOptions& call);
   // One call (at most kMaxBatchItems items); remote_batch.cc.
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
-                                          const BatchPutOptions& options);
-  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
-      const BatchSelection& selection, const FetchOptions& options) override;
-  absl::StatusOr<SnapshotResult> Snapshot();
-  absl::StatusOr<ClusterMembers> ClusterNodes();
+                                          const BatchPutOptions& options, const CallOptions& call);
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
+                                                                 const FetchOptions& options,
+                                                                 const CallOptions& call) override;
+  absl::StatusOr<SnapshotResult> Snapshot(const CallOptions& call);
+  absl::StatusOr<ClusterMembers> ClusterNodes(const CallOptions& call);
   // watch_stream.cc reads the call; the watch has no deadline.
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(absl::string_view prefix,
-                                                     const WatchOptions& options);
-  absl::StatusOr<std::string> Health(absl::string_view service);
+                                                     const WatchOptions& options,
+                                                     const CallOptions& call);
+  absl::StatusOr<std::string> Health(absl::string_view service, const CallOptions& call);
+  // The selector's own calls: the client's deadline and request id.
   absl::StatusOr<ServerHandoffInfo> GetServerInfo();
   absl::StatusOr<std::string> IssueHandoffToken();
 

@@ -57,7 +57,6 @@ constexpr uint64_t kMaxInlineFetchBytes = 32 * 1024;
 // all at once when this many.
 constexpr size_t kMaxLargeNames = 4096;
 
-
 // 128 random bits naming one put in parts (PutPart.upload_id).
 absl::StatusOr<std::string> NewUploadId() {
   char random[16];
@@ -76,7 +75,7 @@ absl::StatusOr<std::string> NewUploadId() {
 }  // namespace
 
 bool TransferPlan::ShouldFetchInline(absl::string_view name,
-                                             std::optional<uint64_t> expected_bytes) {
+                                     std::optional<uint64_t> expected_bytes) {
   if (expected_bytes.has_value()) return *expected_bytes <= kMaxInlineFetchBytes;
   MutexLock lock(&large_names_mutex_);
   return !large_names_.contains(name);
@@ -88,26 +87,29 @@ void TransferPlan::RememberLarge(absl::string_view name) {
   large_names_.emplace(name);
 }
 
-absl::StatusOr<TensorInfo> TransferPlan::Fetch(
-    absl::string_view name, const FetchOptions& fetch_options,
-    FetchStreamReceiver::DestinationFor destination_for, std::optional<uint64_t> expected_bytes) {
+absl::StatusOr<TensorInfo> TransferPlan::Fetch(absl::string_view name,
+                                               const FetchOptions& fetch_options,
+                                               const CallOptions& call,
+                                               FetchStreamReceiver::DestinationFor destination_for,
+                                               std::optional<uint64_t> expected_bytes) {
   TENSORD_RETURN_IF_ERROR(ValidateTransferStreams(fetch_options.streams));
   const unsigned cores = HostCores();
   const uint64_t split_above =
       SplitAboveBytes(TransferDirection::kFetch, fetch_options.streams, cores);
   std::optional<StreamedRange> answered;
   if (ShouldFetchInline(name, expected_bytes)) {
-    TENSORD_ASSIGN_OR_RETURN(answered, connection_.FetchInline(name, fetch_options, destination_for));
+    TENSORD_ASSIGN_OR_RETURN(answered,
+                             connection_.FetchInline(name, fetch_options, call, destination_for));
     if (answered.has_value() && answered->split) RememberLarge(name);
   }
   if (answered.has_value() && !answered->split) return std::move(answered->info);
   v1::FetchRequest request = FetchRequestFor(name, fetch_options);
   if (!answered.has_value()) {
     request.set_split_above_bytes(split_above);
-    grpc::ClientContext context;
-    connection_.PrepareContext(context);
-    TENSORD_ASSIGN_OR_RETURN(
-        answered, connection_.StreamFetch(*connection_.channel, context, request, fetch_options, destination_for));
+    CallContext context(connection_, call);
+    TENSORD_ASSIGN_OR_RETURN(answered,
+                             connection_.StreamFetch(*connection_.channel, context.get(), request,
+                                                     fetch_options, destination_for));
   }
   StreamedRange whole = *std::move(answered);
   if (!whole.split) return std::move(whole.info);
@@ -116,27 +118,27 @@ absl::StatusOr<TensorInfo> TransferPlan::Fetch(
   // cannot mix two versions.
   TENSORD_ASSIGN_OR_RETURN(uint8_t * destination, destination_for(whole.info, whole.length));
   absl::StatusOr<TensorInfo> assembled =
-      FetchParts(name, fetch_options, destination, whole, split_above, cores);
+      FetchParts(name, fetch_options, call, destination, whole, split_above, cores);
   // A split header holds no lease: the version it named may have been
   // replaced and dropped before its parts were asked for. A fetch of the
   // latest version then takes one stream, which holds its version to the
   // end (the destination is asked for again).
   if (assembled.status().code() == absl::StatusCode::kNotFound && fetch_options.version == 0) {
     request.set_split_above_bytes(0);
-    grpc::ClientContext context;
-    connection_.PrepareContext(context);
-    TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed, connection_.StreamFetch(*connection_.channel, context, request,
-                                                                 fetch_options, destination_for));
+    CallContext context(connection_, call);
+    TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed,
+                             connection_.StreamFetch(*connection_.channel, context.get(), request,
+                                                     fetch_options, destination_for));
     return std::move(streamed.info);
   }
   return assembled;
 }
 
 absl::StatusOr<TensorInfo> TransferPlan::FetchParts(absl::string_view name,
-                                                            const FetchOptions& fetch_options,
-                                                            uint8_t* destination,
-                                                            const StreamedRange& whole,
-                                                            uint64_t split_above, unsigned cores) {
+                                                    const FetchOptions& fetch_options,
+                                                    const CallOptions& call, uint8_t* destination,
+                                                    const StreamedRange& whole,
+                                                    uint64_t split_above, unsigned cores) {
   // A split from FetchInline may be below the parallel threshold: one part.
   const uint32_t part_count = split_above != 0 && whole.length > split_above
                                   ? TransferStreamsFor(TransferDirection::kFetch, whole.length,
@@ -144,7 +146,7 @@ absl::StatusOr<TensorInfo> TransferPlan::FetchParts(absl::string_view name,
                                   : 1;
   const std::vector<TransferPart> parts = SplitIntoParts(whole.offset, whole.length, part_count);
   PartProgress progress(fetch_options.progress, whole.length);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts = connection_.PartContexts(parts.size());
+  std::vector<std::unique_ptr<CallContext>> contexts = connection_.PartContexts(parts.size(), call);
   std::vector<absl::StatusOr<StreamedRange>> results(parts.size(), absl::UnknownError("not run"));
   auto fetch_part = [&](size_t index) {
     const TransferPart part = parts[index];
@@ -156,7 +158,7 @@ absl::StatusOr<TensorInfo> TransferPlan::FetchParts(absl::string_view name,
     FetchOptions options_for_part = fetch_options;
     options_for_part.progress = progress.ForPart();
     results[index] = connection_.StreamFetch(
-        connection_.PartChannel(index), *contexts[index], part_request, options_for_part,
+        connection_.PartChannel(index), contexts[index]->get(), part_request, options_for_part,
         [&](const TensorInfo&, uint64_t length) -> absl::StatusOr<uint8_t*> {
           if (length != part.length) {
             return absl::InternalError(absl::StrCat("server sent ", length, " bytes for part [",
@@ -173,12 +175,13 @@ absl::StatusOr<TensorInfo> TransferPlan::FetchParts(absl::string_view name,
     }
     // One part failing ends the others at once.
     if (!results[index].ok()) {
-      for (const auto& context : contexts) context->TryCancel();
+      for (const auto& context : contexts) context->get().TryCancel();
     }
   };
   const std::string what = absl::StrCat("the fetch of '", name, "'");
   TENSORD_RETURN_IF_ERROR(RunParts(parts.size(), fetch_part, contexts, what));
-  const bool deadline_passed = std::chrono::system_clock::now() >= contexts.front()->deadline();
+  const bool deadline_passed =
+      std::chrono::system_clock::now() >= contexts.front()->get().deadline();
 
   // The first failure that is not another part's cancellation names the cause.
   std::vector<absl::Status> outcomes;
@@ -199,9 +202,9 @@ absl::StatusOr<TensorInfo> TransferPlan::FetchParts(absl::string_view name,
   return std::move(whole.info);
 }
 
-absl::Status TransferPlan::RunParts(
-    size_t count, const std::function<void(size_t)>& run,
-    std::vector<std::unique_ptr<grpc::ClientContext>>& contexts, absl::string_view what) {
+absl::Status TransferPlan::RunParts(size_t count, const std::function<void(size_t)>& run,
+                                    std::vector<std::unique_ptr<CallContext>>& contexts,
+                                    absl::string_view what) {
   std::vector<std::thread> threads;
   absl::Status start_failure;
   for (size_t i = 1; i < count; ++i) {
@@ -212,7 +215,7 @@ absl::Status TransferPlan::RunParts(
       // after the parts already running are cancelled and joined.
       start_failure = absl::ResourceExhaustedError(
           absl::StrCat("cannot start a thread for part ", i, " of ", what, ": ", error.what()));
-      for (const auto& context : contexts) context->TryCancel();
+      for (const auto& context : contexts) context->get().TryCancel();
       break;
     }
   }
@@ -221,14 +224,14 @@ absl::Status TransferPlan::RunParts(
   return start_failure;
 }
 
-absl::StatusOr<TensorInfo> TransferPlan::PutParts(const v1::PutRequest& header,
-                                                          const uint8_t* data,
-                                                          const PutOptions& put_options,
-                                                          const std::vector<TransferPart>& parts) {
+absl::StatusOr<TensorInfo> TransferPlan::PutParts(const v1::PutRequest& header, const uint8_t* data,
+                                                  const PutOptions& put_options,
+                                                  const CallOptions& call,
+                                                  const std::vector<TransferPart>& parts) {
   TENSORD_ASSIGN_OR_RETURN(const std::string upload_id, NewUploadId());
   PartProgress progress(put_options.progress, header.header().total_bytes());
   SliceLatch latch;  // every part's chunks; before the contexts (SliceLatch)
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts = connection_.PartContexts(parts.size());
+  std::vector<std::unique_ptr<CallContext>> contexts = connection_.PartContexts(parts.size(), call);
   std::vector<absl::StatusOr<v1::PutResponse>> results(parts.size(), absl::UnknownError("not run"));
   auto put_part = [&](size_t index) {
     const TransferPart part = parts[index];
@@ -238,16 +241,18 @@ absl::StatusOr<TensorInfo> TransferPlan::PutParts(const v1::PutRequest& header,
     wire_part->set_parts(static_cast<uint32_t>(parts.size()));
     wire_part->set_offset(part.offset);
     wire_part->set_length(part.length);
-    results[index] = connection_.StreamPut(connection_.PartChannel(index), connection_.put_part_method, *contexts[index], part_header,
-                               data, part, progress.ForPart(), latch);
+    results[index] = connection_.StreamPut(connection_.PartChannel(index),
+                                           connection_.put_part_method, contexts[index]->get(),
+                                           part_header, data, part, progress.ForPart(), latch);
     // One part failing fails the put on the server; end the others at once.
     if (!results[index].ok()) {
-      for (const auto& context : contexts) context->TryCancel();
+      for (const auto& context : contexts) context->get().TryCancel();
     }
   };
   const std::string what = absl::StrCat("the put of '", header.header().name(), "'");
   const absl::Status started = RunParts(parts.size(), put_part, contexts, what);
-  const bool deadline_passed = std::chrono::system_clock::now() >= contexts.front()->deadline();
+  const bool deadline_passed =
+      std::chrono::system_clock::now() >= contexts.front()->get().deadline();
   contexts.clear();  // gives back the chunks of parts that ended early
   latch.Wait();
   TENSORD_RETURN_IF_ERROR(started);
@@ -261,7 +266,8 @@ absl::StatusOr<TensorInfo> TransferPlan::PutParts(const v1::PutRequest& header,
 }
 
 absl::StatusOr<TensorInfo> TransferPlan::Put(const v1::PutRequest& header, const uint8_t* data,
-                                             uint64_t size, const PutOptions& options) {
+                                             uint64_t size, const PutOptions& options,
+                                             const CallOptions& call) {
   const unsigned cores = HostCores();
   const uint64_t split_above = SplitAboveBytes(TransferDirection::kPut, options.streams, cores);
   // A device put goes through the server's one staged upload, in order.
@@ -269,17 +275,15 @@ absl::StatusOr<TensorInfo> TransferPlan::Put(const v1::PutRequest& header, const
     const uint32_t streams =
         TransferStreamsFor(TransferDirection::kPut, size, options.streams, cores);
     if (streams > 1) {
-      return PutParts(header, data, options,
-                            SplitIntoParts(0, size, streams));
+      return PutParts(header, data, options, call, SplitIntoParts(0, size, streams));
     }
   }
   SliceLatch latch;
   absl::StatusOr<v1::PutResponse> response;
   {
-    grpc::ClientContext context;
-    connection_.PrepareContext(context);
-    response = connection_.StreamPut(*connection_.channel, connection_.put_method, context, header,
-                               data, TransferPart{0, size}, options.progress, latch);
+    CallContext context(connection_, call);
+    response = connection_.StreamPut(*connection_.channel, connection_.put_method, context.get(),
+                                     header, data, TransferPart{0, size}, options.progress, latch);
   }  // the context goes first: see StreamPut
   latch.Wait();
   TENSORD_RETURN_IF_ERROR(response.status());

@@ -42,6 +42,7 @@ class TransferPlan {
   // split named was dropped before its parts arrived and the latest is
   // fetched again in one stream.
   absl::StatusOr<TensorInfo> Fetch(absl::string_view name, const FetchOptions& fetch_options,
+                                   const CallOptions& call,
                                    FetchStreamReceiver::DestinationFor destination_for,
                                    std::optional<uint64_t> expected_bytes);
 
@@ -50,7 +51,7 @@ class TransferPlan {
   // options.streams and the size say so. Returns once gRPC gave back every
   // chunk, so the caller's memory may go.
   absl::StatusOr<TensorInfo> Put(const v1::PutRequest& header, const uint8_t* data, uint64_t size,
-                                 const PutOptions& options);
+                                 const PutOptions& options, const CallOptions& call);
 
  private:
   bool ShouldFetchInline(absl::string_view name, std::optional<uint64_t> expected_bytes);
@@ -58,13 +59,14 @@ class TransferPlan {
 
   // The parts of a split range, each on its stream, into the destination.
   absl::StatusOr<TensorInfo> FetchParts(absl::string_view name, const FetchOptions& fetch_options,
-                                        uint8_t* destination, const StreamedRange& whole,
-                                        uint64_t split_above, unsigned cores);
+                                        const CallOptions& call, uint8_t* destination,
+                                        const StreamedRange& whole, uint64_t split_above,
+                                        unsigned cores);
 
   // A put in `parts`, each a PutPart stream: the server publishes once all
   // are in, and every part answers with the version.
   absl::StatusOr<TensorInfo> PutParts(const v1::PutRequest& header, const uint8_t* data,
-                                      const PutOptions& options,
+                                      const PutOptions& options, const CallOptions& call,
                                       const std::vector<TransferPart>& parts);
 
   // Runs `run(i)` for every part, part 0 on the calling thread and each
@@ -73,7 +75,7 @@ class TransferPlan {
   // `contexts` and joined, and the result is RESOURCE_EXHAUSTED naming
   // `what`.
   static absl::Status RunParts(size_t count, const std::function<void(size_t)>& run,
-                               std::vector<std::unique_ptr<grpc::ClientContext>>& contexts,
+                               std::vector<std::unique_ptr<CallContext>>& contexts,
                                absl::string_view what);
 
   RemoteConnection& connection_;

@@ -31,11 +31,11 @@ absl::StatusOr<WatchEvent::Kind> KindFromProto(v1::WatchEvent::Kind kind) {
 // StartRead and RemoveHold are always called with mutex_ released.
 class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor<grpc::ByteBuffer> {
  public:
-  GrpcWatchStream(std::unique_ptr<grpc::ClientContext> context, size_t max_buffered_events)
+  GrpcWatchStream(std::unique_ptr<CallContext> context, size_t max_buffered_events)
       : context_(std::move(context)), max_buffered_(std::max<size_t>(max_buffered_events, 1)) {}
 
   ~GrpcWatchStream() override {
-    context_->TryCancel();
+    context_->get().TryCancel();
     ReleaseHold();
     MutexLock lock(&mutex_);
     while (!done_) changed_.Wait(&mutex_);
@@ -46,7 +46,7 @@ class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor
                      const v1::WatchRequest& request, absl::Duration timeout) {
     request_ = SerializeToByteBuffer(request);
     grpc::internal::ClientCallbackReaderFactory<grpc::ByteBuffer>::Create(
-        channel, method, context_.get(), &request_, this);
+        channel, method, &context_->get(), &request_, this);
     // Held until reading ends, so OnDone cannot run while Next may still
     // resume reading.
     AddHold();
@@ -98,7 +98,7 @@ class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor
     return position_;
   }
 
-  void Cancel() override { context_->TryCancel(); }
+  void Cancel() override { context_->get().TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -122,7 +122,7 @@ class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor
       first_message_ = true;
       if (absl::Status taken = parsed.ok() ? TakeLocked(response) : parsed; !taken.ok()) {
         final_status_override_ = taken;
-        context_->TryCancel();
+        context_->get().TryCancel();
       }
       if (queue_.size() < max_buffered_) {
         read_on = true;
@@ -207,7 +207,7 @@ class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor
     RemoveHold();
   }
 
-  const std::unique_ptr<grpc::ClientContext> context_;
+  const std::unique_ptr<CallContext> context_;
   const size_t max_buffered_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;  // one read in flight at a time
@@ -231,7 +231,7 @@ class GrpcWatchStream final : public WatchStream, public grpc::ClientReadReactor
 
 absl::StatusOr<std::unique_ptr<WatchStream>> StartWatchStream(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    std::unique_ptr<grpc::ClientContext> context, const v1::WatchRequest& request,
+    std::unique_ptr<CallContext> context, const v1::WatchRequest& request,
     size_t max_buffered_events, absl::Duration start_timeout) {
   auto stream = std::make_unique<GrpcWatchStream>(std::move(context), max_buffered_events);
   if (absl::Status started = stream->Begin(channel, method, request, start_timeout);

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/src/remote_connection.h"
 #include "tensord/client.h"
 #include "tensord/v1/tensor_service.grpc.pb.h"
 
@@ -24,7 +25,7 @@ namespace tensord {
 // the server's first message.
 absl::StatusOr<std::unique_ptr<WatchStream>> StartWatchStream(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    std::unique_ptr<grpc::ClientContext> context, const v1::WatchRequest& request,
+    std::unique_ptr<CallContext> context, const v1::WatchRequest& request,
     size_t max_buffered_events, absl::Duration start_timeout);
 
 }  // namespace tensord

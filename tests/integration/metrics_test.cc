@@ -491,6 +491,24 @@ TEST_F(RequestIdTest, ClientOptionTagsPutAndDeleteLogLines) {
   EXPECT_TRUE(LogHas("rpc", "trainer-7")) << server_->StderrTail();
 }
 
+// A call's own request id replaces the client's, for that call only.
+TEST_F(RequestIdTest, ACallsOwnIdReplacesTheClientsForThatCall) {
+  ClientOptions options = RemoteClientOptions();
+  options.request_id = "trainer-7";
+  std::unique_ptr<Client> client = ConnectClient(server_->address(), options);
+  ASSERT_NE(client, nullptr);
+  HostTensor tensor = CompactTensor(kU8, {64}, PatternBytes(64, 3));
+  ASSERT_TRUE(client->Put("request-id/call", tensor.dl(), {}, {.request_id = "step-1812"}).ok());
+  ASSERT_TRUE(client->Delete("request-id/call").ok());
+  EXPECT_TRUE(LogHas("put", "step-1812")) << server_->StderrTail();
+  EXPECT_TRUE(LogHas("delete", "trainer-7")) << server_->StderrTail();
+  const absl::StatusOr<TensorInfo> refused =
+      client->Stat("request-id/call", 0, {.request_id = "has space"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "CallOptions::request_id 'has space'"))
+      << refused.status();
+}
+
 // At the default log level a successful unary call logs nothing, so an id
 // the server would make up goes nowhere: none is made or sent. A failure,
 // and a client's own id, still come back.

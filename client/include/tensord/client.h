@@ -37,7 +37,8 @@ struct ClientOptions {
   uint32_t chunk_bytes = 1 << 20;
   // Largest gRPC message either way; must exceed both sides' chunk sizes.
   uint32_t max_message_bytes = 8 << 20;
-  // Deadline of each call; infinite by default.
+  // Deadline of each call that sets none (CallOptions::timeout); infinite
+  // by default.
   absl::Duration timeout = absl::InfiniteDuration();
   // While a call is in flight, a connection that has brought nothing back
   // for keepalive_time is pinged, and one whose ping gets no answer within
@@ -71,7 +72,8 @@ struct ClientOptions {
   TransferPath path = TransferPath::kAuto;
   // The handoff socket; empty means ask the server (GetServerInfo).
   std::string handoff_socket;
-  // Sent as `x-request-id` with every gRPC call so the server's log lines
+  // Sent as `x-request-id` with every gRPC call that sets none of its own
+  // (CallOptions::request_id) so the server's log lines
   // for them carry it (request_id=...). Empty: the server makes one per
   // call. Otherwise 1..128 characters of [A-Za-z0-9._:/+=-] (Connect
   // answers INVALID_ARGUMENT for others).
@@ -94,6 +96,46 @@ struct ClientOptions {
   // release. 0 turns the pool off.
   uint64_t receive_pool_bytes = uint64_t{1} << 30;
   absl::Duration receive_pool_idle_release = absl::Seconds(30);
+};
+
+// Cancels the calls it is given to (CallOptions::cancellation), from any
+// thread: a gRPC call in flight ends at once with CANCELLED, and a call
+// that starts after Cancel answers CANCELLED before any byte moves. A
+// local handoff call (microseconds on the server's host) is checked
+// before it starts. Thread-safe; one may serve many calls; it must
+// outlive every call it was given to.
+class CallCancellation {
+ public:
+  CallCancellation();
+  ~CallCancellation();
+  CallCancellation(const CallCancellation&) = delete;
+  CallCancellation& operator=(const CallCancellation&) = delete;
+
+  // Idempotent.
+  void Cancel();
+  bool cancelled() const;
+
+  // The state the client's calls register with (client/src).
+  struct State;
+  State& state() const { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// What one call sets for itself, apart from the connection's ClientOptions
+// (as Arrow Flight's FlightCallOptions beside FlightClientOptions). Every
+// Client method takes one, last; the default changes nothing.
+struct CallOptions {
+  // This call's deadline, from its start; unset: ClientOptions::timeout.
+  // Must be positive. gRPC calls only: a local handoff call takes none.
+  std::optional<absl::Duration> timeout;
+  // Sent as `x-request-id` for this call instead of
+  // ClientOptions::request_id (the same rules: 1..128 characters of
+  // [A-Za-z0-9._:/+=-]; INVALID_ARGUMENT otherwise).
+  std::string request_id;
+  // Cancel() ends the call; null: it runs to its end or deadline.
+  const CallCancellation* cancellation = nullptr;
 };
 
 // For a program that moves large tensors over gRPC, once (it changes
@@ -383,7 +425,7 @@ class Client {
   // when not compact) as a new version of `name`. The caller keeps ownership
   // of the memory, which is read, never written, and not retained.
   absl::StatusOr<TensorInfo> Put(absl::string_view name, const DLTensor& tensor,
-                                 const PutOptions& options = {});
+                                 const PutOptions& options = {}, const CallOptions& call = {});
 
   // The whole tensor. Host tensors: the server's memfd mapped here (local
   // handoff) or a copy of its own (gRPC), 256-byte aligned.
@@ -397,7 +439,8 @@ class Client {
   // CUDA here), kAuto copies over gRPC and kLocal answers with the reason.
   // Over gRPC, or with FetchOptions::device_to_host, a device tensor comes
   // back as host memory (kDLCPU).
-  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {});
+  absl::StatusOr<Tensor> Fetch(absl::string_view name, const FetchOptions& options = {},
+                               const CallOptions& call = {});
 
   // Fills memory the caller owns (inference workers preallocate). dtype and
   // shape must match the stored tensor (INVALID_ARGUMENT naming both);
@@ -405,49 +448,58 @@ class Client {
   // host memory; a device tensor is copied over gRPC (kLocal:
   // FAILED_PRECONDITION).
   absl::StatusOr<TensorInfo> FetchInto(absl::string_view name, const DLTensor& destination,
-                                       const FetchOptions& options = {});
+                                       const FetchOptions& options = {},
+                                       const CallOptions& call = {});
 
   // Bytes [offset, offset + length) of the stored bytes (length 0: to the
   // end), appended to `out`. For ranged reads of large tensors.
   absl::StatusOr<TensorInfo> FetchBytes(absl::string_view name, uint64_t offset, uint64_t length,
-                                        std::string& out, const FetchOptions& options = {});
+                                        std::string& out, const FetchOptions& options = {},
+                                        const CallOptions& call = {});
 
-  absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version = 0);
+  absl::StatusOr<TensorInfo> Stat(absl::string_view name, uint64_t version = 0,
+                                  const CallOptions& call = {});
 
   // One page of names starting with `prefix`.
   absl::StatusOr<ListResult> List(absl::string_view prefix, uint32_t page_size = 0,
-                                  absl::string_view page_token = "");
+                                  absl::string_view page_token = "", const CallOptions& call = {});
   // Every page, concatenated.
-  absl::StatusOr<std::vector<TensorInfo>> ListAll(absl::string_view prefix);
+  absl::StatusOr<std::vector<TensorInfo>> ListAll(absl::string_view prefix,
+                                                  const CallOptions& call = {});
   // In a cluster: the latest version of every durable name, from the etcd
   // name records, one page (cache names have no record and are not listed;
   // TensorInfo::version is the record's etcd revision and ::node the node
   // that took the put; layout and creation time are not in the record).
   // FAILED_PRECONDITION from a single-node server.
   absl::StatusOr<ListResult> ListCluster(absl::string_view prefix, uint32_t page_size = 0,
-                                         absl::string_view page_token = "");
+                                         absl::string_view page_token = "",
+                                         const CallOptions& call = {});
 
   // Removes `name` (only while at `version`, when not 0); returns the
   // removed version.
-  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version = 0);
+  absl::StatusOr<uint64_t> Delete(absl::string_view name, uint64_t version = 0,
+                                  const CallOptions& call = {});
 
   // Zero-copy put for a producer on the server's host: a compact buffer for
   // a new version of `name`, filled in place. Needs local handoff
   // (UNAVAILABLE otherwise).
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       Retention retention = Retention::kDefault);
+                                                       Retention retention = Retention::kDefault,
+                                                       const CallOptions& call = {});
   // The same, in host or (CreateOptions::device) device memory.
   absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name, DLDataType dtype,
                                                        std::span<const int64_t> shape,
-                                                       const CreateOptions& options);
+                                                       const CreateOptions& options,
+                                                       const CallOptions& call = {});
 
   // Many tensors in few calls (gRPC): small ones travel many to a message.
   // Each item succeeds or fails on its own (its entry in the result), as
   // Put would; an atomic batch publishes all or none. The call itself fails
   // only when the batch cannot be sent (bad options, a broken stream).
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
-                                          const BatchPutOptions& options = {});
+                                          const BatchPutOptions& options = {},
+                                          const CallOptions& call = {});
   // Many tensors, each leased at the same moment on the server (one
   // consistent cut per call of up to kMaxBatchItems items): one entry per
   // item in order, a missing one failing only itself. Over the local
@@ -458,15 +510,18 @@ class Client {
   // `options.version` is ignored (each TensorRef has its own);
   // `options.verify_crc32c` checks each gRPC copy.
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(std::span<const TensorRef> items,
-                                                                 const FetchOptions& options = {});
+                                                                 const FetchOptions& options = {},
+                                                                 const CallOptions& call = {});
   // The latest version of every name starting with `prefix`, in name order,
   // all from one cut; OUT_OF_RANGE when more than kMaxBatchItems match.
   absl::StatusOr<std::vector<Tensor>> BatchFetchPrefix(absl::string_view prefix,
-                                                       const FetchOptions& options = {});
+                                                       const FetchOptions& options = {},
+                                                       const CallOptions& call = {});
   // Every item of the atomic group published as `group_version`, in name
   // order; NOT_FOUND when any of them is gone.
   absl::StatusOr<std::vector<Tensor>> BatchFetchGroup(uint64_t group_version,
-                                                      const FetchOptions& options = {});
+                                                      const FetchOptions& options = {},
+                                                      const CallOptions& call = {});
   // In a cluster: every item of the atomic group of durable names that the
   // cluster ordered at `cluster_group` (BatchPutResult::cluster_group, or a
   // cluster watch event's version), through any node, in name order, each
@@ -475,31 +530,34 @@ class Client {
   // since; UNAVAILABLE when no live node holds an item; FAILED_PRECONDITION
   // from a server that is not a cluster node. Always over gRPC.
   absl::StatusOr<std::vector<Tensor>> BatchFetchClusterGroup(uint64_t cluster_group,
-                                                             const FetchOptions& options = {});
+                                                             const FetchOptions& options = {},
+                                                             const CallOptions& call = {});
   // Seals writers from this client's local Create as one atomic group:
   // every version is published under one version number at once, or none
   // is. Each writer is consumed (closed) either way; the infos come in the
   // writers' order. Needs local handoff (UNAVAILABLE otherwise).
   absl::StatusOr<std::vector<TensorInfo>> SealGroup(
-      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c = false);
+      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c = false,
+      const CallOptions& call = {});
   // The changes to names starting with `prefix` as they happen, in the
   // server's order (gRPC). Returns once the server has started the watch,
   // so a refusal (PERMISSION_DENIED, RESOURCE_EXHAUSTED at --max-watches,
   // OUT_OF_RANGE for a from_version past the server's last) comes from
   // here; ClientOptions::timeout bounds that wait, not the watch.
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(absl::string_view prefix,
-                                                     const WatchOptions& options = {});
+                                                     const WatchOptions& options = {},
+                                                     const CallOptions& call = {});
   // Admin: makes the server write its durable tensors to its --snapshot-dir
   // now (FAILED_PRECONDITION when it has none). Returns once the snapshot is
   // on disk (fsynced); a server killed afterwards restores it at restart.
-  absl::StatusOr<SnapshotResult> Snapshot();
+  absl::StatusOr<SnapshotResult> Snapshot(const CallOptions& call = {});
 
   // The cluster the server belongs to: its own node name and the members.
-  absl::StatusOr<ClusterMembers> ClusterNodes();
+  absl::StatusOr<ClusterMembers> ClusterNodes(const CallOptions& call = {});
 
   // The server's grpc.health.v1 status for `service` ("" = the whole
   // server): "SERVING", "NOT_SERVING", ...; UNAVAILABLE when unreachable.
-  absl::StatusOr<std::string> Health(absl::string_view service = "");
+  absl::StatusOr<std::string> Health(absl::string_view service = "", const CallOptions& call = {});
 
   // True when calls take the local handoff path.
   bool local() const;

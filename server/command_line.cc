@@ -43,11 +43,20 @@ std::string Wrapped(std::string_view text) {
   return out;
 }
 
+// The environment variable of `flag` (Abseil's underscore name).
+std::string VariableOf(std::string_view flag) {
+  return absl::StrCat("TENSORD_", absl::AsciiStrToUpper(AsAbsl(flag)));
+}
+
+// A flag's --help entry; its variable is named here, from the table's rule,
+// not in each flag's help.
 void AppendFlag(const absl::CommandLineFlag& flag, std::string& text) {
   absl::StrAppend(&text, "  --", DashedFlagName(AsStd(flag.Name())));
   const std::string default_value = flag.DefaultValue();
   if (!default_value.empty()) absl::StrAppend(&text, " (default ", default_value, ")");
-  absl::StrAppend(&text, "\n", Wrapped(flag.Help()));
+  absl::StrAppend(
+      &text, "\n",
+      Wrapped(absl::StrCat(flag.Help(), " Env: ", VariableOf(AsStd(flag.Name())), ".")));
 }
 
 std::vector<std::string_view> KnownNames() {
@@ -229,8 +238,7 @@ std::vector<std::string> ArgumentsFromEnvironment(std::span<char* const> command
   for (const FlagGroup& group : ServerFlagGroups()) {
     for (std::string_view flag : group.flags) {
       if (CommandLineGivesFlag(command_line, flag)) continue;
-      std::string variable = absl::StrCat("TENSORD_", absl::AsciiStrToUpper(AsAbsl(flag)));
-      if (const char* value = std::getenv(variable.c_str()); value != nullptr) {
+      if (const char* value = std::getenv(VariableOf(flag).c_str()); value != nullptr) {
         arguments.push_back(absl::StrCat("--", AsAbsl(flag), "=", value));
       }
     }

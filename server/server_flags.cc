@@ -39,193 +39,167 @@ std::string AbslUnparseFlag(ByteSizeFlag flag) { return tensord::FormatExactByte
 
 ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
           "Address to serve gRPC on: host:port (port 0 picks one) or unix:PATH. Repeat the flag "
-          "or separate with commas for several. Env: TENSORD_LISTEN.");
+          "or separate with commas for several.");
 ABSL_FLAG(ByteSizeFlag, max_host_bytes, ByteSizeFlag{uint64_t{8} << 30},
           "Host memory all tensor versions may hold together (e.g. 8GiB); puts beyond it get "
-          "RESOURCE_EXHAUSTED. Env: TENSORD_MAX_HOST_BYTES.");
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(ByteSizeFlag, max_tensor_bytes, ByteSizeFlag{uint64_t{4} << 30},
-          "Largest single tensor a put may store. Env: TENSORD_MAX_TENSOR_BYTES.");
-ABSL_FLAG(uint64_t, max_tensors, 1'000'000,
-          "Most tensor names held at once. Env: TENSORD_MAX_TENSORS.");
+          "Largest single tensor a put may store.");
+ABSL_FLAG(uint64_t, max_tensors, 1'000'000, "Most tensor names held at once.");
 ABSL_FLAG(ByteSizeFlag, chunk_bytes, ByteSizeFlag{1 << 20},
-          "Data bytes per streamed fetch message. Env: TENSORD_CHUNK_BYTES.");
+          "Data bytes per streamed fetch message.");
 ABSL_FLAG(ByteSizeFlag, max_message_bytes, ByteSizeFlag{8 << 20},
-          "Largest gRPC message accepted or sent; must exceed the chunk size of every client. "
-          "Env: TENSORD_MAX_MESSAGE_BYTES.");
-ABSL_FLAG(std::string, log_level, "info",
-          "Lowest level logged: debug, info, warning, error. Env: TENSORD_LOG_LEVEL.");
+          "Largest gRPC message accepted or sent; must exceed the chunk size of every client.");
+ABSL_FLAG(std::string, log_level, "info", "Lowest level logged: debug, info, warning, error.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
-          "On SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled. "
-          "Env: TENSORD_SHUTDOWN_GRACE.");
-ABSL_FLAG(std::string, preload, "",
-          "A .safetensors file whose tensors are published at startup. Env: TENSORD_PRELOAD.");
-ABSL_FLAG(std::string, preload_prefix, "",
-          "Prefix added to the names of preloaded tensors. Env: TENSORD_PRELOAD_PREFIX.");
+          "On SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
+ABSL_FLAG(std::string, preload, "", "A .safetensors file whose tensors are published at startup.");
+ABSL_FLAG(std::string, preload_prefix, "", "Prefix added to the names of preloaded tensors.");
 ABSL_FLAG(bool, huge_pages, false,
           "Back host tensors with 2 MiB huge pages (hugetlbfs memfds) when the host's pool "
           "(/proc/sys/vm/nr_hugepages) has room, normal pages otherwise. Fewer page faults for "
-          "readers of large tensors. Env: TENSORD_HUGE_PAGES.");
+          "readers of large tensors.");
 ABSL_FLAG(ByteSizeFlag, spare_put_bytes, ByteSizeFlag{uint64_t{2} << 30},
           "Memfds of remote-put tensors of 1 MiB or more that are gone (replaced or deleted, no "
           "lease left) are kept, up to this many bytes, for the next put of the same size and "
           "access domain, which then writes into existing pages instead of new ones. Charged to "
           "--max-host-bytes and given back before any tensor is evicted; one idle for 30 s is "
-          "freed; 0 keeps none. Env: TENSORD_SPARE_PUT_BYTES.");
+          "freed; 0 keeps none.");
 ABSL_FLAG(ByteSizeFlag, arena_max_tensor_bytes, ByteSizeFlag{uint64_t{1} << 20},
           "Host tensors up to this size share memfd arenas (16 MiB each, slots by size class) "
           "instead of one memfd and mapping each, so live tensors are bounded by memory and "
-          "--max-tensors, not by fds; 0 gives every tensor its own memfd. "
-          "Env: TENSORD_ARENA_MAX_TENSOR_BYTES.");
+          "--max-tensors, not by fds; 0 gives every tensor its own memfd.");
 ABSL_FLAG(std::string, handoff_socket, "auto",
           "Unix socket for zero-copy local handoff (memfd + SCM_RIGHTS), created mode 0660. "
           "auto: $XDG_RUNTIME_DIR/tensord/handoff-PID.sock, or /tmp/tensord-UID/ when there is "
           "no runtime directory (private to this user; clients find it through GetServerInfo). "
-          "off (or empty) turns local handoff off. Env: TENSORD_HANDOFF_SOCKET.");
+          "off (or empty) turns local handoff off.");
 ABSL_FLAG(std::vector<std::string>, handoff_allow_uid, {},
           "Peer uids allowed on the handoff socket (comma-separated); default: the server's own "
-          "uid. Others need a token from IssueHandoffToken. Env: TENSORD_HANDOFF_ALLOW_UID.");
+          "uid. Others need a token from IssueHandoffToken.");
 ABSL_FLAG(std::vector<std::string>, handoff_allow_gid, {},
-          "Peer gids allowed on the handoff socket (comma-separated). "
-          "Env: TENSORD_HANDOFF_ALLOW_GID.");
+          "Peer gids allowed on the handoff socket (comma-separated).");
 ABSL_FLAG(absl::Duration, create_timeout, absl::Seconds(60),
-          "A local create not sealed within this long is reclaimed and publishes nothing. "
-          "Env: TENSORD_CREATE_TIMEOUT.");
-ABSL_FLAG(uint64_t, max_leases_per_client, 65536,
-          "Most leases one handoff connection may hold. Env: TENSORD_MAX_LEASES_PER_CLIENT.");
+          "A local create not sealed within this long is reclaimed and publishes nothing.");
+ABSL_FLAG(uint64_t, max_leases_per_client, 65536, "Most leases one handoff connection may hold.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics, plain HTTP); empty (the "
-          "default) turns metrics off. Env: TENSORD_METRICS_LISTEN.");
+          "default) turns metrics off.");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve TLS on the TCP listeners (Unix sockets stay plaintext). "
-          "Needs --tls-key. Env: TENSORD_TLS_CERT.");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert. Env: TENSORD_TLS_KEY.");
+          "Needs --tls-key.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require every TLS client to present a certificate it signed (mutual "
-          "TLS). Env: TENSORD_TLS_CLIENT_CA.");
+          "TLS).");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "Serve plaintext gRPC on addresses other hosts can reach (not loopback, not unix:); "
-          "refused without TLS otherwise. Env: TENSORD_ALLOW_INSECURE_REMOTE.");
+          "refused without TLS otherwise.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Bearer tokens allowed to call, one per line '<token|sha256:HEX> <read,write,admin> "
-          "[name-prefix]'; empty turns auth off (sensible only on loopback or Unix sockets). "
-          "Env: TENSORD_TOKENS_FILE.");
+          "[name-prefix]'; empty turns auth off (sensible only on loopback or Unix sockets).");
 ABSL_FLAG(int64_t, max_concurrent_streams, 256,
           "Most Put and Fetch streams open at once, server-wide; more get RESOURCE_EXHAUSTED. "
-          "0 = no limit. Env: TENSORD_MAX_CONCURRENT_STREAMS.");
+          "0 = no limit.");
 ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
           "A Put whose client sends nothing, or a Fetch whose client reads nothing, for this long "
-          "is cancelled, freeing its memory; 'inf' = never. Env: TENSORD_STREAM_IDLE_TIMEOUT.");
+          "is cancelled, freeing its memory; 'inf' = never.");
 ABSL_FLAG(uint64_t, max_watches, 1024,
-          "Most Watch calls open at once, server-wide; more get RESOURCE_EXHAUSTED. "
-          "Env: TENSORD_MAX_WATCHES.");
+          "Most Watch calls open at once, server-wide; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, watch_history, 65536,
           "Items of recent changes (publishes, deletes, evictions) kept for watchers; a watcher "
-          "further behind is told which versions it may have missed. Env: TENSORD_WATCH_HISTORY.");
+          "further behind is told which versions it may have missed.");
 ABSL_FLAG(uint64_t, max_connections, 0,
           "Most gRPC connections open at once (all listeners); more are closed as soon as "
           "accepted, counted in tensord_connections_refused_total, while established clients "
           "keep being served. 0 = half of the open-file limit (RLIMIT_NOFILE, raised to its hard "
-          "limit at start), leaving 3/8 of it for tensors (one fd each), snapshots and gRPC. "
-          "Env: TENSORD_MAX_CONNECTIONS.");
+          "limit at start), leaving 3/8 of it for tensors (one fd each), snapshots and gRPC.");
 ABSL_FLAG(uint64_t, max_handoff_connections, 0,
           "Most handoff-socket connections open at once; more are closed as soon as accepted. "
-          "0 = an eighth of the open-file limit. Env: TENSORD_MAX_HANDOFF_CONNECTIONS.");
+          "0 = an eighth of the open-file limit.");
 ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(5),
           "A connection that has not finished its TLS handshake and HTTP/2 preface within this "
-          "is closed. Env: TENSORD_HANDSHAKE_TIMEOUT.");
+          "is closed.");
 ABSL_FLAG(absl::Duration, connection_idle_timeout, tensord::ConnectionLimits().idle_timeout,
           "A gRPC connection with no call for this long is closed (clients reconnect on their "
           "next call; they should close idle connections sooner themselves: "
-          "docs/operations.md); 0 = never. Env: TENSORD_CONNECTION_IDLE_TIMEOUT.");
+          "docs/operations.md); 0 = never.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses here, one per line (written to a temporary "
-          "file and renamed, so its appearance means ready). Env: TENSORD_READY_FILE.");
+          "file and renamed, so its appearance means ready).");
 ABSL_FLAG(std::string, snapshot_dir, "",
           "Directory for snapshots of the durable tensors (retention default or pinned): "
           "restored at start before serving, written on SIGTERM/SIGINT and on the Snapshot RPC "
-          "(tensorctl snapshot). Created when missing. Empty turns snapshots off. "
-          "Env: TENSORD_SNAPSHOT_DIR.");
+          "(tensorctl snapshot). Created when missing. Empty turns snapshots off.");
 ABSL_FLAG(bool, snapshot_ignore_corrupt, false,
           "Start even when the snapshot is damaged: restore the tensors that verify and move the "
-          "file aside to tensord.snapshot.corrupt. Without it a damaged snapshot stops the start. "
-          "Env: TENSORD_SNAPSHOT_IGNORE_CORRUPT.");
+          "file aside to tensord.snapshot.corrupt. Without it a damaged snapshot stops the start.");
 ABSL_FLAG(double, eviction_high_watermark, 0.9,
           "Fraction of --max-host-bytes above which cache-retention tensors are evicted, least "
-          "recently used and unleased first. Env: TENSORD_EVICTION_HIGH_WATERMARK.");
+          "recently used and unleased first.");
 ABSL_FLAG(double, eviction_low_watermark, 0.8,
-          "Fraction of --max-host-bytes eviction brings use down to. "
-          "Env: TENSORD_EVICTION_LOW_WATERMARK.");
+          "Fraction of --max-host-bytes eviction brings use down to.");
 
 ABSL_FLAG(std::string, device_backend, "auto",
           "Where kDLCUDA tensors live: auto (CUDA when a GPU is found, else host tensors only), "
           "cuda (fail to start without a GPU), simulated (host memfds with CUDA's rules, for "
-          "tests), none (host tensors only). Env: TENSORD_DEVICE_BACKEND.");
-ABSL_FLAG(int32_t, simulated_devices, 1,
-          "Devices of --device-backend=simulated (1..64). Env: TENSORD_SIMULATED_DEVICES.");
+          "tests), none (host tensors only).");
+ABSL_FLAG(int32_t, simulated_devices, 1, "Devices of --device-backend=simulated (1..64).");
 ABSL_FLAG(bool, simulated_legacy_ipc_only, false,
           "Simulated devices offer legacy IPC handles only, as CUDA drivers without VMM "
-          "file-descriptor support do (tests that fallback). Env: "
-          "TENSORD_SIMULATED_LEGACY_IPC_ONLY.");
+          "file-descriptor support do (tests that fallback).");
 ABSL_FLAG(ByteSizeFlag, max_device_bytes, ByteSizeFlag{uint64_t{8} << 30},
           "Device memory the tensor versions on each device may hold together (e.g. 8GiB); "
-          "device puts beyond it get RESOURCE_EXHAUSTED. Env: TENSORD_MAX_DEVICE_BYTES.");
+          "device puts beyond it get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, etcd_endpoints, "",
           "etcd endpoints (http[s]://host:port, comma-separated) of the cluster to join; empty "
-          "(the default) runs a single node. Env: TENSORD_ETCD_ENDPOINTS.");
+          "(the default) runs a single node.");
 ABSL_FLAG(std::string, node_name, "",
           "This node's name in the cluster, unique among live nodes (letters, digits, '.', '_', "
-          "'-'); default: the host name. Env: TENSORD_NODE_NAME.");
+          "'-'); default: the host name.");
 ABSL_FLAG(std::string, advertise_address, "",
           "host:port other nodes and clients reach this node's gRPC service on; default: the "
           "first TCP --listen address, refused when it is a wildcard, or loopback while an etcd "
-          "endpoint is not. Env: TENSORD_ADVERTISE_ADDRESS.");
+          "endpoint is not.");
 ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(5),
           "TTL of this node's etcd lease (whole seconds): a node that stops renewing (killed, cut "
-          "off) leaves the member list within it. Renewed every TTL/3. "
-          "Env: TENSORD_ETCD_LEASE_TTL.");
+          "off) leaves the member list within it. Renewed every TTL/3.");
 ABSL_FLAG(std::string, etcd_prefix, "/tensord",
-          "etcd key prefix of this cluster; nodes register under PREFIX/nodes/NAME. "
-          "Env: TENSORD_ETCD_PREFIX.");
+          "etcd key prefix of this cluster; nodes register under PREFIX/nodes/NAME.");
 ABSL_FLAG(std::string, etcd_ca, "",
           "PEM CA bundle (contents or path) that signed etcd's server certificate; needs https:// "
-          "endpoints. Env: TENSORD_ETCD_CA.");
+          "endpoints.");
 ABSL_FLAG(std::string, etcd_cert, "",
-          "PEM client certificate (contents or path) presented to etcd. Needs --etcd-key. "
-          "Env: TENSORD_ETCD_CERT.");
-ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert. Env: TENSORD_ETCD_KEY.");
+          "PEM client certificate (contents or path) presented to etcd. Needs --etcd-key.");
+ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert.");
 ABSL_FLAG(std::string, etcd_user, "",
-          "etcd user to authenticate as (etcd with auth enabled). Needs --etcd-password-file. "
-          "Env: TENSORD_ETCD_USER.");
+          "etcd user to authenticate as (etcd with auth enabled). Needs --etcd-password-file.");
 ABSL_FLAG(std::string, etcd_password_file, "",
-          "File holding --etcd-user's password (one trailing newline is ignored). "
-          "Env: TENSORD_ETCD_PASSWORD_FILE.");
+          "File holding --etcd-user's password (one trailing newline is ignored).");
 ABSL_FLAG(std::string, cluster_token_file, "",
           "File holding the bearer token this node presents to other nodes on node-to-node "
           "calls (pulls of a version, Replicate, cache-copy places), for clusters whose nodes "
           "run with --tokens-file; the token needs the 'cluster' permission. It is sent only "
-          "over TLS: needs --cluster-ca (the start is refused otherwise). "
-          "Env: TENSORD_CLUSTER_TOKEN_FILE.");
+          "over TLS: needs --cluster-ca (the start is refused otherwise).");
 ABSL_FLAG(std::string, cluster_ca, "",
           "PEM CA bundle (contents or path) that signed the other nodes' --tls-cert: nodes then "
           "pull from each other over TLS, presenting this node's --tls-cert as client "
-          "certificate (for nodes with --tls-client-ca). Env: TENSORD_CLUSTER_CA.");
+          "certificate (for nodes with --tls-client-ca).");
 ABSL_FLAG(std::string, cluster_tls_server_name, "",
           "Name the other nodes' certificates are checked against, when not the host of their "
-          "--advertise-address (e.g. one name on every node's certificate). Needs --cluster-ca. "
-          "Env: TENSORD_CLUSTER_TLS_SERVER_NAME.");
+          "--advertise-address (e.g. one name on every node's certificate). Needs --cluster-ca.");
 ABSL_FLAG(int64_t, etcd_max_txn_ops, 128,
           "Keys tensord writes in one etcd transaction (durable puts share commits up to it; an "
           "atomic group in a cluster holds at most this many items less one). Must not exceed "
-          "etcd's own --max-txn-ops (128 by default). Env: TENSORD_ETCD_MAX_TXN_OPS.");
+          "etcd's own --max-txn-ops (128 by default).");
 ABSL_FLAG(absl::Duration, etcd_compaction_interval, absl::Minutes(5),
           "How often etcd's history older than one interval is compacted (by the live node "
           "first by name), so it does not fill etcd's quota; 0 turns it off for an etcd that "
-          "compacts itself (--auto-compaction-*). Env: TENSORD_ETCD_COMPACTION_INTERVAL.");
+          "compacts itself (--auto-compaction-*).");
 ABSL_FLAG(std::string, default_replicas, "",
           "Copies a put is acknowledged after when it does not ask (PutOptions::replicas 0): "
           "'N' for every name and 'PREFIX=N' for names under PREFIX, comma-separated, the "
-          "longest prefix winning (e.g. 'model/=2'); 1 (this node only) otherwise. Env: "
-          "TENSORD_DEFAULT_REPLICAS.");
+          "longest prefix winning (e.g. 'model/=2'); 1 (this node only) otherwise.");
 
 namespace tensord {
 namespace {

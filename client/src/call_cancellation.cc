@@ -49,10 +49,10 @@ absl::Status ValidateCallOptions(const CallOptions& call) {
         "CallOptions::timeout ", absl::FormatDuration(*call.timeout), " must be positive"));
   }
   if (!call.request_id.empty() && !IsValidRequestId(call.request_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CallOptions::request_id '",
-        absl::CHexEscape(call.request_id.substr(0, kMaxRequestIdLength + 1)), "' is not 1..",
-        kMaxRequestIdLength, " characters of [A-Za-z0-9._:/+=-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CallOptions::request_id '",
+                     absl::CHexEscape(call.request_id.substr(0, kMaxRequestIdLength + 1)),
+                     "' is not 1..", kMaxRequestIdLength, " characters of [A-Za-z0-9._:/+=-]"));
   }
   return absl::OkStatus();
 }

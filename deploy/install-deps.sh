@@ -37,9 +37,10 @@ test_packages=(
   git openssl libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev clang-format-14
   python3 python3-numpy python3-yaml
+  python3-venv  # scripts/check-function-length.sh's lizard (PyPI) lives in a venv
   etcd-server etcd-client  # the cluster tests start a real etcd and set up its auth
 )
-python_packages=(python3-dev python3-venv python3-torch)
+python_packages=(python3-dev python3-torch)
 case $profile in
   build) packages=("${build_packages[@]}") ;;
   all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;

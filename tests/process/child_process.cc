@@ -224,10 +224,29 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   return wait_status_;
 }
 
+namespace {
+
+// The state letter of /proc/PID/stat ('T' once stopped), or 0.
+char ProcessState(pid_t pid) {
+  const std::string stat = ReadWholeFile(absl::StrCat("/proc/", pid, "/stat"));
+  // "PID (COMM) S ...": COMM may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+}  // namespace
+
 void ChildProcess::Pause() {
-  if (pid_ > 0 && !exited_ && !paused_) {
-    kill(pid_, SIGSTOP);
-    paused_ = true;
+  if (pid_ <= 0 || exited_ || paused_) return;
+  kill(pid_, SIGSTOP);
+  paused_ = true;
+  // SIGSTOP takes effect when the kernel next schedules the process: on a
+  // loaded machine it can still answer a call sent right after kill().
+  // Paused means stopped.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ProcessState(pid_) != 'T' && ProcessState(pid_) != 't' && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
   }
 }
 

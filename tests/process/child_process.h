@@ -97,7 +97,7 @@ class ChildProcess {
   // Waits up to `timeout` for it to exit, without signalling it.
   absl::StatusOr<int> Wait(absl::Duration timeout);
   // SIGSTOP / SIGCONT: it freezes (its sockets stay open, nothing answers)
-  // and thaws.
+  // and thaws. Pause returns once the process is stopped (/proc says so).
   void Pause();
   void Resume();
   bool paused() const { return paused_; }

@@ -85,6 +85,11 @@ for name in "${targets[@]}"; do
     failed+=("$name")
     grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*deadly signal|.*Timeout|.*out-of-memory)" \
       "$log" | head -5 | sed 's/^/  /' || true
+    # The input itself, so a log from another machine (CI) is enough to
+    # reproduce: base64 -d > FILE, then run the target on FILE.
+    if [[ -n $artifact && -f $artifact ]] && (($(stat -c %s "$artifact") <= 4096)); then
+      echo "  input (base64): $(base64 -w0 "$artifact")"
+    fi
   fi
   summary+=("$(printf '%-20s %12s executions %6s corpus files  %s' \
     "$name" "${executions:-?}" "$corpus_size" "$result")")

@@ -47,6 +47,17 @@ class PieceReader {
     return Malformed("varint longer than 10 bytes", position_);
   }
 
+  // The length of a length-delimited field, read as protobuf does.
+  absl::Status ReadLength(uint64_t& value) {
+    const uint64_t start = position_;
+    TENSORD_RETURN_IF_ERROR(ReadVarint(value));
+    if (position_ - start > kMaxLengthVarintBytes) {
+      return Malformed("length longer than 5 bytes", start);
+    }
+    if (value > kMaxLength) return Malformed("length of 2 GiB or more", start);
+    return absl::OkStatus();
+  }
+
   // Hands out the next `size` bytes as spans into the pieces.
   absl::Status TakeSpans(uint64_t size, BytePieces& spans) {
     if (size > remaining_) return Malformed("length beyond the message end", position_);
@@ -117,7 +128,7 @@ absl::Status SkipField(PieceReader& reader, uint32_t wire_type) {
     case kWireFixed64: return reader.Skip(8);
     case kWireFixed32: return reader.Skip(4);
     case kWireLengthDelimited:
-      TENSORD_RETURN_IF_ERROR(reader.ReadVarint(ignored));
+      TENSORD_RETURN_IF_ERROR(reader.ReadLength(ignored));
       return reader.Skip(ignored);
     default: return Malformed(absl::StrCat("unsupported wire type ", wire_type), reader.position());
   }
@@ -148,7 +159,7 @@ absl::Status DecodeChunk(PieceReader& reader, uint64_t size, StreamMessage& mess
       if (saw_data) return Malformed("chunk data field repeated", reader.position());
       saw_data = true;
       uint64_t data_size = 0;
-      TENSORD_RETURN_IF_ERROR(reader.ReadVarint(data_size));
+      TENSORD_RETURN_IF_ERROR(reader.ReadLength(data_size));
       if (data_size > reader.remaining() - end_remaining) {
         return Malformed("chunk data beyond the chunk end", reader.position());
       }
@@ -176,7 +187,7 @@ absl::Status LiftInlineData(PieceReader& reader, uint64_t size, StreamMessage& m
     TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
     if (field == kInlineDataField && wire_type == kWireLengthDelimited) {
       uint64_t data_size = 0;
-      TENSORD_RETURN_IF_ERROR(reader.ReadVarint(data_size));
+      TENSORD_RETURN_IF_ERROR(reader.ReadLength(data_size));
       if (data_size > reader.remaining() || reader.remaining() - data_size < end_remaining) {
         return Malformed("inline data beyond the header end", reader.position());
       }
@@ -242,7 +253,7 @@ absl::Status DecodeStreamMessage(std::span<const std::span<const uint8_t>> piece
       }
       message.kind = kind;
       uint64_t size = 0;
-      TENSORD_RETURN_IF_ERROR(reader.ReadVarint(size));
+      TENSORD_RETURN_IF_ERROR(reader.ReadLength(size));
       if (size > reader.remaining())
         return Malformed("length beyond the message end", reader.position());
       if (kind == StreamMessage::Kind::kHeader) {

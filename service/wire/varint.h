@@ -4,6 +4,7 @@
 #ifndef TENSORD_SERVICE_WIRE_VARINT_H_
 #define TENSORD_SERVICE_WIRE_VARINT_H_
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -13,6 +14,12 @@ inline constexpr uint32_t kWireVarint = 0;
 inline constexpr uint32_t kWireFixed64 = 1;
 inline constexpr uint32_t kWireLengthDelimited = 2;
 inline constexpr uint32_t kWireFixed32 = 5;
+
+// Protobuf reads a length (of a string, bytes or submessage field) in at
+// most 5 bytes and refuses one above 2 GiB less its slop (its ReadSize);
+// the hand parsers refuse what it refuses.
+inline constexpr int kMaxLengthVarintBytes = 5;
+inline constexpr uint64_t kMaxLength = INT_MAX - 16;
 
 // Writes `value` at `out` (at most 10 bytes); returns the bytes written.
 inline size_t PutVarint(uint64_t value, uint8_t* out) {

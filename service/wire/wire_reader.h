@@ -5,7 +5,6 @@
 #ifndef TENSORD_SERVICE_WIRE_WIRE_READER_H_
 #define TENSORD_SERVICE_WIRE_WIRE_READER_H_
 
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -45,22 +44,10 @@ class Reader {
     return true;
   }
 
-  // A length-delimited field's payload. The length takes at most 5 bytes
-  // and stays below 2 GiB less protobuf's slop (its ReadSize).
+  // A length-delimited field's payload, its length read as protobuf does.
   bool Payload(std::span<const uint8_t>& payload) {
     uint64_t size = 0;
-    if (at_ != end_ && *at_ < 0x80) {
-      size = *at_++;
-    } else {
-      for (int i = 0; i < 5; ++i) {
-        if (at_ == end_) return false;
-        const uint8_t byte = *at_++;
-        if (i == 4 && byte >= 8) return false;
-        size |= uint64_t{byte & 0x7fu} << (7 * i);
-        if (byte < 0x80) break;
-      }
-    }
-    if (size > static_cast<uint64_t>(INT_MAX - 16)) return false;
+    if (!VarintOf(kMaxLengthVarintBytes, size) || size > kMaxLength) return false;
     if (size > static_cast<uint64_t>(end_ - at_)) return false;
     payload = std::span<const uint8_t>(at_, static_cast<size_t>(size));
     at_ += size;

@@ -98,6 +98,22 @@ TEST(StreamMessageTest, RejectsMalformedInput) {
   v1::PutRequest padded;
   EXPECT_FALSE(padded.ParseFromString(padded_tag));
   EXPECT_FALSE(DecodeStreamMessage(SplitEvery(padded_tag, 2), message).ok());
+  // Lengths padded to 6 bytes (a chunk's, its data's, an unknown field's):
+  // protobuf reads a length in at most 5 bytes (its ReadSize), so must we.
+  // A 5-byte length is fine for both.
+  for (const std::string& padded_length : {std::string("\x12\x80\x80\x80\x80\x80\x00", 7),
+                                           std::string("\x12\x07\x12\x80\x80\x80\x80\x80\x00", 9),
+                                           std::string("\x1a\x80\x80\x80\x80\x80\x00", 7)}) {
+    EXPECT_FALSE(padded.ParseFromString(padded_length));
+    EXPECT_FALSE(DecodeStreamMessage(SplitEvery(padded_length, 2), message).ok());
+  }
+  const std::string five_byte_length("\x12\x06\x12\x80\x80\x80\x80\x00", 8);
+  EXPECT_TRUE(padded.ParseFromString(five_byte_length));
+  EXPECT_TRUE(DecodeStreamMessage(SplitEvery(five_byte_length, 2), message).ok());
+  // Lengths of 2 GiB and more: protobuf refuses them before it looks for the bytes.
+  const std::string two_gib_length("\x1a\x80\x80\x80\x80\x08", 6);
+  EXPECT_FALSE(padded.ParseFromString(two_gib_length));
+  EXPECT_FALSE(DecodeStreamMessage(SplitEvery(two_gib_length, 2), message).ok());
   std::string overlong(11, '\xff');
   overlong.insert(overlong.begin(), '\x08');
   EXPECT_FALSE(DecodeStreamMessage(SplitEvery(overlong, 1), message).ok());

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
+#include "service/wire/batch_limits.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -59,7 +60,12 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffRequest request) {
   MutexLock lock(&mutex_);
-  return CallAuthenticatingLocked(request);
+  // Leases dropped before this call end before it: the server's lease
+  // count never holds them against what it acquires.
+  const size_t releasing = AttachReleasesLocked(request);
+  absl::StatusOr<Response> response = CallAuthenticatingLocked(request);
+  releaser_.Sent(releasing);
+  return response;
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatingLocked(
@@ -84,7 +90,10 @@ absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::Call
   std::vector<Response> packets;
   // All under the lock: another request of this process would end the answer.
   MutexLock lock(&mutex_);
-  TENSORD_ASSIGN_OR_RETURN(Response first, CallAuthenticatingLocked(request));
+  const size_t releasing = AttachReleasesLocked(request);
+  absl::StatusOr<Response> answered = CallAuthenticatingLocked(request);
+  releaser_.Sent(releasing);
+  TENSORD_ASSIGN_OR_RETURN(Response first, std::move(answered));
   packets.push_back(std::move(first));
   while (packets.back().message.acquire_many().more()) {
     v1::HandoffRequest more;
@@ -95,11 +104,30 @@ absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::Call
   return packets;
 }
 
-void HandoffConnection::ReleaseLease(uint64_t lease_id) {
-  v1::HandoffRequest request;
-  request.mutable_release()->set_lease_id(lease_id);
-  MutexLock lock(&mutex_);
-  (void)CallLocked(request);
+size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {
+  while (true) {
+    std::vector<uint64_t> lease_ids = releaser_.Take();
+    if (lease_ids.size() < kMaxLeasesPerRelease) {
+      request.mutable_release_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
+      return lease_ids.size();
+    }
+    // A full batch, and maybe more queued: sent ahead in a request of its own.
+    v1::HandoffRequest release;
+    release.mutable_release()->mutable_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
+    (void)CallLocked(release);
+    releaser_.Sent(lease_ids.size());
+  }
+}
+
+void HandoffConnection::SendReleasesLocked() {
+  while (true) {
+    std::vector<uint64_t> lease_ids = releaser_.Take();
+    if (lease_ids.empty()) return;
+    v1::HandoffRequest request;
+    request.mutable_release()->mutable_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
+    (void)CallLocked(request);
+    releaser_.Sent(lease_ids.size());
+  }
 }
 
 }  // namespace tensord

@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "client/src/lease_releaser.h"
 #include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
 #include "tensord/v1/handoff.pb.h"
@@ -39,8 +40,12 @@ class HandoffConnection {
   // A batch acquire: every packet of the answer (AcquireMore while one
   // says more), in order, each with its fds.
   absl::StatusOr<std::vector<Response>> CallBatch(v1::HandoffRequest request);
-  // Ends a lease; errors are ignored (a broken connection ended it anyway).
-  void ReleaseLease(uint64_t lease_id);
+  // Ends a lease soon, in a batch with others, on the releaser's thread
+  // (LeaseReleaser); errors are ignored (a broken connection ended it
+  // anyway). Cheap enough for a tensor's destructor.
+  void ReleaseLease(uint64_t lease_id) { releaser_.Release(lease_id); }
+  // Returns once the leases ended so far are ended on the server too.
+  void FlushReleases() { releaser_.Flush(); }
 
   const std::string& path() const { return path_; }
   // Names the server process at the other end (socket path and its pid from
@@ -54,7 +59,18 @@ class HandoffConnection {
       : path_(std::move(path)),
         server_identity_(std::move(server_identity)),
         socket_(std::move(socket)),
-        token_source_(std::move(token_source)) {}
+        token_source_(std::move(token_source)),
+        releaser_([this] {
+          MutexLock lock(&mutex_);
+          SendReleasesLocked();
+        }) {}
+  // Sends the releaser's queued ids, a ReleaseRequest per Take, each
+  // answered before the next.
+  void SendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Puts the queued ids on `request` (release_lease_ids), sending any
+  // beyond one request's worth first; returns how many it carries, for
+  // releaser_.Sent once it is answered.
+  size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // CallLocked, authenticating with a token and retrying once when refused.
@@ -68,6 +84,8 @@ class HandoffConnection {
   TokenSource token_source_;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mutex_) = 1;
   bool authenticated_ ABSL_GUARDED_BY(mutex_) = false;
+  // Last: its thread stops before the socket it sends on goes.
+  LeaseReleaser releaser_;
 };
 
 }  // namespace tensord

@@ -10,6 +10,7 @@
 #include "service/common/status_macros.h"
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
+#include "service/wire/batch_limits.h"
 #include "service/wire/handoff_device_handle.h"
 #include "service/wire/status_conversion.h"
 
@@ -133,6 +134,12 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
         ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
         "authenticate with a token from IssueHandoffToken"));
   }
+  if (request.release_lease_ids_size() > static_cast<int>(kMaxLeasesPerRelease)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ends ", request.release_lease_ids_size(),
+        " leases (release_lease_ids); the limit is ", kMaxLeasesPerRelease, " per request"));
+  }
+  for (uint64_t lease_id : request.release_lease_ids()) leases_.erase(lease_id);
   // Any other request ends an unfinished batch answer.
   if (request.kind_case() != v1::HandoffRequest::kAcquireMore) DropPendingPackets();
   int fd = -1;
@@ -249,9 +256,26 @@ absl::StatusOr<ExportedHandle> HandoffSession::ExportDevice(const DeviceAllocati
 }
 
 absl::Status HandoffSession::Release(const v1::ReleaseRequest& request) {
-  if (leases_.erase(request.lease_id()) == 0) {
+  const size_t count = request.lease_ids_size();
+  if (count == 0) return absl::InvalidArgumentError("release names no lease");
+  if (count > kMaxLeasesPerRelease) {
+    return absl::InvalidArgumentError(absl::StrCat("release of ", count, " leases; the limit is ",
+                                                   kMaxLeasesPerRelease, " per request"));
+  }
+  size_t unknown = 0;
+  uint64_t first_unknown = 0;
+  for (uint64_t lease_id : request.lease_ids()) {
+    if (leases_.erase(lease_id) == 0 && unknown++ == 0) first_unknown = lease_id;
+  }
+  if (unknown == 1 && count == 1) {
     return absl::NotFoundError(
-        absl::StrCat("lease ", request.lease_id(), " is not held by this connection"));
+        absl::StrCat("lease ", first_unknown, " is not held by this connection"));
+  }
+  if (unknown > 0) {
+    return absl::NotFoundError(absl::StrCat(unknown, " of ", count,
+                                            " leases (the first: ", first_unknown,
+                                            ") are not held by this connection; the others "
+                                            "were released"));
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,10 @@ inline constexpr size_t kBatchItemLimit = 65536;
 // message); larger ones as a header followed by chunks.
 inline constexpr uint64_t kMaxInlineBatchItemBytes = 64 * 1024;
 
+// Most leases one handoff ReleaseRequest ends (at most 10 bytes each, so a
+// full request stays far inside a handoff packet).
+inline constexpr size_t kMaxLeasesPerRelease = 4096;
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_WIRE_BATCH_LIMITS_H_

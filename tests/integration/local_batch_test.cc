@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/common/scoped_fd.h"
 #include "service/common/unix_socket.h"
+#include "service/wire/batch_limits.h"
 #include "tensord/client.h"
 #include "tensord/v1/handoff.pb.h"
 #include "tests/integration/client_test_support.h"
@@ -182,6 +184,127 @@ TEST_F(LocalBatchTest, AKilledClientsBatchLeasesAllEnd) {
   };
   EXPECT_TRUE(WaitUntil(all_ended, absl::Seconds(10)));
   for (int i = 0; i < kLeases; i += 97) EXPECT_EQ(OpenLeases(absl::StrCat("held/", i)), 0u) << i;
+}
+
+// ReleaseRequest ends many leases at once; unknown ids are named, the known
+// ones ended all the same; an empty or oversized request is refused.
+TEST_F(LocalBatchTest, OneReleaseEndsManyLeasesAndNamesUnknownOnes) {
+  PutMany("rel", 10, 64);
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  auto call = [&](const v1::HandoffRequest& request) {
+    v1::HandoffResponse response;
+    EXPECT_TRUE(SendPacket(socket->get(), request.SerializeAsString()).ok());
+    absl::StatusOr<ReceivedPacket> packet =
+        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
+    EXPECT_TRUE(packet.ok()) << packet.status();
+    if (packet.ok()) EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    return response;
+  };
+  v1::HandoffResponse acquired = call(AcquirePrefix("rel/"));
+  ASSERT_EQ(acquired.code(), 0) << acquired.message();
+  ASSERT_EQ(acquired.acquire_many().items_size(), 10);
+  EXPECT_EQ(OpenLeases("rel/0"), 1u);
+
+  v1::HandoffRequest release;
+  release.set_request_id(2);
+  for (const v1::AcquiredItem& item : acquired.acquire_many().items()) {
+    release.mutable_release()->add_lease_ids(item.acquire().lease_id());
+  }
+  release.mutable_release()->add_lease_ids(987654321);
+  v1::HandoffResponse released = call(release);
+  EXPECT_EQ(released.code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(absl::StrContains(released.message(), "1 of 11 leases (the first: 987654321)"))
+      << released.message();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(OpenLeases(absl::StrCat("rel/", i)), 0u) << i;
+
+  // Leases carried by another request end before it is served; ids the
+  // connection does not hold are ignored there.
+  acquired = call(AcquirePrefix("rel/"));
+  ASSERT_EQ(acquired.acquire_many().items_size(), 10);
+  EXPECT_EQ(OpenLeases("rel/3"), 1u);
+  v1::HandoffRequest carrier = AcquirePrefix("rel/1");  // rel/1 only
+  for (const v1::AcquiredItem& item : acquired.acquire_many().items()) {
+    carrier.add_release_lease_ids(item.acquire().lease_id());
+  }
+  carrier.add_release_lease_ids(987654321);
+  v1::HandoffResponse carried = call(carrier);
+  ASSERT_EQ(carried.code(), 0) << carried.message();
+  EXPECT_EQ(carried.acquire_many().items_size(), 1);
+  EXPECT_EQ(OpenLeases("rel/3"), 0u);
+  EXPECT_EQ(OpenLeases("rel/1"), 1u);
+  v1::HandoffRequest overloaded = AcquirePrefix("rel/");
+  for (uint64_t id = 1; id <= kMaxLeasesPerRelease + 1; ++id) overloaded.add_release_lease_ids(id);
+  v1::HandoffResponse refused = call(overloaded);
+  EXPECT_EQ(refused.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(refused.message(), "release_lease_ids")) << refused.message();
+  EXPECT_EQ(OpenLeases("rel/1"), 1u);  // nothing of a refused request happened
+
+  v1::HandoffRequest empty;
+  empty.set_request_id(3);
+  empty.mutable_release();
+  refused = call(empty);
+  EXPECT_EQ(refused.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(refused.message(), "names no lease")) << refused.message();
+
+  v1::HandoffRequest oversized;
+  oversized.set_request_id(4);
+  for (uint64_t id = 1; id <= kMaxLeasesPerRelease + 1; ++id) {
+    oversized.mutable_release()->add_lease_ids(id);
+  }
+  refused = call(oversized);
+  EXPECT_EQ(refused.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(refused.message(),
+                                absl::StrCat("release of ", kMaxLeasesPerRelease + 1,
+                                             " leases; the limit is ", kMaxLeasesPerRelease)))
+      << refused.message();
+}
+
+// Dropped tensors queue their leases; the client ends them in batches, and
+// always before its next handoff call, so that call's server sees them gone.
+TEST_F(LocalBatchTest, DroppedTensorsLeasesEndBeforeTheNextLocalCall) {
+  PutMany("drop", 1024, 4096);
+  FetchOptions read_only;
+  read_only.read_only = true;
+  for (int round = 0; round < 3; ++round) {
+    absl::StatusOr<std::vector<Tensor>> held = local_->BatchFetchPrefix("drop/", read_only);
+    ASSERT_TRUE(held.ok()) << held.status();
+    ASSERT_EQ(held->size(), 1024u);
+    EXPECT_EQ(OpenLeases("drop/0"), 1u);
+    EXPECT_EQ(OpenLeases("drop/1023"), 1u);
+    held->clear();
+    // The next local call drains the queue before it is sent.
+    absl::StatusOr<Tensor> one = local_->Fetch("drop/7", read_only);
+    ASSERT_TRUE(one.ok()) << one.status();
+    EXPECT_EQ(OpenLeases("drop/0"), 0u) << round;
+    EXPECT_EQ(OpenLeases("drop/1023"), 0u) << round;
+    EXPECT_EQ(OpenLeases("drop/7"), 1u) << round;
+  }
+  // With no later call, the releaser's thread ends them on its own.
+  EXPECT_TRUE(WaitUntil([&] { return OpenLeases("drop/7") == 0; }, absl::Seconds(5)));
+}
+
+// A writable fetch of a small version in an arena is the client's own copy
+// (cheaper than a private mapping), and holds no lease once it returns.
+TEST_F(LocalBatchTest, SmallWritableFetchesAreCopiesThatHoldNoLease) {
+  PutMany("copy", 64, 4096);
+  absl::StatusOr<std::vector<Tensor>> mine = local_->BatchFetchPrefix("copy/");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 64u);
+  for (const Tensor& tensor : *mine) {  // in name order: copy/0, copy/1, copy/10...
+    const int i = std::stoi(tensor.info().name.substr(5));
+    ASSERT_EQ(TensorBytes(tensor), PatternBytes(4096, i)) << tensor.info().name;
+  }
+  absl::StatusOr<Tensor> single = local_->Fetch("copy/3");
+  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_EQ(TensorBytes(*single), PatternBytes(4096, 3));
+  // A later local call has sent every queued release.
+  ASSERT_TRUE(local_->Fetch("copy/0", FetchOptions{.read_only = true}).ok());
+  for (int i = 1; i < 64; ++i) EXPECT_EQ(OpenLeases(absl::StrCat("copy/", i)), 0u) << i;
+  DLManagedTensorVersioned* versioned = single->release_versioned();
+  EXPECT_NE(versioned->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  versioned->deleter(versioned);
 }
 
 // Names that take more than one handoff packet go in several requests.

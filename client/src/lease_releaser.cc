@@ -1,0 +1,99 @@
+#include "client/src/lease_releaser.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "service/wire/batch_limits.h"
+
+namespace tensord {
+
+LeaseReleaser::LeaseReleaser(Drain drain, absl::Duration delay)
+    : drain_(std::move(drain)), delay_(delay), owner_pid_(::getpid()) {}
+
+LeaseReleaser::~LeaseReleaser() {
+  std::thread thread;
+  {
+    MutexLock lock(&mutex_);
+    stopping_ = true;
+    thread = std::move(thread_);
+  }
+  queued_.SignalAll();
+  sent_.SignalAll();
+  if (thread.joinable()) thread.join();
+}
+
+void LeaseReleaser::Release(uint64_t lease_id) {
+  MutexLock lock(&mutex_);
+  if (!thread_.joinable()) {
+    // The first release of this process: a fork's child has the parent's
+    // connection, whose leases are the parent's to end.
+    if (::getpid() != owner_pid_) return;
+    thread_ = std::thread([this] { Run(); });
+  }
+  if (pending_.empty()) first_queued_tick_ = tick_;
+  pending_.push_back(lease_id);
+  ++queued_total_;
+  // A ticking thread finds the ids by itself: waking it for each would cost
+  // a context switch per dropped tensor in a loop of single fetches.
+  if ((asleep_ && pending_.size() == 1) || pending_.size() == kMaxLeasesPerRelease) {
+    queued_.Signal();
+  }
+}
+
+std::vector<uint64_t> LeaseReleaser::Take() {
+  std::vector<uint64_t> batch;
+  MutexLock lock(&mutex_);
+  if (pending_.size() <= kMaxLeasesPerRelease) {
+    batch.swap(pending_);
+  } else {
+    batch.assign(pending_.begin(), pending_.begin() + kMaxLeasesPerRelease);
+    pending_.erase(pending_.begin(), pending_.begin() + kMaxLeasesPerRelease);
+  }
+  return batch;
+}
+
+void LeaseReleaser::Sent(size_t count) {
+  {
+    MutexLock lock(&mutex_);
+    sent_total_ += count;
+  }
+  sent_.SignalAll();
+}
+
+void LeaseReleaser::Flush() {
+  MutexLock lock(&mutex_);
+  const uint64_t target = queued_total_;
+  while (sent_total_ < target && !stopping_) sent_.Wait(&mutex_);
+}
+
+void LeaseReleaser::Run() {
+  int idle_ticks = 0;
+  while (true) {
+    {
+      MutexLock lock(&mutex_);
+      if (stopping_) return;
+      if (pending_.empty() && idle_ticks >= kIdleTicksBeforeSleep) {
+        asleep_ = true;
+        while (pending_.empty() && !stopping_) queued_.Wait(&mutex_);
+        asleep_ = false;
+        idle_ticks = 0;
+        if (stopping_) return;
+      }
+      // Ids queued before this tick have had one tick for a request to
+      // carry them; a full batch goes at once.
+      const bool due = !pending_.empty() &&
+                       (first_queued_tick_ < tick_ || pending_.size() >= kMaxLeasesPerRelease);
+      if (!due) {
+        idle_ticks = pending_.empty() ? idle_ticks + 1 : 0;
+        ++tick_;
+        queued_.WaitWithTimeout(&mutex_, delay_);
+        continue;
+      }
+      idle_ticks = 0;
+    }
+    drain_();
+  }
+}
+
+}  // namespace tensord

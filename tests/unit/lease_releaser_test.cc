@@ -1,0 +1,117 @@
+// LeaseReleaser: ids queued by droppers reach the drain in batches of at
+// most kMaxLeasesPerRelease, each id once, in order; Flush waits for what was
+// queued before it; the owner's drain on its own thread takes part.
+#include "client/src/lease_releaser.h"
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "service/common/mutex.h"
+#include "service/wire/batch_limits.h"
+
+namespace tensord {
+namespace {
+
+// What a connection does: takes and "sends" batches, recording them.
+class RecordingDrain {
+ public:
+  void Drain(LeaseReleaser& releaser) {
+    MutexLock lock(&mutex_);
+    while (true) {
+      std::vector<uint64_t> batch = releaser.Take();
+      if (batch.empty()) return;
+      batches_.push_back(batch);
+      releaser.Sent(batch.size());
+    }
+  }
+  std::vector<std::vector<uint64_t>> batches() {
+    MutexLock lock(&mutex_);
+    return batches_;
+  }
+
+ private:
+  Mutex mutex_;
+  std::vector<std::vector<uint64_t>> batches_ ABSL_GUARDED_BY(mutex_);
+};
+
+TEST(LeaseReleaserTest, EveryIdIsSentOnceInOrderInBoundedBatches) {
+  RecordingDrain drain;
+  LeaseReleaser* self = nullptr;
+  LeaseReleaser releaser([&] { drain.Drain(*self); });
+  self = &releaser;
+  constexpr uint64_t kIds = 3 * kMaxLeasesPerRelease + 17;
+  for (uint64_t id = 1; id <= kIds; ++id) releaser.Release(id);
+  releaser.Flush();
+  std::vector<uint64_t> sent;
+  for (const std::vector<uint64_t>& batch : drain.batches()) {
+    EXPECT_FALSE(batch.empty());
+    EXPECT_LE(batch.size(), kMaxLeasesPerRelease);
+    sent.insert(sent.end(), batch.begin(), batch.end());
+  }
+  ASSERT_EQ(sent.size(), kIds);
+  for (uint64_t i = 0; i < kIds; ++i) ASSERT_EQ(sent[i], i + 1);
+  // Far fewer round trips than ids: the thread takes what queued meanwhile.
+  EXPECT_LT(drain.batches().size(), kIds / 4);
+}
+
+TEST(LeaseReleaserTest, FlushWaitsForIdsQueuedFromOtherThreads) {
+  RecordingDrain drain;
+  LeaseReleaser* self = nullptr;
+  LeaseReleaser releaser([&] { drain.Drain(*self); });
+  self = &releaser;
+  std::vector<std::thread> droppers;
+  for (uint64_t t = 0; t < 4; ++t) {
+    droppers.emplace_back([&releaser, t] {
+      for (uint64_t i = 0; i < 1000; ++i) releaser.Release(t * 1000 + i + 1);
+    });
+  }
+  for (std::thread& dropper : droppers) dropper.join();
+  releaser.Flush();
+  size_t sent = 0;
+  for (const std::vector<uint64_t>& batch : drain.batches()) sent += batch.size();
+  EXPECT_EQ(sent, 4000u);
+}
+
+TEST(LeaseReleaserTest, ADrainOnTheOwnersThreadCountsForFlush) {
+  std::atomic<int> thread_drains{0};
+  RecordingDrain drain;
+  LeaseReleaser* self = nullptr;
+  LeaseReleaser releaser([&] {
+    thread_drains.fetch_add(1);
+    drain.Drain(*self);
+  });
+  self = &releaser;
+  releaser.Release(7);
+  drain.Drain(releaser);  // as a connection does before each call
+  releaser.Flush();
+  size_t sent = 0;
+  for (const std::vector<uint64_t>& batch : drain.batches()) sent += batch.size();
+  EXPECT_EQ(sent, 1u);
+}
+
+TEST(LeaseReleaserTest, NothingQueuedFlushesAtOnceAndDestroysWithoutAThread) {
+  LeaseReleaser releaser([] { FAIL() << "nothing was queued"; });
+  releaser.Flush();
+}
+
+TEST(LeaseReleaserTest, DestroyingWithIdsStillQueuedReturns) {
+  Mutex blocked;
+  blocked.Lock();
+  {
+    LeaseReleaser releaser([&] {
+      blocked.Lock();  // a connection stuck on its socket
+      blocked.Unlock();
+    });
+    releaser.Release(1);
+    releaser.Release(2);
+    blocked.Unlock();
+  }
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace tensord

@@ -33,8 +33,7 @@ constexpr uint64_t kPopulateBeforeCopyBytes = uint64_t{1} << 20;
 
 // A writable fetch of a version this small, held in a shared arena that is
 // already mapped, is a private copy rather than a private mapping: the copy
-// costs less than the mmap, page faults and munmap it replaces, and the
-// lease ends as soon as the bytes are copied. Measured with a consumer that
+// costs less than the mmap, page faults and munmap it replaces. Measured with a consumer that
 // reads every page (1024 per batch): 8 KiB 126k vs 57k tensors/s, 32 KiB
 // 61k vs 44k; at 64 KiB the two are even, and a mapping not read is cheaper.
 constexpr uint64_t kCopyInsteadOfMappingBytes = uint64_t{32} << 10;
@@ -56,14 +55,6 @@ void PopulateForWriting(void* data, uint64_t size) {
 
 bool CopiesInsteadOfMapping(bool in_arena, uint64_t total_bytes, const FetchOptions& options) {
   return in_arena && !options.read_only && total_bytes <= kCopyInsteadOfMappingBytes;
-}
-
-// A private copy of a version's `info.total_bytes` stored bytes.
-absl::StatusOr<Tensor> CopiedTensor(const void* stored, TensorInfo info) {
-  TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> copy,
-                           HeapTensorMemory::Allocate(info.total_bytes));
-  std::memcpy(copy->data(), stored, info.total_bytes);
-  return Tensor(std::move(info), std::move(copy));
 }
 
 // Zero-size tensors map nothing but still need a valid, aligned pointer.
@@ -187,6 +178,22 @@ class PrivateMappingMemory final : public TensorMemory {
  private:
   std::shared_ptr<HeldVersion> held_;
   Mapping mapping_;  // unmapped before the lease is released
+};
+
+// A consumer's own copy of a small version's bytes. It holds the version
+// as a mapping would, so the lease (and the cache of held versions) behaves
+// the same whichever way the bytes came.
+class PrivateCopyMemory final : public TensorMemory {
+ public:
+  PrivateCopyMemory(std::shared_ptr<HeldVersion> held, std::shared_ptr<HeapTensorMemory> copy)
+      : held_(std::move(held)), copy_(std::move(copy)) {}
+  void* data() override { return copy_->data(); }
+  bool read_only() const override { return false; }
+  bool is_copy() const override { return true; }
+
+ private:
+  std::shared_ptr<HeldVersion> held_;
+  std::shared_ptr<HeapTensorMemory> copy_;
 };
 
 class SharedReadOnlyMemory final : public TensorMemory {
@@ -394,14 +401,7 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireRe
 
 absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired,
                                           ScopedFd fd) {
-  TENSORD_ASSIGN_OR_RETURN(auto slot, ArenaSlotOf(acquired, held.info(), std::move(fd)));
-  held.SetArena(std::move(slot.first), slot.second);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::pair<std::shared_ptr<const ArenaMapping>, uint64_t>>
-LocalTransport::ArenaSlotOf(const v1::AcquireResponse& acquired, const TensorInfo& info,
-                            ScopedFd fd) {
+  const TensorInfo& info = held.info();
   const uint64_t offset = acquired.mapping_offset();
   const uint64_t size = acquired.mapping_bytes();
   if (offset % static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) != 0 || offset > size ||
@@ -412,26 +412,8 @@ LocalTransport::ArenaSlotOf(const v1::AcquireResponse& acquired, const TensorInf
   }
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaMapping> arena,
                            arenas_.Get(acquired.arena_id(), std::move(fd), size));
-  MutexLock lock(&mutex_);
-  if (recent_arenas_[0] != arena) {
-    recent_arenas_[1] = std::exchange(recent_arenas_[0], arena);
-  }
-  return std::make_pair(std::move(arena), offset);
-}
-
-absl::StatusOr<Tensor> LocalTransport::CopyOutOfArena(
-    const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd,
-    std::vector<std::shared_ptr<const ArenaMapping>>& keep_mapped) {
-  absl::StatusOr<std::pair<std::shared_ptr<const ArenaMapping>, uint64_t>> slot =
-      ArenaSlotOf(acquired, info, std::move(fd));
-  absl::StatusOr<Tensor> copied =
-      slot.ok() ? CopiedTensor(slot->first->data() + slot->second, std::move(info))
-                : absl::StatusOr<Tensor>(slot.status());
-  connection_->ReleaseLease(acquired.lease_id());
-  if (slot.ok() && (keep_mapped.empty() || keep_mapped.back() != slot->first)) {
-    keep_mapped.push_back(std::move(slot->first));
-  }
-  return copied;
+  held.SetArena(std::move(arena), offset);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_view name,
@@ -537,7 +519,11 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
   // never seen by another tensor of this process either.
   if (CopiesInsteadOfMapping(held->in_arena(), info.total_bytes, options)) {
     TENSORD_ASSIGN_OR_RETURN(void* stored, held->SharedReadOnly());
-    return CopiedTensor(stored, std::move(info));
+    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> copy,
+                             HeapTensorMemory::Allocate(info.total_bytes));
+    std::memcpy(copy->data(), stored, info.total_bytes);
+    return Tensor(std::move(info),
+                  std::make_shared<PrivateCopyMemory>(std::move(held), std::move(copy)));
   }
   TENSORD_ASSIGN_OR_RETURN(Mapping mapping, held->PrivateMapping());
   return Tensor(std::move(info),
@@ -612,8 +598,6 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
   // Every lease of the answer is adopted (so each ends when its holder goes,
   // also after an error below).
   absl::Status malformed;
-  // Arenas of items copied out, mapped until every item is in.
-  std::vector<std::shared_ptr<const ArenaMapping>> copied_from;
   for (HandoffConnection::Response& packet : packets) {
     std::vector<ScopedFd> fds;
     if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
@@ -636,10 +620,6 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
         if (!info.ok()) {
           connection_->ReleaseLease(item.acquire().lease_id());
           return info.status();
-        }
-        if (info->device.device_type != kDLCUDA &&
-            CopiesInsteadOfMapping(item.acquire().arena_id() != 0, info->total_bytes, options)) {
-          return CopyOutOfArena(item.acquire(), *std::move(info), std::move(fd), copied_from);
         }
         TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
                                  Adopt(item.acquire(), *std::move(info), std::move(fd)));

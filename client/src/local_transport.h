@@ -5,7 +5,6 @@
 #ifndef TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 #define TENSORD_CLIENT_SRC_LOCAL_TRANSPORT_H_
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,7 +44,7 @@ class LocalTransport final : public ClientTransport {
   // A tensor mapping the server's bytes: a private copy-on-write mapping
   // (writable, changes stay in this process; for a version of at most
   // 32 KiB in a shared arena, a private copy, which costs less than a
-  // mapping and holds no lease) or, with `read_only`, the
+  // mapping) or, with `read_only`, the
   // shared read-only mapping with DLPACK_FLAG_BITMASK_READ_ONLY. A device
   // version comes back as the import of the server's device memory
   // ({kDLCUDA, id}, always flagged READ_ONLY: there is no private copy), or,
@@ -93,16 +92,6 @@ class LocalTransport final : public ClientTransport {
   absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options);
   // Maps (or finds mapped) the arena a new lease's slot lies in.
   absl::Status MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
-  // The arena a new lease's slot lies in, mapped, and the slot's offset.
-  absl::StatusOr<std::pair<std::shared_ptr<const ArenaMapping>, uint64_t>> ArenaSlotOf(
-      const v1::AcquireResponse& acquired, const TensorInfo& info, ScopedFd fd)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-  // A batch item that TensorOf would copy out of its arena: copied at once,
-  // its lease ended, with no HeldVersion made for it. The arena is added to
-  // `keep_mapped`: the answer's later items in it come without its fd.
-  absl::StatusOr<Tensor> CopyOutOfArena(
-      const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd,
-      std::vector<std::shared_ptr<const ArenaMapping>>& keep_mapped);
   // Imports the device memory a new lease came with into `held`.
   absl::Status ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
   absl::StatusOr<std::unique_ptr<TensorWriter>> CreateOnDevice(uint64_t create_id, uint64_t size,
@@ -116,11 +105,6 @@ class LocalTransport final : public ClientTransport {
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_
       ABSL_GUARDED_BY(mutex_);
   size_t held_after_prune_ ABSL_GUARDED_BY(mutex_) = 0;
-  // The arenas slots were last read from, kept mapped when no tensor holds
-  // them (a copied-out small tensor does not): the next fetch from the same
-  // arena then maps nothing and the server sends no fd. Two at most, so a
-  // client pins at most two arenas the server has dropped.
-  std::array<std::shared_ptr<const ArenaMapping>, 2> recent_arenas_ ABSL_GUARDED_BY(mutex_);
   // Arenas a batch acquire names as mapped, at most.
   static constexpr size_t kMaxNamedArenas = 1024;
 };

@@ -44,8 +44,6 @@ class HandoffConnection {
   // (LeaseReleaser); errors are ignored (a broken connection ended it
   // anyway). Cheap enough for a tensor's destructor.
   void ReleaseLease(uint64_t lease_id) { releaser_.Release(lease_id); }
-  // Returns once the leases ended so far are ended on the server too.
-  void FlushReleases() { releaser_.Flush(); }
 
   const std::string& path() const { return path_; }
   // Names the server process at the other end (socket path and its pid from

@@ -198,7 +198,9 @@ TEST_F(LocalBatchTest, OneReleaseEndsManyLeasesAndNamesUnknownOnes) {
     absl::StatusOr<ReceivedPacket> packet =
         ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
     EXPECT_TRUE(packet.ok()) << packet.status();
-    if (packet.ok()) EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    if (packet.ok()) {
+      EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    }
     return response;
   };
   v1::HandoffResponse acquired = call(AcquirePrefix("rel/"));
@@ -308,7 +310,9 @@ TEST_F(LocalBatchTest, SmallWritableFetchesAreCopiesHoldingTheirLease) {
   versioned->deleter(versioned);
   mine->clear();
   // The next local call carries the dropped leases' ends.
-  ASSERT_TRUE(local_->Fetch("copy/0", FetchOptions{.read_only = true}).ok());
+  FetchOptions read_only;
+  read_only.read_only = true;
+  ASSERT_TRUE(local_->Fetch("copy/0", read_only).ok());
   for (int i = 1; i < 64; ++i) EXPECT_EQ(OpenLeases(absl::StrCat("copy/", i)), 0u) << i;
 }
 

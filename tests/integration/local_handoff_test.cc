@@ -103,7 +103,8 @@ TEST_F(LocalHandoffTest, ReaderOfOldVersionKeepsItsBytes) {
   std::vector<uint8_t> first = PutBytes("rolling", 4096, 10);
   // Read-only: the server's own bytes under a lease (a small writable
   // fetch would be a copy, holding none).
-  const FetchOptions mapped{.read_only = true};
+  FetchOptions mapped;
+  mapped.read_only = true;
   absl::StatusOr<Tensor> held = local_->Fetch("rolling", mapped);
   ASSERT_TRUE(held.ok());
   const uint64_t first_version = held->info().version;
@@ -122,7 +123,8 @@ TEST_F(LocalHandoffTest, ReaderOfOldVersionKeepsItsBytes) {
 
 TEST_F(LocalHandoffTest, CachedRepeatSharesOneLeaseUntilTheLastTensorGoes) {
   PutBytes("cached", 4096, 4);
-  const FetchOptions mapped{.read_only = true};  // a small writable fetch is a copy
+  FetchOptions mapped;  // read-only: a small writable fetch is a copy
+  mapped.read_only = true;
   absl::StatusOr<Tensor> first = local_->Fetch("cached", mapped);
   absl::StatusOr<Tensor> second = local_->Fetch("cached", mapped);
   ASSERT_TRUE(first.ok() && second.ok());
@@ -302,7 +304,9 @@ TEST_F(LocalHandoffTest, PeerNotOnTheAllowListIsRefusedUntilItPresentsAToken) {
   EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
 
   // The client library fetches a single-use token over gRPC and gets in.
-  absl::StatusOr<Tensor> fetched = local_->Fetch("guarded", FetchOptions{.read_only = true});
+  FetchOptions read_only;
+  read_only.read_only = true;
+  absl::StatusOr<Tensor> fetched = local_->Fetch("guarded", read_only);
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_TRUE(absl::StrContains(MapsLineOf(fetched->dl_tensor().data), "memfd:tensord:arena-"));
 }

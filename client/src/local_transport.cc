@@ -12,7 +12,6 @@
 #include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
-#include "client/src/heap_tensor_memory.h"
 #include "client/src/info_conversion.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
@@ -31,13 +30,6 @@ namespace {
 // pages before copying into them.
 constexpr uint64_t kPopulateBeforeCopyBytes = uint64_t{1} << 20;
 
-// A writable fetch of a version this small, held in a shared arena that is
-// already mapped, is a private copy rather than a private mapping: the copy
-// costs less than the mmap, page faults and munmap it replaces. Measured with a consumer that
-// reads every page (1024 per batch): 8 KiB 126k vs 57k tensors/s, 32 KiB
-// 61k vs 44k; at 64 KiB the two are even, and a mapping not read is cheaper.
-constexpr uint64_t kCopyInsteadOfMappingBytes = uint64_t{32} << 10;
-
 // Asks the kernel to allocate every page of [data, data + size) now
 // (MADV_POPULATE_WRITE, Linux 5.14). Advice only: on older kernels or
 // headers, pages fault in as they are written.
@@ -51,10 +43,6 @@ void PopulateForWriting(void* data, uint64_t size) {
   (void)data;
   (void)size;
 #endif
-}
-
-bool CopiesInsteadOfMapping(bool in_arena, uint64_t total_bytes, const FetchOptions& options) {
-  return in_arena && !options.read_only && total_bytes <= kCopyInsteadOfMappingBytes;
 }
 
 // Zero-size tensors map nothing but still need a valid, aligned pointer.
@@ -124,7 +112,6 @@ class HeldVersion {
 
   const TensorInfo& info() const { return info_; }
   bool on_device() const { return info_.device.device_type == kDLCUDA; }
-  bool in_arena() const { return arena_ != nullptr; }
   // The consumer's own copy-on-write view: of the whole memfd, or of the
   // version's pages of an arena (the slot starts on a page).
   absl::StatusOr<Mapping> PrivateMapping() const {
@@ -178,22 +165,6 @@ class PrivateMappingMemory final : public TensorMemory {
  private:
   std::shared_ptr<HeldVersion> held_;
   Mapping mapping_;  // unmapped before the lease is released
-};
-
-// A consumer's own copy of a small version's bytes. It holds the version
-// as a mapping would, so the lease (and the cache of held versions) behaves
-// the same whichever way the bytes came.
-class PrivateCopyMemory final : public TensorMemory {
- public:
-  PrivateCopyMemory(std::shared_ptr<HeldVersion> held, std::shared_ptr<HeapTensorMemory> copy)
-      : held_(std::move(held)), copy_(std::move(copy)) {}
-  void* data() override { return copy_->data(); }
-  bool read_only() const override { return false; }
-  bool is_copy() const override { return true; }
-
- private:
-  std::shared_ptr<HeldVersion> held_;
-  std::shared_ptr<HeapTensorMemory> copy_;
 };
 
 class SharedReadOnlyMemory final : public TensorMemory {
@@ -515,16 +486,8 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
     TENSORD_ASSIGN_OR_RETURN(void* data, held->SharedReadOnly());
     return Tensor(std::move(info), std::make_shared<SharedReadOnlyMemory>(std::move(held), data));
   }
-  // Each consumer gets its own private bytes, so one consumer's writes are
+  // Each consumer gets its own private mapping, so one consumer's writes are
   // never seen by another tensor of this process either.
-  if (CopiesInsteadOfMapping(held->in_arena(), info.total_bytes, options)) {
-    TENSORD_ASSIGN_OR_RETURN(void* stored, held->SharedReadOnly());
-    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> copy,
-                             HeapTensorMemory::Allocate(info.total_bytes));
-    std::memcpy(copy->data(), stored, info.total_bytes);
-    return Tensor(std::move(info),
-                  std::make_shared<PrivateCopyMemory>(std::move(held), std::move(copy)));
-  }
   TENSORD_ASSIGN_OR_RETURN(Mapping mapping, held->PrivateMapping());
   return Tensor(std::move(info),
                 std::make_shared<PrivateMappingMemory>(std::move(held), std::move(mapping)));

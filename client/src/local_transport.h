@@ -42,9 +42,7 @@ class LocalTransport final : public ClientTransport {
                                  const PutOptions& options, const CallOptions& call) override;
 
   // A tensor mapping the server's bytes: a private copy-on-write mapping
-  // (writable, changes stay in this process; for a version of at most
-  // 32 KiB in a shared arena, a private copy, which costs less than a
-  // mapping) or, with `read_only`, the
+  // (writable, changes stay in this process) or, with `read_only`, the
   // shared read-only mapping with DLPACK_FLAG_BITMASK_READ_ONLY. A device
   // version comes back as the import of the server's device memory
   // ({kDLCUDA, id}, always flagged READ_ONLY: there is no private copy), or,

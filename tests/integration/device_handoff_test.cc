@@ -375,7 +375,6 @@ TEST_P(DeviceHandoffTest, DeviceToHostGivesAHostCopy) {
   const std::string host_name = TestTensorName("host");
   HostTensor tensor = CompactTensor(kU8, {4096}, PatternBytes(4096, 9));
   ASSERT_TRUE(remote_->Put(host_name, tensor.dl()).ok());
-  host.read_only = true;  // the server's own pages (a small writable fetch is a copy)
   absl::StatusOr<Tensor> mapped = local_->Fetch(host_name, host);
   ASSERT_TRUE(mapped.ok()) << mapped.status();
   EXPECT_TRUE(absl::StrContains(MapsLineOf(mapped->dl_tensor().data), "memfd:tensord:"));

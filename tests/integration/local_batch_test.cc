@@ -286,36 +286,6 @@ TEST_F(LocalBatchTest, DroppedTensorsLeasesEndBeforeTheNextLocalCall) {
   EXPECT_TRUE(WaitUntil([&] { return OpenLeases("drop/7") == 0; }, absl::Seconds(5)));
 }
 
-// A writable fetch of a small version in an arena is the client's own copy
-// (cheaper than a private mapping); its lease lives as long as the tensor,
-// as a mapping's does.
-TEST_F(LocalBatchTest, SmallWritableFetchesAreCopiesHoldingTheirLease) {
-  PutMany("copy", 64, 4096);
-  absl::StatusOr<std::vector<Tensor>> mine = local_->BatchFetchPrefix("copy/");
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  ASSERT_EQ(mine->size(), 64u);
-  for (const Tensor& tensor : *mine) {  // in name order: copy/0, copy/1, copy/10...
-    const int i = std::stoi(tensor.info().name.substr(5));
-    ASSERT_EQ(TensorBytes(tensor), PatternBytes(4096, i)) << tensor.info().name;
-  }
-  EXPECT_EQ(OpenLeases("copy/5"), 1u);
-  // Writes stay in this process.
-  static_cast<uint8_t*>((*mine)[0].dl_tensor().data)[0] ^= 0xff;
-  absl::StatusOr<Tensor> single = local_->Fetch((*mine)[0].info().name);
-  ASSERT_TRUE(single.ok()) << single.status();
-  ASSERT_NE(TensorBytes(*single), TensorBytes((*mine)[0]));
-  DLManagedTensorVersioned* versioned = single->release_versioned();
-  EXPECT_NE(versioned->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
-  EXPECT_EQ(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
-  versioned->deleter(versioned);
-  mine->clear();
-  // The next local call carries the dropped leases' ends.
-  FetchOptions read_only;
-  read_only.read_only = true;
-  ASSERT_TRUE(local_->Fetch("copy/0", read_only).ok());
-  for (int i = 1; i < 64; ++i) EXPECT_EQ(OpenLeases(absl::StrCat("copy/", i)), 0u) << i;
-}
-
 // Names that take more than one handoff packet go in several requests.
 TEST_F(LocalBatchTest, AListOfNamesLongerThanAPacketIsLeasedInSeveralRequests) {
   const std::string long_prefix = "a-rather-long-namespace/for/kv-cache/blocks/of/layer";

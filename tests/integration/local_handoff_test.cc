@@ -101,15 +101,11 @@ TEST_F(LocalHandoffTest, ReadOnlyFetchIsSharedReadOnlyAndFlagged) {
 
 TEST_F(LocalHandoffTest, ReaderOfOldVersionKeepsItsBytes) {
   std::vector<uint8_t> first = PutBytes("rolling", 4096, 10);
-  // Read-only: the server's own bytes under a lease (a small writable
-  // fetch would be a copy, holding none).
-  FetchOptions mapped;
-  mapped.read_only = true;
-  absl::StatusOr<Tensor> held = local_->Fetch("rolling", mapped);
+  absl::StatusOr<Tensor> held = local_->Fetch("rolling");
   ASSERT_TRUE(held.ok());
   const uint64_t first_version = held->info().version;
   std::vector<uint8_t> second = PutBytes("rolling", 4096, 11);
-  absl::StatusOr<Tensor> latest = local_->Fetch("rolling", mapped);
+  absl::StatusOr<Tensor> latest = local_->Fetch("rolling");
   ASSERT_TRUE(latest.ok());
   EXPECT_GT(latest->info().version, first_version);
   EXPECT_TRUE(BytesEqual(latest->dl_tensor().data, latest->data_bytes(), second));
@@ -123,10 +119,8 @@ TEST_F(LocalHandoffTest, ReaderOfOldVersionKeepsItsBytes) {
 
 TEST_F(LocalHandoffTest, CachedRepeatSharesOneLeaseUntilTheLastTensorGoes) {
   PutBytes("cached", 4096, 4);
-  FetchOptions mapped;  // read-only: a small writable fetch is a copy
-  mapped.read_only = true;
-  absl::StatusOr<Tensor> first = local_->Fetch("cached", mapped);
-  absl::StatusOr<Tensor> second = local_->Fetch("cached", mapped);
+  absl::StatusOr<Tensor> first = local_->Fetch("cached");
+  absl::StatusOr<Tensor> second = local_->Fetch("cached");
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(OpenLeases("cached"), 1u);
   DLManagedTensor* handed = first->release();
@@ -304,9 +298,7 @@ TEST_F(LocalHandoffTest, PeerNotOnTheAllowListIsRefusedUntilItPresentsAToken) {
   EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
 
   // The client library fetches a single-use token over gRPC and gets in.
-  FetchOptions read_only;
-  read_only.read_only = true;
-  absl::StatusOr<Tensor> fetched = local_->Fetch("guarded", read_only);
+  absl::StatusOr<Tensor> fetched = local_->Fetch("guarded");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_TRUE(absl::StrContains(MapsLineOf(fetched->dl_tensor().data), "memfd:tensord:arena-"));
 }

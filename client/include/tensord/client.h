@@ -229,11 +229,8 @@ struct FetchOptions {
   // Local handoff only: map the stored bytes shared and read-only (the
   // DLManagedTensorVersioned gets DLPACK_FLAG_BITMASK_READ_ONLY; a write
   // faults). By default the mapping is private copy-on-write: reads are
-  // zero-copy, a consumer's write changes only its own page; a version of
-  // at most 32 KiB held in a shared arena comes as a private copy instead
-  // (DLPACK_FLAG_BITMASK_IS_COPIED), which costs less than a mapping.
-  // Device tensors imported over the local handoff are always flagged
-  // read-only.
+  // zero-copy, a consumer's write changes only its own page. Device
+  // tensors imported over the local handoff are always flagged read-only.
   bool read_only = false;
   // Check the received bytes against the server's CRC-32C (DATA_LOSS on
   // mismatch). Costs one pass over the bytes. Not applied to a device

@@ -148,6 +148,29 @@ TimedRun BatchFetchRun(Client& client, const std::vector<TensorRef>& refs,
   };
 }
 
+// Back-to-back local batches, each result dropped before the next call:
+// what a loop pays per batch, the ends of the leases included (they ride on
+// the next call or go from the client's releaser thread). The bytes are
+// checked once, untimed, before the loop.
+TimedRun BatchFetchAndDropRun(Client& client, const std::vector<TensorRef>& refs,
+                              const BatchTensors& tensors) {
+  constexpr int kBatches = 4;
+  return [&client, &refs, &tensors]() -> absl::StatusOr<double> {
+    {
+      TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
+                               client.BatchFetch(refs));
+      TENSORD_RETURN_IF_ERROR(CheckItemsFetched(fetched, tensors, refs.size(), "BatchFetch"));
+    }
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < kBatches; ++i) {
+      TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
+                               client.BatchFetch(refs));
+      for (const absl::StatusOr<Tensor>& tensor : fetched) TENSORD_RETURN_IF_ERROR(tensor.status());
+    }
+    return SecondsSince(start) / kBatches;
+  };
+}
+
 // N single Fetch calls of the latest versions, each tensor kept until all
 // arrived (as a batch holds them).
 TimedRun SingleFetchRun(Client& client, const std::vector<TensorRef>& refs,
@@ -188,7 +211,8 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
     kBatchFetch,
     kSingleFetch,
     kLocalBatchFetch,
-    kLocalSingleFetch
+    kLocalSingleFetch,
+    kLocalBatchFetchAndDrop
   };
   const std::vector<TimedRun> cases = {
       [&] { return TimedRawTransfer(env, peers.link, total); },
@@ -219,7 +243,8 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
       BatchFetchRun(peers.remote, fetch_refs, tensors, nullptr),
       SingleFetchRun(peers.remote, fetch_refs, tensors, nullptr),
       BatchFetchRun(peers.local, fetch_refs, tensors, &local_batch_path),
-      SingleFetchRun(peers.local, fetch_refs, tensors, &local_single_path)};
+      SingleFetchRun(peers.local, fetch_refs, tensors, &local_single_path),
+      BatchFetchAndDropRun(peers.local, fetch_refs, tensors)};
   TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
                            RepeatInterleaved(env.config.batch_policy(count), cases));
 
@@ -305,6 +330,16 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
                     .baseline = "empty call rate",
                     .note = absl::StrCat(runs, "; ", kind.single_note)});
   }
+  const double dropped_rate = rate(kLocalBatchFetchAndDrop);
+  env.report.Add({.section = kBatchSection,
+                  .name = absl::StrCat("local fetch, BatchFetch of ", count, " then drop"),
+                  .bytes = bytes,
+                  .value = dropped_rate,
+                  .unit = "tensors/s",
+                  .ratio = dropped_rate / rate(kLocalBatchFetch),
+                  .baseline = "the same BatchFetch, result kept",
+                  .note = absl::StrCat(runs, "; 4 batches back to back per sample, each dropped ",
+                                       "before the next: a loop's cost, lease ends included")});
   return absl::OkStatus();
 }
 

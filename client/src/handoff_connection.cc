@@ -112,22 +112,22 @@ size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {
       return lease_ids.size();
     }
     // A full batch, and maybe more queued: sent ahead in a request of its own.
-    v1::HandoffRequest release;
-    release.mutable_release()->mutable_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
-    (void)CallLocked(release);
-    releaser_.Sent(lease_ids.size());
+    SendReleaseLocked(lease_ids);
   }
 }
 
 void HandoffConnection::SendReleasesLocked() {
-  while (true) {
-    std::vector<uint64_t> lease_ids = releaser_.Take();
-    if (lease_ids.empty()) return;
-    v1::HandoffRequest request;
-    request.mutable_release()->mutable_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
-    (void)CallLocked(request);
-    releaser_.Sent(lease_ids.size());
+  for (std::vector<uint64_t> lease_ids = releaser_.Take(); !lease_ids.empty();
+       lease_ids = releaser_.Take()) {
+    SendReleaseLocked(lease_ids);
   }
+}
+
+void HandoffConnection::SendReleaseLocked(std::span<const uint64_t> lease_ids) {
+  v1::HandoffRequest request;
+  request.mutable_release()->mutable_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
+  (void)CallLocked(request);
+  releaser_.Sent(lease_ids.size());
 }
 
 }  // namespace tensord

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ class HandoffConnection {
   // Sends the releaser's queued ids, a ReleaseRequest per Take, each
   // answered before the next.
   void SendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // One ReleaseRequest of `lease_ids`, answered; errors are ignored.
+  void SendReleaseLocked(std::span<const uint64_t> lease_ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Puts the queued ids on `request` (release_lease_ids), sending any
   // beyond one request's worth first; returns how many it carries, for
   // releaser_.Sent once it is answered.

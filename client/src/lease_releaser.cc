@@ -24,13 +24,11 @@ LeaseReleaser::~LeaseReleaser() {
 }
 
 void LeaseReleaser::Release(uint64_t lease_id) {
+  // A fork's child has the parent's connection, whose leases are the
+  // parent's to end (and the parent's thread is not in the child).
+  if (::getpid() != owner_pid_) return;
   MutexLock lock(&mutex_);
-  if (!thread_.joinable()) {
-    // The first release of this process: a fork's child has the parent's
-    // connection, whose leases are the parent's to end.
-    if (::getpid() != owner_pid_) return;
-    thread_ = std::thread([this] { Run(); });
-  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   if (pending_.empty()) first_queued_tick_ = tick_;
   pending_.push_back(lease_id);
   ++queued_total_;

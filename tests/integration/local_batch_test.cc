@@ -286,6 +286,34 @@ TEST_F(LocalBatchTest, DroppedTensorsLeasesEndBeforeTheNextLocalCall) {
   EXPECT_TRUE(WaitUntil([&] { return OpenLeases("drop/7") == 0; }, absl::Seconds(5)));
 }
 
+// A forked child shares its parent's handoff connection: tensors it drops
+// must not end the parent's leases (nor write on the parent's socket).
+TEST_F(LocalBatchTest, AForkedChildDroppingTensorsLeavesTheParentsLeases) {
+  PutMany("forked", 16, 64);
+  FetchOptions read_only;
+  read_only.read_only = true;
+  // A drop before the fork: the parent's releaser thread is running.
+  ASSERT_TRUE(local_->Fetch("forked/2", read_only).ok());
+  absl::StatusOr<std::vector<Tensor>> held = local_->BatchFetchPrefix("forked/", read_only);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    held->clear();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  absl::SleepFor(absl::Milliseconds(50));  // a releaser thread would have sent by now
+  EXPECT_EQ(OpenLeases("forked/0"), 1u);
+  EXPECT_EQ(OpenLeases("forked/15"), 1u);
+  // The parent's connection still works, and its own drops still end them.
+  held->clear();
+  ASSERT_TRUE(local_->Fetch("forked/1", read_only).ok());
+  EXPECT_EQ(OpenLeases("forked/0"), 0u);
+}
+
 // Names that take more than one handoff packet go in several requests.
 TEST_F(LocalBatchTest, AListOfNamesLongerThanAPacketIsLeasedInSeveralRequests) {
   const std::string long_prefix = "a-rather-long-namespace/for/kv-cache/blocks/of/layer";

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "service/wire/piece_reader.h"
 
 namespace tensord {
 
@@ -45,10 +45,6 @@ size_t EncodeHeaderFraming(uint64_t header_size, uint8_t* out);
 // The tag and length of a header's field 3 (FetchHeader.inline_data) for
 // `data_size` bytes of data. Returns the bytes written to `out`.
 size_t EncodeInlineDataFraming(uint64_t data_size, uint8_t* out);
-
-// Byte ranges of received slices; most messages have one or two, kept
-// without an allocation (a decoder made per small fetch allocated here).
-using BytePieces = absl::InlinedVector<std::span<const uint8_t>, 2>;
 
 // One decoded stream message. Reused across messages so the hot path does not
 // allocate: Decode() clears it first.

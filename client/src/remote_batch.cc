@@ -17,6 +17,7 @@
 #include "client/src/slice_latch.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
+#include "service/wire/batch_fetch_items.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/layout_conversion.h"
@@ -138,37 +139,37 @@ class BatchFetchAssembler {
     return absl::OkStatus();
   }
 
-  absl::Status AddItems(const v1::BatchFetchResponse& response) {
-    for (const v1::BatchFetchItem& item : response.items().items()) {
-      if (open_.has_value()) {
-        return absl::InternalError("batch fetch sent an item before the chunks it owed");
-      }
-      TENSORD_ASSIGN_OR_RETURN(absl::StatusOr<Tensor> * slot, Place(item.index()));
-      if (item.status().code() != 0) {
-        *slot = StatusOf(item.status());
-        continue;
-      }
-      absl::StatusOr<TensorInfo> info = InfoFromProto(item.info());
-      if (!info.ok()) {
-        *slot = info.status();
-        continue;
-      }
-      TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> memory,
-                               receive_pool_.Allocate(info->total_bytes));
-      OpenItem assembled{item.index(), *std::move(info), std::move(memory), 0};
-      if (item.has_inline_data() || assembled.info.total_bytes == 0) {
-        if (item.inline_data().size() != assembled.info.total_bytes) {
-          return absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
-                                                  "' carries ", item.inline_data().size(), " of ",
-                                                  assembled.info.total_bytes, " bytes"));
-        }
-        std::memcpy(assembled.memory->data(), item.inline_data().data(), item.inline_data().size());
-        *slot = Finish(std::move(assembled));
-        continue;
-      }
-      if (request_.items_size() == 0) results_.pop_back();  // placed again when complete
-      open_ = std::move(assembled);
+  absl::Status AddItem(WireBatchFetchItem& item) {
+    if (open_.has_value()) {
+      return absl::InternalError("batch fetch sent an item before the chunks it owed");
     }
+    TENSORD_ASSIGN_OR_RETURN(absl::StatusOr<Tensor> * slot, Place(item.index));
+    if (item.status_code != 0) {
+      *slot = absl::Status(static_cast<absl::StatusCode>(item.status_code), item.status_message);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<TensorInfo> info = InfoFromWire(std::move(item.info));
+    if (!info.ok()) {
+      *slot = info.status();
+      return absl::OkStatus();
+    }
+    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> memory,
+                             receive_pool_.Allocate(info->total_bytes));
+    OpenItem assembled{item.index, *std::move(info), std::move(memory), 0};
+    if (item.has_inline_data || assembled.info.total_bytes == 0) {
+      if (item.inline_data.size() != assembled.info.total_bytes) {
+        return absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
+                                                "' carries ", item.inline_data.size(), " of ",
+                                                assembled.info.total_bytes, " bytes"));
+      }
+      if (!item.inline_data.empty()) {
+        std::memcpy(assembled.memory->data(), item.inline_data.data(), item.inline_data.size());
+      }
+      *slot = Finish(std::move(assembled));
+      return absl::OkStatus();
+    }
+    if (request_.items_size() == 0) results_.pop_back();  // placed again when complete
+    open_ = std::move(assembled);
     return absl::OkStatus();
   }
 
@@ -310,8 +311,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
   BatchFetchAssembler assembler(request, options, receive_pool);
   grpc::ByteBuffer message;
   ByteBufferDecoder decoder;
+  BatchFetchItemsDecoder items;
   absl::Status failure;
-  v1::BatchFetchResponse response;
   while (failure.ok() && reader->Read(&message)) {
     failure = decoder.Decode(message);
     if (!failure.ok()) break;
@@ -320,8 +321,10 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
       continue;
     }
     failure = assembler.ExpectNoOpenItem();
-    if (failure.ok()) failure = ParseFromByteBuffer(message, response, "batch fetch response");
-    if (failure.ok()) failure = assembler.AddItems(response);
+    if (failure.ok()) {
+      failure = items.Decode(decoder.pieces(),
+                             [&](WireBatchFetchItem& item) { return assembler.AddItem(item); });
+    }
   }
   if (failure.ok()) failure = assembler.Finished();
   if (!failure.ok()) context.TryCancel();

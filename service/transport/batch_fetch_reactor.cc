@@ -4,6 +4,7 @@
 // slices point into its sealed memory, as Fetch sends them.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
+#include "service/transport/batch_fetch_items_wire.h"
 #include "service/transport/call_record.h"
 #include "service/transport/payload_hold.h"
 #include "service/transport/request_validation.h"
@@ -222,88 +224,79 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       entries_[wanted_index[i]].lease = std::move(leases[i]);
   }
 
-  // The bytes of a small version, copied out (device versions included).
-  absl::StatusOr<std::string> CopyOut(const TensorVersion& version) const {
-    if (version.total_bytes == 0) return std::string();
+  // Writes the bytes of a small version at `out` (device versions copied
+  // to the host).
+  absl::Status CopyOut(const TensorVersion& version, uint8_t* out) const {
     if (version.device_memory == nullptr) {
-      return std::string(reinterpret_cast<const char*>(version.buffer->data()),
-                         version.total_bytes);
+      std::memcpy(out, version.buffer->data(), version.total_bytes);
+      return absl::OkStatus();
     }
-    std::string bytes(version.total_bytes, '\0');
-    TENSORD_RETURN_IF_ERROR(device_backend_->CopyDeviceToHost(bytes.data(), *version.device_memory,
-                                                              0, version.total_bytes, nullptr));
-    return bytes;
+    return device_backend_->CopyDeviceToHost(out, *version.device_memory, 0, version.total_bytes,
+                                             nullptr);
   }
 
+  // The next message: as many items as fit in the budget (at least one),
+  // small ones with their bytes; a large one ends the message, its chunks
+  // following.
   void WriteNext() {
     if (large_ != nullptr) {
       WriteLargeChunk();
       return;
     }
-    v1::BatchFetchResponse response;
-    v1::BatchFetchItems* items = response.mutable_items();
-    uint64_t packed_bytes = 0;
-    while (next_entry_ < entries_.size()) {
-      BatchEntry& entry = entries_[next_entry_];
-      const uint64_t size = entry.lease.ok() ? (*entry.lease)->total_bytes : 0;
-      const bool inline_bytes = size <= kMaxInlineBatchItemBytes;
-      // An item's description: its name and layout, or its error message.
-      const uint64_t described =
-          entry.lease.ok() ? (*entry.lease)->name.size() + 160
-                           : std::min<size_t>(entry.lease.status().message().size(), 300) + 32;
-      // Always at least one item per message; otherwise stay in budget.
-      if (items->items_size() > 0 &&
-          packed_bytes + described + (inline_bytes ? size : 0) > message_budget_) {
-        break;
-      }
-      packed_bytes += described;
-      ++next_entry_;
-      v1::BatchFetchItem* item = items->add_items();
-      item->set_index(entry.index);
-      if (!entry.lease.ok()) {
-        item->mutable_status()->set_code(static_cast<int32_t>(entry.lease.status().code()));
-        item->mutable_status()->set_message(
-            std::string(entry.lease.status().message().substr(0, 300)));
-        ++items_failed_;
-        continue;
-      }
-      const TensorVersion& version = **entry.lease;
-      if (!inline_bytes && version.device_memory != nullptr) {
-        item->mutable_status()->set_code(
-            static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
-        item->mutable_status()->set_message(
-            absl::StrCat("tensor '", version.name, "' is ", size, " bytes in ",
-                         DeviceLabel(version.layout.device),
-                         " memory; batch fetch copies device tensors of up to ",
-                         kMaxInlineBatchItemBytes, " bytes, fetch it with Fetch"));
-        ++items_failed_;
-        continue;
-      }
-      InfoToProto(version, item->mutable_info());
-      ++items_ok_;
-      bytes_sent_ += size;
-      if (!inline_bytes) {
-        // Its chunks follow this message; packing stops here.
-        large_ = new PayloadHold(*std::move(entry.lease), live_payloads_);
-        large_offset_ = 0;
-        break;
-      }
-      absl::StatusOr<std::string> bytes = CopyOut(version);
-      if (!bytes.ok()) {
-        FailStream(bytes.status());
-        return;
-      }
-      item->set_inline_data(*std::move(bytes));
-      packed_bytes += size;
-      entry.lease = absl::CancelledError("sent");  // the lease ends once the bytes are copied
-    }
-    if (items->items_size() == 0) {
+    if (next_entry_ == entries_.size()) {
       finished_ = true;  // nothing matched: an empty stream
       Finish(grpc::Status::OK);
       return;
     }
-    message_ = SerializeToByteBuffer(response);
+    BatchFetchItemsWire message(message_budget_);
+    while (next_entry_ < entries_.size()) {
+      absl::StatusOr<bool> added = AddEntry(entries_[next_entry_], message);
+      if (!added.ok()) {
+        FailStream(added.status());
+        return;
+      }
+      if (!*added) break;
+      ++next_entry_;
+      if (large_ != nullptr) break;  // its chunks follow this message
+    }
+    message_ = message.Finish();
     Write();
+  }
+
+  // Appends `entry` to `message`; false when it does not fit (the message
+  // is full).
+  absl::StatusOr<bool> AddEntry(BatchEntry& entry, BatchFetchItemsWire& message) {
+    if (!entry.lease.ok()) {
+      if (!message.AddFailure(entry.index, entry.lease.status())) return false;
+      ++items_failed_;
+      return true;
+    }
+    const TensorVersion& version = **entry.lease;
+    const uint64_t size = version.total_bytes;
+    const bool inline_bytes = size <= kMaxInlineBatchItemBytes;
+    if (!inline_bytes && version.device_memory != nullptr) {
+      const absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+          "tensor '", version.name, "' is ", size, " bytes in ", DeviceLabel(version.layout.device),
+          " memory; batch fetch copies device tensors of up to ", kMaxInlineBatchItemBytes,
+          " bytes, fetch it with Fetch"));
+      if (!message.AddFailure(entry.index, refused)) return false;
+      ++items_failed_;
+      return true;
+    }
+    TENSORD_ASSIGN_OR_RETURN(
+        const bool added,
+        message.AddVersion(entry.index, version, inline_bytes,
+                           [this, &version](uint8_t* out) { return CopyOut(version, out); }));
+    if (!added) return false;
+    ++items_ok_;
+    bytes_sent_ += size;
+    if (inline_bytes) {
+      entry.lease = absl::CancelledError("sent");  // the lease ends once the bytes are copied
+    } else {
+      large_ = new PayloadHold(*std::move(entry.lease), live_payloads_);
+      large_offset_ = 0;
+    }
+    return true;
   }
 
   void WriteLargeChunk() {

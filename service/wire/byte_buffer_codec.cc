@@ -20,6 +20,7 @@ absl::Status ByteBufferDecoder::Decode(const grpc::ByteBuffer& buffer,
     return DecodeStreamMessage({&single_piece_, 1}, message_, inline_data);
   }
   single_slice_ = grpc::Slice();
+  single_piece_ = {};
   if (grpc::Status status = buffer.Dump(&slices_); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("unreadable message: ", status.error_message()));
   }

@@ -29,6 +29,12 @@ class ByteBufferDecoder {
   absl::Status Decode(const grpc::ByteBuffer& buffer,
                       HeaderInlineData inline_data = HeaderInlineData::kKeep);
   const StreamMessage& message() const { return message_; }
+  // The last decoded message's bytes, valid until the next Decode(): for
+  // a message of another kind than StreamMessage's (BatchFetch's items).
+  std::span<const std::span<const uint8_t>> pieces() const {
+    if (pieces_.empty()) return {&single_piece_, 1};
+    return pieces_;
+  }
 
  private:
   grpc::Slice single_slice_;

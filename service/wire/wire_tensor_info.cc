@@ -1,5 +1,7 @@
 #include "service/wire/wire_tensor_info.h"
 
+#include <utility>
+
 #include "service/wire/tensor_info_fields.h"
 #include "service/wire/wire_reader.h"
 
@@ -176,6 +178,57 @@ bool ParseWireFetchResponse(std::span<const uint8_t> bytes, WireFetchHeader& hea
         return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
           return CheckChunk(payload, inner);
         });
+      default: known = false; return true;
+    }
+  });
+}
+
+bool ParseWireBatchFetchItem(std::span<const uint8_t> bytes, int nesting, WireBatchFetchItem& out) {
+  out.index = 0;
+  out.has_status = false;
+  out.status_code = 0;
+  out.status_message.clear();
+  out.has_info = false;
+  std::string name = std::move(out.info.name);
+  std::vector<int64_t> shape = std::move(out.info.layout.shape);
+  std::vector<int64_t> strides = std::move(out.info.layout.strides);
+  std::string node = std::move(out.info.node);
+  out.info = WireTensorInfo{};
+  name.clear();
+  shape.clear();
+  strides.clear();
+  node.clear();
+  out.info.name = std::move(name);
+  out.info.layout.shape = std::move(shape);
+  out.info.layout.strides = std::move(strides);
+  out.info.node = std::move(node);
+  out.has_inline_data = false;
+  out.inline_data = {};
+  const int depth = kRecursionLimit - nesting;
+  if (depth < 0) return false;
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireVarint): return ParseVarintAs(reader, out.index);
+      case Tag(2, kWireLengthDelimited):  // ItemStatus{code = 1, message = 2}, merged
+        out.has_status = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseFields(payload, inner,
+                             [&](Reader& status, uint32_t status_tag, bool& status_known) {
+                               switch (status_tag) {
+                                 case Tag(1, kWireVarint):
+                                   return ParseVarintAs(status, out.status_code);
+                                 case Tag(2, kWireLengthDelimited):
+                                   return ParseString(status, out.status_message);
+                                 default: status_known = false; return true;
+                               }
+                             });
+        });
+      case Tag(3, kWireLengthDelimited):
+        out.has_info = true;
+        return ParseInfoField(reader, depth, out.info);
+      case Tag(4, kWireLengthDelimited):  // bytes, no UTF-8 rule
+        out.has_inline_data = true;
+        return reader.Payload(out.inline_data);
       default: known = false; return true;
     }
   });

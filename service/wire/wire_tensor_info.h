@@ -54,6 +54,20 @@ struct WireFetchHeader {
   std::span<const uint8_t> inline_data;
 };
 
+// A v1::BatchFetchItem (a BatchFetch answer holds many, each parsed on
+// its own by service/wire/batch_fetch_items.h).
+struct WireBatchFetchItem {
+  uint32_t index = 0;
+  bool has_status = false;
+  int32_t status_code = 0;
+  std::string status_message;
+  bool has_info = false;
+  WireTensorInfo info;
+  // inline_data (field 4), the last occurrence, viewed in the parsed bytes.
+  bool has_inline_data = false;
+  std::span<const uint8_t> inline_data;
+};
+
 // Each returns false where the generated parser's ParseFromArray would
 // (malformed or truncated bytes, a string that is not UTF-8); `out` starts
 // from its defaults, and its contents are unspecified after a failure.
@@ -69,6 +83,11 @@ bool ParseWireFetchHeader(std::span<const uint8_t> bytes, WireFetchHeader& out);
 // kept), and a header after a chunk starts afresh.
 bool ParseWireFetchResponse(std::span<const uint8_t> bytes, WireFetchHeader& header,
                             bool& has_header);
+
+// v1::BatchFetchItem, enclosed in `nesting` messages (which count
+// against protobuf's recursion limit). `out` is reset first, keeping its
+// strings' and vectors' memory; its inline_data views `bytes`.
+bool ParseWireBatchFetchItem(std::span<const uint8_t> bytes, int nesting, WireBatchFetchItem& out);
 
 }  // namespace tensord
 

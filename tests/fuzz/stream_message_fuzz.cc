@@ -13,6 +13,10 @@
 // with the fetch header's inline data lifted out, a header must be the same
 // FetchHeader as the one decoded whole, and the lifted pieces must lie
 // inside the input.
+//
+// The same pieces go through BatchFetchItemsDecoder (the client's reader of
+// BatchFetch answers): every message it accepts, protobuf reads as the same
+// items.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
+#include "service/wire/batch_fetch_items.h"
 #include "service/wire/stream_message.h"
 #include "tensord/v1/tensor_service.pb.h"
 
@@ -92,6 +98,40 @@ void CheckLifted(const std::vector<std::span<const uint8_t>>& pieces,
   Check(rebuilt.SerializeAsString() == whole.SerializeAsString());
 }
 
+// What BatchFetchItemsDecoder hands out for one item, kept past its call.
+struct DecodedItem {
+  tensord::WireBatchFetchItem item;
+  std::string inline_data;
+};
+
+void CheckBatchFetchItems(const std::vector<std::span<const uint8_t>>& pieces,
+                          const std::string& whole) {
+  using namespace tensord;
+  BatchFetchItemsDecoder decoder;
+  std::vector<DecodedItem> decoded;
+  const absl::Status status = decoder.Decode(pieces, [&](WireBatchFetchItem& item) {
+    decoded.push_back({item, std::string(item.inline_data.begin(), item.inline_data.end())});
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    Check(status.code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  v1::BatchFetchResponse proto;
+  Check(proto.ParseFromString(whole));
+  Check(proto.kind_case() != v1::BatchFetchResponse::kChunk);
+  Check(static_cast<int>(decoded.size()) == proto.items().items_size());
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    const WireBatchFetchItem& got = decoded[i].item;
+    const v1::BatchFetchItem& want = proto.items().items(static_cast<int>(i));
+    Check(got.index == want.index() && got.has_status == want.has_status() &&
+          got.status_code == want.status().code() &&
+          got.status_message == want.status().message() && got.has_info == want.has_info() &&
+          got.info == WireInfoOf(want.info()) && got.has_inline_data == want.has_inline_data() &&
+          decoded[i].inline_data == want.inline_data());
+  }
+}
+
 }  // namespace
 
 // Protobuf logs every string field with invalid UTF-8 it rejects; at
@@ -121,6 +161,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += n;
   }
   Check(at == wire_size);
+  const std::string whole(reinterpret_cast<const char*>(wire), wire_size);
+  CheckBatchFetchItems(pieces, whole);
 
   StreamMessage message;
   // A stale message must not leak into the next decode.
@@ -131,7 +173,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   message.chunk_pieces.emplace_back(wire, 0);
   if (!DecodeStreamMessage(pieces, message).ok()) return 0;
 
-  const std::string whole(reinterpret_cast<const char*>(wire), wire_size);
   CheckLifted(pieces, message);
   switch (message.kind) {
     case StreamMessage::Kind::kEmpty:

@@ -4,8 +4,8 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 6: TensorInfo, StatResponse, FetchHeader, StatRequest,
-//         FetchRequest, FetchResponse] [message bytes...]
+// Input: [kind = byte % 7: TensorInfo, StatResponse, FetchHeader, StatRequest,
+//         FetchRequest, FetchResponse, BatchFetchItem] [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -123,6 +123,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!proto_ok) break;
       Check(has_header == proto.has_header());
       if (has_header) CheckHeader(parsed, proto.header());
+      break;
+    }
+    case 6: {
+      v1::BatchFetchItem proto;
+      WireBatchFetchItem parsed;
+      parsed.info.name = "stale";  // reset by the parse
+      parsed.has_inline_data = true;
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireBatchFetchItem(wire, /*nesting=*/0, parsed) == proto_ok);
+      if (!proto_ok) break;
+      Check(parsed.index == proto.index() && parsed.has_status == proto.has_status() &&
+            parsed.status_code == proto.status().code() &&
+            parsed.status_message == proto.status().message() &&
+            parsed.has_info == proto.has_info() &&
+            parsed.has_inline_data == proto.has_inline_data() &&
+            std::string(parsed.inline_data.begin(), parsed.inline_data.end()) ==
+                proto.inline_data());
+      CheckInfo(parsed.info, proto.info());
       break;
     }
     default: {

@@ -179,9 +179,19 @@ write("stream_message", "fetch_header_inline", stream_input(
 write("stream_message", "padded_tag", stream_input(
     data(1, bytes([0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01]))))
 write("stream_message", "empty", stream_input(b""))
+# BatchFetch answers (BatchFetchResponse.items = 3 of BatchFetchItem = 1):
+# an item with inline bytes, a failed one, one whose chunks follow; cut so
+# an item straddles two pieces.
+batch_item_info = tensor_info("kv/0", 3, layout(UINT, 8, [64]), 64)
+batch_items = (data(1, uint(1, 0) + data(3, batch_item_info) + data(4, body[:64]))
+               + data(1, uint(1, 1) + data(2, uint(1, 5) + data(2, "tensor 'kv/1' not found")))
+               + data(1, uint(1, 2) + data(3, batch_item_info)))
+write("stream_message", "batch_fetch_items", stream_input(data(3, batch_items), [30, 7, 50]))
+write("stream_message", "batch_fetch_items_merged", stream_input(
+    data(3, batch_items) + data(3, data(1, uint(1, 9) + data(4, b"") + data(4, b"ab")))))
 
-# wire_tensor_info: [kind % 6: TensorInfo, StatResponse, FetchHeader, StatRequest,
-# FetchRequest, FetchResponse] [message].
+# wire_tensor_info: [kind % 7: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# FetchRequest, FetchResponse, BatchFetchItem] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -214,6 +224,12 @@ write("wire_tensor_info", "fetch_response_merged", info_input(
     5, data(1, inline_header) + data(1, data(2, byte_range(0, 3)) + data(3, b"xyz"))))
 write("wire_tensor_info", "fetch_response_chunk_last", info_input(
     5, data(1, inline_header) + data(2, chunk(8, b"abcd"))))
+write("wire_tensor_info", "batch_fetch_item", info_input(
+    6, uint(1, 7) + data(3, full_info) + data(4, bytes(24))))
+# Status and info merged from two occurrences, the last inline data kept.
+write("wire_tensor_info", "batch_fetch_item_merged", info_input(
+    6, data(2, uint(1, 5)) + data(2, data(2, "gone")) + data(3, full_info)
+    + data(3, uint(2, 11)) + data(4, b"x") + data(4, b"yz") + uint(1, 300)))
 write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
     "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
 

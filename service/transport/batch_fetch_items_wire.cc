@@ -1,0 +1,106 @@
+#include "service/transport/batch_fetch_items_wire.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "service/common/status_macros.h"
+#include "service/transport/tensor_info_wire.h"
+#include "service/wire/varint.h"
+
+namespace tensord {
+namespace {
+
+// tensor_service.proto's numbers.
+constexpr uint32_t kResponseItemsField = 3;  // BatchFetchResponse.items
+constexpr uint32_t kItemsItemField = 1;      // BatchFetchItems.items
+enum ItemField : uint32_t { kIndex = 1, kStatus = 2, kInfo = 3, kInlineData = 4 };
+enum StatusField : uint32_t { kCode = 1, kMessage = 2 };
+
+// The outer tag and a length of up to 5 bytes go before the items.
+constexpr size_t kFramingRoom = 1 + kMaxLengthVarintBytes;
+
+// `message` cut to at most kMaxItemStatusMessageBytes, never inside a
+// UTF-8 character.
+absl::string_view CutMessage(absl::string_view message) {
+  if (message.size() <= kMaxItemStatusMessageBytes) return message;
+  size_t cut = kMaxItemStatusMessageBytes;
+  while (cut > 0 && (static_cast<uint8_t>(message[cut]) & 0xc0) == 0x80) --cut;
+  return message.substr(0, cut);
+}
+
+uint8_t* PutBytesField(uint32_t field, absl::string_view bytes, uint8_t* out) {
+  if (bytes.empty()) return out;
+  out = PutLengthPrefix(field, bytes.size(), out);
+  std::memcpy(out, bytes.data(), bytes.size());
+  return out + bytes.size();
+}
+
+}  // namespace
+
+BatchFetchItemsWire::BatchFetchItemsWire(size_t budget) : capacity_(budget) {}
+
+bool BatchFetchItemsWire::Reserve(size_t size) {
+  if (base_ != nullptr && used_ + size <= capacity_) return true;
+  if (items_ > 0) return false;
+  // The first item: the budget, or more for an item larger than it.
+  capacity_ = std::max(capacity_, size);
+  slice_ = grpc::Slice(kFramingRoom + capacity_);
+  base_ = const_cast<uint8_t*>(slice_.begin());
+  return true;
+}
+
+bool BatchFetchItemsWire::AddFailure(uint32_t index, const absl::Status& status) {
+  const absl::string_view message = CutMessage(status.message());
+  // Protobuf writes an int32 sign-extended; codes are positive.
+  const uint64_t code = static_cast<uint64_t>(static_cast<int64_t>(status.raw_code()));
+  const size_t status_size = ScalarFieldSize(code) +
+                             (message.empty() ? 0 : LengthDelimitedFieldSize(message.size()));
+  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(status_size);
+  if (!Reserve(LengthDelimitedFieldSize(item_size))) return false;
+  uint8_t* out = base_ + kFramingRoom + used_;
+  out = PutLengthPrefix(kItemsItemField, item_size, out);
+  out = PutScalarField(kIndex, index, out);
+  out = PutLengthPrefix(kStatus, status_size, out);
+  out = PutScalarField(kCode, code, out);
+  out = PutBytesField(kMessage, message, out);
+  used_ = static_cast<size_t>(out - (base_ + kFramingRoom));
+  ++items_;
+  return true;
+}
+
+absl::StatusOr<bool> BatchFetchItemsWire::AddVersion(
+    uint32_t index, const TensorVersion& version, bool with_bytes,
+    absl::FunctionRef<absl::Status(uint8_t*)> copy_bytes) {
+  const TensorInfoWire info(version);
+  const uint64_t bytes = with_bytes ? version.total_bytes : 0;
+  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
+                           (with_bytes ? LengthDelimitedFieldSize(bytes) : 0);
+  if (!Reserve(LengthDelimitedFieldSize(item_size))) return false;
+  uint8_t* out = base_ + kFramingRoom + used_;
+  out = PutLengthPrefix(kItemsItemField, item_size, out);
+  out = PutScalarField(kIndex, index, out);
+  out = PutLengthPrefix(kInfo, info.size(), out);
+  out = info.Write(out);
+  if (with_bytes) {
+    // `optional bytes`: written even when empty.
+    out = PutLengthPrefix(kInlineData, bytes, out);
+    if (bytes > 0) TENSORD_RETURN_IF_ERROR(copy_bytes(out));
+    out += bytes;
+  }
+  used_ = static_cast<size_t>(out - (base_ + kFramingRoom));
+  ++items_;
+  return true;
+}
+
+grpc::ByteBuffer BatchFetchItemsWire::Finish() {
+  if (base_ == nullptr) Reserve(0);
+  uint8_t framing[kFramingRoom];
+  const size_t framing_size =
+      static_cast<size_t>(PutLengthPrefix(kResponseItemsField, used_, framing) - framing);
+  const size_t start = kFramingRoom - framing_size;
+  std::memcpy(base_ + start, framing, framing_size);
+  grpc::Slice message = slice_.sub(start, kFramingRoom + used_);
+  return grpc::ByteBuffer(&message, 1);
+}
+
+}  // namespace tensord

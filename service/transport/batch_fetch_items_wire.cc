@@ -1,6 +1,5 @@
 #include "service/transport/batch_fetch_items_wire.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "service/common/status_macros.h"
@@ -15,9 +14,6 @@ constexpr uint32_t kResponseItemsField = 3;  // BatchFetchResponse.items
 constexpr uint32_t kItemsItemField = 1;      // BatchFetchItems.items
 enum ItemField : uint32_t { kIndex = 1, kStatus = 2, kInfo = 3, kInlineData = 4 };
 enum StatusField : uint32_t { kCode = 1, kMessage = 2 };
-
-// The outer tag and a length of up to 5 bytes go before the items.
-constexpr size_t kFramingRoom = 1 + kMaxLengthVarintBytes;
 
 // `message` cut to at most kMaxItemStatusMessageBytes, never inside a
 // UTF-8 character.
@@ -37,34 +33,23 @@ uint8_t* PutBytesField(uint32_t field, absl::string_view bytes, uint8_t* out) {
 
 }  // namespace
 
-BatchFetchItemsWire::BatchFetchItemsWire(size_t budget) : capacity_(budget) {}
-
-bool BatchFetchItemsWire::Reserve(size_t size) {
-  if (base_ != nullptr && used_ + size <= capacity_) return true;
-  if (items_ > 0) return false;
-  // The first item: the budget, or more for an item larger than it.
-  capacity_ = std::max(capacity_, size);
-  slice_ = grpc::Slice(kFramingRoom + capacity_);
-  base_ = const_cast<uint8_t*>(slice_.begin());
-  return true;
-}
+BatchFetchItemsWire::BatchFetchItemsWire(size_t budget) : buffer_(kResponseItemsField, budget) {}
 
 bool BatchFetchItemsWire::AddFailure(uint32_t index, const absl::Status& status) {
   const absl::string_view message = CutMessage(status.message());
   // Protobuf writes an int32 sign-extended; codes are positive.
   const uint64_t code = static_cast<uint64_t>(static_cast<int64_t>(status.raw_code()));
-  const size_t status_size = ScalarFieldSize(code) +
-                             (message.empty() ? 0 : LengthDelimitedFieldSize(message.size()));
+  const size_t status_size =
+      ScalarFieldSize(code) + (message.empty() ? 0 : LengthDelimitedFieldSize(message.size()));
   const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(status_size);
-  if (!Reserve(LengthDelimitedFieldSize(item_size))) return false;
-  uint8_t* out = base_ + kFramingRoom + used_;
+  uint8_t* out = buffer_.Reserve(LengthDelimitedFieldSize(item_size));
+  if (out == nullptr) return false;
   out = PutLengthPrefix(kItemsItemField, item_size, out);
   out = PutScalarField(kIndex, index, out);
   out = PutLengthPrefix(kStatus, status_size, out);
   out = PutScalarField(kCode, code, out);
   out = PutBytesField(kMessage, message, out);
-  used_ = static_cast<size_t>(out - (base_ + kFramingRoom));
-  ++items_;
+  buffer_.Commit(out);
   return true;
 }
 
@@ -75,8 +60,8 @@ absl::StatusOr<bool> BatchFetchItemsWire::AddVersion(
   const uint64_t bytes = with_bytes ? version.total_bytes : 0;
   const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
                            (with_bytes ? LengthDelimitedFieldSize(bytes) : 0);
-  if (!Reserve(LengthDelimitedFieldSize(item_size))) return false;
-  uint8_t* out = base_ + kFramingRoom + used_;
+  uint8_t* out = buffer_.Reserve(LengthDelimitedFieldSize(item_size));
+  if (out == nullptr) return false;
   out = PutLengthPrefix(kItemsItemField, item_size, out);
   out = PutScalarField(kIndex, index, out);
   out = PutLengthPrefix(kInfo, info.size(), out);
@@ -87,20 +72,10 @@ absl::StatusOr<bool> BatchFetchItemsWire::AddVersion(
     if (bytes > 0) TENSORD_RETURN_IF_ERROR(copy_bytes(out));
     out += bytes;
   }
-  used_ = static_cast<size_t>(out - (base_ + kFramingRoom));
-  ++items_;
+  buffer_.Commit(out);
   return true;
 }
 
-grpc::ByteBuffer BatchFetchItemsWire::Finish() {
-  if (base_ == nullptr) Reserve(0);
-  uint8_t framing[kFramingRoom];
-  const size_t framing_size =
-      static_cast<size_t>(PutLengthPrefix(kResponseItemsField, used_, framing) - framing);
-  const size_t start = kFramingRoom - framing_size;
-  std::memcpy(base_ + start, framing, framing_size);
-  grpc::Slice message = slice_.sub(start, kFramingRoom + used_);
-  return grpc::ByteBuffer(&message, 1);
-}
+grpc::ByteBuffer BatchFetchItemsWire::Finish() { return buffer_.Finish(); }
 
 }  // namespace tensord

@@ -11,13 +11,13 @@
 #include <cstdint>
 
 #include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/slice.h>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "service/registry/tensor_version.h"
+#include "service/wire/items_message_buffer.h"
 
 namespace tensord {
 
@@ -32,7 +32,7 @@ class BatchFetchItemsWire {
   // Room for about `budget` bytes of items; the first item always fits.
   explicit BatchFetchItemsWire(size_t budget);
 
-  size_t items() const { return items_; }
+  size_t items() const { return buffer_.items(); }
 
   // Appends an item that failed with `status` (not OK).
   // Whether it fitted (the message then holds it).
@@ -49,14 +49,7 @@ class BatchFetchItemsWire {
   grpc::ByteBuffer Finish();
 
  private:
-  // Room for `size` more bytes, made when the message is still empty.
-  bool Reserve(size_t size);
-
-  grpc::Slice slice_;
-  uint8_t* base_ = nullptr;  // slice_'s first byte
-  size_t capacity_ = 0;      // bytes after the framing room
-  size_t used_ = 0;          // item bytes written after the framing room
-  size_t items_ = 0;
+  ItemsMessageBuffer buffer_;
 };
 
 }  // namespace tensord

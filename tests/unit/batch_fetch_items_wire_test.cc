@@ -56,9 +56,9 @@ TEST(BatchFetchItemsWireTest, WritesWhatTheGeneratedSerializerWrites) {
     const TensorVersion& version = versions[i];
     const bool with_bytes = version.total_bytes != (1 << 20);
     const uint8_t fill = static_cast<uint8_t>(indexes[i] + 1);
-    absl::StatusOr<bool> added = wire.AddVersion(
-        indexes[i], version, with_bytes,
-        [&](uint8_t* out) { return FillWith(fill, version.total_bytes, out); });
+    absl::StatusOr<bool> added =
+        wire.AddVersion(indexes[i], version, with_bytes,
+                        [&](uint8_t* out) { return FillWith(fill, version.total_bytes, out); });
     ASSERT_TRUE(added.ok() && *added) << added.status();
     v1::BatchFetchItem* item = expected.mutable_items()->add_items();
     item->set_index(indexes[i]);
@@ -117,9 +117,8 @@ TEST(BatchFetchItemsWireTest, AFailedCopyFailsTheItem) {
   std::deque<TensorVersion> versions;
   TensorVersion& version = AddVersion(versions, "device", 64);
   BatchFetchItemsWire wire(4096);
-  absl::StatusOr<bool> added = wire.AddVersion(0, version, true, [](uint8_t*) {
-    return absl::InternalError("device copy failed");
-  });
+  absl::StatusOr<bool> added = wire.AddVersion(
+      0, version, true, [](uint8_t*) { return absl::InternalError("device copy failed"); });
   EXPECT_EQ(added.status().code(), absl::StatusCode::kInternal);
 }
 

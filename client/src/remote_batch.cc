@@ -20,8 +20,10 @@
 #include "service/wire/batch_fetch_items.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/items_message_buffer.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
+#include "service/wire/varint.h"
 
 namespace tensord {
 namespace {
@@ -43,8 +45,10 @@ absl::Status StatusOf(const v1::ItemStatus& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.code()), status.message());
 }
 
-// Writes a batch's messages: small items gathered into one message until
-// it holds about `chunk_bytes`, large ones as header and chunks.
+// Writes a batch's messages: small items gathered into one message of
+// about `chunk_bytes`, written by hand (ItemsMessageBuffer: the header
+// serialized and the bytes copied once, into the message's slice), large
+// ones as header and chunks.
 class BatchPutWriter {
  public:
   // Chunks of large items point into the caller's memory: `latch` counts
@@ -61,11 +65,7 @@ class BatchPutWriter {
 
   void Add(const v1::PutHeader& header, const CompactSource& source) {
     if (source.size <= kMaxInlineBatchItemBytes) {
-      v1::BatchPutItem* item = pending_.mutable_items()->add_items();
-      *item->mutable_header() = header;
-      item->set_data(reinterpret_cast<const char*>(source.data), source.size);
-      pending_bytes_ += source.size + 64;
-      if (pending_bytes_ >= chunk_bytes_) Flush();
+      AddWhole(header, source);
       return;
     }
     Flush();
@@ -82,18 +82,46 @@ class BatchPutWriter {
   }
 
   void Flush() {
-    if (pending_.items().items_size() == 0) return;
-    Send(pending_);
-    pending_.Clear();
-    pending_bytes_ = 0;
+    if (!pending_.has_value()) return;
+    if (open_) open_ = writer_.Write(pending_->Finish());
+    pending_.reset();
   }
 
  private:
+  // BatchPutRequest.items = 4 { BatchPutItems.items = 1 { BatchPutItem
+  // header = 1, data = 2 } }, as the generated serializer writes them.
+  void AddWhole(const v1::PutHeader& header, const CompactSource& source) {
+    const size_t header_size = header.ByteSizeLong();
+    const size_t item_size = LengthDelimitedFieldSize(header_size) +
+                             (source.size == 0 ? 0 : LengthDelimitedFieldSize(source.size));
+    const size_t field_size = LengthDelimitedFieldSize(item_size);
+    if (!pending_.has_value()) pending_.emplace(kRequestItemsField, chunk_bytes_);
+    uint8_t* out = pending_->Reserve(field_size);
+    if (out == nullptr) {  // full: this item starts the next message
+      Flush();
+      pending_.emplace(kRequestItemsField, chunk_bytes_);
+      out = pending_->Reserve(field_size);
+    }
+    out = PutLengthPrefix(kItemsItemField, item_size, out);
+    out = PutLengthPrefix(kItemHeaderField, header_size, out);
+    out = header.SerializeWithCachedSizesToArray(out);
+    if (source.size > 0) {
+      out = PutLengthPrefix(kItemDataField, source.size, out);
+      std::memcpy(out, source.data, source.size);
+      out += source.size;
+    }
+    pending_->Commit(out);
+  }
+
+  static constexpr uint32_t kRequestItemsField = 4;
+  static constexpr uint32_t kItemsItemField = 1;
+  static constexpr uint32_t kItemHeaderField = 1;
+  static constexpr uint32_t kItemDataField = 2;
+
   grpc::ClientWriter<grpc::ByteBuffer>& writer_;
   const uint32_t chunk_bytes_;
   SliceLatch& latch_;
-  v1::BatchPutRequest pending_;
-  uint64_t pending_bytes_ = 0;
+  std::optional<ItemsMessageBuffer> pending_;
   bool open_ = true;
 };
 

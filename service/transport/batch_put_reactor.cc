@@ -20,6 +20,7 @@
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
+#include "service/wire/batch_put_items.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/status_conversion.h"
 
@@ -115,27 +116,33 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       case StreamMessage::Kind::kChunk: return CopyChunk(message);
       case StreamMessage::Kind::kEmpty: break;
     }
-    // Options and whole small items are not in the decoder's fields.
-    v1::BatchPutRequest request;
-    TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(request_, request, "batch put message"));
-    switch (request.kind_case()) {
-      case v1::BatchPutRequest::kOptions:
-        if (messages_ > 0) {
-          return absl::InvalidArgumentError("batch put options must be the stream's first message");
-        }
-        atomic_ = request.options().atomic();
-        ++messages_;
-        return absl::OkStatus();
-      case v1::BatchPutRequest::kItems:
-        for (v1::BatchPutItem& item : *request.mutable_items()->mutable_items()) {
-          TENSORD_RETURN_IF_ERROR(TakeWholeItem(item));
-        }
-        ++messages_;
-        return absl::OkStatus();
-      default: break;
+    // Options and whole small items are not in the stream decoder's fields.
+    TENSORD_ASSIGN_OR_RETURN(
+        const BatchPutItemsDecoder::Message decoded,
+        items_decoder_.Decode(decoder_.pieces(), [this](const WireBatchPutItem& item) {
+          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, item_header_)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "batch put item ", ItemCount(), ": header is not a valid tensord.v1.PutHeader"));
+          }
+          return TakeWholeItem(item_header_, item.data);
+        }));
+    if (decoded.has_options) {
+      if (messages_ > 0) {
+        return absl::InvalidArgumentError("batch put options must be the stream's first message");
+      }
+      atomic_ = decoded.atomic;
     }
-    return absl::InvalidArgumentError(
-        "batch put message carries no options, items, header or chunk");
+    if (!decoded.has_options && !decoded.has_items) {
+      return absl::InvalidArgumentError(
+          "batch put message carries no options, items, header or chunk");
+    }
+    ++messages_;
+    return absl::OkStatus();
+  }
+
+  size_t ItemCount() {
+    MutexLock lock(&results_mu_);
+    return results_.size();
   }
 
   // A new item: its result slot, and the checks and reservation of a Put.
@@ -182,31 +189,29 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                              put.retention);
   }
 
-  absl::Status TakeWholeItem(const v1::BatchPutItem& item) {
+  absl::Status TakeWholeItem(const v1::PutHeader& header, std::span<const uint8_t> data) {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
-    received_total_ += item.data().size();
+    received_total_ += data.size();
     NoteLargeTransfer();
     // Checked (the name above all) before anything else is said about it.
-    absl::StatusOr<PendingVersion> pending = PrepareItem(item.header(), index);
+    absl::StatusOr<PendingVersion> pending = PrepareItem(header, index);
     if (!pending.ok()) {
       FailItem(index, pending.status());
       return absl::OkStatus();
     }
-    if (item.data().size() != pending->total_bytes) {
+    if (data.size() != pending->total_bytes) {
       FailItem(index, absl::InvalidArgumentError(absl::StrCat(
                           "batch put item ", index, " ('", pending->name, "') declares ",
-                          pending->total_bytes, " bytes but carries ", item.data().size())));
+                          pending->total_bytes, " bytes but carries ", data.size())));
       return absl::OkStatus();
     }
-    const auto* bytes = reinterpret_cast<const uint8_t*>(item.data().data());
-    if (absl::Status written = pending->buffer->Write(0, bytes, item.data().size());
-        !written.ok()) {
+    if (absl::Status written = pending->buffer->Write(0, data.data(), data.size()); !written.ok()) {
       FailItem(index, written);
       return absl::OkStatus();
     }
-    pending->crc32c = Crc32c(bytes, item.data().size());
+    pending->crc32c = Crc32c(data.data(), data.size());
     std::optional<uint32_t> expected;
-    if (item.header().has_crc32c()) expected = item.header().crc32c();
+    if (header.has_crc32c()) expected = header.crc32c();
     CompleteItem(index, *std::move(pending), expected);
     return absl::OkStatus();
   }
@@ -526,6 +531,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   absl::Status outcome_;
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
+  BatchPutItemsDecoder items_decoder_;
+  v1::PutHeader item_header_;  // reused: its parse keeps its strings' memory
   bool atomic_ = false;
   uint64_t messages_ = 0;
   std::optional<OpenItem> open_;

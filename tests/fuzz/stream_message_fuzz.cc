@@ -15,8 +15,9 @@
 // inside the input.
 //
 // The same pieces go through BatchFetchItemsDecoder (the client's reader of
-// BatchFetch answers): every message it accepts, protobuf reads as the same
-// items.
+// BatchFetch answers) and BatchPutItemsDecoder (the server's reader of
+// BatchPut options and items): every message they accept, protobuf reads
+// as the same options and items.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
 #include "service/wire/batch_fetch_items.h"
+#include "service/wire/batch_put_items.h"
 #include "service/wire/stream_message.h"
 #include "tensord/v1/tensor_service.pb.h"
 
@@ -132,6 +134,39 @@ void CheckBatchFetchItems(const std::vector<std::span<const uint8_t>>& pieces,
   }
 }
 
+void CheckBatchPutItems(const std::vector<std::span<const uint8_t>>& pieces,
+                        const std::string& whole) {
+  using namespace tensord;
+  BatchPutItemsDecoder decoder;
+  std::vector<std::string> items;  // each item's header and data, as protobuf writes them
+  const absl::StatusOr<BatchPutItemsDecoder::Message> message =
+      decoder.Decode(pieces, [&](const WireBatchPutItem& item) {
+        v1::BatchPutItem rebuilt;
+        if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting,
+                                 *rebuilt.mutable_header())) {
+          return absl::InvalidArgumentError("header");
+        }
+        if (!item.has_header) rebuilt.clear_header();
+        rebuilt.set_data(std::string(item.data.begin(), item.data.end()));
+        items.push_back(rebuilt.SerializeAsString());
+        return absl::OkStatus();
+      });
+  if (!message.ok()) {
+    Check(message.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  v1::BatchPutRequest proto;
+  Check(proto.ParseFromString(whole));
+  Check(!(message->has_options && message->has_items));
+  Check(message->has_options == proto.has_options());
+  Check(message->has_items == proto.has_items());
+  if (message->has_options) Check(message->atomic == proto.options().atomic());
+  Check(static_cast<int>(items.size()) == proto.items().items_size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    Check(items[i] == proto.items().items(static_cast<int>(i)).SerializeAsString());
+  }
+}
+
 }  // namespace
 
 // Protobuf logs every string field with invalid UTF-8 it rejects; at
@@ -163,6 +198,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(at == wire_size);
   const std::string whole(reinterpret_cast<const char*>(wire), wire_size);
   CheckBatchFetchItems(pieces, whole);
+  CheckBatchPutItems(pieces, whole);
 
   StreamMessage message;
   // A stale message must not leak into the next decode.

@@ -4,8 +4,9 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 7: TensorInfo, StatResponse, FetchHeader, StatRequest,
-//         FetchRequest, FetchResponse, BatchFetchItem] [message bytes...]
+// Input: [kind = byte % 8: TensorInfo, StatResponse, FetchHeader, StatRequest,
+//         FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem]
+//        [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,7 @@
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
 #include "service/transport/request_validation.h"
+#include "service/wire/batch_put_items.h"
 #include "service/wire/wire_requests.h"
 #include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/tensor_service.pb.h"
@@ -65,7 +67,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -141,6 +143,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::string(parsed.inline_data.begin(), parsed.inline_data.end()) ==
                 proto.inline_data());
       CheckInfo(parsed.info, proto.info());
+      break;
+    }
+    case 7: {
+      v1::BatchPutItem proto;
+      WireBatchPutItem parsed;
+      std::string joined = "stale";
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      v1::PutHeader header;
+      header.set_name("stale");  // cleared by the parse
+      const bool parsed_ok = ParseWireBatchPutItem(wire, /*nesting=*/0, joined, parsed) &&
+                             ParseBatchPutHeader(parsed, /*nesting=*/0, header);
+      Check(parsed_ok == proto_ok);
+      if (!proto_ok) break;
+      Check(parsed.has_header == proto.has_header());
+      Check(header.SerializeAsString() == proto.header().SerializeAsString());
+      Check(std::string(parsed.data.begin(), parsed.data.end()) == proto.data());
       break;
     }
     default: {

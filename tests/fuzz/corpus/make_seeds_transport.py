@@ -187,11 +187,16 @@ batch_items = (data(1, uint(1, 0) + data(3, batch_item_info) + data(4, body[:64]
                + data(1, uint(1, 1) + data(2, uint(1, 5) + data(2, "tensor 'kv/1' not found")))
                + data(1, uint(1, 2) + data(3, batch_item_info)))
 write("stream_message", "batch_fetch_items", stream_input(data(3, batch_items), [30, 7, 50]))
+# BatchPut messages of items (BatchPutRequest.items = 4) and of options (3).
+put_items = (data(1, data(1, put_header("kv/a", F32_2X3, 24, crc=7)) + data(2, body[:24]))
+             + data(1, data(1, put_header("kv/b", layout(UINT, 8, [0]), 0))))
+write("stream_message", "batch_put_items", stream_input(data(4, put_items), [9, 30]))
+write("stream_message", "batch_put_options", stream_input(data(3, uint(1, 1))))
 write("stream_message", "batch_fetch_items_merged", stream_input(
     data(3, batch_items) + data(3, data(1, uint(1, 9) + data(4, b"") + data(4, b"ab")))))
 
-# wire_tensor_info: [kind % 7: TensorInfo, StatResponse, FetchHeader, StatRequest,
-# FetchRequest, FetchResponse, BatchFetchItem] [message].
+# wire_tensor_info: [kind % 8: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -230,6 +235,12 @@ write("wire_tensor_info", "batch_fetch_item", info_input(
 write("wire_tensor_info", "batch_fetch_item_merged", info_input(
     6, data(2, uint(1, 5)) + data(2, data(2, "gone")) + data(3, full_info)
     + data(3, uint(2, 11)) + data(4, b"x") + data(4, b"yz") + uint(1, 300)))
+write("wire_tensor_info", "batch_put_item", info_input(
+    7, data(1, put_header("kv/0", F32_2X3, 24, crc=0)) + data(2, bytes(24))))
+# The header in two occurrences (merged), the data twice (the last kept).
+write("wire_tensor_info", "batch_put_item_merged", info_input(
+    7, data(1, put_header("kv/1", F32_2X3, 24)) + data(2, b"old") + data(1, uint(5, 1))
+    + data(2, bytes(24)) + uint(9, 4)))
 write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
     "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
 

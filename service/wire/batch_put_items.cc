@@ -1,0 +1,146 @@
+#include "service/wire/batch_put_items.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include "service/common/status_macros.h"
+#include "service/wire/piece_reader.h"
+#include "service/wire/varint.h"
+#include "service/wire/wire_reader.h"
+
+namespace tensord {
+namespace {
+
+// tensor_service.proto's numbers.
+constexpr uint32_t kOptionsField = 3;        // BatchPutRequest.options
+constexpr uint32_t kRequestItemsField = 4;   // BatchPutRequest.items
+constexpr uint32_t kItemsItemField = 1;      // BatchPutItems.items
+
+}  // namespace
+
+bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, std::string& joined,
+                           WireBatchPutItem& out) {
+  using namespace wire_reader;
+  out = WireBatchPutItem{};
+  const int depth = kRecursionLimit - nesting;
+  if (depth < 0) return false;
+  int header_occurrences = 0;
+  const bool parsed = ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): {
+        std::span<const uint8_t> payload;
+        if (!reader.Payload(payload)) return false;
+        out.has_header = true;
+        if (++header_occurrences == 1) {
+          out.header = payload;
+          return true;
+        }
+        // Occurrences merge, as a parse of their bytes one after another does.
+        if (header_occurrences == 2) joined.assign(out.header.begin(), out.header.end());
+        joined.append(payload.begin(), payload.end());
+        return true;
+      }
+      case Tag(2, kWireLengthDelimited): return reader.Payload(out.data);  // bytes: no UTF-8 rule
+      default: known = false; return true;
+    }
+  });
+  if (header_occurrences > 1) {
+    out.header = {reinterpret_cast<const uint8_t*>(joined.data()), joined.size()};
+  }
+  return parsed;
+}
+
+bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, v1::PutHeader& out) {
+  out.Clear();
+  google::protobuf::io::CodedInputStream input(item.header.data(),
+                                               static_cast<int>(item.header.size()));
+  // The item and the messages around it are as deep as the header starts.
+  input.SetRecursionLimit(wire_reader::kRecursionLimit - nesting - 1);
+  return out.MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
+}
+
+absl::Status BatchPutItemsDecoder::ReadOptions(PieceReader& reader, Message& message) {
+  uint64_t size = 0;
+  const uint64_t start = reader.position();
+  TENSORD_RETURN_IF_ERROR(reader.ReadLength(size));
+  TENSORD_RETURN_IF_ERROR(reader.CopyTo(size, item_bytes_));
+  using namespace wire_reader;
+  const bool parsed = ParseFields(
+      {reinterpret_cast<const uint8_t*>(item_bytes_.data()), item_bytes_.size()},
+      kRecursionLimit - 1, [&](Reader& options, uint32_t tag, bool& known) {
+        if (tag != Tag(1, kWireVarint)) {
+          known = false;
+          return true;
+        }
+        uint64_t atomic = 0;
+        if (!options.Varint(atomic)) return false;
+        message.atomic = atomic != 0;  // a bool: any nonzero varint, the last one wins
+        return true;
+      });
+  if (!parsed) return Malformed("malformed batch put options", start);
+  message.has_options = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchPutItemsDecoder::Message> BatchPutItemsDecoder::Decode(
+    std::span<const std::span<const uint8_t>> pieces, OnItem on_item) {
+  Message message;
+  PieceReader reader(pieces);
+  while (reader.remaining() > 0) {
+    uint32_t field = 0, wire_type = 0;
+    TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
+    const bool length_delimited = wire_type == kWireLengthDelimited;
+    if (length_delimited && field < kOptionsField) {
+      return Malformed("a header or chunk is not a batch put message of options or items",
+                       reader.position());
+    }
+    if (length_delimited && (field == kOptionsField || field == kRequestItemsField)) {
+      if ((field == kOptionsField && message.has_items) ||
+          (field == kRequestItemsField && message.has_options)) {
+        return Malformed("batch put message carries both options and items", reader.position());
+      }
+    }
+    if (length_delimited && field == kOptionsField) {
+      TENSORD_RETURN_IF_ERROR(ReadOptions(reader, message));
+      continue;
+    }
+    if (!length_delimited || field != kRequestItemsField) {
+      TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
+      continue;
+    }
+    message.has_items = true;
+    uint64_t items_size = 0;
+    TENSORD_RETURN_IF_ERROR(reader.ReadLength(items_size));
+    if (items_size > reader.remaining()) {
+      return Malformed("items beyond the message end", reader.position());
+    }
+    const uint64_t end_remaining = reader.remaining() - items_size;
+    while (reader.remaining() > end_remaining) {
+      TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
+      if (field != kItemsItemField || wire_type != kWireLengthDelimited) {
+        TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
+      } else {
+        uint64_t item_size = 0;
+        TENSORD_RETURN_IF_ERROR(reader.ReadLength(item_size));
+        if (item_size > reader.remaining() - end_remaining) {
+          return Malformed("item beyond the items' end", reader.position());
+        }
+        const uint64_t item_start = reader.position();
+        std::span<const uint8_t> item_bytes;
+        if (!reader.ViewWithinPiece(item_size, item_bytes)) {
+          TENSORD_RETURN_IF_ERROR(reader.CopyTo(item_size, item_bytes_));
+          item_bytes = {reinterpret_cast<const uint8_t*>(item_bytes_.data()), item_bytes_.size()};
+        }
+        if (!ParseWireBatchPutItem(item_bytes, kItemNesting, joined_header_, item_)) {
+          return Malformed("malformed batch put item", item_start);
+        }
+        TENSORD_RETURN_IF_ERROR(on_item(item_));
+      }
+      if (reader.remaining() < end_remaining) {
+        return Malformed("items field beyond the items' end", reader.position());
+      }
+    }
+  }
+  return message;
+}
+
+}  // namespace tensord

@@ -1,0 +1,148 @@
+// The server's reader of BatchPut messages of options and whole items
+// (BatchPutItemsDecoder), against what the generated serializer writes,
+// cut into pieces at every place a slice boundary may fall.
+#include "service/wire/batch_put_items.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tensord/v1/tensor_service.pb.h"
+
+namespace tensord {
+namespace {
+
+struct Decoded {
+  std::string name;
+  uint64_t total_bytes = 0;
+  bool has_crc32c = false;
+  std::string data;
+};
+
+absl::StatusOr<std::vector<Decoded>> DecodeAll(BatchPutItemsDecoder& decoder,
+                                               std::span<const std::span<const uint8_t>> pieces,
+                                               BatchPutItemsDecoder::Message* message = nullptr) {
+  std::vector<Decoded> items;
+  v1::PutHeader header;
+  absl::StatusOr<BatchPutItemsDecoder::Message> decoded =
+      decoder.Decode(pieces, [&](const WireBatchPutItem& item) {
+        if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
+          return absl::InvalidArgumentError("bad header");
+        }
+        items.push_back({header.name(), header.total_bytes(), header.has_crc32c(),
+                         std::string(item.data.begin(), item.data.end())});
+        return absl::OkStatus();
+      });
+  if (!decoded.ok()) return decoded.status();
+  if (message != nullptr) *message = *decoded;
+  return items;
+}
+
+std::span<const uint8_t> Bytes(const std::string& bytes) {
+  return {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()};
+}
+
+v1::BatchPutRequest ThreeItems() {
+  v1::BatchPutRequest request;
+  for (int i = 0; i < 3; ++i) {
+    v1::BatchPutItem* item = request.mutable_items()->add_items();
+    item->mutable_header()->set_name("kv/" + std::to_string(i));
+    item->mutable_header()->set_total_bytes(10 * i);
+    if (i == 1) item->mutable_header()->set_crc32c(0);  // set, though zero
+    item->set_data(std::string(10 * i, static_cast<char>('a' + i)));
+  }
+  return request;
+}
+
+TEST(BatchPutItemsTest, ReadsTheItemsCutAnywhere) {
+  const std::string bytes = ThreeItems().SerializeAsString();
+  BatchPutItemsDecoder decoder;  // reused across messages
+  for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+    const std::span<const uint8_t> pieces[] = {Bytes(bytes).subspan(0, cut),
+                                               Bytes(bytes).subspan(cut)};
+    BatchPutItemsDecoder::Message message;
+    absl::StatusOr<std::vector<Decoded>> items = DecodeAll(decoder, pieces, &message);
+    ASSERT_TRUE(items.ok()) << "cut at " << cut << ": " << items.status();
+    EXPECT_TRUE(message.has_items);
+    EXPECT_FALSE(message.has_options);
+    ASSERT_EQ(items->size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ((*items)[i].name, "kv/" + std::to_string(i));
+      EXPECT_EQ((*items)[i].data, std::string(10 * i, static_cast<char>('a' + i)));
+      EXPECT_EQ((*items)[i].has_crc32c, i == 1);
+    }
+  }
+}
+
+TEST(BatchPutItemsTest, AHeaderInTwoPartsMergesAsProtobufMergesIt) {
+  // BatchPutItems { item { header {name}, header {total_bytes}, data } }.
+  v1::PutHeader name_only;
+  name_only.set_name("kv/merged");
+  v1::PutHeader size_only;
+  size_only.set_total_bytes(2);
+  std::string item;
+  item += '\x0a' + std::string(1, static_cast<char>(name_only.ByteSizeLong())) +
+          name_only.SerializeAsString();
+  item += '\x0a' + std::string(1, static_cast<char>(size_only.ByteSizeLong())) +
+          size_only.SerializeAsString();
+  item += std::string("\x12\x02xy", 4);
+  const std::string items = '\x0a' + std::string(1, static_cast<char>(item.size())) + item;
+  const std::string message = '\x22' + std::string(1, static_cast<char>(items.size())) + items;
+  v1::BatchPutRequest proto;
+  ASSERT_TRUE(proto.ParseFromString(message));
+
+  BatchPutItemsDecoder decoder;
+  const std::span<const uint8_t> piece[] = {Bytes(message)};
+  absl::StatusOr<std::vector<Decoded>> decoded = DecodeAll(decoder, piece);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), 1u);
+  EXPECT_EQ((*decoded)[0].name, proto.items().items(0).header().name());
+  EXPECT_EQ((*decoded)[0].total_bytes, proto.items().items(0).header().total_bytes());
+  EXPECT_EQ((*decoded)[0].data, "xy");
+}
+
+TEST(BatchPutItemsTest, ReadsOptionsAndRefusesThemBesideItems) {
+  v1::BatchPutRequest options;
+  options.mutable_options()->set_atomic(true);
+  const std::string options_bytes = options.SerializeAsString();
+  BatchPutItemsDecoder decoder;
+  const std::span<const uint8_t> piece[] = {Bytes(options_bytes)};
+  BatchPutItemsDecoder::Message message;
+  absl::StatusOr<std::vector<Decoded>> none = DecodeAll(decoder, piece, &message);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  EXPECT_TRUE(message.has_options);
+  EXPECT_TRUE(message.atomic);
+  EXPECT_FALSE(message.has_items);
+
+  const std::string both = ThreeItems().SerializeAsString() + options_bytes;
+  const std::span<const uint8_t> both_piece[] = {Bytes(both)};
+  absl::StatusOr<std::vector<Decoded>> refused = DecodeAll(decoder, both_piece);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("both options and items"), std::string::npos)
+      << refused.status();
+}
+
+TEST(BatchPutItemsTest, RefusesTruncatedMessagesAndBadHeaders) {
+  const std::string bytes = ThreeItems().SerializeAsString();
+  BatchPutItemsDecoder decoder;
+  for (size_t size = 1; size < bytes.size(); ++size) {
+    const std::span<const uint8_t> piece[] = {Bytes(bytes).subspan(0, size)};
+    EXPECT_EQ(DecodeAll(decoder, piece).status().code(), absl::StatusCode::kInvalidArgument)
+        << "truncated to " << size;
+  }
+  // A name that is not UTF-8: protobuf refuses the whole message.
+  v1::BatchPutRequest bad = ThreeItems();
+  bad.mutable_items()->mutable_items(0)->mutable_header()->set_name("\xc3\x28");
+  std::string bad_bytes;
+  ASSERT_TRUE(bad.SerializePartialToString(&bad_bytes));
+  v1::BatchPutRequest reparsed;
+  EXPECT_FALSE(reparsed.ParseFromString(bad_bytes));
+  const std::span<const uint8_t> piece[] = {Bytes(bad_bytes)};
+  EXPECT_EQ(DecodeAll(decoder, piece).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tensord

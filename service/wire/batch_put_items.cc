@@ -11,51 +11,42 @@ namespace tensord {
 namespace {
 
 // tensor_service.proto's numbers.
-constexpr uint32_t kOptionsField = 3;        // BatchPutRequest.options
-constexpr uint32_t kRequestItemsField = 4;   // BatchPutRequest.items
-constexpr uint32_t kItemsItemField = 1;      // BatchPutItems.items
+constexpr uint32_t kOptionsField = 3;       // BatchPutRequest.options
+constexpr uint32_t kRequestItemsField = 4;  // BatchPutRequest.items
+constexpr uint32_t kItemsItemField = 1;     // BatchPutItems.items
 
 }  // namespace
 
-bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, std::string& joined,
-                           WireBatchPutItem& out) {
+bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, WireBatchPutItem& out) {
   using namespace wire_reader;
-  out = WireBatchPutItem{};
+  out.headers.clear();
+  out.data = {};
   const int depth = kRecursionLimit - nesting;
   if (depth < 0) return false;
-  int header_occurrences = 0;
-  const bool parsed = ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
       case Tag(1, kWireLengthDelimited): {
         std::span<const uint8_t> payload;
         if (!reader.Payload(payload)) return false;
-        out.has_header = true;
-        if (++header_occurrences == 1) {
-          out.header = payload;
-          return true;
-        }
-        // Occurrences merge, as a parse of their bytes one after another does.
-        if (header_occurrences == 2) joined.assign(out.header.begin(), out.header.end());
-        joined.append(payload.begin(), payload.end());
+        out.headers.push_back(payload);
         return true;
       }
       case Tag(2, kWireLengthDelimited): return reader.Payload(out.data);  // bytes: no UTF-8 rule
       default: known = false; return true;
     }
   });
-  if (header_occurrences > 1) {
-    out.header = {reinterpret_cast<const uint8_t*>(joined.data()), joined.size()};
-  }
-  return parsed;
 }
 
 bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, v1::PutHeader& out) {
   out.Clear();
-  google::protobuf::io::CodedInputStream input(item.header.data(),
-                                               static_cast<int>(item.header.size()));
-  // The item and the messages around it are as deep as the header starts.
-  input.SetRecursionLimit(wire_reader::kRecursionLimit - nesting - 1);
-  return out.MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
+  for (std::span<const uint8_t> occurrence : item.headers) {
+    google::protobuf::io::CodedInputStream input(occurrence.data(),
+                                                 static_cast<int>(occurrence.size()));
+    // The item and the messages around it are as deep as the header starts.
+    input.SetRecursionLimit(wire_reader::kRecursionLimit - nesting - 1);
+    if (!out.MergeFromCodedStream(&input) || !input.ConsumedEntireMessage()) return false;
+  }
+  return true;
 }
 
 absl::Status BatchPutItemsDecoder::ReadOptions(PieceReader& reader, Message& message) {
@@ -64,18 +55,18 @@ absl::Status BatchPutItemsDecoder::ReadOptions(PieceReader& reader, Message& mes
   TENSORD_RETURN_IF_ERROR(reader.ReadLength(size));
   TENSORD_RETURN_IF_ERROR(reader.CopyTo(size, item_bytes_));
   using namespace wire_reader;
-  const bool parsed = ParseFields(
-      {reinterpret_cast<const uint8_t*>(item_bytes_.data()), item_bytes_.size()},
-      kRecursionLimit - 1, [&](Reader& options, uint32_t tag, bool& known) {
-        if (tag != Tag(1, kWireVarint)) {
-          known = false;
-          return true;
-        }
-        uint64_t atomic = 0;
-        if (!options.Varint(atomic)) return false;
-        message.atomic = atomic != 0;  // a bool: any nonzero varint, the last one wins
-        return true;
-      });
+  const bool parsed =
+      ParseFields({reinterpret_cast<const uint8_t*>(item_bytes_.data()), item_bytes_.size()},
+                  kRecursionLimit - 1, [&](Reader& options, uint32_t tag, bool& known) {
+                    if (tag != Tag(1, kWireVarint)) {
+                      known = false;
+                      return true;
+                    }
+                    uint64_t atomic = 0;
+                    if (!options.Varint(atomic)) return false;
+                    message.atomic = atomic != 0;  // a bool: any nonzero varint, the last one wins
+                    return true;
+                  });
   if (!parsed) return Malformed("malformed batch put options", start);
   message.has_options = true;
   return absl::OkStatus();
@@ -130,7 +121,7 @@ absl::StatusOr<BatchPutItemsDecoder::Message> BatchPutItemsDecoder::Decode(
           TENSORD_RETURN_IF_ERROR(reader.CopyTo(item_size, item_bytes_));
           item_bytes = {reinterpret_cast<const uint8_t*>(item_bytes_.data()), item_bytes_.size()};
         }
-        if (!ParseWireBatchPutItem(item_bytes, kItemNesting, joined_header_, item_)) {
+        if (!ParseWireBatchPutItem(item_bytes, kItemNesting, item_)) {
           return Malformed("malformed batch put item", item_start);
         }
         TENSORD_RETURN_IF_ERROR(on_item(item_));

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,10 +26,11 @@ namespace tensord {
 
 // One v1::BatchPutItem as it arrived.
 struct WireBatchPutItem {
-  // The serialized PutHeader: every occurrence of field 1, in order (a
-  // parse of them together merges them, as protobuf does).
-  bool has_header = false;
-  std::span<const uint8_t> header;
+  // Each occurrence of the header (field 1), in order: protobuf parses
+  // each on its own and merges them (a parse of their bytes joined is not
+  // the same: an occurrence cut inside a field would be completed by the
+  // next one). Viewed in the parsed bytes.
+  absl::InlinedVector<std::span<const uint8_t>, 1> headers;
   // data (field 2), the last occurrence, viewed in the parsed bytes.
   std::span<const uint8_t> data;
 };
@@ -36,13 +38,12 @@ struct WireBatchPutItem {
 // v1::BatchPutItem, enclosed in `nesting` messages (which count against
 // protobuf's recursion limit): false where the generated parser's
 // ParseFromArray would be, the header aside (ParseBatchPutHeader parses
-// it). A header that comes in several occurrences is joined into `joined`.
-bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, std::string& joined,
-                           WireBatchPutItem& out);
+// it).
+bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, WireBatchPutItem& out);
 
-// The item's header into `out` (cleared first), as the generated parser
-// reads it inside an item enclosed in `nesting` messages: false where that
-// parse would fail.
+// The item's header into `out` (cleared first; every occurrence merged),
+// as the generated parser reads it inside an item enclosed in `nesting`
+// messages: false where that parse would fail.
 bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, v1::PutHeader& out);
 
 // Not thread-safe; reuse one per stream.
@@ -66,16 +67,13 @@ class BatchPutItemsDecoder {
   // tensord client never sends: options and items in one message (protobuf
   // would keep whichever of the oneof came last), and groups outside the
   // items.
-  absl::StatusOr<Message> Decode(std::span<const std::span<const uint8_t>> pieces,
-                                 OnItem on_item);
+  absl::StatusOr<Message> Decode(std::span<const std::span<const uint8_t>> pieces, OnItem on_item);
 
  private:
   absl::Status ReadOptions(PieceReader& reader, Message& message);
 
   // An item whose bytes cross a piece boundary, copied whole.
   std::string item_bytes_;
-  // A header that came in several occurrences, joined.
-  std::string joined_header_;
   WireBatchPutItem item_;
 };
 

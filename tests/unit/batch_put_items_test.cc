@@ -103,6 +103,25 @@ TEST(BatchPutItemsTest, AHeaderInTwoPartsMergesAsProtobufMergesIt) {
   EXPECT_EQ((*decoded)[0].data, "xy");
 }
 
+// Found by the fuzzer: a header occurrence cut inside a field (a fixed64
+// with 6 of its 8 bytes) that the next occurrence would complete if the two
+// were parsed joined. Protobuf parses each on its own and refuses it.
+TEST(BatchPutItemsTest, AHeaderCutInsideAFieldIsRefusedThoughTheNextWouldCompleteIt) {
+  const std::string cut_header = std::string("\x0a\x02kv") + "\x31" + std::string(6, '\x01');
+  const std::string rest_header = "\x28\x01";  // retention = 1
+  std::string item;
+  item += '\x0a' + std::string(1, static_cast<char>(cut_header.size())) + cut_header;
+  item += '\x0a' + std::string(1, static_cast<char>(rest_header.size())) + rest_header;
+  const std::string items = '\x0a' + std::string(1, static_cast<char>(item.size())) + item;
+  const std::string message = '\x22' + std::string(1, static_cast<char>(items.size())) + items;
+  v1::BatchPutRequest proto;
+  ASSERT_FALSE(proto.ParseFromString(message));
+
+  BatchPutItemsDecoder decoder;
+  const std::span<const uint8_t> piece[] = {Bytes(message)};
+  EXPECT_EQ(DecodeAll(decoder, piece).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BatchPutItemsTest, ReadsOptionsAndRefusesThemBesideItems) {
   v1::BatchPutRequest options;
   options.mutable_options()->set_atomic(true);

@@ -383,7 +383,7 @@ absl::Status RunBatchSection(const BenchEnv& env) {
       TENSORD_RETURN_IF_ERROR(remote->Delete(ItemName("put", bytes, i)).status());
     }
   }
-  return absl::OkStatus();
+  return RunBatchScaleRows(env, *remote, *local, *link);
 }
 
 }  // namespace tensord::bench

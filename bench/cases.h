@@ -50,6 +50,14 @@ struct BenchConfig {
   std::vector<uint64_t> device_sizes;
   std::vector<uint64_t> batch_tensor_sizes;  // bytes of each tensor of a batch
   std::vector<int> batch_counts;             // tensors per batch call
+  // The batch section's scale rows (batch_scale_cases.cc): this many
+  // distinct 4 KiB names put and fetched in batches of 1024, and one batch
+  // of `batch_mixed_count` items whose sizes cycle through
+  // `batch_mixed_sizes` (KV blocks).
+  int batch_distinct_names = 0;
+  std::vector<uint64_t> batch_mixed_sizes;
+  int batch_mixed_count = 0;
+  RepeatPolicy batch_scale_policy;
   // Repeats for a transfer of `bytes`: many for small sizes, few for large.
   RepeatPolicy (*transfer_policy)(uint64_t bytes) = nullptr;
   RepeatPolicy latency_policy;      // sub-millisecond local fetches
@@ -73,6 +81,8 @@ struct BenchConfig {
 
   // The largest buffer any section needs.
   uint64_t LargestBytes() const;
+  // The bytes of the mixed-size batch.
+  uint64_t BatchMixedBytes() const;
 };
 
 BenchConfig FullConfig();
@@ -153,6 +163,10 @@ absl::Status RunRemoteSection(const BenchEnv& env);
 absl::Status RunSmallOpSection(const BenchEnv& env);
 absl::Status RunLocalSection(const BenchEnv& env);
 absl::Status RunBatchSection(const BenchEnv& env);
+// The batch section's scale rows: many distinct names, and items of mixed
+// sizes (batch_scale_cases.cc).
+absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& local,
+                               RawTcpLink& link);
 absl::Status RunDeviceSection(const BenchEnv& env);
 // Starts its own etcd and nodes; a "skipped" row when /usr/bin/etcd is absent.
 absl::Status RunClusterSection(const BenchEnv& env);

@@ -50,7 +50,15 @@ uint64_t BenchConfig::LargestBytes() const {
     for (int count : batch_counts)
       largest = std::max(largest, bytes * static_cast<uint64_t>(count));
   }
-  return largest;
+  return std::max(largest, BatchMixedBytes());
+}
+
+uint64_t BenchConfig::BatchMixedBytes() const {
+  uint64_t total = 0;
+  for (int i = 0; i < batch_mixed_count && !batch_mixed_sizes.empty(); ++i) {
+    total += batch_mixed_sizes[static_cast<size_t>(i) % batch_mixed_sizes.size()];
+  }
+  return total;
 }
 
 BenchConfig FullConfig() {
@@ -70,6 +78,10 @@ BenchConfig FullConfig() {
   config.device_sizes = {64 * kMiB, 256 * kMiB};
   config.batch_tensor_sizes = {4 * kKiB, 64 * kKiB};
   config.batch_counts = {1, 64, 1024};
+  config.batch_distinct_names = 100'000;
+  config.batch_mixed_sizes = {16 * kKiB, 32 * kKiB, 64 * kKiB, 128 * kKiB, 256 * kKiB};
+  config.batch_mixed_count = 160;  // 15.5 MiB
+  config.batch_scale_policy = {.warmup = 1, .min_runs = 3, .max_runs = 5, .budget_s = 4.0};
   config.transfer_policy = &FullTransferPolicy;
   config.latency_policy = {.warmup = 10, .min_runs = 200, .max_runs = 5000, .budget_s = 0.1};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 9, .budget_s = 0.4};
@@ -100,6 +112,10 @@ BenchConfig SmokeConfig() {
   config.device_sizes = {kMiB};
   config.batch_tensor_sizes = {4 * kKiB, 64 * kKiB};
   config.batch_counts = {1, 64};
+  config.batch_distinct_names = 3'000;
+  config.batch_mixed_sizes = {16 * kKiB, 256 * kKiB};
+  config.batch_mixed_count = 4;
+  config.batch_scale_policy = {.warmup = 0, .min_runs = 1, .max_runs = 1, .budget_s = 0.01};
   config.transfer_policy = &SmokeTransferPolicy;
   config.latency_policy = {.warmup = 3, .min_runs = 20, .max_runs = 500, .budget_s = 0.02};
   config.first_touch_policy = {.warmup = 1, .min_runs = 3, .max_runs = 3, .budget_s = 0.05};

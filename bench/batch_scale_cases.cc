@@ -43,8 +43,9 @@ absl::Status CheckStored(const std::vector<absl::StatusOr<TensorInfo>>& stored,
   for (size_t i = 0; i < stored.size(); ++i) {
     const size_t item = first + i;
     if (!stored[i].ok()) {
-      return absl::Status(stored[i].status().code(), absl::StrCat(what, " '", items.names[item],
-                                                                  "': ", stored[i].status().message()));
+      return absl::Status(
+          stored[i].status().code(),
+          absl::StrCat(what, " '", items.names[item], "': ", stored[i].status().message()));
     }
     if (stored[i]->total_bytes != items.sizes[item] || stored[i]->crc32c != items.crc32c[item]) {
       return absl::DataLossError(absl::StrCat(what, " stored '", items.names[item], "' as ",
@@ -60,8 +61,9 @@ absl::Status CheckFetched(const std::vector<absl::StatusOr<Tensor>>& fetched,
   for (size_t i = 0; i < fetched.size(); ++i) {
     const size_t item = first + i;
     if (!fetched[i].ok()) {
-      return absl::Status(fetched[i].status().code(), absl::StrCat(what, " '", items.names[item],
-                                                                   "': ", fetched[i].status().message()));
+      return absl::Status(
+          fetched[i].status().code(),
+          absl::StrCat(what, " '", items.names[item], "': ", fetched[i].status().message()));
     }
     const uint64_t size = fetched[i]->data_bytes();
     if (size != items.sizes[item] ||
@@ -135,11 +137,10 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
   const BenchConfig& config = env.config;
   if (config.batch_distinct_names == 0 || config.batch_mixed_count == 0) return absl::OkStatus();
   const SourceItems distinct =
-      MakeItems(env, "distinct", static_cast<size_t>(config.batch_distinct_names),
-                {kDistinctBytes}, kDistinctBytes * kCallItems);
-  const SourceItems mixed =
-      MakeItems(env, "mixed", static_cast<size_t>(config.batch_mixed_count),
-                config.batch_mixed_sizes, config.BatchMixedBytes());
+      MakeItems(env, "distinct", static_cast<size_t>(config.batch_distinct_names), {kDistinctBytes},
+                kDistinctBytes * kCallItems);
+  const SourceItems mixed = MakeItems(env, "mixed", static_cast<size_t>(config.batch_mixed_count),
+                                      config.batch_mixed_sizes, config.BatchMixedBytes());
   const uint64_t call_bytes = kDistinctBytes * std::min(kCallItems, distinct.names.size());
 
   enum Case {
@@ -152,24 +153,23 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
     kMixedFetch,
     kMixedLocalFetch
   };
-  const std::vector<TimedRun> cases = {
-      [&] { return TimedRawTransfer(env, link, call_bytes); },
-      [&] { return TimedPuts(env, remote, distinct); },
-      [&] { return TimedFetches(remote, distinct); },
-      [&] { return TimedFetches(local, distinct); },
-      [&] { return TimedRawTransfer(env, link, mixed.total); },
-      [&] { return TimedPuts(env, remote, mixed); },
-      [&] { return TimedFetches(remote, mixed); },
-      [&] { return TimedFetches(local, mixed); }};
+  const std::vector<TimedRun> cases = {[&] { return TimedRawTransfer(env, link, call_bytes); },
+                                       [&] { return TimedPuts(env, remote, distinct); },
+                                       [&] { return TimedFetches(remote, distinct); },
+                                       [&] { return TimedFetches(local, distinct); },
+                                       [&] { return TimedRawTransfer(env, link, mixed.total); },
+                                       [&] { return TimedPuts(env, remote, mixed); },
+                                       [&] { return TimedFetches(remote, mixed); },
+                                       [&] { return TimedFetches(local, mixed); }};
   TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
                            RepeatInterleaved(config.batch_scale_policy, cases));
   const std::string runs = absl::StrCat("median of ", samples[kRawCall].size());
 
   const double raw_call_gbps = GigabytesPerSecond(call_bytes, Median(samples[kRawCall]));
   const std::string names = absl::StrCat(distinct.names.size());
-  for (auto [which, label] : {std::pair{kDistinctPut, "put, BatchPut"},
-                              std::pair{kDistinctFetch, "fetch, BatchFetch"},
-                              std::pair{kDistinctLocalFetch, "local fetch, BatchFetch"}}) {
+  for (auto [which, label] :
+       {std::pair{kDistinctPut, "put, BatchPut"}, std::pair{kDistinctFetch, "fetch, BatchFetch"},
+        std::pair{kDistinctLocalFetch, "local fetch, BatchFetch"}}) {
     const double seconds = Median(samples[which]);
     env.report.Add(
         {.section = kBatchSection,
@@ -187,20 +187,21 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
       absl::StrCat(mixed.names.size(), " mixed ", FormatBytes(config.batch_mixed_sizes.front()),
                    "-", FormatBytes(config.batch_mixed_sizes.back()));
   for (auto [which, label, remote_row] :
-       {std::tuple{kMixedPut, "put, BatchPut", true}, std::tuple{kMixedFetch, "fetch, BatchFetch", true},
+       {std::tuple{kMixedPut, "put, BatchPut", true},
+        std::tuple{kMixedFetch, "fetch, BatchFetch", true},
         std::tuple{kMixedLocalFetch, "local fetch, BatchFetch", false}}) {
     const double gbps = GigabytesPerSecond(mixed.total, Median(samples[which]));
-    env.report.Add({.section = kBatchSection,
-                    .name = absl::StrCat(label, " of ", mixed_label),
-                    .bytes = mixed.total,
-                    .value = gbps,
-                    .unit = "GB/s",
-                    .ratio = gbps / raw_mixed_gbps,
-                    .baseline = "raw TCP, same bytes",
-                    .target = remote_row ? std::optional(Target::RatioAtLeast(kMixedTarget))
-                                         : std::nullopt,
-                    .note = absl::StrCat(runs, "; KV-block sizes, one call; items over 64 KiB ",
-                                         "travel as a header and chunks")});
+    env.report.Add(
+        {.section = kBatchSection,
+         .name = absl::StrCat(label, " of ", mixed_label),
+         .bytes = mixed.total,
+         .value = gbps,
+         .unit = "GB/s",
+         .ratio = gbps / raw_mixed_gbps,
+         .baseline = "raw TCP, same bytes",
+         .target = remote_row ? std::optional(Target::RatioAtLeast(kMixedTarget)) : std::nullopt,
+         .note = absl::StrCat(runs, "; KV-block sizes, one call; items over 64 KiB ",
+                              "travel as a header and chunks")});
   }
   return absl::OkStatus();
 }

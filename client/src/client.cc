@@ -292,7 +292,7 @@ absl::StatusOr<std::vector<Tensor>> Client::BatchFetchClusterGroup(uint64_t clus
   return AllOrFirstFailure(rep_->BatchFetch(selection, options, call));
 }
 
-absl::StatusOr<std::vector<TensorInfo>> Client::SealGroup(
+absl::StatusOr<SealGroupResult> Client::SealGroup(
     std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c,
     const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));

@@ -694,7 +694,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::CreateOnDevice(
       new DeviceTensorWriter(connection_, create_id, importer, std::move(memory), size, device));
 }
 
-absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
+absl::StatusOr<SealGroupResult> LocalTransport::SealGroup(
     std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c) {
   if (writers.empty()) return absl::InvalidArgumentError("a group needs at least one writer");
   std::vector<PendingCreateWriter*> creates;
@@ -732,15 +732,18 @@ absl::StatusOr<std::vector<TensorInfo>> LocalTransport::SealGroup(
     for (PendingCreateWriter* create : creates) create->AbortPrepared();
     return response.status();
   }
-  std::vector<TensorInfo> infos;
+  SealGroupResult result;
   for (const v1::TensorInfo& info : response->message.seal_group().infos()) {
-    TENSORD_ASSIGN_OR_RETURN(infos.emplace_back(), InfoFromProto(info));
+    TENSORD_ASSIGN_OR_RETURN(result.items.emplace_back(), InfoFromProto(info));
   }
-  if (infos.size() != creates.size()) {
+  if (result.items.size() != creates.size()) {
     return absl::InternalError(absl::StrCat("seal group of ", creates.size(),
-                                            " creates was answered with ", infos.size(), " infos"));
+                                            " creates was answered with ", result.items.size(),
+                                            " infos"));
   }
-  return infos;
+  result.group_version = result.items.front().version;
+  result.cluster_group = response->message.seal_group().cluster_group();
+  return result;
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::Put(absl::string_view name, const DLTensor& tensor,

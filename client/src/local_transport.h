@@ -66,8 +66,8 @@ class LocalTransport final : public ClientTransport {
 
   // Seals creates of this transport's connection as one atomic group
   // (SealGroupRequest). Every writer is closed by the call, sealed or not.
-  absl::StatusOr<std::vector<TensorInfo>> SealGroup(
-      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c);
+  absl::StatusOr<SealGroupResult> SealGroup(std::span<const std::unique_ptr<TensorWriter>> writers,
+                                            bool send_crc32c);
   // Many leases in one request (AcquireMany): mapped as Fetch maps one.
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
                                                                  const FetchOptions& options,

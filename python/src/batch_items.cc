@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <utility>
 
+#include <nanobind/make_iterator.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "absl/strings/str_cat.h"
 #include "python/src/arguments.h"
@@ -146,6 +148,48 @@ void BindBatchPutResult(nb::module_& module) {
       .def_prop_ro("errors", &PythonBatchPutResult::errors,
                    "[(name, tensord.Error)] of the items not published, in order.")
       .def("__repr__", &PythonBatchPutResult::Repr);
+}
+
+void BindSealGroupResult(nb::module_& module) {
+  nb::class_<SealGroupResult>(
+      module, "SealGroupResult",
+      "What seal_group published: every writer's TensorInfo, in order, all under one version. "
+      "A sequence of those TensorInfos too.")
+      .def_ro("items", &SealGroupResult::items, "The TensorInfos, in the writers' order.")
+      .def_ro("group_version", &SealGroupResult::group_version,
+              "The version every item has (for batch_fetch_group).")
+      .def_prop_ro(
+          "cluster_group",
+          [](const SealGroupResult& result) -> std::optional<uint64_t> {
+            if (result.cluster_group == 0) return std::nullopt;
+            return result.cluster_group;
+          },
+          "In a cluster, a group of durable names: the etcd revision that ordered it (for "
+          "batch_fetch_cluster_group on any node); None otherwise.")
+      .def("__len__", [](const SealGroupResult& result) { return result.items.size(); })
+      .def("__getitem__",
+           [](const SealGroupResult& result, int64_t index) {
+             const auto size = static_cast<int64_t>(result.items.size());
+             if (index < 0) index += size;
+             if (index < 0 || index >= size) {
+               throw nb::index_error(
+                   absl::StrCat("SealGroupResult index ", index, " out of range").c_str());
+             }
+             return result.items[static_cast<size_t>(index)];
+           })
+      .def(
+          "__iter__",
+          [](const SealGroupResult& result) {
+            return nb::make_iterator(nb::type<SealGroupResult>(), "SealGroupResultIterator",
+                                     result.items.begin(), result.items.end());
+          },
+          nb::keep_alive<0, 1>())
+      .def("__repr__", [](const SealGroupResult& result) {
+        return absl::StrCat("tensord.SealGroupResult(items=", result.items.size(),
+                            ", group_version=", result.group_version, ", cluster_group=",
+                            result.cluster_group == 0 ? "None" : absl::StrCat(result.cluster_group),
+                            ")");
+      });
 }
 
 }  // namespace tensord::python

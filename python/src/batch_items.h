@@ -58,6 +58,11 @@ class PythonBatchPutResult {
 
 void BindBatchPutResult(nanobind::module_& module);
 
+// Client.seal_group's answer: the items, and the group's version and cluster
+// group; a sequence of its items too (len, index, iteration), as the list
+// seal_group returned before.
+void BindSealGroupResult(nanobind::module_& module);
+
 }  // namespace tensord::python
 
 #endif  // TENSORD_PYTHON_SRC_BATCH_ITEMS_H_

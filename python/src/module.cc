@@ -169,7 +169,7 @@ class PythonClient {
 
   // Seals writers of this client as one atomic group; every writer is
   // finished afterwards, whether or not the group was published.
-  std::vector<TensorInfo> SealGroup(nb::handle writers, bool send_crc32c) {
+  SealGroupResult SealGroup(nb::handle writers, bool send_crc32c) {
     std::vector<PythonTensorWriter*> python_writers;
     for (nb::handle item : nb::iter(writers)) {
       PythonTensorWriter* writer = nullptr;
@@ -194,15 +194,15 @@ class PythonClient {
     std::vector<std::unique_ptr<TensorWriter>> taken;
     for (PythonTensorWriter* writer : python_writers)
       taken.push_back(writer->TakeForSeal("seal_group"));
-    absl::StatusOr<std::vector<TensorInfo>> infos;
+    absl::StatusOr<SealGroupResult> sealed;
     {
       nb::gil_scoped_release released;
-      infos = client_->SealGroup(taken, send_crc32c);
+      sealed = client_->SealGroup(taken, send_crc32c);
       taken.clear();  // aborts whatever the group did not publish
     }
-    std::vector<TensorInfo> published = ValueOrThrow(std::move(infos));
-    for (size_t i = 0; i < published.size() && i < python_writers.size(); ++i) {
-      python_writers[i]->set_info(published[i]);
+    SealGroupResult published = ValueOrThrow(std::move(sealed));
+    for (size_t i = 0; i < published.items.size() && i < python_writers.size(); ++i) {
+      python_writers[i]->set_info(published.items[i]);
     }
     return published;
   }
@@ -536,12 +536,13 @@ void BindClient(nb::module_& m) {
           "device backend. replicas=N (in a cluster): seal() returns once N nodes hold the "
           "version; "
           "0 takes the server's default for the name.")
-      .def(
-          "seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(),
-          "send_crc32c"_a = false,
-          "Seals writers of this client's create as one atomic group: every version is published "
-          "under one version number at once, or none is. Returns their TensorInfos in order; every "
-          "writer is finished afterwards either way.")
+      .def("seal_group", &PythonClient::SealGroup, "writers"_a, nb::kw_only(),
+           "send_crc32c"_a = false,
+           "Seals writers of this client's create as one atomic group: every version is published "
+           "under one version number at once, or none is. Returns a SealGroupResult: their "
+           "TensorInfos "
+           "in order (it is a sequence of them), the group_version and, in a cluster, the "
+           "cluster_group; every writer is finished afterwards either way.")
       .def("put", &PythonClient::Put, "name"_a, "tensor"_a, nb::kw_only(), "send_crc32c"_a = false,
            "replicas"_a = 0, "streams"_a = 0,
            "Publishes any object with __dlpack__ (host memory, any strides) as a new version. "
@@ -618,6 +619,7 @@ NB_MODULE(_tensord, m) {
   BindTensorInfo(m);
   BindTensor(m);
   BindBatchPutResult(m);
+  BindSealGroupResult(m);
   BindTensorWriter(m);
   BindWatch(m);
   BindClient(m);

@@ -1,6 +1,6 @@
 """Type stubs of tensord's native module (import tensord instead)."""
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tensord import Error
 
@@ -121,6 +121,24 @@ class TensorWriter:
     def __enter__(self) -> "TensorWriter": ...
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
 
+class SealGroupResult:
+    """What seal_group published: every writer's TensorInfo, in order, all
+    under one version. A sequence of those TensorInfos too."""
+
+    @property
+    def items(self) -> List[TensorInfo]:
+        """The TensorInfos, in the writers' order."""
+    @property
+    def group_version(self) -> int:
+        """The version every item has (for batch_fetch_group)."""
+    @property
+    def cluster_group(self) -> Optional[int]:
+        """In a cluster, a group of durable names: the etcd revision that
+        ordered it (for batch_fetch_cluster_group on any node); None otherwise."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> TensorInfo: ...
+    def __iter__(self) -> Iterator[TensorInfo]: ...
+
 class BatchPutResult:
     """What a batch_put did: per item, in order, its TensorInfo or the
     tensord.Error that says why it was not published."""
@@ -208,7 +226,7 @@ class Client:
         device: Union[None, str, Tuple[int, int]] = None,
         replicas: int = 0,
     ) -> TensorWriter: ...
-    def seal_group(self, writers: Iterable[TensorWriter], *, send_crc32c: bool = False) -> List[TensorInfo]: ...
+    def seal_group(self, writers: Iterable[TensorWriter], *, send_crc32c: bool = False) -> SealGroupResult: ...
     def put(
         self, name: str, tensor: Any, *, send_crc32c: bool = False, replicas: int = 0, streams: int = 0
     ) -> TensorInfo: ...

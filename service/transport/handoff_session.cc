@@ -456,6 +456,10 @@ bool HandoffSession::SealGroupInCluster(const v1::HandoffRequest& request, const
         bytes += info.total_bytes;
         InfoToProto(info, response.mutable_seal_group()->add_infos());
       }
+      // Ordered by etcd (durable items): the group's cluster-wide identity,
+      // as BatchPut answers it.
+      response.mutable_seal_group()->set_cluster_group(
+          static_cast<uint64_t>(infos->front().origin));
       metrics_.AddHandoffBytesReceived(bytes);
       Log(LogLevel::kInfo, "seal_group",
           {{"tensors", infos->size()},

@@ -336,10 +336,21 @@ TEST_F(ClusterReplicationTest, ACreateSealWithTwoReplicasReturnsOnceTwoNodesHold
     std::memset((*member)->data(), 3, 4096);
     group.push_back(*std::move(member));
   }
-  absl::StatusOr<std::vector<TensorInfo>> sealed_group = local->SealGroup(group);
+  absl::StatusOr<SealGroupResult> sealed_group = local->SealGroup(group);
   ASSERT_TRUE(sealed_group.ok()) << sealed_group.status();
   EXPECT_EQ(Holders("made/g1").size(), 2u);
   EXPECT_EQ(Holders("made/g2").size(), 2u);
+  // The group has a cluster-wide name, as a BatchPut's has: read whole
+  // through every node by it.
+  ASSERT_NE(sealed_group->cluster_group, 0u);
+  for (const std::unique_ptr<Client>& node : clients_) {
+    absl::StatusOr<std::vector<Tensor>> read =
+        node->BatchFetchClusterGroup(sealed_group->cluster_group);
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_EQ(read->size(), 2u);
+    EXPECT_EQ((*read)[0].info().name, "made/g1");
+    EXPECT_EQ(TensorBytes((*read)[1]), std::vector<uint8_t>(4096, 3));
+  }
 
   // More copies than live nodes: refused at Create, before any byte.
   options.replicas = 4;

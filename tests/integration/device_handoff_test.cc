@@ -428,9 +428,9 @@ TEST_P(DeviceHandoffTest, DeviceGroupItemsAreImportedApart) {
     for (int i = 0; i < 256; ++i) values[i] = static_cast<float>(item * 1000 + i);
     writers.push_back(*std::move(writer));
   }
-  absl::StatusOr<std::vector<TensorInfo>> sealed = local_->SealGroup(writers);
+  absl::StatusOr<SealGroupResult> sealed = local_->SealGroup(writers);
   ASSERT_TRUE(sealed.ok()) << sealed.status();
-  ASSERT_EQ((*sealed)[0].version, (*sealed)[1].version);
+  ASSERT_EQ(sealed->items[0].version, sealed->items[1].version);
   // Both held at once: the first import is still open when the second is asked for.
   std::vector<Tensor> fetched;
   for (int item = 0; item < 2; ++item) {

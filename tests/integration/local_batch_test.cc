@@ -390,12 +390,13 @@ TEST_F(LocalBatchTest, LocalCreatesSealAsOneGroupOrNotAtAll) {
   std::vector<std::unique_ptr<TensorWriter>> first = create_group(1);
   ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(remote_->Stat("state/a").status().code(), absl::StatusCode::kNotFound);
-  absl::StatusOr<std::vector<TensorInfo>> sealed = local_->SealGroup(first, /*send_crc32c=*/true);
+  absl::StatusOr<SealGroupResult> sealed = local_->SealGroup(first, /*send_crc32c=*/true);
   ASSERT_TRUE(sealed.ok()) << sealed.status();
-  ASSERT_EQ(sealed->size(), 3u);
-  EXPECT_EQ((*sealed)[0].name, "state/a");
-  for (const TensorInfo& info : *sealed) EXPECT_EQ(info.version, (*sealed)[0].version);
-  absl::StatusOr<std::vector<Tensor>> group = remote_->BatchFetchGroup((*sealed)[0].version);
+  ASSERT_EQ(sealed->items.size(), 3u);
+  EXPECT_EQ(sealed->items[0].name, "state/a");
+  for (const TensorInfo& info : sealed->items) EXPECT_EQ(info.version, sealed->group_version);
+  EXPECT_EQ(sealed->cluster_group, 0u) << "a single node orders no cluster group";
+  absl::StatusOr<std::vector<Tensor>> group = remote_->BatchFetchGroup(sealed->group_version);
   ASSERT_TRUE(group.ok()) << group.status();
   ASSERT_EQ(group->size(), 3u);
   EXPECT_EQ(TensorBytes((*group)[2]), std::vector<uint8_t>(256, 1));
@@ -411,7 +412,7 @@ TEST_F(LocalBatchTest, LocalCreatesSealAsOneGroupOrNotAtAll) {
   EXPECT_FALSE(refused.ok());
   absl::StatusOr<Tensor> a = remote_->Fetch("state/a");
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->info().version, (*sealed)[0].version);
+  EXPECT_EQ(a->info().version, sealed->group_version);
   EXPECT_EQ(TensorBytes(*a), std::vector<uint8_t>(256, 1));
 
   // Writers of another client are not this client's to seal.

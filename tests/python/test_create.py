@@ -188,10 +188,15 @@ def test_seal_group_publishes_all_under_one_version(local, name):
     np.asarray(second)[:] = [7, 8, 9]
     assert_not_found(local, name + "/a")
     infos = local.seal_group([first, second], send_crc32c=True)
+    assert isinstance(infos, tensord.SealGroupResult)
     assert [info.name for info in infos] == [name + "/a", name + "/b"]
-    assert infos[0].version == infos[1].version
+    assert len(infos) == 2 and infos[-1].name == infos.items[1].name
+    assert infos[0].version == infos[1].version == infos.group_version
+    assert infos.cluster_group is None  # a single node orders no cluster group
+    with pytest.raises(IndexError):
+        infos[2]
     assert first.state == second.state == "sealed" and second.info.version == infos[0].version
-    group = local.batch_fetch_group(infos[0].version)
+    group = local.batch_fetch_group(infos.group_version)
     np.testing.assert_array_equal(np.from_dlpack(group[0]), [1.0, 2.0])
     np.testing.assert_array_equal(np.from_dlpack(group[1]), [7, 8, 9])
 

@@ -315,6 +315,18 @@ struct BatchPutResult {
   uint64_t cluster_group = 0;
 };
 
+// What SealGroup published: every writer's version, all at once.
+struct SealGroupResult {
+  // In the writers' order.
+  std::vector<TensorInfo> items;
+  // The version every item has (fetch the group with BatchFetchGroup).
+  uint64_t group_version = 0;
+  // In a cluster, a group of durable names: the etcd revision that ordered
+  // it, which a cluster watch reports as its version (fetch the group
+  // through any node with BatchFetchClusterGroup). 0 otherwise.
+  uint64_t cluster_group = 0;
+};
+
 // A tensor to fetch: 0 means its latest version.
 struct TensorRef {
   std::string name;
@@ -536,9 +548,8 @@ class Client {
   // every version is published under one version number at once, or none
   // is. Each writer is consumed (closed) either way; the infos come in the
   // writers' order. Needs local handoff (UNAVAILABLE otherwise).
-  absl::StatusOr<std::vector<TensorInfo>> SealGroup(
-      std::span<const std::unique_ptr<TensorWriter>> writers, bool send_crc32c = false,
-      const CallOptions& call = {});
+  absl::StatusOr<SealGroupResult> SealGroup(std::span<const std::unique_ptr<TensorWriter>> writers,
+                                            bool send_crc32c = false, const CallOptions& call = {});
   // The changes to names starting with `prefix` as they happen, in the
   // server's order (gRPC). Returns once the server has started the watch,
   // so a refusal (PERMISSION_DENIED, RESOURCE_EXHAUSTED at --max-watches,

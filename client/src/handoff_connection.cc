@@ -42,18 +42,21 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
         absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
   }
   Response response;
+  response.arena = std::make_unique<google::protobuf::Arena>();
+  response.message =
+      google::protobuf::Arena::CreateMessage<v1::HandoffResponse>(response.arena.get());
   response.fd = std::move(packet->fd);
   response.more_fds = std::move(packet->more_fds);
-  if (!response.message.ParseFromString(packet->bytes) ||
-      response.message.request_id() != request.request_id()) {
+  if (!response.message->ParseFromString(packet->bytes) ||
+      response.message->request_id() != request.request_id()) {
     socket_.Reset();
     return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
   }
-  if (response.message.code() != 0) {
-    absl::Status refusal(static_cast<absl::StatusCode>(response.message.code()),
-                         response.message.message());
-    return response.message.use_remote() ? MarkUseRemote(std::move(refusal))
-                                         : MarkServerAnswer(std::move(refusal));
+  if (response.message->code() != 0) {
+    absl::Status refusal(static_cast<absl::StatusCode>(response.message->code()),
+                         response.message->message());
+    return response.message->use_remote() ? MarkUseRemote(std::move(refusal))
+                                          : MarkServerAnswer(std::move(refusal));
   }
   return response;
 }
@@ -95,7 +98,7 @@ absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::Call
   releaser_.Sent(releasing);
   TENSORD_ASSIGN_OR_RETURN(Response first, std::move(answered));
   packets.push_back(std::move(first));
-  while (packets.back().message.acquire_many().more()) {
+  while (packets.back().message->acquire_many().more()) {
     v1::HandoffRequest more;
     more.mutable_acquire_more();
     TENSORD_ASSIGN_OR_RETURN(Response next, CallLocked(more));

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "client/src/lease_releaser.h"
+#include "google/protobuf/arena.h"
 #include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
 #include "tensord/v1/handoff.pb.h"
@@ -29,7 +30,11 @@ class HandoffConnection {
                                                                     TokenSource token_source);
 
   struct Response {
-    v1::HandoffResponse message;
+    // The answer lives on an arena of its own: a batch answer's thousands
+    // of submessages and strings cost no malloc and free each (a fifth of
+    // the client's CPU in a local BatchFetch of 1024 small tensors).
+    std::unique_ptr<google::protobuf::Arena> arena;
+    v1::HandoffResponse* message = nullptr;  // on `arena`
     ScopedFd fd;
     std::vector<ScopedFd> more_fds;  // a batch answer's fds after the first
   };

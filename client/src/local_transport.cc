@@ -226,7 +226,7 @@ class PendingCreateWriter : public TensorWriter {
     *request.mutable_seal() = std::move(seal);
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
                              connection_->Call(std::move(request)));
-    return InfoFromProto(response.message.seal().info());
+    return InfoFromProto(response.message->seal().info());
   }
 
   // The seal of this create: its checksum when asked, then this process's
@@ -419,7 +419,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
   if (refused != nullptr) return HostBytesNeeded(refused->info());
   for (int attempt = 0; attempt < 2; ++attempt) {
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response, connection_->Call(request));
-    const v1::AcquireResponse& acquired = response.message.acquire();
+    const v1::AcquireResponse& acquired = response.message->acquire();
     TENSORD_ASSIGN_OR_RETURN(TensorInfo info, InfoFromProto(acquired.info()));
     auto key = std::make_pair(info.name, info.version);
     if (acquired.lease_id() == 0) {
@@ -566,7 +566,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
     for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
     size_t next_fd = 0;
-    for (const v1::AcquiredItem& item : packet.message.acquire_many().items()) {
+    for (const v1::AcquiredItem& item : packet.message->acquire_many().items()) {
       absl::StatusOr<Tensor> tensor = [&]() -> absl::StatusOr<Tensor> {
         if (item.status().code() != 0) {
           absl::Status refusal(static_cast<absl::StatusCode>(item.status().code()),
@@ -642,7 +642,7 @@ absl::StatusOr<std::unique_ptr<TensorWriter>> LocalTransport::Create(absl::strin
   create->set_replicas(options.replicas);
   TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
                            connection_->Call(std::move(request)));
-  const v1::CreateResponse& created = response.message.create();
+  const v1::CreateResponse& created = response.message->create();
   const uint64_t create_id = created.create_id();
   if (device.has_value() && device->device_type == kDLCUDA) {
     return CreateOnDevice(create_id, size, created, std::move(response.fd), *device);
@@ -733,7 +733,7 @@ absl::StatusOr<SealGroupResult> LocalTransport::SealGroup(
     return response.status();
   }
   SealGroupResult result;
-  for (const v1::TensorInfo& info : response->message.seal_group().infos()) {
+  for (const v1::TensorInfo& info : response->message->seal_group().infos()) {
     TENSORD_ASSIGN_OR_RETURN(result.items.emplace_back(), InfoFromProto(info));
   }
   if (result.items.size() != creates.size()) {
@@ -742,7 +742,7 @@ absl::StatusOr<SealGroupResult> LocalTransport::SealGroup(
                                             " infos"));
   }
   result.group_version = result.items.front().version;
-  result.cluster_group = response->message.seal_group().cluster_group();
+  result.cluster_group = response->message->seal_group().cluster_group();
   return result;
 }
 

@@ -29,37 +29,14 @@ absl::Status BatchFetchItemsDecoder::Decode(std::span<const std::span<const uint
       TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
       continue;
     }
-    uint64_t items_size = 0;
-    TENSORD_RETURN_IF_ERROR(reader.ReadLength(items_size));
-    if (items_size > reader.remaining()) {
-      return Malformed("items beyond the message end", reader.position());
-    }
-    const uint64_t end_remaining = reader.remaining() - items_size;
-    while (reader.remaining() > end_remaining) {
-      TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
-      if (field != kItemsItemField || wire_type != kWireLengthDelimited) {
-        TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
-      } else {
-        uint64_t item_size = 0;
-        TENSORD_RETURN_IF_ERROR(reader.ReadLength(item_size));
-        if (item_size > reader.remaining() - end_remaining) {
-          return Malformed("item beyond the items' end", reader.position());
-        }
-        const uint64_t item_start = reader.position();
-        std::span<const uint8_t> item_bytes;
-        if (!reader.ViewWithinPiece(item_size, item_bytes)) {
-          TENSORD_RETURN_IF_ERROR(reader.CopyTo(item_size, joined_));
-          item_bytes = {reinterpret_cast<const uint8_t*>(joined_.data()), joined_.size()};
-        }
-        if (!ParseWireBatchFetchItem(item_bytes, kItemNesting, item_)) {
-          return Malformed("malformed batch fetch item", item_start);
-        }
-        TENSORD_RETURN_IF_ERROR(on_item(item_));
-      }
-      if (reader.remaining() < end_remaining) {
-        return Malformed("items field beyond the items' end", reader.position());
-      }
-    }
+    TENSORD_RETURN_IF_ERROR(ReadRepeatedItems(
+        reader, kItemsItemField, joined_,
+        [this, on_item](std::span<const uint8_t> bytes, uint64_t start) -> absl::Status {
+          if (!ParseWireBatchFetchItem(bytes, kItemNesting, item_)) {
+            return Malformed("malformed batch fetch item", start);
+          }
+          return on_item(item_);
+        }));
   }
   return absl::OkStatus();
 }

@@ -35,4 +35,39 @@ absl::Status ReadTag(PieceReader& reader, uint32_t& field, uint32_t& wire_type) 
   return absl::OkStatus();
 }
 
+absl::Status ReadRepeatedItems(
+    PieceReader& reader, uint32_t item_field, std::string& joined,
+    absl::FunctionRef<absl::Status(std::span<const uint8_t> item, uint64_t start)> on_item) {
+  uint64_t items_size = 0;
+  TENSORD_RETURN_IF_ERROR(reader.ReadLength(items_size));
+  if (items_size > reader.remaining()) {
+    return Malformed("items beyond the message end", reader.position());
+  }
+  const uint64_t end_remaining = reader.remaining() - items_size;
+  while (reader.remaining() > end_remaining) {
+    uint32_t field = 0, wire_type = 0;
+    TENSORD_RETURN_IF_ERROR(ReadTag(reader, field, wire_type));
+    if (field != item_field || wire_type != kWireLengthDelimited) {
+      TENSORD_RETURN_IF_ERROR(SkipField(reader, wire_type));
+    } else {
+      uint64_t item_size = 0;
+      TENSORD_RETURN_IF_ERROR(reader.ReadLength(item_size));
+      if (item_size > reader.remaining() - end_remaining) {
+        return Malformed("item beyond the items' end", reader.position());
+      }
+      const uint64_t start = reader.position();
+      std::span<const uint8_t> item;
+      if (!reader.ViewWithinPiece(item_size, item)) {
+        TENSORD_RETURN_IF_ERROR(reader.CopyTo(item_size, joined));
+        item = {reinterpret_cast<const uint8_t*>(joined.data()), joined.size()};
+      }
+      TENSORD_RETURN_IF_ERROR(on_item(item, start));
+    }
+    if (reader.remaining() < end_remaining) {
+      return Malformed("items field beyond the items' end", reader.position());
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tensord

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "service/common/status_macros.h"
@@ -148,6 +149,15 @@ absl::Status SkipField(PieceReader& reader, uint32_t wire_type);
 
 // A field's tag: its number (1 to 2^29-1) and wire type.
 absl::Status ReadTag(PieceReader& reader, uint32_t& field, uint32_t& wire_type);
+
+// A batch message's items field (BatchFetchItems, BatchPutItems), its tag
+// read: calls `on_item` with the bytes of each `item_field` submessage, in
+// order, viewed in place, or copied into `joined` when they cross a piece
+// boundary, and with where they start; other fields are skipped. Stops at
+// the first error `on_item` returns.
+absl::Status ReadRepeatedItems(
+    PieceReader& reader, uint32_t item_field, std::string& joined,
+    absl::FunctionRef<absl::Status(std::span<const uint8_t> item, uint64_t start)> on_item);
 
 }  // namespace tensord
 

@@ -13,15 +13,10 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "service/transport/batch_fetch_items_wire.h"
+#include "tests/unit/grpc_buffer_bytes.h"
 
 namespace tensord {
 namespace {
-
-std::string BufferBytes(const grpc::ByteBuffer& buffer) {
-  grpc::Slice slice;
-  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
-  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
-}
 
 struct Decoded {
   uint32_t index = 0;

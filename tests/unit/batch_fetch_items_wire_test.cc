@@ -11,15 +11,10 @@
 #include "gtest/gtest.h"
 #include "service/transport/tensor_service.h"
 #include "tensord/v1/tensor_service.pb.h"
+#include "tests/unit/grpc_buffer_bytes.h"
 
 namespace tensord {
 namespace {
-
-std::string BufferBytes(const grpc::ByteBuffer& buffer) {
-  grpc::Slice slice;
-  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
-  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
-}
 
 TensorVersion& AddVersion(std::deque<TensorVersion>& versions, std::string name,
                           uint64_t total_bytes) {

@@ -12,15 +12,10 @@
 #include "service/transport/tensor_service.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "tensord/v1/tensor_service.pb.h"
+#include "tests/unit/grpc_buffer_bytes.h"
 
 namespace tensord {
 namespace {
-
-std::string BufferBytes(const grpc::ByteBuffer& buffer) {
-  grpc::Slice slice;
-  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
-  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
-}
 
 std::string Hex(const std::string& bytes) { return absl::BytesToHexString(bytes); }
 

@@ -92,8 +92,8 @@ absl::Status ClusterNode::Start() {
        {"dropped", counts.dropped},
        {"ordered", counts.ordered},
        {"joined_holders", counts.joined}});
-  compactor_ =
-      std::make_unique<HistoryCompactor>(store_, *members_, self, options_.compaction_interval);
+  compactor_ = std::make_unique<HistoryCompactor>(
+      store_, *members_, self, prefix, options_.max_txn_ops, options_.compaction_interval);
   compactor_->Start();
   return absl::OkStatus();
 }

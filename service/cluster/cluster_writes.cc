@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/cluster/group_index.h"
 #include "service/cluster/name_record.h"
 #include "service/cluster/peer_pull.h"
 #include "service/cluster/rendezvous.h"
@@ -145,8 +146,9 @@ void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t repli
     std::move(done)(std::move(installed));
     return;
   }
-  // One record per item and one for the group, in one transaction: every
-  // node sees the whole group or none of it.
+  // One record per item and the group's index key (group_index.h), in one
+  // transaction: every node sees the whole group or none of it, and finds
+  // it by that transaction's revision for as long as it stays whole.
   const std::string group_id = absl::StrCat(group_prefix_, ".g", ++next_group_);
   const std::string put_id = NextPutId();
   std::vector<RecordChange> changes;
@@ -162,6 +164,8 @@ void ClusterWrites::CommitGroup(std::vector<SealedVersion> group, uint32_t repli
                                                         .group = group_id,
                                                         .put_id = put_id}});
   }
+  changes.front().also.push_back(
+      KvOp::Put(GroupIndexKey(options_.prefix, group_id), EncodeGroupIndex(names)));
   auto held = std::make_shared<std::vector<SealedVersion>>(std::move(group));
   committer_.Commit(std::move(changes), [this, held, replicas, put_id, names = std::move(names),
                                          done = std::move(done)](
@@ -266,8 +270,19 @@ void ClusterWrites::ResolveLoop() {
 void ClusterWrites::Unrecord(const std::string& name, int64_t origin) {
   const std::string key = NameRecordKey(options_.prefix, name);
   const KvCompare still = KvCompare::ModRevisionIs(key, origin);
-  const KvOp remove = KvOp::Delete(key);
+  const KvOp remove = KvOp::Delete(key).ReturningPrevious();
   absl::StatusOr<KvTxnResult> removed = store_->Txn({&still, 1}, {&remove, 1}, {});
+  if (removed.ok() && removed->succeeded) {
+    // A group's member gone: so is its index key (else the sweep's).
+    const std::vector<std::string> broken =
+        GroupsBrokenBy(options_.prefix, removed->results.front().previous, {});
+    if (absl::Status unindexed =
+            RemoveGroupIndexKeys(*store_, options_.prefix, broken, committer_.max_ops_per_txn());
+        !unindexed.ok()) {
+      Log(LogLevel::kWarning, "cluster_group_index_not_removed",
+          {{"name", name}, {"error", unindexed.ToString()}});
+    }
+  }
   Log(LogLevel::kWarning, "cluster_put_unrecorded",
       {{"name", name},
        {"origin", origin},

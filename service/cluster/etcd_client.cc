@@ -282,12 +282,14 @@ void AddOp(const KvOp& op, etcdserverpb::RequestOp* out) {
       put->set_key(op.key);
       put->set_value(op.value);
       put->set_lease(op.lease);
+      put->set_prev_kv(op.return_previous);
       break;
     }
     case KvOp::Kind::kDelete: {
       etcdserverpb::DeleteRangeRequest* remove = out->mutable_request_delete_range();
       remove->set_key(op.key);
       remove->set_range_end(op.range_end);
+      remove->set_prev_kv(op.return_previous);
       break;
     }
     case KvOp::Kind::kGet: {
@@ -304,10 +306,16 @@ absl::StatusOr<KvOpResult> FromProto(const KvOp& op, const etcdserverpb::Respons
   switch (op.kind) {
     case KvOp::Kind::kPut:
       if (!response.has_response_put()) break;
+      if (op.return_previous && response.response_put().has_prev_kv()) {
+        result.previous.push_back(FromProto(response.response_put().prev_kv()));
+      }
       return result;
     case KvOp::Kind::kDelete:
       if (!response.has_response_delete_range()) break;
       result.deleted = response.response_delete_range().deleted();
+      for (const etcdserverpb::KeyValue& kv : response.response_delete_range().prev_kvs()) {
+        result.previous.push_back(FromProto(kv));
+      }
       return result;
     case KvOp::Kind::kGet:
       if (!response.has_response_range()) break;
@@ -394,6 +402,37 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
     page.values.push_back(FromProto(kv));
   }
   return page;
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::KeysCreatedAt(absl::string_view key,
+                                                                    absl::string_view range_end,
+                                                                    int64_t revision) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(std::string(key));
+  request.set_range_end(std::string(range_end));
+  request.set_min_create_revision(revision);
+  request.set_max_create_revision(revision);
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response,
+                           CallRunner(*this, std::max(options_.call_timeout, options_.scan_timeout))
+                               .Run<etcdserverpb::RangeResponse>(
+                                   "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
+                                                etcdserverpb::RangeResponse& out) {
+                                     return endpoint.kv->Range(&context, request, &out);
+                                   }));
+  std::vector<EtcdKeyValue> created;
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
+    const bool inside =
+        kv.key() >= key &&
+        (range_end.empty() ? kv.key() == key
+                           : range_end == absl::string_view("\0", 1) || kv.key() < range_end);
+    if (!inside || kv.create_revision() != revision) {
+      return absl::DataLossError(absl::StrCat(
+          "etcd answered a read of the keys from '", key, "' created at revision ", revision,
+          " with key '", kv.key(), "' (created at ", kv.create_revision(), ")"));
+    }
+    created.push_back(FromProto(kv));
+  }
+  return created;
 }
 
 absl::Status EtcdClient::Watch(absl::string_view prefix, int64_t start_revision,

@@ -62,6 +62,9 @@ class EtcdClient final : public KvStore {
                                   std::span<const KvOp> failure) override;
   absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
                                int64_t limit) override;
+  absl::StatusOr<std::vector<EtcdKeyValue>> KeysCreatedAt(absl::string_view key,
+                                                          absl::string_view range_end,
+                                                          int64_t revision) override;
   // Asks etcd to fragment large revisions and joins the fragments, so no
   // watch message grows with a revision (a lease expiry deletes every key
   // on it in one revision). The endpoints are tried in turn to open it.

@@ -17,6 +17,18 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
     return absl::InvalidArgumentError(
         absl::StrCat("cluster group ", revision, " names no etcd revision"));
   }
+  // The index knows every whole group this version of tensord wrote.
+  const std::string index_prefix = GroupIndexPrefix(prefix);
+  TENSORD_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> indexed,
+                           store.KeysCreatedAt(index_prefix, KvPrefixEnd(index_prefix), revision));
+  if (indexed.size() > 1) {
+    return absl::InternalError(absl::StrCat("cluster version ", revision, " created ",
+                                            indexed.size(), " group index keys"));
+  }
+  if (indexed.size() == 1) return DecodeGroupIndex(prefix, indexed.front());
+  // Not indexed: a group that broke since (its key removed), a revision
+  // that ordered none, or a group tensord wrote before the index; etcd's
+  // history tells which while it keeps that revision.
   const std::string names_prefix = NameRecordPrefix(prefix);
   // A revision etcd has not reached yet has no history to replay: the
   // watch would wait for it instead of answering.
@@ -50,9 +62,10 @@ absl::StatusOr<GroupMembers> FindGroupAt(KvStore& store, absl::string_view prefi
   finished.Notify();
   watchdog.join();
   if (watched.code() == absl::StatusCode::kOutOfRange) {
-    return absl::NotFoundError(absl::StrCat("cluster group ", revision,
-                                            " is older than etcd's compacted history (",
-                                            watched.message(), "): read its items by name"));
+    return absl::NotFoundError(
+        absl::StrCat("no whole atomic group was ordered at cluster version ", revision,
+                     ": the group index has none, and etcd's history has been compacted past it (",
+                     watched.message(), "), so a group that broke since cannot be told from none"));
   }
   if (!watched.ok() && !(watched.code() == absl::StatusCode::kCancelled && !answered)) {
     return watched;

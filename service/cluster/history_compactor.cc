@@ -3,18 +3,25 @@
 #include <utility>
 #include <vector>
 
+#include "service/cluster/group_index.h"
 #include "service/common/log.h"
 
 namespace tensord {
 
 HistoryCompactor::HistoryCompactor(std::shared_ptr<KvStore> store, MemberList& members,
-                                   std::string self, absl::Duration interval)
-    : store_(std::move(store)), members_(members), self_(std::move(self)), interval_(interval) {}
+                                   std::string self, std::string prefix, size_t max_txn_ops,
+                                   absl::Duration interval)
+    : store_(std::move(store)),
+      members_(members),
+      self_(std::move(self)),
+      prefix_(std::move(prefix)),
+      max_txn_ops_(max_txn_ops),
+      interval_(interval) {}
 
 HistoryCompactor::~HistoryCompactor() { Stop(); }
 
 void HistoryCompactor::Start() {
-  if (interval_ <= absl::ZeroDuration() || thread_.joinable()) return;
+  if (thread_.joinable()) return;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -27,11 +34,14 @@ void HistoryCompactor::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool HistoryCompactor::CompactOnce() {
-  // Only the first live member by name; a node that is not listed (its
-  // lease lapsed) leaves it to the others.
+bool HistoryCompactor::FirstLiveMember() const {
+  // A node that is not listed (its lease lapsed) leaves it to the others.
   const std::vector<ClusterMember> members = members_.members();
-  if (members.empty() || members.front().node_name != self_) {
+  return !members.empty() && members.front().node_name == self_;
+}
+
+bool HistoryCompactor::CompactOnce() {
+  if (!FirstLiveMember()) {
     remembered_ = 0;  // another node compacts; start afresh if that changes
     return false;
   }
@@ -50,14 +60,28 @@ bool HistoryCompactor::CompactOnce() {
   return true;
 }
 
+absl::StatusOr<size_t> HistoryCompactor::SweepOnce() {
+  absl::StatusOr<size_t> removed = SweepBrokenGroups(*store_, prefix_, max_txn_ops_);
+  if (!removed.ok()) {
+    Log(LogLevel::kWarning, "cluster_group_index_sweep_failed",
+        {{"error", removed.status().ToString()}});
+  } else if (*removed > 0) {
+    Log(LogLevel::kInfo, "cluster_group_index_swept", {{"removed", *removed}});
+  }
+  return removed;
+}
+
 void HistoryCompactor::Loop() {
+  const bool compacting = interval_ > absl::ZeroDuration();
+  const absl::Duration period = compacting ? interval_ : kSweepIntervalWithoutCompaction;
   while (true) {
     {
       MutexLock lock(&mu_);
-      if (!stopping_) wake_.WaitWithTimeout(&mu_, interval_);
+      if (!stopping_) wake_.WaitWithTimeout(&mu_, period);
       if (stopping_) return;
     }
-    CompactOnce();
+    if (compacting) CompactOnce();
+    if (FirstLiveMember()) SweepOnce().status().IgnoreError();
   }
 }
 

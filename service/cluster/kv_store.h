@@ -76,17 +76,27 @@ struct KvOp {
   std::string range_end;
   std::string value;  // kPut
   int64_t lease = 0;  // kPut; 0: none
+  // kPut, kDelete: the result carries what the op replaced or removed
+  // (etcd's prev_kv).
+  bool return_previous = false;
 
   static KvOp Put(std::string key, std::string value, int64_t lease = 0) {
-    return {Kind::kPut, std::move(key), {}, std::move(value), lease};
+    return {Kind::kPut, std::move(key), {}, std::move(value), lease, false};
   }
-  static KvOp Delete(std::string key) { return {Kind::kDelete, std::move(key), {}, {}, 0}; }
-  static KvOp Get(std::string key) { return {Kind::kGet, std::move(key), {}, {}, 0}; }
+  static KvOp Delete(std::string key) { return {Kind::kDelete, std::move(key), {}, {}, 0, false}; }
+  static KvOp Get(std::string key) { return {Kind::kGet, std::move(key), {}, {}, 0, false}; }
+  KvOp&& ReturningPrevious() && {
+    return_previous = true;
+    return std::move(*this);
+  }
 };
 
 struct KvOpResult {
   std::vector<EtcdKeyValue> values;  // kGet: the keys found
   int64_t deleted = 0;               // kDelete: how many went
+  // With return_previous: the key's value before a kPut (none when it was
+  // new), the keys a kDelete removed.
+  std::vector<EtcdKeyValue> previous;
 };
 
 struct KvTxnResult {
@@ -141,6 +151,13 @@ class KvStore {
   // compacted away.
   virtual absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end,
                                        int64_t revision, int64_t limit) = 0;
+
+  // The keys in [key, range_end) now that were created at `revision` (etcd's
+  // min/max_create_revision filter; etcd walks the whole range to find
+  // them, so keep such ranges small).
+  virtual absl::StatusOr<std::vector<EtcdKeyValue>> KeysCreatedAt(absl::string_view key,
+                                                                  absl::string_view range_end,
+                                                                  int64_t revision) = 0;
 
   // Streams every change to keys starting with `prefix` from
   // `start_revision` on, in revision order, to `on_events` (the events of

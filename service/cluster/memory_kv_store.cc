@@ -17,6 +17,15 @@ bool InRange(const std::string& key, const std::string& from, const std::string&
 
 }  // namespace
 
+EtcdKeyValue MemoryKvStore::ValueOf(const std::string& key, const Entry& entry) {
+  return EtcdKeyValue{.key = key,
+                      .value = entry.value,
+                      .create_revision = entry.create_revision,
+                      .mod_revision = entry.mod_revision,
+                      .version = entry.version,
+                      .lease = entry.lease};
+}
+
 MemoryKvStore::~MemoryKvStore() {
   MutexLock lock(&mu_);
   closing_ = true;
@@ -83,6 +92,7 @@ absl::StatusOr<KvOpResult> MemoryKvStore::ApplyLocked(const KvOp& op, int64_t re
         return absl::NotFoundError(absl::StrCat("lease ", op.lease, " not found"));
       }
       const Entry* old = CurrentLocked(op.key);
+      if (op.return_previous && old != nullptr) result.previous.push_back(ValueOf(op.key, *old));
       Entry entry{.value = op.value,
                   .create_revision = old == nullptr ? revision : old->create_revision,
                   .mod_revision = revision,
@@ -106,19 +116,14 @@ absl::StatusOr<KvOpResult> MemoryKvStore::ApplyLocked(const KvOp& op, int64_t re
     }
     case KvOp::Kind::kDelete:
       for (const std::string& key : KeysInLocked(op.key, op.range_end)) {
+        if (op.return_previous) result.previous.push_back(ValueOf(key, *CurrentLocked(key)));
         DeleteKeyLocked(key, revision, events);
         ++result.deleted;
       }
       return result;
     case KvOp::Kind::kGet:
       for (const std::string& key : KeysInLocked(op.key, op.range_end)) {
-        const Entry* entry = CurrentLocked(key);
-        result.values.push_back(EtcdKeyValue{.key = key,
-                                             .value = entry->value,
-                                             .create_revision = entry->create_revision,
-                                             .mod_revision = entry->mod_revision,
-                                             .version = entry->version,
-                                             .lease = entry->lease});
+        result.values.push_back(ValueOf(key, *CurrentLocked(key)));
       }
       return result;
   }
@@ -204,15 +209,25 @@ absl::StatusOr<KvPage> MemoryKvStore::Range(absl::string_view key, absl::string_
       page.more = true;
       break;
     }
-    const Entry& entry = **state;
-    page.values.push_back(EtcdKeyValue{.key = it->first,
-                                       .value = entry.value,
-                                       .create_revision = entry.create_revision,
-                                       .mod_revision = entry.mod_revision,
-                                       .version = entry.version,
-                                       .lease = entry.lease});
+    page.values.push_back(ValueOf(it->first, **state));
   }
   return page;
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> MemoryKvStore::KeysCreatedAt(absl::string_view key,
+                                                                       absl::string_view range_end,
+                                                                       int64_t revision) {
+  ReaderMutexLock lock(&mu_);
+  if (absl::Status reachable = CheckReachable(); !reachable.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    return reachable;
+  }
+  std::vector<EtcdKeyValue> created;
+  for (const std::string& name : KeysInLocked(std::string(key), std::string(range_end))) {
+    const Entry* entry = CurrentLocked(name);
+    if (entry->create_revision == revision) created.push_back(ValueOf(name, *entry));
+  }
+  return created;
 }
 
 absl::Status MemoryKvStore::Watch(absl::string_view prefix, int64_t start_revision,

@@ -31,6 +31,9 @@ class MemoryKvStore final : public KvStore {
                                   std::span<const KvOp> failure) override;
   absl::StatusOr<KvPage> Range(absl::string_view key, absl::string_view range_end, int64_t revision,
                                int64_t limit) override;
+  absl::StatusOr<std::vector<EtcdKeyValue>> KeysCreatedAt(absl::string_view key,
+                                                          absl::string_view range_end,
+                                                          int64_t revision) override;
   absl::Status Watch(absl::string_view prefix, int64_t start_revision,
                      const WatchHandler& on_events, KvWatchCancel& cancel) override;
   absl::StatusOr<EtcdLease> GrantLease(absl::Duration ttl) override;
@@ -59,6 +62,7 @@ class MemoryKvStore final : public KvStore {
     int64_t version = 0;
     int64_t lease = 0;
   };
+  static EtcdKeyValue ValueOf(const std::string& key, const Entry& entry);
   // One key's states over time: (revision, state), nullopt when deleted.
   using KeyHistory = std::vector<std::pair<int64_t, std::optional<Entry>>>;
 

@@ -5,6 +5,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "service/cluster/group_index.h"
+#include "service/common/log.h"
 
 namespace tensord {
 
@@ -112,14 +114,21 @@ void RecordCommitter::CommitBatch(std::vector<Pending> batch) {
   std::vector<KvOp> ops;
   // Per pending, the indices of its deletes' results.
   std::vector<std::vector<size_t>> deletes(batch.size());
+  // The indices of every record's op: each returns the record it replaced,
+  // whose group (if any) this transaction breaks.
+  std::vector<size_t> record_ops;
+  absl::flat_hash_set<std::string> groups_written;
   for (size_t p = 0; p < batch.size(); ++p) {
     for (RecordChange& change : batch[p].changes) {
       const std::string key = NameRecordKey(options_.prefix, change.name);
+      record_ops.push_back(ops.size());
       if (change.record.has_value()) {
-        ops.push_back(KvOp::Put(key, EncodeNameRecord(*change.record, /*with_origin=*/false)));
+        if (!change.record->group.empty()) groups_written.insert(change.record->group);
+        ops.push_back(KvOp::Put(key, EncodeNameRecord(*change.record, /*with_origin=*/false))
+                          .ReturningPrevious());
       } else {
         deletes[p].push_back(ops.size());
-        ops.push_back(KvOp::Delete(key));
+        ops.push_back(KvOp::Delete(key).ReturningPrevious());
       }
       for (KvOp& extra : change.also) ops.push_back(std::move(extra));
     }
@@ -143,6 +152,29 @@ void RecordCommitter::CommitBatch(std::vector<Pending> batch) {
     }
     std::move(batch[p].done)(committed);
   }
+  if (written.ok()) RemoveBrokenGroups(*written, record_ops, groups_written);
+}
+
+void RecordCommitter::RemoveBrokenGroups(const KvTxnResult& written,
+                                         std::span<const size_t> record_ops,
+                                         const absl::flat_hash_set<std::string>& groups_written) {
+  std::vector<EtcdKeyValue> replaced;
+  for (size_t index : record_ops) {
+    for (const EtcdKeyValue& kv : written.results[index].previous) replaced.push_back(kv);
+  }
+  const std::vector<std::string> broken = GroupsBrokenBy(options_.prefix, replaced, groups_written);
+  if (broken.empty()) return;
+  // After the answers: no put waits on it. A key left by a failure here is
+  // the sweep's (SweepBrokenGroups).
+  absl::Status removed =
+      RemoveGroupIndexKeys(*store_, options_.prefix, broken, options_.max_ops_per_txn);
+  if (!removed.ok()) {
+    Log(LogLevel::kWarning, "cluster_group_index_not_removed",
+        {{"groups", broken.size()}, {"first", broken.front()}, {"error", removed.ToString()}});
+    return;
+  }
+  MutexLock lock(&mu_);
+  group_index_keys_removed_ += broken.size();
 }
 
 uint64_t RecordCommitter::transactions() const {
@@ -153,6 +185,11 @@ uint64_t RecordCommitter::transactions() const {
 uint64_t RecordCommitter::changes_committed() const {
   MutexLock lock(&mu_);
   return changes_committed_;
+}
+
+uint64_t RecordCommitter::group_index_keys_removed() const {
+  MutexLock lock(&mu_);
+  return group_index_keys_removed_;
 }
 
 }  // namespace tensord

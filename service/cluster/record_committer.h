@@ -2,7 +2,9 @@
 // transaction starts goes into it (up to --etcd-max-txn-ops keys), so
 // concurrent puts, the items of a batch and deletes share one etcd commit
 // (one Raft round and fsync) instead of paying one each. A change is
-// acknowledged with the revision that ordered it.
+// acknowledged with the revision that ordered it. A transaction that
+// overwrote or removed a member of an atomic group then removes that
+// group's index key (group_index.h).
 #ifndef TENSORD_SERVICE_CLUSTER_RECORD_COMMITTER_H_
 #define TENSORD_SERVICE_CLUSTER_RECORD_COMMITTER_H_
 
@@ -10,11 +12,13 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "service/cluster/kv_store.h"
@@ -67,6 +71,7 @@ class RecordCommitter {
   size_t max_ops_per_txn() const { return options_.max_ops_per_txn; }
   uint64_t transactions() const;
   uint64_t changes_committed() const;
+  uint64_t group_index_keys_removed() const;
 
  private:
   struct Pending {
@@ -78,6 +83,10 @@ class RecordCommitter {
   static ChangeKind KindOf(const Pending& pending);
   void WorkLoop();
   void CommitBatch(std::vector<Pending> batch);
+  // After `written` (the records at `record_ops` returned what they
+  // replaced): removes the index keys of the groups it broke.
+  void RemoveBrokenGroups(const KvTxnResult& written, std::span<const size_t> record_ops,
+                          const absl::flat_hash_set<std::string>& groups_written);
 
   const std::shared_ptr<KvStore> store_;
   const RecordCommitterOptions options_;
@@ -88,6 +97,7 @@ class RecordCommitter {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t transactions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t changes_committed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t group_index_keys_removed_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

@@ -1,10 +1,12 @@
 // libFuzzer target: what a node reads back from etcd, which any etcd user
-// can write: node records and name records. Beyond "no crash", an accepted
-// record must survive a round trip through its encoder.
+// can write: node records, name records and group index keys. Beyond "no
+// crash", an accepted record must survive a round trip through its encoder.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "service/cluster/group_index.h"
 #include "service/cluster/name_record.h"
 #include "service/cluster/node_record.h"
 
@@ -43,6 +45,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                   .mod_revision = kv.mod_revision};
     absl::StatusOr<tensord::NameRecord> again = tensord::DecodeNameRecord(kPrefix, written);
     Check(again.ok() && *again == *record);
+  }
+  // The same line split as a group index key: its members come back in
+  // name order, and encoded again they read the same.
+  if (absl::StatusOr<tensord::GroupMembers> group = tensord::DecodeGroupIndex(kPrefix, kv);
+      group.ok()) {
+    Check(!group->names.empty() && std::is_sorted(group->names.begin(), group->names.end()));
+    Check(tensord::GroupIndexKey(kPrefix, group->group) == kv.key);
+    const tensord::EtcdKeyValue written{.key = kv.key,
+                                        .value = tensord::EncodeGroupIndex(group->names)};
+    absl::StatusOr<tensord::GroupMembers> again = tensord::DecodeGroupIndex(kPrefix, written);
+    Check(again.ok() && again->group == group->group && again->names == group->names);
   }
   return 0;
 }

@@ -455,6 +455,66 @@ TEST_F(ClusterFaultTest, AnAtomicGroupIsReadWholeThroughAnyNodeByItsClusterVersi
   EXPECT_EQ(exhausted.load() + not_found.load(), 6);
 }
 
+// A group stays readable by its cluster version after etcd compacted the
+// revision that ordered it (nodes compact every second here): its index
+// key says which names it has. Once an item is overwritten the key goes,
+// and the group is NOT_FOUND.
+TEST_F(ClusterFaultTest, AWholeGroupIsReadByItsClusterVersionAfterEtcdCompactedIt) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartNodes({HarnessNode{.name = "node-a", .flags = {"--etcd-compaction-interval=1s"}},
+                  HarnessNode{.name = "node-b", .flags = {"--etcd-compaction-interval=1s"}}}));
+  std::vector<HostTensor> tensors;
+  std::vector<BatchPutItem> items;
+  for (int i = 0; i < 5; ++i) tensors.push_back(Pattern(4096 + i, 700 + i));
+  for (int i = 0; i < 5; ++i) {
+    items.push_back(BatchPutItem{.name = absl::StrCat("kept/", i), .tensor = tensors[i].dl()});
+  }
+  BatchPutOptions atomic;
+  atomic.atomic = true;
+  absl::StatusOr<BatchPutResult> put = ClientOf(0)->BatchPut(items, atomic);
+  ASSERT_TRUE(put.ok()) << put.status();
+  for (const absl::StatusOr<TensorInfo>& item : put->items) ASSERT_TRUE(item.ok()) << item.status();
+  const int64_t group = static_cast<int64_t>(put->cluster_group);
+  ASSERT_GT(group, 0);
+
+  std::unique_ptr<EtcdClient> etcd = Etcd();
+  ASSERT_NE(etcd, nullptr);
+  const std::string records = NameRecordPrefix(kPrefix);
+  // Writes move etcd on; compaction passes the group's revision within a
+  // few rounds.
+  bool compacted = false;
+  for (int round = 0; round < 100 && !compacted; ++round) {
+    ASSERT_TRUE(ClientOf(0)->Put("kept/other", Pattern(64, round).dl()).ok());
+    compacted = etcd->Range(records, KvPrefixEnd(records), group, 1).status().code() ==
+                absl::StatusCode::kOutOfRange;
+    if (!compacted) absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(compacted) << "etcd never compacted past revision " << group;
+
+  absl::StatusOr<std::vector<Tensor>> whole =
+      ClientOf(1)->BatchFetchClusterGroup(put->cluster_group);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ((*whole)[i].info().name, absl::StrCat("kept/", i));
+    EXPECT_EQ(TensorBytes((*whole)[i]), tensors[i].storage) << "kept/" << i;
+  }
+
+  const std::string index = absl::StrCat(kPrefix, "/groups/");
+  auto index_keys = [&] {
+    absl::StatusOr<KvPage> page = etcd->Range(index, KvPrefixEnd(index), 0, 0);
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? page->values.size() : size_t{99};
+  };
+  EXPECT_EQ(index_keys(), 1u);
+  ASSERT_TRUE(ClientOf(1)->Put("kept/3", Pattern(100, 1).dl()).ok());
+  absl::Status broken = ClientOf(0)->BatchFetchClusterGroup(put->cluster_group).status();
+  EXPECT_EQ(broken.code(), absl::StatusCode::kNotFound) << broken;
+  // The key goes right after the put's answer.
+  for (int i = 0; i < 50 && index_keys() != 0; ++i) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(index_keys(), 0u) << "the broken group's index key stayed in etcd";
+}
+
 // A token that may not read one item of a group gets none of it, and the
 // node copies nothing for it.
 TEST_F(ClusterFaultTest, AClusterGroupIsReadOnlyWithATokenForEveryItem) {

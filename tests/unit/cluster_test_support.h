@@ -74,6 +74,11 @@ class GatedKvStore final : public KvStore {
                                int64_t limit) override {
     return inner_->Range(key, range_end, revision, limit);
   }
+  absl::StatusOr<std::vector<EtcdKeyValue>> KeysCreatedAt(absl::string_view key,
+                                                          absl::string_view range_end,
+                                                          int64_t revision) override {
+    return inner_->KeysCreatedAt(key, range_end, revision);
+  }
   absl::Status Watch(absl::string_view prefix, int64_t start_revision,
                      const WatchHandler& on_events, KvWatchCancel& cancel) override {
     return inner_->Watch(prefix, start_revision, on_events, cancel);

@@ -1,6 +1,7 @@
 // FindGroupAt: an atomic group of durable names found again by the etcd
-// revision that ordered it, from etcd's history (a watch from that
-// revision), with clear NOT_FOUNDs for revisions that ordered no group.
+// revision that ordered it: by its index key (there while the group is
+// whole, whatever etcd compacted), else from etcd's history (a watch from
+// that revision), with clear NOT_FOUNDs for revisions that ordered no group.
 #include "service/cluster/group_lookup.h"
 
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/cluster/group_index.h"
 #include "service/cluster/memory_kv_store.h"
 #include "service/cluster/name_record.h"
 #include "tests/unit/cluster_test_support.h"
@@ -26,16 +28,40 @@ using cluster_test::SampleRecord;
 constexpr char kPrefix[] = "/t";
 constexpr absl::Duration kPatience = absl::Milliseconds(300);
 
-// Writes the records of a group in one transaction, as the committer does.
-int64_t PutGroup(KvStore& store, const std::string& group, const std::vector<std::string>& names) {
+// Writes the records of a group in one transaction, and with
+// `indexed` its index key, as the committer does (without: as a group
+// whose key is gone, or one written before the index).
+int64_t PutGroup(KvStore& store, const std::string& group, const std::vector<std::string>& names,
+                 bool indexed = false) {
   std::vector<KvOp> puts;
   for (const std::string& name : names) {
     NameRecord record = SampleRecord(name);
     record.group = group;
     puts.push_back(KvOp::Put(NameRecordKey(kPrefix, name), EncodeNameRecord(record, false)));
   }
+  if (indexed) puts.push_back(KvOp::Put(GroupIndexKey(kPrefix, group), EncodeGroupIndex(names)));
   absl::StatusOr<KvTxnResult> written = store.Txn({}, puts, {});
   return written.ok() ? written->revision : -1;
+}
+
+// The index answers without history: a whole group is found long after
+// etcd compacted the revision that ordered it, and no other revision
+// finds it.
+TEST(GroupLookupTest, AnIndexedGroupIsFoundByItsRevisionAfterEtcdCompactedIt) {
+  MemoryKvStore store;
+  const int64_t revision = PutGroup(store, "node-a.g1", {"w/b", "w/a"}, /*indexed=*/true);
+  const int64_t other = PutGroup(store, "node-a.g2", {"v/a"}, /*indexed=*/true);
+  const int64_t later = PutNameRecord(store, kPrefix, SampleRecord("z"));
+  ASSERT_TRUE(store.Compact(later).ok());
+  absl::StatusOr<GroupMembers> members = FindGroupAt(store, kPrefix, revision, kPatience);
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->group, "node-a.g1");
+  EXPECT_THAT(members->names, ::testing::ElementsAre("w/a", "w/b"));
+  absl::StatusOr<GroupMembers> second = FindGroupAt(store, kPrefix, other, kPatience);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->group, "node-a.g2");
+  EXPECT_EQ(FindGroupAt(store, kPrefix, later, kPatience).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(GroupLookupTest, TheRecordsWrittenAtAGroupsRevisionAreItsMembersInNameOrder) {

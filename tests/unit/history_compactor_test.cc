@@ -40,7 +40,7 @@ TEST(HistoryCompactorTest, CompactsToTheRevisionRememberedOneRoundEarlier) {
   MemberList members(store, kPrefix);
   members.Start();
   ASSERT_TRUE(members.AwaitFirstRead(absl::Seconds(10)));
-  HistoryCompactor compactor(store, members, "node-a", absl::ZeroDuration());
+  HistoryCompactor compactor(store, members, "node-a", kPrefix, 128, absl::ZeroDuration());
 
   // The first round only remembers where the store is.
   const int64_t first_round = store->revision();
@@ -75,7 +75,7 @@ TEST(HistoryCompactorTest, OnlyTheLiveMemberFirstByNameCompacts) {
   MemberList members(store, kPrefix);
   members.Start();
   ASSERT_TRUE(members.AwaitFirstRead(absl::Seconds(10)));
-  HistoryCompactor second(store, members, "node-b", absl::ZeroDuration());
+  HistoryCompactor second(store, members, "node-b", kPrefix, 128, absl::ZeroDuration());
   for (int round = 0; round < 3; ++round) {
     EXPECT_FALSE(second.CompactOnce());
     PutKey(*store, "/t/names/n", std::to_string(round));
@@ -99,7 +99,7 @@ TEST(HistoryCompactorTest, AFailedRoundCompactsNothing) {
   MemberList members(store, kPrefix);
   members.Start();
   ASSERT_TRUE(members.AwaitFirstRead(absl::Seconds(10)));
-  HistoryCompactor compactor(store, members, "node-a", absl::ZeroDuration());
+  HistoryCompactor compactor(store, members, "node-a", kPrefix, 128, absl::ZeroDuration());
   EXPECT_FALSE(compactor.CompactOnce());
   PutKey(*store, "/t/names/n", "1");
   store->SetReachable(false);

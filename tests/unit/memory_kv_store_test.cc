@@ -133,6 +133,54 @@ TEST(MemoryKvStoreTest, EachWriteTransactionTakesOneNewRevision) {
   EXPECT_EQ(store.write_txns(), 2u);
 }
 
+// As etcd's prev_kv: a put returns the value it replaced (none for a new
+// key), a delete every key it removed, as they were.
+TEST(MemoryKvStoreTest, OpsReturningPreviousGiveWhatTheyReplacedOrRemoved) {
+  MemoryKvStore store;
+  const int64_t first = PutKey(store, "p/a", "1");
+  PutKey(store, "p/b", "2");
+  const std::vector<KvOp> ops = {KvOp::Put("p/a", "1b").ReturningPrevious(),
+                                 KvOp::Put("p/new", "n").ReturningPrevious(),
+                                 KvOp::Put("p/c", "untold")};
+  absl::StatusOr<KvTxnResult> written = store.Txn({}, ops, {});
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_EQ(written->results[0].previous.size(), 1u);
+  EXPECT_EQ(written->results[0].previous[0].value, "1");
+  EXPECT_EQ(written->results[0].previous[0].mod_revision, first);
+  EXPECT_TRUE(written->results[1].previous.empty());
+  EXPECT_TRUE(written->results[2].previous.empty());
+  KvOp range = KvOp::Delete("p/a").ReturningPrevious();
+  range.range_end = "p/c";
+  absl::StatusOr<KvTxnResult> removed = store.Txn({}, {&range, 1}, {});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->results[0].deleted, 2);
+  ASSERT_EQ(removed->results[0].previous.size(), 2u);
+  EXPECT_EQ(removed->results[0].previous[0].value, "1b");
+  EXPECT_EQ(removed->results[0].previous[1].value, "2");
+}
+
+// As etcd's min/max_create_revision filter: a key rewritten later keeps
+// its create revision; one deleted and written again has a new one.
+TEST(MemoryKvStoreTest, KeysCreatedAtFindsTheKeysARevisionCreated) {
+  MemoryKvStore store;
+  const std::vector<KvOp> puts = {KvOp::Put("g/a", "1"), KvOp::Put("g/b", "2"),
+                                  KvOp::Put("h/a", "3")};
+  absl::StatusOr<KvTxnResult> created = store.Txn({}, puts, {});
+  ASSERT_TRUE(created.ok());
+  const int64_t revision = created->revision;
+  PutKey(store, "g/a", "rewritten");
+  DeleteKey(store, "g/b");
+  PutKey(store, "g/b", "again");
+  PutKey(store, "g/c", "later");
+  absl::StatusOr<std::vector<EtcdKeyValue>> found =
+      store.KeysCreatedAt("g/", KvPrefixEnd("g/"), revision);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_EQ(found->size(), 1u);
+  EXPECT_EQ((*found)[0].key, "g/a");
+  EXPECT_EQ((*found)[0].value, "rewritten");
+  EXPECT_TRUE(store.KeysCreatedAt("g/", KvPrefixEnd("g/"), revision + 100)->empty());
+}
+
 // Absent, ModRevisionIs and LeaseIs hold exactly when etcd's would, and pick the branch.
 TEST(MemoryKvStoreTest, ComparesPickTheBranchThatRuns) {
   MemoryKvStore store;
@@ -496,6 +544,11 @@ class RangeWidthRecorder final : public KvStore {
     absl::StatusOr<KvPage> spanned = inner_.Range(key, range_end, revision, 0);
     if (spanned.ok()) widths.push_back(spanned->values.size());
     return inner_.Range(key, range_end, revision, limit);
+  }
+  absl::StatusOr<std::vector<EtcdKeyValue>> KeysCreatedAt(absl::string_view key,
+                                                          absl::string_view range_end,
+                                                          int64_t revision) override {
+    return inner_.KeysCreatedAt(key, range_end, revision);
   }
   absl::Status Watch(absl::string_view prefix, int64_t start_revision,
                      const WatchHandler& on_events, KvWatchCancel& cancel) override {

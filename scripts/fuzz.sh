@@ -10,7 +10,8 @@
 #                       fine); default all
 #
 # Builds build-fuzz (Clang 14, TENSORD_FUZZ=ON, ASan+UBSan; Ninja and ccache),
-# then runs each target in turn, one process, into build-fuzz/corpus/<name>
+# then runs the targets, one process each and one per core at a time
+# (TENSORD_FUZZ_PARALLEL, default nproc), into build-fuzz/corpus/<name>
 # (kept between runs, so coverage accumulates) seeded from the committed
 # tests/fuzz/corpus/<name>. Crashing inputs land in build-fuzz/artifacts/<name>/
 # and the full output in build-fuzz/logs/<name>.log. Prints executions per
@@ -63,16 +64,19 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 # shellcheck disable=SC2206
 extra_args=(${TENSORD_FUZZ_ARGS:-})
-failed=()
-summary=()
-for name in "${targets[@]}"; do
-  binary=$build_dir/tests/fuzz/${name}_fuzz
-  corpus=$build_dir/corpus/$name
-  artifacts=$build_dir/artifacts/$name
-  log=$build_dir/logs/$name.log
+# One target: fuzzes it, then writes its summary line (and, on a crash, its
+# report) to $results/NAME.summary (.report). Targets run side by side,
+# one per core (libFuzzer's run is one thread): CI's fuzz stage takes the
+# time of its slowest core, not the sum.
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+fuzz_one() {
+  local name=$1 status=0 executions corpus_size result artifact
+  local binary=$build_dir/tests/fuzz/${name}_fuzz
+  local corpus=$build_dir/corpus/$name
+  local artifacts=$build_dir/artifacts/$name
+  local log=$build_dir/logs/$name.log
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
-  echo "=== ${name}_fuzz for ${seconds}s"
-  status=0
   "$binary" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "${extra_args[@]}" "$corpus" "tests/fuzz/corpus/$name" >"$log" 2>&1 || status=$?
   executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
@@ -82,17 +86,45 @@ for name in "${targets[@]}"; do
   else
     artifact=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | cut -d' ' -f5 || true)
     result="FAILED (exit $status) ${artifact:-see $log}"
-    failed+=("$name")
-    grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*deadly signal|.*Timeout|.*out-of-memory)" \
-      "$log" | head -5 | sed 's/^/  /' || true
-    # The input itself, so a log from another machine (CI) is enough to
-    # reproduce: base64 -d > FILE, then run the target on FILE.
-    if [[ -n $artifact && -f $artifact ]] && (($(stat -c %s "$artifact") <= 4096)); then
-      echo "  input (base64): $(base64 -w0 "$artifact")"
-    fi
+    {
+      echo "=== ${name}_fuzz: crashed"
+      grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*deadly signal|.*Timeout|.*out-of-memory)" \
+        "$log" | head -5 | sed 's/^/  /' || true
+      # The input itself, so a log from another machine (CI) is enough to
+      # reproduce: base64 -d > FILE, then run the target on FILE.
+      if [[ -n $artifact && -f $artifact ]] && (($(stat -c %s "$artifact") <= 4096)); then
+        echo "  input (base64): $(base64 -w0 "$artifact")"
+      fi
+    } >"$results/$name.report"
   fi
-  summary+=("$(printf '%-20s %12s executions %6s corpus files  %s' \
-    "$name" "${executions:-?}" "$corpus_size" "$result")")
+  printf '%-20s %12s executions %6s corpus files  %s\n' \
+    "$name" "${executions:-?}" "$corpus_size" "$result" >"$results/$name.summary"
+}
+
+parallel=${TENSORD_FUZZ_PARALLEL:-$(nproc)}
+running=0
+for name in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  echo "=== ${name}_fuzz for ${seconds}s"
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+wait || true
+
+failed=()
+summary=()
+for name in "${targets[@]}"; do
+  [[ -f $results/$name.report ]] && cat "$results/$name.report"
+  if [[ ! -f $results/$name.summary ]]; then
+    summary+=("$(printf '%-20s %s' "$name" "FAILED: no result (see $build_dir/logs/$name.log)")")
+    failed+=("$name")
+    continue
+  fi
+  summary+=("$(cat "$results/$name.summary")")
+  [[ -f $results/$name.report ]] && failed+=("$name")
 done
 
 echo

@@ -143,8 +143,8 @@ absl::StatusOr<size_t> SweepBrokenGroups(KvStore& store, absl::string_view prefi
         }
       }).status());
   for (const Indexed& group : indexed) {
-    TENSORD_ASSIGN_OR_RETURN(bool whole, GroupIsWhole(store, prefix, group.members, group.revision,
-                                                      max_txn_ops));
+    TENSORD_ASSIGN_OR_RETURN(
+        bool whole, GroupIsWhole(store, prefix, group.members, group.revision, max_txn_ops));
     if (!whole) broken.push_back(group.members.group);
   }
   TENSORD_RETURN_IF_ERROR(RemoveGroupIndexKeys(store, prefix, broken, max_txn_ops));

@@ -54,8 +54,7 @@ std::vector<RecordChange> GroupChanges(const std::string& group,
     record.group = group;
     changes.push_back(RecordChange{.name = name, .record = record});
   }
-  changes.front().also.push_back(
-      KvOp::Put(GroupIndexKey(kPrefix, group), EncodeGroupIndex(names)));
+  changes.front().also.push_back(KvOp::Put(GroupIndexKey(kPrefix, group), EncodeGroupIndex(names)));
   return changes;
 }
 

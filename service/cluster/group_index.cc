@@ -62,9 +62,7 @@ std::string EncodeGroupIndex(std::vector<std::string> names) {
 
 absl::StatusOr<GroupMembers> DecodeGroupIndex(absl::string_view prefix, const EtcdKeyValue& kv) {
   auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("group index key '", RecordExcerpt(kv.key), "' = '",
-                                            RecordExcerpt(kv.value),
-                                            "' is not one tensord writes: ", why));
+    return NotWrittenByTensord("group index key", kv.key, kv.value, why);
   };
   absl::string_view group = kv.key;
   if (!absl::ConsumePrefix(&group, GroupIndexPrefix(prefix))) return bad("outside the index");

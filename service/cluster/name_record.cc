@@ -42,9 +42,7 @@ bool RecordValueOrdersAVersion(absl::string_view value) {
 
 absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const EtcdKeyValue& kv) {
   auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("name record '", RecordExcerpt(kv.key), "' = '",
-                                            RecordExcerpt(kv.value),
-                                            "' is not one tensord writes: ", why));
+    return NotWrittenByTensord("name record", kv.key, kv.value, why);
   };
   absl::string_view name = kv.key;
   if (!absl::ConsumePrefix(&name, NameRecordPrefix(prefix))) return bad("outside the records");

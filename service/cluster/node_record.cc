@@ -21,6 +21,13 @@ std::string RecordExcerpt(absl::string_view text) {
   return text.size() <= kMax ? std::string(text) : absl::StrCat(text.substr(0, kMax), "...");
 }
 
+absl::Status NotWrittenByTensord(absl::string_view what, absl::string_view key,
+                                 absl::string_view value, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat(what, " '", RecordExcerpt(key), "' = '",
+                                          RecordExcerpt(value),
+                                          "' is not one tensord writes: ", why));
+}
+
 absl::Status ValidateNodeName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNodeNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(

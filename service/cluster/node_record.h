@@ -26,6 +26,12 @@ absl::StatusOr<ClusterMember> DecodeNodeRecord(absl::string_view text);
 // an error message about a record (node or name) that is not tensord's.
 std::string RecordExcerpt(absl::string_view text);
 
+// DATA_LOSS for a key and value under tensord's prefix that tensord did not
+// write: "<what> '<key>' = '<value>' is not one tensord writes: <why>",
+// key and value cut as RecordExcerpt cuts them.
+absl::Status NotWrittenByTensord(absl::string_view what, absl::string_view key,
+                                 absl::string_view value, absl::string_view why);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_CLUSTER_NODE_RECORD_H_

@@ -88,6 +88,8 @@ void RecordCommitter::WorkLoop() {
       // kind of event (and a group is exactly one).
       size_t keys = 0;
       absl::flat_hash_set<std::string> names;
+      // Sized once: growing it step by step cost a rehash each.
+      names.reserve(std::min(options_.max_ops_per_txn, queue_.size()));
       const ChangeKind kind = KindOf(queue_.front());
       for (auto it = queue_.begin(); it != queue_.end();) {
         if (keys + it->keys > options_.max_ops_per_txn) break;

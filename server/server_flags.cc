@@ -194,8 +194,9 @@ ABSL_FLAG(int64_t, etcd_max_txn_ops, 128,
           "etcd's own --max-txn-ops (128 by default).");
 ABSL_FLAG(absl::Duration, etcd_compaction_interval, absl::Minutes(5),
           "How often etcd's history older than one interval is compacted (by the live node "
-          "first by name), so it does not fill etcd's quota; 0 turns it off for an etcd that "
-          "compacts itself (--auto-compaction-*).");
+          "first by name), so it does not fill etcd's quota, and the index of atomic groups is "
+          "swept of groups no longer whole; 0 turns compaction off for an etcd that compacts "
+          "itself (--auto-compaction-*; the sweep then runs every 5 minutes).");
 ABSL_FLAG(std::string, default_replicas, "",
           "Copies a put is acknowledged after when it does not ask (PutOptions::replicas 0): "
           "'N' for every name and 'PREFIX=N' for names under PREFIX, comma-separated, the "

@@ -273,15 +273,9 @@ void ClusterWrites::Unrecord(const std::string& name, int64_t origin) {
   const KvOp remove = KvOp::Delete(key).ReturningPrevious();
   absl::StatusOr<KvTxnResult> removed = store_->Txn({&still, 1}, {&remove, 1}, {});
   if (removed.ok() && removed->succeeded) {
-    // A group's member gone: so is its index key (else the sweep's).
-    const std::vector<std::string> broken =
-        GroupsBrokenBy(options_.prefix, removed->results.front().previous, {});
-    if (absl::Status unindexed =
-            RemoveGroupIndexKeys(*store_, options_.prefix, broken, committer_.max_ops_per_txn());
-        !unindexed.ok()) {
-      Log(LogLevel::kWarning, "cluster_group_index_not_removed",
-          {{"name", name}, {"error", unindexed.ToString()}});
-    }
+    // A group's member gone: so is its index key.
+    RemoveGroupsBrokenBy(*store_, options_.prefix, removed->results.front().previous, {},
+                         committer_.max_ops_per_txn());
   }
   Log(LogLevel::kWarning, "cluster_put_unrecorded",
       {{"name", name},

@@ -284,6 +284,14 @@ etcdserverpb::Compare ToProto(const KvCompare& compare) {
   return out;
 }
 
+// Whether a key etcd answered lies in what was asked: [from, range_end),
+// the key `from` itself when range_end is empty, every key from `from`
+// when it is "\0".
+bool KeyInRange(absl::string_view key, absl::string_view from, absl::string_view range_end) {
+  if (range_end.empty()) return key == from;
+  return key >= from && (range_end == absl::string_view("\0", 1) || key < range_end);
+}
+
 void AddOp(const KvOp& op, etcdserverpb::RequestOp* out) {
   switch (op.kind) {
     case KvOp::Kind::kPut: {
@@ -329,11 +337,7 @@ absl::StatusOr<KvOpResult> FromProto(const KvOp& op, const etcdserverpb::Respons
     case KvOp::Kind::kGet:
       if (!response.has_response_range()) break;
       for (const etcdserverpb::KeyValue& kv : response.response_range().kvs()) {
-        const bool inside = op.range_end.empty()
-                                ? kv.key() == op.key
-                                : kv.key() >= op.key && (op.range_end == std::string(1, '\0') ||
-                                                         kv.key() < op.range_end);
-        if (!inside) {
+        if (!KeyInRange(kv.key(), op.key, op.range_end)) {
           return absl::DataLossError(absl::StrCat("etcd answered a read of '", op.key,
                                                   "' with key '", kv.key(), "' outside it"));
         }
@@ -380,6 +384,19 @@ absl::StatusOr<KvTxnResult> EtcdClient::Txn(std::span<const KvCompare> compares,
   return result;
 }
 
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::CallRange(
+    const etcdserverpb::RangeRequest& request) {
+  const absl::Duration timeout = request.range_end().empty()
+                                     ? options_.call_timeout
+                                     : std::max(options_.call_timeout, options_.scan_timeout);
+  return CallRunner(*this, timeout)
+      .Run<etcdserverpb::RangeResponse>(
+          "range",
+          [&](Endpoint& endpoint, grpc::ClientContext& context, etcdserverpb::RangeResponse& out) {
+            return endpoint.kv->Range(&context, request, &out);
+          });
+}
+
 absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_view range_end,
                                          int64_t revision, int64_t limit) {
   etcdserverpb::RangeRequest request;
@@ -387,16 +404,7 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
   request.set_range_end(std::string(range_end));
   request.set_revision(revision);
   request.set_limit(limit);
-  TENSORD_ASSIGN_OR_RETURN(
-      etcdserverpb::RangeResponse response,
-      // A range over many keys costs etcd 3.4 a walk of all of them.
-      CallRunner(*this, range_end.empty() ? options_.call_timeout
-                                          : std::max(options_.call_timeout, options_.scan_timeout))
-          .Run<etcdserverpb::RangeResponse>("range",
-                                            [&](Endpoint& endpoint, grpc::ClientContext& context,
-                                                etcdserverpb::RangeResponse& out) {
-                                              return endpoint.kv->Range(&context, request, &out);
-                                            }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, CallRange(request));
   if (limit > 0 && response.kvs_size() > limit) {
     return absl::DataLossError(absl::StrCat("etcd answered a range limited to ", limit,
                                             " keys with ", response.kvs_size()));
@@ -406,8 +414,7 @@ absl::StatusOr<KvPage> EtcdClient::Range(absl::string_view key, absl::string_vie
   page.more = response.more();
   page.values.reserve(response.kvs_size());
   for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    if (kv.key() < key ||
-        (!range_end.empty() && range_end != absl::string_view("\0", 1) && kv.key() >= range_end)) {
+    if (!KeyInRange(kv.key(), key, range_end)) {
       return absl::DataLossError(absl::StrCat("etcd answered a range from '", key, "' with key '",
                                               kv.key(), "' outside it"));
     }
@@ -424,20 +431,10 @@ absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::KeysCreatedAt(absl::string
   request.set_range_end(std::string(range_end));
   request.set_min_create_revision(revision);
   request.set_max_create_revision(revision);
-  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response,
-                           CallRunner(*this, std::max(options_.call_timeout, options_.scan_timeout))
-                               .Run<etcdserverpb::RangeResponse>(
-                                   "range", [&](Endpoint& endpoint, grpc::ClientContext& context,
-                                                etcdserverpb::RangeResponse& out) {
-                                     return endpoint.kv->Range(&context, request, &out);
-                                   }));
+  TENSORD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, CallRange(request));
   std::vector<EtcdKeyValue> created;
   for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    const bool inside =
-        kv.key() >= key &&
-        (range_end.empty() ? kv.key() == key
-                           : range_end == absl::string_view("\0", 1) || kv.key() < range_end);
-    if (!inside || kv.create_revision() != revision) {
+    if (!KeyInRange(kv.key(), key, range_end) || kv.create_revision() != revision) {
       return absl::DataLossError(absl::StrCat(
           "etcd answered a read of the keys from '", key, "' created at revision ", revision,
           " with key '", kv.key(), "' (created at ", kv.create_revision(), ")"));

@@ -83,6 +83,9 @@ class EtcdClient final : public KvStore {
   struct Endpoint;
   class CallRunner;
   explicit EtcdClient(const EtcdClientOptions& options);
+  // One Range call with failover; a range of many keys gets the scan
+  // timeout (etcd 3.4 walks all of them).
+  absl::StatusOr<etcdserverpb::RangeResponse> CallRange(const etcdserverpb::RangeRequest& request);
 
   const EtcdClientOptions options_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -95,6 +95,7 @@ std::vector<std::string> GroupsBrokenBy(absl::string_view prefix,
                                         const absl::flat_hash_set<std::string>& written) {
   absl::flat_hash_set<std::string> broken;
   for (const EtcdKeyValue& kv : replaced) {
+    if (!RecordValueNamesAGroup(kv.value)) continue;  // most records: no parse
     absl::StatusOr<NameRecord> record = DecodeNameRecord(prefix, kv);
     if (record.ok() && !record->group.empty() && !written.contains(record->group)) {
       broken.insert(record->group);
@@ -116,6 +117,20 @@ absl::Status RemoveGroupIndexKeys(KvStore& store, absl::string_view prefix,
     TENSORD_RETURN_IF_ERROR(store.Txn({}, deletes, {}).status());
   }
   return absl::OkStatus();
+}
+
+size_t RemoveGroupsBrokenBy(KvStore& store, absl::string_view prefix,
+                            std::span<const EtcdKeyValue> replaced,
+                            const absl::flat_hash_set<std::string>& written, size_t max_txn_ops) {
+  const std::vector<std::string> broken = GroupsBrokenBy(prefix, replaced, written);
+  if (broken.empty()) return 0;
+  if (absl::Status removed = RemoveGroupIndexKeys(store, prefix, broken, max_txn_ops);
+      !removed.ok()) {
+    Log(LogLevel::kWarning, "cluster_group_index_not_removed",
+        {{"groups", broken.size()}, {"first", broken.front()}, {"error", removed.ToString()}});
+    return 0;
+  }
+  return broken.size();
 }
 
 absl::StatusOr<size_t> SweepBrokenGroups(KvStore& store, absl::string_view prefix,

@@ -54,6 +54,14 @@ std::vector<std::string> GroupsBrokenBy(absl::string_view prefix,
 absl::Status RemoveGroupIndexKeys(KvStore& store, absl::string_view prefix,
                                   std::span<const std::string> groups, size_t max_txn_ops);
 
+// After a transaction that replaced or removed `replaced`: removes the
+// index keys of the groups it broke (GroupsBrokenBy): how many. When etcd
+// refuses, logs cluster_group_index_not_removed and returns 0: the sweep
+// removes them later.
+size_t RemoveGroupsBrokenBy(KvStore& store, absl::string_view prefix,
+                            std::span<const EtcdKeyValue> replaced,
+                            const absl::flat_hash_set<std::string>& written, size_t max_txn_ops);
+
 // Reads every index key and removes each whose group is no longer whole (a
 // member's record is gone or holds another version): how many went. Reads
 // the members' records `max_txn_ops` per transaction.

@@ -40,6 +40,12 @@ bool RecordValueOrdersAVersion(absl::string_view value) {
   return !absl::StrContains(value, "\"origin\":");
 }
 
+bool RecordValueNamesAGroup(absl::string_view value) {
+  // As above: "group" appears only as that key in what EncodeNameRecord
+  // writes.
+  return absl::StrContains(value, "\"group\":");
+}
+
 absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const EtcdKeyValue& kv) {
   auto bad = [&](absl::string_view why) {
     return NotWrittenByTensord("name record", kv.key, kv.value, why);

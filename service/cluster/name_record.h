@@ -69,6 +69,10 @@ absl::StatusOr<NameRecord> DecodeNameRecord(absl::string_view prefix, const Etcd
 // write that stores no origin (what a cluster watch reports as a publish).
 bool RecordValueOrdersAVersion(absl::string_view value);
 
+// Whether `value` (a record's stored text) may name an atomic group: false
+// means it surely does not, without parsing it.
+bool RecordValueNamesAGroup(absl::string_view value);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_CLUSTER_NAME_RECORD_H_

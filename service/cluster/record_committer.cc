@@ -6,7 +6,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "service/cluster/group_index.h"
-#include "service/common/log.h"
 
 namespace tensord {
 
@@ -154,29 +153,17 @@ void RecordCommitter::CommitBatch(std::vector<Pending> batch) {
     }
     std::move(batch[p].done)(committed);
   }
-  if (written.ok()) RemoveBrokenGroups(*written, record_ops, groups_written);
-}
-
-void RecordCommitter::RemoveBrokenGroups(const KvTxnResult& written,
-                                         std::span<const size_t> record_ops,
-                                         const absl::flat_hash_set<std::string>& groups_written) {
+  if (!written.ok()) return;
+  // After the answers: no put waits on it. The records the transaction
+  // replaced name the groups it broke.
   std::vector<EtcdKeyValue> replaced;
   for (size_t index : record_ops) {
-    for (const EtcdKeyValue& kv : written.results[index].previous) replaced.push_back(kv);
+    for (EtcdKeyValue& kv : written->results[index].previous) replaced.push_back(std::move(kv));
   }
-  const std::vector<std::string> broken = GroupsBrokenBy(options_.prefix, replaced, groups_written);
-  if (broken.empty()) return;
-  // After the answers: no put waits on it. A key left by a failure here is
-  // the sweep's (SweepBrokenGroups).
-  absl::Status removed =
-      RemoveGroupIndexKeys(*store_, options_.prefix, broken, options_.max_ops_per_txn);
-  if (!removed.ok()) {
-    Log(LogLevel::kWarning, "cluster_group_index_not_removed",
-        {{"groups", broken.size()}, {"first", broken.front()}, {"error", removed.ToString()}});
-    return;
-  }
+  const size_t removed = RemoveGroupsBrokenBy(*store_, options_.prefix, replaced, groups_written,
+                                              options_.max_ops_per_txn);
   MutexLock lock(&mu_);
-  group_index_keys_removed_ += broken.size();
+  group_index_keys_removed_ += removed;
 }
 
 uint64_t RecordCommitter::transactions() const {

@@ -12,13 +12,11 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "service/cluster/kv_store.h"
@@ -83,10 +81,6 @@ class RecordCommitter {
   static ChangeKind KindOf(const Pending& pending);
   void WorkLoop();
   void CommitBatch(std::vector<Pending> batch);
-  // After `written` (the records at `record_ops` returned what they
-  // replaced): removes the index keys of the groups it broke.
-  void RemoveBrokenGroups(const KvTxnResult& written, std::span<const size_t> record_ops,
-                          const absl::flat_hash_set<std::string>& groups_written);
 
   const std::shared_ptr<KvStore> store_;
   const RecordCommitterOptions options_;

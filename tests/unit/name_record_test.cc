@@ -22,6 +22,7 @@ NameRecord Sample() {
 TEST(NameRecordTest, AWriteThatOrdersAVersionTakesItsRevisionAsTheOrigin) {
   const EtcdKeyValue kv = Stored(Sample(), /*with_origin=*/false, 17);
   EXPECT_TRUE(RecordValueOrdersAVersion(kv.value));
+  EXPECT_FALSE(RecordValueNamesAGroup(kv.value));
   absl::StatusOr<NameRecord> decoded = DecodeNameRecord("/p", kv);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->origin, 17);
@@ -38,6 +39,7 @@ TEST(NameRecordTest, ARewriteOfTheSameVersionKeepsItsOrigin) {
   record.group = "node-a.1.2";
   const EtcdKeyValue kv = Stored(record, /*with_origin=*/true, 30);
   EXPECT_FALSE(RecordValueOrdersAVersion(kv.value));
+  EXPECT_TRUE(RecordValueNamesAGroup(kv.value));
   absl::StatusOr<NameRecord> decoded = DecodeNameRecord("/p", kv);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->origin, 17);

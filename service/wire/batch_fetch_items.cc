@@ -8,9 +8,9 @@ namespace tensord {
 namespace {
 
 // tensor_service.proto's numbers.
-constexpr uint32_t kChunkField = 2;          // BatchFetchResponse.chunk
-constexpr uint32_t kResponseItemsField = 3;  // BatchFetchResponse.items
-constexpr uint32_t kItemsItemField = 1;      // BatchFetchItems.items
+constexpr uint32_t kChunkField = 2;                // BatchFetchResponse.chunk
+constexpr uint32_t kResponseItemsField = 3;        // BatchFetchResponse.items
+constexpr uint32_t kBatchFetchItemsItemField = 1;  // BatchFetchItems.items
 // An item lies inside the response and its BatchFetchItems.
 constexpr int kItemNesting = 2;
 
@@ -30,7 +30,7 @@ absl::Status BatchFetchItemsDecoder::Decode(std::span<const std::span<const uint
       continue;
     }
     TENSORD_RETURN_IF_ERROR(ReadRepeatedItems(
-        reader, kItemsItemField, joined_,
+        reader, kBatchFetchItemsItemField, joined_,
         [this, on_item](std::span<const uint8_t> bytes, uint64_t start) -> absl::Status {
           if (!ParseWireBatchFetchItem(bytes, kItemNesting, item_)) {
             return Malformed("malformed batch fetch item", start);

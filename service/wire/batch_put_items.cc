@@ -11,9 +11,9 @@ namespace tensord {
 namespace {
 
 // tensor_service.proto's numbers.
-constexpr uint32_t kOptionsField = 3;       // BatchPutRequest.options
-constexpr uint32_t kRequestItemsField = 4;  // BatchPutRequest.items
-constexpr uint32_t kItemsItemField = 1;     // BatchPutItems.items
+constexpr uint32_t kOptionsField = 3;            // BatchPutRequest.options
+constexpr uint32_t kRequestItemsField = 4;       // BatchPutRequest.items
+constexpr uint32_t kBatchPutItemsItemField = 1;  // BatchPutItems.items
 
 }  // namespace
 
@@ -100,7 +100,7 @@ absl::StatusOr<BatchPutItemsDecoder::Message> BatchPutItemsDecoder::Decode(
     }
     message.has_items = true;
     TENSORD_RETURN_IF_ERROR(ReadRepeatedItems(
-        reader, kItemsItemField, item_bytes_,
+        reader, kBatchPutItemsItemField, item_bytes_,
         [this, on_item](std::span<const uint8_t> bytes, uint64_t start) -> absl::Status {
           if (!ParseWireBatchPutItem(bytes, kItemNesting, item_)) {
             return Malformed("malformed batch put item", start);

@@ -1,15 +1,15 @@
 #include "client/src/lease_releaser.h"
 
-#include <unistd.h>
-
+#include <system_error>
 #include <utility>
 
+#include "client/src/fork_generation.h"
 #include "service/wire/batch_limits.h"
 
 namespace tensord {
 
 LeaseReleaser::LeaseReleaser(Drain drain, absl::Duration delay)
-    : drain_(std::move(drain)), delay_(delay), owner_pid_(::getpid()) {}
+    : drain_(std::move(drain)), delay_(delay), owner_fork_generation_(ForkGeneration()) {}
 
 LeaseReleaser::~LeaseReleaser() {
   std::thread thread;
@@ -26,17 +26,37 @@ LeaseReleaser::~LeaseReleaser() {
 void LeaseReleaser::Release(uint64_t lease_id) {
   // A fork's child has the parent's connection, whose leases are the
   // parent's to end (and the parent's thread is not in the child).
-  if (::getpid() != owner_pid_) return;
+  if (ForkGeneration() != owner_fork_generation_) return;
   MutexLock lock(&mutex_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  StartThreadLocked();
+  if (QueueLocked(lease_id)) queued_.Signal();
+}
+
+void LeaseReleaser::Release(std::span<const uint64_t> lease_ids) {
+  if (lease_ids.empty() || ForkGeneration() != owner_fork_generation_) return;
+  MutexLock lock(&mutex_);
+  StartThreadLocked();
+  bool wake = false;
+  for (uint64_t lease_id : lease_ids) wake |= QueueLocked(lease_id);
+  if (wake) queued_.Signal();
+}
+
+void LeaseReleaser::StartThreadLocked() {
+  if (thread_.joinable() || stopping_) return;
+  try {
+    thread_ = std::thread([this] { Run(); });
+  } catch (const std::system_error&) {
+    // Out of threads, memory or mappings: the ids ride on the next request.
+  }
+}
+
+bool LeaseReleaser::QueueLocked(uint64_t lease_id) {
   if (pending_.empty()) first_queued_tick_ = tick_;
   pending_.push_back(lease_id);
   ++queued_total_;
   // A ticking thread finds the ids by itself: waking it for each would cost
   // a context switch per dropped tensor in a loop of single fetches.
-  if ((asleep_ && pending_.size() == 1) || pending_.size() == kMaxLeasesPerRelease) {
-    queued_.Signal();
-  }
+  return (asleep_ && pending_.size() == 1) || pending_.size() == kMaxLeasesPerRelease;
 }
 
 std::vector<uint64_t> LeaseReleaser::Take() {
@@ -62,6 +82,9 @@ void LeaseReleaser::Sent(size_t count) {
 void LeaseReleaser::Flush() {
   MutexLock lock(&mutex_);
   const uint64_t target = queued_total_;
+  StartThreadLocked();
+  // With no thread the ids wait for the next request; nothing else sends them.
+  if (!thread_.joinable()) return;
   while (sent_total_ < target && !stopping_) sent_.Wait(&mutex_);
 }
 

@@ -9,10 +9,9 @@
 #ifndef TENSORD_CLIENT_SRC_LEASE_RELEASER_H_
 #define TENSORD_CLIENT_SRC_LEASE_RELEASER_H_
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -41,8 +40,13 @@ class LeaseReleaser {
   LeaseReleaser& operator=(const LeaseReleaser&) = delete;
 
   // Queues `lease_id`; the thread starts on the first call. In a forked
-  // child, whose leases are its parent's, nothing is queued or sent.
+  // child, whose leases are its parent's, nothing is queued or sent. When
+  // the thread cannot start (no memory or mapping left for its stack) the
+  // ids wait for the connection's next request, and the next call tries
+  // again.
   void Release(uint64_t lease_id);
+  // Release of each id, under one lock.
+  void Release(std::span<const uint64_t> lease_ids);
 
   // The next ids to send, at most kMaxLeasesPerRelease; empty when none.
   std::vector<uint64_t> Take();
@@ -51,14 +55,18 @@ class LeaseReleaser {
 
   // Returns once every id queued before the call has been sent and
   // answered: for callers that must see the server's lease counts settle.
+  // Returns at once when the thread cannot start.
   void Flush();
 
  private:
   void Run();
+  // Queues `lease_id`; whether the thread must be woken.
+  bool QueueLocked(uint64_t lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void StartThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const Drain drain_;
   const absl::Duration delay_;
-  const pid_t owner_pid_;
+  const uint64_t owner_fork_generation_;
   Mutex mutex_;
   CondVar queued_;  // something to send, a full batch, or stopping
   CondVar sent_;    // ids were answered

@@ -1,9 +1,8 @@
 #include "client/src/unary_byte_call.h"
 
-#include <pthread.h>
-
-#include <atomic>
 #include <cstdint>
+
+#include "client/src/fork_generation.h"
 
 namespace tensord::unary_byte_call_internal {
 namespace {
@@ -27,11 +26,6 @@ class DrainedCompletionQueue {
   grpc::CompletionQueue queue_;
 };
 
-// Forks in this process's line: a thread's queue made before the last one
-// was the parent's (getpid() would be a system call on every call).
-std::atomic<uint64_t> forks{0};
-void CountForkInChild() { forks.fetch_add(1, std::memory_order_relaxed); }
-
 struct ThreadQueue {
   std::unique_ptr<DrainedCompletionQueue> queue;
   uint64_t made_after_forks = 0;
@@ -40,10 +34,9 @@ struct ThreadQueue {
 }  // namespace
 
 grpc::CompletionQueue& ThreadCompletionQueue() {
-  static const bool counting_forks = ::pthread_atfork(nullptr, nullptr, &CountForkInChild) == 0;
-  static_cast<void>(counting_forks);
   thread_local ThreadQueue thread_queue;
-  const uint64_t forked = forks.load(std::memory_order_relaxed);
+  // A thread's queue made before the last fork was the parent's.
+  const uint64_t forked = ForkGeneration();
   if (thread_queue.queue == nullptr || thread_queue.made_after_forks != forked) {
     // In a forked child the parent's queue is left alone (released, never
     // shut down here): it was the parent's gRPC's.

@@ -3,6 +3,9 @@
 // queued before it; the owner's drain on its own thread takes part.
 #include "client/src/lease_releaser.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -111,6 +114,48 @@ TEST(LeaseReleaserTest, DestroyingWithIdsStillQueuedReturns) {
     blocked.Unlock();
   }
   SUCCEED();
+}
+
+// A thread's stack is a mapping: with none left (vm.max_map_count reached,
+// here in a child process) the thread cannot start. Release must not throw
+// (it runs in a tensor's destructor, where a throw aborts); the ids wait,
+// and once mappings are free again the next Release starts the thread and
+// sends them all.
+TEST(LeaseReleaserDeathTest, ReleaseWithoutRoomForItsThreadQueuesTheIds) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's runtime needs mappings of its own while none are left";
+#endif
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        RecordingDrain drain;
+        LeaseReleaser* self = nullptr;
+        LeaseReleaser releaser([&] { drain.Drain(*self); });
+        self = &releaser;
+        // Alternating protections keep neighbouring pages from merging into
+        // one mapping.
+        std::vector<void*> pages;
+        const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+        for (int protection = PROT_READ;; protection ^= PROT_READ) {
+          void* taken = ::mmap(nullptr, page, protection, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          if (taken == MAP_FAILED) break;
+          pages.push_back(taken);
+        }
+        releaser.Release(1);
+        if (!drain.batches().empty()) ::_exit(3);  // nothing could send it
+        for (size_t i = 0; i < 64 && !pages.empty(); ++i) {
+          ::munmap(pages.back(), page);
+          pages.pop_back();
+        }
+        releaser.Release(2);
+        releaser.Flush();
+        std::vector<uint64_t> sent;
+        for (const std::vector<uint64_t>& batch : drain.batches()) {
+          sent.insert(sent.end(), batch.begin(), batch.end());
+        }
+        ::_exit(sent == std::vector<uint64_t>{1, 2} ? 0 : 4);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
@@ -112,6 +116,10 @@ class HeldVersion {
 
   const TensorInfo& info() const { return info_; }
   bool on_device() const { return info_.device.device_type == kDLCUDA; }
+  // The arena the version's bytes lie in (null for a memfd or device
+  // version), and where in it.
+  const ArenaMapping* arena() const { return arena_.get(); }
+  uint64_t arena_offset() const { return arena_offset_; }
   // The consumer's own copy-on-write view: of the whole memfd, or of the
   // version's pages of an arena (the slot starts on a page).
   absl::StatusOr<Mapping> PrivateMapping() const {
@@ -165,6 +173,81 @@ class PrivateMappingMemory final : public TensorMemory {
  private:
   std::shared_ptr<HeldVersion> held_;
   Mapping mapping_;  // unmapped before the lease is released
+};
+
+// A tensor's pages in a private copy-on-write view of an arena shared with
+// the other tensors of its batch (BatchPrivateViews).
+class PrivateSlotMemory final : public TensorMemory {
+ public:
+  PrivateSlotMemory(std::shared_ptr<HeldVersion> held, std::shared_ptr<const Mapping> view,
+                    void* data)
+      : held_(std::move(held)), view_(std::move(view)), data_(data) {}
+  void* data() override { return data_; }
+  bool read_only() const override { return false; }
+  bool is_copy() const override { return false; }
+
+ private:
+  std::shared_ptr<HeldVersion> held_;
+  std::shared_ptr<const Mapping> view_;
+  void* data_;
+};
+
+// The private copy-on-write views of a batch's arena versions: one mapping
+// per arena, covering the batch's slots in it, instead of one per tensor (a
+// system call each way and, at 65,530 tensors, vm.max_map_count). Slots
+// never share a page, so a write to one tensor's pages stays out of every
+// other tensor's, as with mappings of their own. Versions held twice in the
+// batch, and 0-byte ones, are left out (TensorOf maps those alone).
+class BatchPrivateViews {
+ public:
+  // Maps the views of `versions` (null entries skipped).
+  static absl::StatusOr<BatchPrivateViews> Map(
+      std::span<const std::shared_ptr<HeldVersion>> versions) {
+    struct Span {
+      uint64_t begin = ~uint64_t{0};
+      uint64_t end = 0;
+      absl::flat_hash_set<uint64_t> offsets;
+    };
+    absl::flat_hash_map<const ArenaMapping*, Span> spans;
+    BatchPrivateViews views;
+    views.in_view_.assign(versions.size(), false);
+    for (size_t i = 0; i < versions.size(); ++i) {
+      const HeldVersion* held = versions[i].get();
+      if (held == nullptr || held->arena() == nullptr || held->info().total_bytes == 0) continue;
+      Span& span = spans[held->arena()];
+      if (!span.offsets.insert(held->arena_offset()).second) continue;  // held twice
+      span.begin = std::min(span.begin, held->arena_offset());
+      span.end = std::max(span.end, held->arena_offset() + held->info().total_bytes);
+      views.in_view_[i] = true;
+    }
+    for (const auto& [arena, span] : spans) {
+      TENSORD_ASSIGN_OR_RETURN(
+          Mapping view, Mapping::Map(arena->fd(), span.end - span.begin, PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE, span.begin));
+      views.views_.emplace(arena,
+                           View{std::make_shared<const Mapping>(std::move(view)), span.begin});
+    }
+    return views;
+  }
+
+  // The Tensor of `versions[index]` in its batch view; nullopt when it has
+  // none.
+  std::optional<Tensor> TensorOf(size_t index, std::shared_ptr<HeldVersion>& held) const {
+    if (!in_view_[index]) return std::nullopt;
+    const View& view = views_.at(held->arena());
+    void* data = static_cast<uint8_t*>(view.mapping->data()) + (held->arena_offset() - view.begin);
+    TensorInfo info = held->info();
+    return Tensor(std::move(info),
+                  std::make_shared<PrivateSlotMemory>(std::move(held), view.mapping, data));
+  }
+
+ private:
+  struct View {
+    std::shared_ptr<const Mapping> mapping;
+    uint64_t begin;  // the arena offset the mapping starts at
+  };
+  absl::flat_hash_map<const ArenaMapping*, View> views_;
+  std::vector<bool> in_view_;
 };
 
 class SharedReadOnlyMemory final : public TensorMemory {
@@ -551,15 +634,16 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
   TENSORD_ASSIGN_OR_RETURN(std::vector<HandoffConnection::Response> packets,
                            connection_->CallBatch(std::move(request)));
   const bool by_name = item_count > 0;
-  std::vector<absl::StatusOr<Tensor>> results;
+  // Each answered item's hold or refusal, in result order. Every lease of
+  // the answer is adopted (so each ends when its holder goes, also after an
+  // error below).
+  std::vector<absl::StatusOr<std::shared_ptr<HeldVersion>>> holds;
   if (by_name) {
-    results.reserve(item_count);
+    holds.reserve(item_count);
     for (size_t i = 0; i < item_count; ++i) {
-      results.emplace_back(absl::InternalError("the server sent no answer for it"));
+      holds.emplace_back(absl::InternalError("the server sent no answer for it"));
     }
   }
-  // Every lease of the answer is adopted (so each ends when its holder goes,
-  // also after an error below).
   absl::Status malformed;
   for (HandoffConnection::Response& packet : packets) {
     std::vector<ScopedFd> fds;
@@ -567,7 +651,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
     size_t next_fd = 0;
     for (const v1::AcquiredItem& item : packet.message->acquire_many().items()) {
-      absl::StatusOr<Tensor> tensor = [&]() -> absl::StatusOr<Tensor> {
+      absl::StatusOr<std::shared_ptr<HeldVersion>> held =
+          [&]() -> absl::StatusOr<std::shared_ptr<HeldVersion>> {
         if (item.status().code() != 0) {
           absl::Status refusal(static_cast<absl::StatusCode>(item.status().code()),
                                item.status().message());
@@ -584,23 +669,43 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
           connection_->ReleaseLease(item.acquire().lease_id());
           return info.status();
         }
-        TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeldVersion> held,
-                                 Adopt(item.acquire(), *std::move(info), std::move(fd)));
-        return TensorOf(std::move(held), options);
+        return Adopt(item.acquire(), *std::move(info), std::move(fd));
       }();
       if (by_name) {
-        if (item.index() >= results.size()) {
+        if (item.index() >= holds.size()) {
           malformed = absl::InternalError(
-              absl::StrCat("batch answer names item ", item.index(), " of ", results.size()));
+              absl::StrCat("batch answer names item ", item.index(), " of ", holds.size()));
           continue;
         }
-        results[item.index()] = std::move(tensor);
+        holds[item.index()] = std::move(held);
       } else {
-        results.push_back(std::move(tensor));
+        holds.push_back(std::move(held));
       }
     }
   }
   TENSORD_RETURN_IF_ERROR(malformed);
+  std::optional<BatchPrivateViews> views;
+  if (!options.read_only) {
+    std::vector<std::shared_ptr<HeldVersion>> versions;
+    versions.reserve(holds.size());
+    for (const auto& held : holds) versions.push_back(held.ok() ? *held : nullptr);
+    TENSORD_ASSIGN_OR_RETURN(views, BatchPrivateViews::Map(versions));
+  }
+  std::vector<absl::StatusOr<Tensor>> results;
+  results.reserve(holds.size());
+  for (size_t i = 0; i < holds.size(); ++i) {
+    if (!holds[i].ok()) {
+      results.push_back(std::move(holds[i]).status());
+      continue;
+    }
+    std::optional<Tensor> in_view;
+    if (views.has_value()) in_view = views->TensorOf(i, *holds[i]);
+    if (in_view.has_value()) {
+      results.push_back(*std::move(in_view));
+    } else {
+      results.push_back(TensorOf(*std::move(holds[i]), options));
+    }
+  }
   return results;
 }
 

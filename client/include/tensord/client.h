@@ -229,7 +229,9 @@ struct FetchOptions {
   // Local handoff only: map the stored bytes shared and read-only (the
   // DLManagedTensorVersioned gets DLPACK_FLAG_BITMASK_READ_ONLY; a write
   // faults). By default the mapping is private copy-on-write: reads are
-  // zero-copy, a consumer's write changes only its own page. Device
+  // zero-copy, a consumer's write changes only its own page. The tensors of
+  // one BatchFetch share one such mapping per server arena (their pages never
+  // overlap), which stays mapped until the last of them is dropped. Device
   // tensors imported over the local handoff are always flagged read-only.
   bool read_only = false;
   // Check the received bytes against the server's CRC-32C (DATA_LOSS on

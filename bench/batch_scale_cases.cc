@@ -1,7 +1,7 @@
 // The batch section's scale rows, all in the same rounds as their raw TCP
 // baselines:
 //   - many distinct names: config.batch_distinct_names 4 KiB tensors put
-//     and then fetched (remote and local) in batches of 1024, so the server
+//     and fetched (remote and local) in batches of 1024, so the server
 //     looks up and replaces that many names, not the same 1024 again;
 //   - mixed sizes: one batch whose items cycle through 16..256 KiB (KV
 //     blocks), put and fetched (remote and local), against raw TCP of the
@@ -148,19 +148,23 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
     kDistinctPut,
     kDistinctFetch,
     kDistinctLocalFetch,
+    kDistinctLocalPut,
     kRawMixed,
     kMixedPut,
     kMixedFetch,
-    kMixedLocalFetch
+    kMixedLocalFetch,
+    kMixedLocalPut
   };
   const std::vector<TimedRun> cases = {[&] { return TimedRawTransfer(env, link, call_bytes); },
                                        [&] { return TimedPuts(env, remote, distinct); },
                                        [&] { return TimedFetches(remote, distinct); },
                                        [&] { return TimedFetches(local, distinct); },
+                                       [&] { return TimedPuts(env, local, distinct); },
                                        [&] { return TimedRawTransfer(env, link, mixed.total); },
                                        [&] { return TimedPuts(env, remote, mixed); },
                                        [&] { return TimedFetches(remote, mixed); },
-                                       [&] { return TimedFetches(local, mixed); }};
+                                       [&] { return TimedFetches(local, mixed); },
+                                       [&] { return TimedPuts(env, local, mixed); }};
   TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
                            RepeatInterleaved(config.batch_scale_policy, cases));
   const std::string runs = absl::StrCat("median of ", samples[kRawCall].size());
@@ -169,7 +173,8 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
   const std::string names = absl::StrCat(distinct.names.size());
   for (auto [which, label] :
        {std::pair{kDistinctPut, "put, BatchPut"}, std::pair{kDistinctFetch, "fetch, BatchFetch"},
-        std::pair{kDistinctLocalFetch, "local fetch, BatchFetch"}}) {
+        std::pair{kDistinctLocalFetch, "local fetch, BatchFetch"},
+        std::pair{kDistinctLocalPut, "local put, BatchPut"}}) {
     const double seconds = Median(samples[which]);
     env.report.Add(
         {.section = kBatchSection,
@@ -189,7 +194,8 @@ absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& loca
   for (auto [which, label, remote_row] :
        {std::tuple{kMixedPut, "put, BatchPut", true},
         std::tuple{kMixedFetch, "fetch, BatchFetch", true},
-        std::tuple{kMixedLocalFetch, "local fetch, BatchFetch", false}}) {
+        std::tuple{kMixedLocalFetch, "local fetch, BatchFetch", false},
+        std::tuple{kMixedLocalPut, "local put, BatchPut", false}}) {
     const double gbps = GigabytesPerSecond(mixed.total, Median(samples[which]));
     env.report.Add(
         {.section = kBatchSection,

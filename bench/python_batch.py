@@ -102,7 +102,8 @@ def main() -> None:
 
         for _ in range(args.rounds + 1):  # the first round warms up and is dropped
             samples.setdefault("raw TCP, same bytes", []).append(raw_tcp_seconds(payload, sink))
-            timed("batch_put (remote)", lambda: remote.batch_put(arrays), check_put)
+            for label, client in (("remote", remote), ("local", local)):
+                timed(f"batch_put ({label})", lambda c=client: c.batch_put(arrays), check_put)
             for label, client in (("remote", remote), ("local", local)):
                 timed(f"batch_fetch ({label})", lambda c=client: c.batch_fetch(names),
                       lambda r, what: check(r, args.count, what))

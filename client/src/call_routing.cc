@@ -39,6 +39,7 @@ absl::StatusOr<Transport> RouteCall(const RoutedCall& call, TransferPath path,
       break;
     case CallKind::kFetch:
     case CallKind::kBatchFetch:
+    case CallKind::kBatchPut:
     case CallKind::kCreate: break;
   }
   switch (path) {
@@ -54,6 +55,7 @@ absl::StatusOr<Transport> RouteCall(const RoutedCall& call, TransferPath path,
 }
 
 AfterLocal AfterLocalAnswer(CallKind kind, TransferPath path, const absl::Status& answer) {
+  if (kind == CallKind::kBatchPut && IsUseRemote(answer)) return AfterLocal::kRetryRemote;
   if (path != TransferPath::kAuto || answer.ok()) return AfterLocal::kStands;
   if (kind == CallKind::kCreate || kind == CallKind::kSealGroup) return AfterLocal::kStands;
   if (IsUseRemote(answer)) return AfterLocal::kRetryRemote;  // the connection is fine

@@ -22,7 +22,8 @@ enum class CallKind {
   kBatchFetch,  // BatchFetch, BatchFetchPrefix, BatchFetchGroup
   kCreate,      // Create: the handoff socket's create/seal
   kSealGroup,   // SealGroup of local creates
-  kGrpcOnly,    // Stat, List, Watch, Delete, BatchPut, FetchBytes, Snapshot, ...
+  kBatchPut,    // BatchPut: the handoff's put_many, gRPC where only it serves
+  kGrpcOnly,    // Stat, List, Watch, Delete, FetchBytes, Snapshot, ...
 };
 
 struct RoutedCall {
@@ -58,7 +59,9 @@ enum class AfterLocal {
 
 // Only kAuto retries, and never a Create or SealGroup (no gRPC path) nor
 // an answer the server gave on the socket (MarkServerAnswer): gRPC would
-// hear the same, or publish twice.
+// hear the same, or publish twice. A BatchPut that only gRPC can do
+// (use_remote: nothing was published) goes over gRPC under kLocal too, as
+// it did before the handoff had a batch put.
 AfterLocal AfterLocalAnswer(CallKind kind, TransferPath path, const absl::Status& answer);
 
 // The status a call's answer is routed by: its own, or for a batch fetch

@@ -201,8 +201,12 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
         options.progress(start + done, total);
       };
     }
-    TENSORD_ASSIGN_OR_RETURN(BatchPutResult sent,
-                             rep_->transports.remote().BatchPut(part, part_options, call));
+    TENSORD_ASSIGN_OR_RETURN(
+        BatchPutResult sent,
+        rep_->transports.Run(RoutedCall{.kind = CallKind::kBatchPut, .what = "batch put"},
+                             [&](ClientTransport& transport) {
+                               return transport.BatchPut(part, part_options, call);
+                             }));
     result.group_version = sent.group_version;
     result.cluster_group = sent.cluster_group;
     for (auto& item : sent.items) result.items.push_back(std::move(item));

@@ -61,6 +61,13 @@ class ClientTransport {
   // an item only gRPC can serve fails with use_remote.
   virtual absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(
       const BatchSelection& selection, const FetchOptions& options, const CallOptions& call) = 0;
+  // Many host tensors published (at most kMaxBatchItems): one result per
+  // item, in order; an atomic batch under one version, or none of it.
+  // The local handoff refuses with use_remote what only gRPC does (a
+  // cluster's puts, an atomic batch beyond one handoff request).
+  virtual absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
+                                                  const BatchPutOptions& options,
+                                                  const CallOptions& call) = 0;
   // A buffer in the server's memory for a new version, filled in place.
   virtual absl::StatusOr<std::unique_ptr<TensorWriter>> Create(absl::string_view name,
                                                                DLDataType dtype,

@@ -21,18 +21,19 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
-    v1::HandoffRequest& request) {
+    v1::HandoffRequest& request, int fd) {
   if (!socket_.valid())
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   request.set_request_id(next_request_id_++);
-  absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString());
+  absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString(), fd);
   if (!sent.ok()) {
     socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
   }
   // A batch answer's packets are larger and carry many fds.
   const bool batch = request.kind_case() == v1::HandoffRequest::kAcquireMany ||
-                     request.kind_case() == v1::HandoffRequest::kAcquireMore;
+                     request.kind_case() == v1::HandoffRequest::kAcquireMore ||
+                     request.kind_case() == v1::HandoffRequest::kPutMany;
   absl::StatusOr<ReceivedPacket> packet =
       batch ? ReceivePacket(socket_.get(), kMaxBatchPacketBytes, kMaxFdsPerPacket)
             : ReceivePacket(socket_.get());
@@ -72,8 +73,8 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffR
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatingLocked(
-    v1::HandoffRequest& request) {
-  absl::StatusOr<Response> response = CallLocked(request);
+    v1::HandoffRequest& request, int fd) {
+  absl::StatusOr<Response> response = CallLocked(request, fd);
   if (response.status().code() != absl::StatusCode::kPermissionDenied || authenticated_ ||
       !token_source_) {
     return response;
@@ -85,7 +86,16 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatin
   absl::StatusOr<Response> authenticated = CallLocked(authenticate);
   if (!authenticated.ok()) return authenticated.status();
   authenticated_ = true;
-  return CallLocked(request);
+  return CallLocked(request, fd);
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallWithFd(
+    v1::HandoffRequest request, int fd) {
+  MutexLock lock(&mutex_);
+  const size_t releasing = AttachReleasesLocked(request);
+  absl::StatusOr<Response> response = CallAuthenticatingLocked(request, fd);
+  releaser_.Sent(releasing);
+  return response;
 }
 
 absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::CallBatch(

@@ -46,6 +46,8 @@ class HandoffConnection {
   // A batch acquire: every packet of the answer (AcquireMore while one
   // says more), in order, each with its fds.
   absl::StatusOr<std::vector<Response>> CallBatch(v1::HandoffRequest request);
+  // Call, passing `fd` with the request (put_many's memfd).
+  absl::StatusOr<Response> CallWithFd(v1::HandoffRequest request, int fd);
   // Ends a lease soon, in a batch with others, on the releaser's thread
   // (LeaseReleaser); errors are ignored (a broken connection ended it
   // anyway). Cheap enough for a tensor's destructor.
@@ -77,10 +79,10 @@ class HandoffConnection {
   // beyond one request's worth first; returns how many it carries, for
   // releaser_.Sent once it is answered.
   size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request)
+  absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // CallLocked, authenticating with a token and retrying once when refused.
-  absl::StatusOr<Response> CallAuthenticatingLocked(v1::HandoffRequest& request)
+  absl::StatusOr<Response> CallAuthenticatingLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string path_;

@@ -31,10 +31,12 @@ namespace tensord {
 class HeldVersion;
 
 // Thread-safe.
+class PutStaging;
+
 class LocalTransport final : public ClientTransport {
  public:
-  explicit LocalTransport(std::shared_ptr<HandoffConnection> connection)
-      : connection_(std::move(connection)) {}
+  explicit LocalTransport(std::shared_ptr<HandoffConnection> connection);
+  ~LocalTransport() override;
 
   // create + copy + seal: one copy, no gRPC. Host memory only (Client sends
   // device puts over gRPC).
@@ -68,6 +70,14 @@ class LocalTransport final : public ClientTransport {
   // (SealGroupRequest). Every writer is closed by the call, sealed or not.
   absl::StatusOr<SealGroupResult> SealGroup(std::span<const std::unique_ptr<TensorWriter>> writers,
                                             bool send_crc32c);
+  // The items written into one sealed memfd of this process's and sent in
+  // one put_many request per kMaxPutManyItems items or kMaxPutManyBytes
+  // (local_batch_put.cc). An atomic batch must fit one request (else
+  // use_remote); so must everything in a cluster (use_remote: its puts
+  // commit through etcd over gRPC).
+  absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
+                                          const BatchPutOptions& options,
+                                          const CallOptions& call) override;
   // Many leases in one request (AcquireMany): mapped as Fetch maps one.
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
                                                                  const FetchOptions& options,
@@ -98,6 +108,9 @@ class LocalTransport final : public ClientTransport {
 
   std::shared_ptr<HandoffConnection> connection_;
   ArenaMappings arenas_;
+  // Batch puts write their bytes here, one at a time (local_batch_put.cc).
+  Mutex put_mutex_;
+  std::unique_ptr<PutStaging> put_staging_ ABSL_GUARDED_BY(put_mutex_);
   Mutex mutex_;
   // Held versions by (name, version); expired entries are pruned on insert.
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_

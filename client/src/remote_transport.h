@@ -59,7 +59,8 @@ class RemoteTransport final : public ClientTransport {
                                   const CallOptions& call);
   // One call (at most kMaxBatchItems items); remote_batch.cc.
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
-                                          const BatchPutOptions& options, const CallOptions& call);
+                                          const BatchPutOptions& options,
+                                          const CallOptions& call) override;
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> BatchFetch(const BatchSelection& selection,
                                                                  const FetchOptions& options,
                                                                  const CallOptions& call) override;

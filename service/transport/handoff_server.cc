@@ -191,14 +191,15 @@ void HandoffServer::Run() {
       bool keep = (events & POLLIN) != 0;
       if (keep) {
         // Batch requests (many names) may be larger than a single one.
+        // A put_many request carries its memfd; other requests none (the
+        // session refuses one that does). More than one fails the packet.
         absl::StatusOr<ReceivedPacket> packet =
-            ReceivePacket(connection.socket.get(), kMaxBatchPacketBytes);
+            ReceivePacket(connection.socket.get(), kMaxBatchPacketBytes, /*max_fds=*/1);
         if (!packet.ok()) {
           keep = false;
         } else {
-          // Requests never carry fds; one that does is closed by `packet`.
           std::optional<HandoffSession::Reply> reply = connection.session->Handle(
-              packet->bytes, now,
+              packet->bytes, std::move(packet->fd), now,
               [resumes = resumes_, id = connection.id](HandoffSession::Finisher finisher) {
                 resumes->Push(id, std::move(finisher));
               });

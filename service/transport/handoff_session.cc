@@ -26,6 +26,17 @@ HandoffSession::Reply HandoffSession::Handle(absl::string_view packet, absl::Tim
 
 std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view packet,
                                                             absl::Time now, const Resume& resume) {
+  return Handle(packet, ScopedFd(), now, resume);
+}
+
+std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view packet, ScopedFd fd,
+                                                            absl::Time now, const Resume& resume) {
+  // Closed once this packet is answered, whatever the answer.
+  packet_fd_ = std::move(fd);
+  struct CloseAfter {
+    ScopedFd& fd;
+    ~CloseAfter() { fd.Reset(); }
+  } close_after{packet_fd_};
   // The previous reply has been sent: its exported fds are no longer needed
   // (the keepalive, kept with the lease or create, holds the memory).
   sent_export_fds_.clear();
@@ -35,6 +46,15 @@ std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view pa
     return Encode(response,
                   absl::InvalidArgumentError(absl::StrCat("handoff packet of ", packet.size(),
                                                           " bytes is not a HandoffRequest")),
+                  Reply());
+  }
+  if (packet_fd_.valid() && request.kind_case() != v1::HandoffRequest::kPutMany) {
+    v1::HandoffResponse response;
+    response.set_request_id(request.request_id());
+    return Encode(response,
+                  absl::InvalidArgumentError(
+                      absl::StrCat("handoff request kind ", static_cast<int>(request.kind_case()),
+                                   " came with an fd; only put_many carries one (its memfd)")),
                   Reply());
   }
   if (cluster_ != nullptr && resume != nullptr && authorized_ &&
@@ -169,6 +189,8 @@ absl::Status HandoffSession::DispatchWithoutFd(const v1::HandoffRequest& request
     case v1::HandoffRequest::kAbort: return Abort(request.abort());
     case v1::HandoffRequest::kSealGroup:
       return SealGroup(request.seal_group(), *response.mutable_seal_group());
+    case v1::HandoffRequest::kPutMany:
+      return PutMany(request.put_many(), std::move(packet_fd_), *response.mutable_put_many());
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "handoff request kind ", static_cast<int>(request.kind_case()), " is unknown"));

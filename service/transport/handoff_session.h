@@ -69,6 +69,11 @@ class HandoffSession {
   using Finisher = absl::AnyInvocable<Reply() &&>;
   using Resume = std::function<void(Finisher)>;
   std::optional<Reply> Handle(absl::string_view packet, absl::Time now, const Resume& resume);
+  // A packet that came with an fd: only a put_many request carries one (its
+  // memfd); any other request with an fd is refused. The fd is closed once
+  // answered.
+  std::optional<Reply> Handle(absl::string_view packet, ScopedFd fd, absl::Time now,
+                              const Resume& resume);
 
   // Reclaims creates whose timeout has passed.
   void ReapExpiredCreates(absl::Time now);
@@ -131,6 +136,10 @@ class HandoffSession {
   absl::Status Abort(const v1::AbortRequest& request);
   absl::Status SealGroup(const v1::SealGroupRequest& request, v1::SealGroupResponse& response);
   absl::Status Authenticate(const v1::AuthenticateRequest& request);
+  // A local batch put (handoff_put_many.cc): every item copied out of the
+  // client's sealed `memfd` and published, each answered in `response`.
+  absl::Status PutMany(const v1::PutManyRequest& request, ScopedFd memfd,
+                       v1::PutManyResponse& response);
   // Exports `allocation` for the client and describes it in `proto`.
   absl::StatusOr<ExportedHandle> ExportDevice(const DeviceAllocation& allocation,
                                               v1::DeviceHandle* proto);
@@ -168,6 +177,8 @@ class HandoffSession {
   std::deque<PendingPacket> pending_packets_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
+  // The fd the packet being answered came with (put_many's memfd).
+  ScopedFd packet_fd_;
 };
 
 }  // namespace tensord

@@ -19,6 +19,13 @@ inline constexpr uint64_t kMaxInlineBatchItemBytes = 64 * 1024;
 // full request stays far inside a handoff packet).
 inline constexpr size_t kMaxLeasesPerRelease = 4096;
 
+// A local batch put (the handoff socket's put_many): the most items and
+// item bytes one request carries, so its answer fits one packet and its
+// copies hold the handoff loop for tens of milliseconds at most. A longer
+// batch goes in several requests (an atomic one over gRPC).
+inline constexpr size_t kMaxPutManyItems = 4096;
+inline constexpr uint64_t kMaxPutManyBytes = uint64_t{256} << 20;
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_WIRE_BATCH_LIMITS_H_

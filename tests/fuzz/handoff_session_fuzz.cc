@@ -3,6 +3,10 @@
 // connection: a fresh registry with small limits, a session, and a sequence
 // of packets handled in order.
 //
+// A put_many packet is handed a memfd holding the input up to its end
+// (sealed against shrinking for an even request id), so its checks and
+// copies run against real, sometimes unsealed, files.
+//
 // Input: [flags] then packets, each [2-byte little-endian length][bytes]
 // (a length past the end takes what is left). flags bit 0: the peer is on the
 // allow-list (authorized); bit 1: reap expired creates after every packet;
@@ -17,6 +21,7 @@
 // held is returned to the registry, and once the registry goes too, every
 // memfd is closed.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +143,21 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
         Check(info.version() == response.seal_group().infos(0).version());
       }
       break;
+    case v1::HandoffRequest::kPutMany: {
+      // One result per item, in the packet limit; a published item's
+      // version exists, an atomic batch's all under one.
+      Check(response.has_put_many() && reply.fd() == -1);
+      Check(reply.bytes.size() <= kMaxBatchPacketBytes);
+      Check(response.put_many().results_size() == request->put_many().items_size());
+      for (const v1::PutManyResult& result : response.put_many().results()) {
+        if (result.status().code() != 0) continue;
+        Check(result.version() != 0);
+        if (request->put_many().atomic()) {
+          Check(result.version() == response.put_many().group_version());
+        }
+      }
+      break;
+    }
     case v1::HandoffRequest::kRelease:
     case v1::HandoffRequest::kAbort:
     case v1::HandoffRequest::kAuthenticate:
@@ -180,7 +200,20 @@ void Connection(const uint8_t* data, size_t size, bool authorized, bool reap, ab
         request.mutable_authenticate()->set_token(issued->token);
         packet = request.SerializeAsString();
       }
-      HandoffSession::Reply reply = session.Handle(packet, now);
+      // A put_many comes with a memfd of the packets' bytes so far: sealed
+      // against shrinking for an even request id, not sealed for an odd one.
+      ScopedFd memfd;
+      if (parsed && request.has_put_many()) {
+        memfd.Reset(::memfd_create("fuzz-put-many", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+        Check(memfd.valid());
+        Check(::write(memfd.get(), data, at) == static_cast<ssize_t>(at));
+        if (request.request_id() % 2 == 0)
+          Check(::fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+      }
+      std::optional<HandoffSession::Reply> answered =
+          session.Handle(packet, std::move(memfd), now, nullptr);
+      Check(answered.has_value());
+      HandoffSession::Reply reply = *std::move(answered);
       CheckReply(parsed ? &request : nullptr, reply, registry);
       Check(session.lease_count() <= limits.max_leases_per_connection);
       Check(registry.tensor_count() <= kMaxTensors);

@@ -283,6 +283,23 @@ TEST_F(ClusterReplicationTest, TheLocalHandoffReadsANameAnotherNodeHolds) {
   EXPECT_EQ(TensorBytes(*second), tensor.storage);
   EXPECT_TRUE(absl::StrContains(MapsLineOf(second->dl_tensor().data), "memfd:"))
       << MapsLineOf(second->dl_tensor().data);
+  // A batch put through node b's handoff: a cluster's puts commit through
+  // etcd, which gRPC's BatchPut does, so it goes there, under kLocal too.
+  for (TransferPath path : {TransferPath::kAuto, TransferPath::kLocal}) {
+    ClientOptions put_options = options;
+    put_options.path = path;
+    std::unique_ptr<Client> putter = ConnectClient((*node_b)->address(), put_options);
+    ASSERT_NE(putter, nullptr);
+    const HostTensor small = Pattern(4096, 52 + static_cast<int>(path));
+    const std::string name = absl::StrCat("hand/batch-", static_cast<int>(path));
+    const std::vector<BatchPutItem> items = {{name, small.dl()}};
+    absl::StatusOr<BatchPutResult> put = putter->BatchPut(items);
+    ASSERT_TRUE(put.ok()) << put.status();
+    ASSERT_TRUE(put->items[0].ok()) << put->items[0].status();
+    absl::StatusOr<Tensor> read = clients_[0]->Fetch(name);  // through node a
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(TensorBytes(*read), small.storage);
+  }
   first = absl::UnknownError("released");
   second = absl::UnknownError("released");
   local.reset();

@@ -2,7 +2,9 @@
 // small versions leased and described in one packet with one arena fd,
 // answers split over packets when they need more fds, BatchFetch through the
 // local path, and a killed client's batch leases all ending with it.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -178,6 +180,196 @@ TEST_F(LocalBatchTest, ABatchHoldsMoreTensorsThanTheProcessMayHaveMappings) {
   EXPECT_EQ(TensorBytes(*stored), PatternBytes(64, 8));
   fetched->clear();
   EXPECT_TRUE(WaitUntil([&] { return OpenLeases("many/0") == 0; }, absl::Seconds(5)));
+}
+
+// BatchPut on a local client: every item in one put_many request over the
+// handoff socket (the server logs handoff_batch_put, not gRPC's
+// batch_put), whatever its size, strides or emptiness, each read back
+// byte for byte with its checksum verified.
+TEST_F(LocalBatchTest, ALocalBatchPutPublishesEveryItemOverTheHandoffSocket) {
+  std::vector<HostTensor> tensors;
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    const size_t size = i % 3 == 0 ? 4096 : (i % 3 == 1 ? 100 : 0);
+    tensors.push_back(CompactTensor(kU8, {static_cast<int64_t>(size)}, PatternBytes(size, i)));
+    names.push_back(absl::StrCat("lput/", i));
+  }
+  // A large item (its own memfd on the server) and a transposed one.
+  tensors.push_back(CompactTensor(kU8, {2 << 20}, PatternBytes(2 << 20, 7)));
+  names.push_back("lput/large");
+  HostTensor transposed = CompactTensor(kU8, {3, 2}, {0, 1, 2, 3, 4, 5});
+  transposed.strides = {1, 3};  // [[0, 3], [1, 4], [2, 5]]
+  tensors.push_back(transposed);
+  names.push_back("lput/transposed");
+  std::vector<BatchPutItem> items;
+  for (size_t i = 0; i < tensors.size(); ++i) items.push_back({names[i], tensors[i].dl()});
+  absl::StatusOr<BatchPutResult> put = local_->BatchPut(items, {.send_crc32c = true});
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->items.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
+    EXPECT_EQ(put->items[i]->name, names[i]);
+  }
+  EXPECT_EQ(put->group_version, 0u);
+  for (int i = 0; i < 300; i += 7) {
+    absl::StatusOr<Tensor> stored = remote_->Fetch(names[i]);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(TensorBytes(*stored), tensors[i].storage) << names[i];
+    EXPECT_EQ(stored->info().version, put->items[i]->version);
+    EXPECT_EQ(stored->info().crc32c, put->items[i]->crc32c);
+  }
+  absl::StatusOr<Tensor> large = remote_->Fetch("lput/large");
+  ASSERT_TRUE(large.ok()) << large.status();
+  EXPECT_EQ(TensorBytes(*large), tensors[300].storage);
+  absl::StatusOr<Tensor> compacted = remote_->Fetch("lput/transposed");
+  ASSERT_TRUE(compacted.ok()) << compacted.status();
+  EXPECT_EQ(TensorBytes(*compacted), (std::vector<uint8_t>{0, 3, 1, 4, 2, 5}));
+  const std::string log = server_->Stderr();
+  EXPECT_TRUE(absl::StrContains(log, "event=handoff_batch_put items=302 published=302 failed=0"))
+      << log;
+  EXPECT_FALSE(absl::StrContains(log, "event=batch_put ")) << log;
+}
+
+// An atomic local batch publishes all items under one version, or none of
+// them, naming the item that failed; a plain one fails only that item.
+TEST_F(LocalBatchTest, AnAtomicLocalBatchPutPublishesAllOrNone) {
+  StartServerWith({"--max-tensor-bytes=65536"});
+  std::vector<HostTensor> tensors;
+  for (int i = 0; i < 4; ++i) tensors.push_back(CompactTensor(kU8, {1000}, PatternBytes(1000, i)));
+  std::vector<BatchPutItem> items;
+  for (int i = 0; i < 4; ++i) items.push_back({absl::StrCat("group/", i), tensors[i].dl()});
+  absl::StatusOr<BatchPutResult> whole = local_->BatchPut(items, {.atomic = true});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_NE(whole->group_version, 0u);
+  for (const auto& item : whole->items) {
+    ASSERT_TRUE(item.ok()) << item.status();
+    EXPECT_EQ(item->version, whole->group_version);
+  }
+
+  const HostTensor too_large = CompactTensor(kU8, {70000}, PatternBytes(70000, 9));
+  items[2] = {"group/2", too_large.dl()};
+  for (auto& item : items) item.name = "none/" + item.name;
+  absl::StatusOr<BatchPutResult> none = local_->BatchPut(items, {.atomic = true});
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (const auto& item : none->items) {
+    EXPECT_EQ(item.status().code(), absl::StatusCode::kAborted) << item.status();
+    EXPECT_TRUE(MessageMentions(item.status(), "item 2")) << item.status();
+    EXPECT_TRUE(MessageMentions(item.status(), "70000")) << item.status();
+  }
+  EXPECT_EQ(remote_->Stat("none/group/0").status().code(), absl::StatusCode::kNotFound);
+
+  for (auto& item : items) item.name = "some/" + item.name;
+  absl::StatusOr<BatchPutResult> some = local_->BatchPut(items);
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(some->items[2].status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(some->items[0].ok() && some->items[1].ok() && some->items[3].ok());
+  EXPECT_TRUE(remote_->Stat("some/none/group/3").ok());
+}
+
+// Longer than one put_many request: a plain batch goes in several, an
+// atomic one (which cannot be split) over gRPC, both whole.
+TEST_F(LocalBatchTest, ALocalBatchBeyondOneRequestIsSplitOrSentOverGrpc) {
+  const int count = static_cast<int>(kMaxPutManyItems) + 100;
+  std::vector<HostTensor> tensors;
+  std::vector<BatchPutItem> items;
+  for (int i = 0; i < count; ++i) {
+    tensors.push_back(CompactTensor(kU8, {16}, PatternBytes(16, i)));
+  }
+  for (int i = 0; i < count; ++i) items.push_back({absl::StrCat("split/", i), tensors[i].dl()});
+  absl::StatusOr<BatchPutResult> split = local_->BatchPut(items);
+  ASSERT_TRUE(split.ok()) << split.status();
+  for (const auto& item : split->items) ASSERT_TRUE(item.ok()) << item.status();
+  EXPECT_FALSE(absl::StrContains(server_->Stderr(), "event=batch_put "));
+
+  for (int i = 0; i < count; ++i) items[i].name = absl::StrCat("whole/", i);
+  absl::StatusOr<BatchPutResult> whole = local_->BatchPut(items, {.atomic = true});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const auto& item : whole->items) {
+    ASSERT_TRUE(item.ok()) << item.status();
+    EXPECT_EQ(item->version, whole->group_version);
+  }
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(), "event=batch_put ")) << server_->Stderr();
+  absl::StatusOr<Tensor> last = remote_->Fetch(absl::StrCat("whole/", count - 1));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(TensorBytes(*last), PatternBytes(16, count - 1));
+}
+
+// put_many is validated before a byte moves: the memfd, its seal, each
+// item's place in it, the item count; and no other request may carry an
+// fd. The server answers each with a code and a message naming the value,
+// publishes nothing, and serves on.
+TEST_F(LocalBatchTest, PutManyRefusesBadRequestsNamingTheValue) {
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  auto call = [&](const v1::HandoffRequest& request, int fd) -> v1::HandoffResponse {
+    v1::HandoffResponse response;
+    EXPECT_TRUE(SendPacket(socket->get(), request.SerializeAsString(), fd).ok());
+    absl::StatusOr<ReceivedPacket> packet =
+        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
+    EXPECT_TRUE(packet.ok()) << packet.status();
+    if (packet.ok()) EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    return response;
+  };
+  auto memfd = [](uint64_t size, unsigned int seals) {
+    ScopedFd fd(::memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    EXPECT_TRUE(fd.valid());
+    EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
+    if (seals != 0) EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+    return fd;
+  };
+  v1::HandoffRequest request;
+  v1::PutManyItem* item = request.mutable_put_many()->add_items();
+  item->set_name("bad/x");
+  item->mutable_layout()->mutable_dtype()->set_code(kDLUInt);
+  item->mutable_layout()->mutable_dtype()->set_bits(8);
+  item->mutable_layout()->mutable_dtype()->set_lanes(1);
+  item->mutable_layout()->add_shape(4096);
+  item->set_total_bytes(4096);
+
+  v1::HandoffResponse response = call(request, -1);
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.message(), "without its memfd")) << response.message();
+
+  ScopedFd unsealed = memfd(4096, 0);
+  response = call(request, unsealed.get());
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.message(), "F_SEAL_SHRINK")) << response.message();
+
+  ScopedFd small = memfd(4000, F_SEAL_SHRINK);
+  item->set_offset(8);
+  response = call(request, small.get());
+  ASSERT_EQ(response.code(), 0) << response.message();
+  ASSERT_EQ(response.put_many().results_size(), 1);
+  EXPECT_EQ(response.put_many().results(0).status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.put_many().results(0).status().message(),
+                                "4096 bytes at offset 8 of a memfd of 4000 bytes"))
+      << response.put_many().results(0).status().message();
+
+  v1::HandoffRequest too_many = request;
+  for (size_t i = 0; i < kMaxPutManyItems; ++i) {
+    *too_many.mutable_put_many()->add_items() = *item;
+  }
+  ScopedFd sealed = memfd(8192, F_SEAL_SHRINK);
+  response = call(too_many, sealed.get());
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.message(), absl::StrCat(kMaxPutManyItems + 1)))
+      << response.message();
+
+  v1::HandoffRequest acquire;
+  acquire.mutable_acquire()->set_name("bad/x");
+  response = call(acquire, sealed.get());
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.message(), "only put_many carries one"))
+      << response.message();
+
+  EXPECT_EQ(remote_->Stat("bad/x").status().code(), absl::StatusCode::kNotFound);
+  item->set_offset(0);
+  response = call(request, sealed.get());
+  ASSERT_EQ(response.code(), 0) << response.message();
+  EXPECT_EQ(response.put_many().results(0).status().code(), 0)
+      << response.put_many().results(0).status().message();
+  EXPECT_TRUE(remote_->Stat("bad/x").ok());
 }
 
 TEST_F(LocalBatchTest, AKilledClientsBatchLeasesAllEnd) {

@@ -65,6 +65,11 @@ TEST(CallRoutingTest, EveryCallUnderEveryPathWithAndWithoutALocalConnection) {
       {Kind(CallKind::kBatchFetch), kAuto, true, Transport::kLocal},
       {Kind(CallKind::kBatchFetch), kRemote, true, Transport::kRemote},
       {Kind(CallKind::kBatchFetch), kLocal, false, std::nullopt, kUnavailable, kNoSocket},
+      {Kind(CallKind::kBatchPut), kAuto, true, Transport::kLocal},
+      {Kind(CallKind::kBatchPut), kAuto, false, Transport::kRemote},
+      {Kind(CallKind::kBatchPut), kRemote, true, Transport::kRemote},
+      {Kind(CallKind::kBatchPut), kLocal, true, Transport::kLocal},
+      {Kind(CallKind::kBatchPut), kLocal, false, std::nullopt, kUnavailable, kNoSocket},
       {Kind(CallKind::kCreate), kAuto, true, Transport::kLocal},
       {Kind(CallKind::kCreate), kAuto, false, Transport::kRemote},  // which names the socket
       {Kind(CallKind::kCreate), kLocal, false, std::nullopt, kUnavailable, kNoSocket},
@@ -160,6 +165,14 @@ TEST(CallRoutingTest, WhatFollowsALocalAnswer) {
            // Only kAuto falls back.
            Row{CallKind::kFetch, TransferPath::kLocal, broken, AfterLocal::kStands},
            Row{CallKind::kFetch, TransferPath::kLocal, use_remote, AfterLocal::kStands},
+           // A batch put only gRPC can do (a cluster's, an atomic one beyond
+           // one request) published nothing: gRPC takes it under kLocal too,
+           // as it took every batch put before the handoff had one.
+           Row{CallKind::kBatchPut, kAuto, use_remote, AfterLocal::kRetryRemote},
+           Row{CallKind::kBatchPut, TransferPath::kLocal, use_remote, AfterLocal::kRetryRemote},
+           Row{CallKind::kBatchPut, kAuto, broken, AfterLocal::kForgetLocalAndRetry},
+           Row{CallKind::kBatchPut, TransferPath::kLocal, broken, AfterLocal::kStands},
+           Row{CallKind::kBatchPut, kAuto, answered, AfterLocal::kStands},
        }) {
     SCOPED_TRACE(absl::StrCat("kind ", static_cast<int>(row.kind), " under ", PathName(row.path),
                               ": ", row.answer.ToString()));

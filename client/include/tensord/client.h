@@ -507,10 +507,15 @@ class Client {
                                                        const CreateOptions& options,
                                                        const CallOptions& call = {});
 
-  // Many tensors in few calls (gRPC): small ones travel many to a message.
-  // Each item succeeds or fails on its own (its entry in the result), as
-  // Put would; an atomic batch publishes all or none. The call itself fails
-  // only when the batch cannot be sent (bad options, a broken stream).
+  // Many tensors in few calls. Over the local handoff (kAuto on the
+  // server's host, or kLocal) the bytes go in a memfd, one request per 4096
+  // items or 256 MiB, which the server copies; otherwise over gRPC, where
+  // small ones travel many to a message. A cluster node, and an atomic
+  // batch too large for one handoff request, take the gRPC path under
+  // kLocal too. Each item succeeds or fails on its own (its entry in the
+  // result), as Put would; an atomic batch publishes all or none. The call
+  // itself fails only when the batch cannot be sent (bad options, a broken
+  // stream or socket).
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
                                           const BatchPutOptions& options = {},
                                           const CallOptions& call = {});

@@ -148,6 +148,17 @@ def validation_input(fetch, limit, message, shift=0):
     return bytes([shift << 1 | (1 if fetch else 0)]) + struct.pack("<Q", limit) + message
 
 
+def put_many_item(name, lay, total_bytes, offset, crc=None):
+    body = data(1, name) + data(2, lay) + uint(3, total_bytes) + uint(6, offset)
+    if crc is not None:
+        body += optional_uint(5, crc)
+    return body
+
+
+def put_many(request_id, items, atomic=False):
+    return handoff(request_id, 12, b"".join(data(1, item) for item in items) + uint(2, int(atomic)))
+
+
 def handoff_input(flags, packets):
     """handoff_session_fuzz: [flags] then [2-byte LE length][packet]..."""
     return bytes([flags]) + b"".join(struct.pack("<H", len(p)) + p for p in packets)
@@ -299,3 +310,14 @@ write("handoff_session", "bad_requests", handoff_input(1, [
     b"\xff\xff", uint(1, 42), create(2, "big", layout(UINT, 8, [1 << 20]), 1 << 20),
     create(3, "../x", F32_2X3, 24), seal(4, 77, crc=5), release(5, 9), abort(6, 9),
     authenticate(7, "nope")]))
+# put_many: the fuzzer hands each one a memfd of the input so far (sealed
+# against shrinking for an even request id). Items in and beyond it, one
+# atomic batch, one on an unsealed memfd, and acquires of what was put.
+write("handoff_session", "put_many", handoff_input(1, [
+    put_many(2, [put_many_item("p/a", layout(UINT, 8, [16]), 16, 0),
+                 put_many_item("p/b", F32_2X3, 24, 8, crc=7),
+                 put_many_item("p/c", layout(UINT, 8, [4]), 4, 1 << 20)]),
+    put_many(4, [put_many_item("p/a", layout(UINT, 8, [8]), 8, 2),
+                 put_many_item("p/d", layout(UINT, 8, [0]), 0, 0)], atomic=True),
+    put_many(5, [put_many_item("p/e", layout(UINT, 8, [8]), 8, 0)]),
+    acquire(6, "p/a", arena_slots=True), acquire(8, "p/d")]))

@@ -1,0 +1,226 @@
+// LocalTransport::BatchPut: the items written into a memfd of this
+// process's (PutStaging) and handed to the server with one put_many
+// request, which copies and publishes them.
+// One round trip per request instead of a gRPC stream's framing, copies
+// and loopback TCP.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/call_cancellation.h"
+#include "client/src/call_routing.h"
+#include "client/src/info_conversion.h"
+#include "client/src/local_transport.h"
+#include "service/common/crc32c.h"
+#include "service/common/errno_status.h"
+#include "service/common/scoped_fd.h"
+#include "service/common/status_macros.h"
+#include "service/common/unix_socket.h"
+#include "service/dlpack/data_type.h"
+#include "service/dlpack/strided_copy.h"
+#include "service/wire/batch_limits.h"
+#include "service/wire/layout_conversion.h"
+#include "service/wire/status_conversion.h"
+
+namespace tensord {
+namespace {
+
+// Items start on this boundary in the memfd (a cache line: whole-line
+// copies on both sides).
+constexpr uint64_t kItemAlignment = 64;
+// Room a request keeps in its packet for everything but the items.
+constexpr size_t kPacketSlack = 1024;
+
+uint64_t AlignUp(uint64_t value) { return (value + kItemAlignment - 1) & ~(kItemAlignment - 1); }
+
+// One item as the request describes it, and where its bytes come from.
+struct PlannedItem {
+  v1::PutManyItem proto;
+  const DLTensor* tensor = nullptr;
+  dlpack::TensorLayout source;
+};
+
+// The largest staging memfd a connection keeps between batch puts; a
+// request beyond it writes into one of its own, closed after.
+constexpr uint64_t kMaxKeptStagingBytes = uint64_t{64} << 20;
+// Staging sizes are rounded up to this, so batches of about one size reuse
+// one memfd.
+constexpr uint64_t kStagingGranule = uint64_t{1} << 20;
+
+}  // namespace
+
+// A memfd this process writes batch puts into and the server copies them
+// out of. Sealed against shrinking only, so a server mapping never runs
+// past its end (SIGBUS); it may still be written, which harms nobody but
+// its writer: the server sums the bytes of its own copy. Mapped once here
+// and reused by every batch put of the connection, its pages allocated
+// once: a memfd per batch, populated, sealed and freed each time, cost
+// more than the gRPC stream it replaces.
+class PutStaging {
+ public:
+  static absl::StatusOr<std::unique_ptr<PutStaging>> Make(uint64_t size) {
+    size =
+        std::max<uint64_t>(kStagingGranule, (size + kStagingGranule - 1) & ~(kStagingGranule - 1));
+    ScopedFd fd(::memfd_create("tensord:put_many", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return ErrnoStatus(errno, "memfd_create for a local batch put");
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("ftruncate of a local batch put's ", size, " bytes"));
+    }
+    if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return ErrnoStatus(errno, "sealing a local batch put's memfd against shrinking");
+    }
+    // Populated in one call rather than one write fault per page.
+    void* data =
+        ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+    if (data == MAP_FAILED) {
+      return MappingErrnoStatus(errno,
+                                absl::StrCat("mmap of a local batch put's ", size, " bytes"));
+    }
+    return std::unique_ptr<PutStaging>(
+        new PutStaging(std::move(fd), static_cast<uint8_t*>(data), size));
+  }
+  ~PutStaging() { ::munmap(data_, size_); }
+  PutStaging(const PutStaging&) = delete;
+  PutStaging& operator=(const PutStaging&) = delete;
+
+  int fd() const { return fd_.get(); }
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  PutStaging(ScopedFd fd, uint8_t* data, uint64_t size)
+      : fd_(std::move(fd)), data_(data), size_(size) {}
+  ScopedFd fd_;
+  uint8_t* data_;
+  uint64_t size_;
+};
+
+LocalTransport::LocalTransport(std::shared_ptr<HandoffConnection> connection)
+    : connection_(std::move(connection)) {}
+LocalTransport::~LocalTransport() = default;
+
+absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPutItem> items,
+                                                        const BatchPutOptions& options,
+                                                        const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
+  std::vector<PlannedItem> planned(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    PlannedItem& item = planned[i];
+    TENSORD_ASSIGN_OR_RETURN(item.source, dlpack::LayoutOf(items[i].tensor));
+    const dlpack::TensorLayout compact{.dtype = item.source.dtype, .shape = item.source.shape};
+    TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(compact.dtype, compact.shape));
+    item.tensor = &items[i].tensor;
+    item.proto.set_name(items[i].name);
+    LayoutToProto(compact, item.proto.mutable_layout());
+    item.proto.mutable_layout()->clear_strides();
+    item.proto.set_total_bytes(size);
+    item.proto.set_retention(static_cast<v1::Retention>(items[i].retention));
+  }
+  // Requests: as many items as one packet, kMaxPutManyItems and
+  // kMaxPutManyBytes allow. An atomic batch is one request or none.
+  std::vector<std::pair<size_t, size_t>> requests;  // [first, end)
+  for (size_t first = 0; first < planned.size() || (first == 0 && planned.empty());) {
+    size_t end = first;
+    size_t packet_bytes = kPacketSlack;
+    uint64_t data_bytes = 0;
+    while (end < planned.size() && end - first < kMaxPutManyItems) {
+      const size_t item_bytes = planned[end].proto.ByteSizeLong() + 16;  // offset, crc, framing
+      const uint64_t size = planned[end].proto.total_bytes();
+      if (end > first && (packet_bytes + item_bytes > kMaxBatchPacketBytes ||
+                          data_bytes + size > kMaxPutManyBytes)) {
+        break;
+      }
+      if (size > kMaxPutManyBytes) break;  // alone too large for the handoff
+      packet_bytes += item_bytes;
+      data_bytes += size;
+      ++end;
+    }
+    if (end == first && !planned.empty()) {
+      return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+          "batch put item ", first, " ('", planned[first].proto.name(), "') of ",
+          planned[first].proto.total_bytes(), " bytes exceeds a local batch put request's ",
+          kMaxPutManyBytes, " bytes; it goes over gRPC")));
+    }
+    requests.emplace_back(first, end);
+    if (planned.empty()) break;
+    first = end;
+  }
+  if (options.atomic && requests.size() > 1) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "an atomic batch of ", items.size(), " items does not fit one local batch put request (",
+        kMaxPutManyItems, " items, ", kMaxPutManyBytes, " bytes, a ", kMaxBatchPacketBytes,
+        "-byte packet); it goes over gRPC")));
+  }
+
+  BatchPutResult result;
+  result.items.reserve(items.size());
+  MutexLock lock(&put_mutex_);
+  for (const auto& [first, end] : requests) {
+    TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
+    uint64_t size = 0;
+    for (size_t i = first; i < end; ++i) {
+      planned[i].proto.set_offset(size);
+      size = AlignUp(size + planned[i].proto.total_bytes());
+    }
+    // This connection's staging memfd, or one of this request's own.
+    std::unique_ptr<PutStaging> own_staging;
+    if (size > kMaxKeptStagingBytes) {
+      TENSORD_ASSIGN_OR_RETURN(own_staging, PutStaging::Make(size));
+    } else if (put_staging_ == nullptr || put_staging_->size() < size) {
+      put_staging_.reset();  // its pages go before the larger one's come
+      TENSORD_ASSIGN_OR_RETURN(put_staging_, PutStaging::Make(size));
+    }
+    const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
+    for (size_t i = first; i < end; ++i) {
+      v1::PutManyItem& item = planned[i].proto;
+      uint8_t* target = staging.data() + item.offset();
+      const dlpack::TensorLayout compact{.dtype = planned[i].source.dtype,
+                                         .shape = planned[i].source.shape};
+      if (item.total_bytes() > 0) {
+        TENSORD_RETURN_IF_ERROR(
+            dlpack::CopyStrided(planned[i].tensor->data, planned[i].source, target, compact));
+      }
+      if (options.send_crc32c) item.set_crc32c(Crc32c(target, item.total_bytes()));
+    }
+    v1::HandoffRequest request;
+    v1::PutManyRequest* put_many = request.mutable_put_many();
+    put_many->set_atomic(options.atomic);
+    for (size_t i = first; i < end; ++i) *put_many->add_items() = planned[i].proto;
+    TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
+                             connection_->CallWithFd(std::move(request), staging.fd()));
+    const v1::PutManyResponse& answer = response.message->put_many();
+    if (static_cast<size_t>(answer.results_size()) != end - first) {
+      return absl::InternalError(absl::StrCat("server answered ", answer.results_size(),
+                                              " batch put results for ", end - first, " items"));
+    }
+    result.group_version = answer.group_version();
+    for (size_t i = first; i < end; ++i) {
+      const v1::PutManyResult& item = answer.results(static_cast<int>(i - first));
+      if (item.status().code() != 0) {
+        result.items.emplace_back(absl::Status(static_cast<absl::StatusCode>(item.status().code()),
+                                               item.status().message()));
+        continue;
+      }
+      v1::TensorInfo info;
+      info.set_name(planned[i].proto.name());
+      *info.mutable_layout() = planned[i].proto.layout();
+      info.set_total_bytes(planned[i].proto.total_bytes());
+      info.set_version(item.version());
+      info.set_crc32c(item.crc32c());
+      info.set_created_unix_nanos(item.created_unix_nanos());
+      info.set_retention(planned[i].proto.retention());
+      result.items.emplace_back(InfoFromProto(info));
+    }
+    if (options.progress) options.progress(end, items.size());
+  }
+  return result;
+}
+
+}  // namespace tensord

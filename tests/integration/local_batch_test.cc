@@ -37,8 +37,9 @@ class LocalBatchTest : public HandoffServerTest<::testing::Test> {
  protected:
   void SetUp() override { StartServerWith({}); }
 
-  // Puts `count` tensors "PREFIX/i" of `size` bytes in one batch.
-  void PutMany(const std::string& prefix, int count, size_t size) {
+  // Puts `count` tensors "PREFIX/i" of `size` bytes in one batch, through
+  // `client` (remote_ when null).
+  void PutMany(const std::string& prefix, int count, size_t size, Client* client = nullptr) {
     std::vector<HostTensor> tensors;
     std::vector<std::string> names;
     for (int i = 0; i < count; ++i) {
@@ -47,7 +48,8 @@ class LocalBatchTest : public HandoffServerTest<::testing::Test> {
     }
     std::vector<BatchPutItem> items;
     for (int i = 0; i < count; ++i) items.push_back(BatchPutItem{names[i], tensors[i].dl()});
-    absl::StatusOr<BatchPutResult> put = remote_->BatchPut(items);
+    absl::StatusOr<BatchPutResult> put =
+        (client != nullptr ? client : remote_.get())->BatchPut(items);
     ASSERT_TRUE(put.ok()) << put.status();
     for (const auto& item : put->items) ASSERT_TRUE(item.ok()) << item.status();
   }
@@ -155,7 +157,7 @@ TEST_F(LocalBatchTest, ABatchHoldsMoreTensorsThanTheProcessMayHaveMappings) {
   }
   const int count = static_cast<int>(mapping_limit) + 1000;
   StartServerWith({absl::StrCat("--max-leases-per-client=", count + 10)});
-  PutMany("many", count, 64);
+  PutMany("many", count, 64, local_.get());  // put_many: no gRPC stream of 66,000 items
   std::vector<TensorRef> refs;
   for (int i = 0; i < count; ++i) refs.push_back({absl::StrCat("many/", i), 0});
   refs.push_back(refs[7]);  // the same version twice in one batch

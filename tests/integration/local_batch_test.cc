@@ -309,14 +309,18 @@ TEST_F(LocalBatchTest, PutManyRefusesBadRequestsNamingTheValue) {
     absl::StatusOr<ReceivedPacket> packet =
         ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
     EXPECT_TRUE(packet.ok()) << packet.status();
-    if (packet.ok()) EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    if (packet.ok()) {
+      EXPECT_TRUE(response.ParseFromString(packet->bytes));
+    }
     return response;
   };
   auto memfd = [](uint64_t size, unsigned int seals) {
     ScopedFd fd(::memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     EXPECT_TRUE(fd.valid());
     EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
-    if (seals != 0) EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+    if (seals != 0) {
+      EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+    }
     return fd;
   };
   v1::HandoffRequest request;

@@ -83,13 +83,13 @@ TEST(GroupIndexTest, AnIndexKeyRoundTripsInNameOrderAndOnlyWhatTensordWritesPars
   const std::string good_key = GroupIndexKey(kPrefix, "g");
   EXPECT_TRUE(absl::StrContains(refused("/t/names/g", "{\"names\":[\"a\"]}").message(),
                                 "outside the index"));
-  refused(GroupIndexKey(kPrefix, ""), "{\"names\":[\"a\"]}");
-  refused(GroupIndexKey(kPrefix, "g/h"), "{\"names\":[\"a\"]}");
-  refused(good_key, "not json");
-  refused(good_key, "{\"names\":[]}");
-  refused(good_key, "{\"names\":\"a\"}");
-  refused(good_key, "{\"names\":[\"/absolute\"]}");
-  refused(good_key, "{\"names\":[7]}");
+  (void)refused(GroupIndexKey(kPrefix, ""), "{\"names\":[\"a\"]}");
+  (void)refused(GroupIndexKey(kPrefix, "g/h"), "{\"names\":[\"a\"]}");
+  (void)refused(good_key, "not json");
+  (void)refused(good_key, "{\"names\":[]}");
+  (void)refused(good_key, "{\"names\":\"a\"}");
+  (void)refused(good_key, "{\"names\":[\"/absolute\"]}");
+  (void)refused(good_key, "{\"names\":[7]}");
   EXPECT_TRUE(absl::StrContains(refused(good_key, "{\"names\":[\"a\",\"b\",\"a\"]}").message(),
                                 "listed twice"));
 }

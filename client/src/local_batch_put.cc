@@ -124,33 +124,43 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
     item.proto.set_retention(static_cast<v1::Retention>(items[i].retention));
   }
   // Requests: as many items as one packet, kMaxPutManyItems and
-  // kMaxPutManyBytes allow. An atomic batch is one request or none.
-  std::vector<std::pair<size_t, size_t>> requests;  // [first, end)
+  // kMaxPutManyBytes allow, each item's place in the memfd set as it is
+  // counted (so the packet size is exact). An atomic batch is one request
+  // or none.
+  struct Request {
+    size_t first = 0;
+    size_t end = 0;
+    uint64_t memfd_bytes = 0;
+  };
+  std::vector<Request> requests;
   for (size_t first = 0; first < planned.size() || (first == 0 && planned.empty());) {
-    size_t end = first;
+    Request request{.first = first, .end = first};
     size_t packet_bytes = kPacketSlack;
     uint64_t data_bytes = 0;
-    while (end < planned.size() && end - first < kMaxPutManyItems) {
-      const size_t item_bytes = planned[end].proto.ByteSizeLong() + 16;  // offset, crc, framing
-      const uint64_t size = planned[end].proto.total_bytes();
-      if (end > first && (packet_bytes + item_bytes > kMaxBatchPacketBytes ||
-                          data_bytes + size > kMaxPutManyBytes)) {
-        break;
-      }
-      if (size > kMaxPutManyBytes) break;  // alone too large for the handoff
+    while (request.end < planned.size() && request.end - first < kMaxPutManyItems) {
+      v1::PutManyItem& item = planned[request.end].proto;
+      const uint64_t size = item.total_bytes();
+      item.set_offset(request.memfd_bytes);
+      // The checksum's room, filled in once the bytes are written.
+      if (options.send_crc32c) item.set_crc32c(~uint32_t{0});
+      const size_t item_bytes = 4 + item.ByteSizeLong();  // with its tag and length
+      const bool fits = packet_bytes + item_bytes <= kMaxBatchPacketBytes &&
+                        data_bytes + size <= kMaxPutManyBytes;
+      if (!fits) break;
       packet_bytes += item_bytes;
       data_bytes += size;
-      ++end;
+      request.memfd_bytes = AlignUp(request.memfd_bytes + size);
+      ++request.end;
     }
-    if (end == first && !planned.empty()) {
+    if (request.end == first && !planned.empty()) {
       return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
           "batch put item ", first, " ('", planned[first].proto.name(), "') of ",
           planned[first].proto.total_bytes(), " bytes exceeds a local batch put request's ",
           kMaxPutManyBytes, " bytes; it goes over gRPC")));
     }
-    requests.emplace_back(first, end);
+    requests.push_back(request);
     if (planned.empty()) break;
-    first = end;
+    first = request.end;
   }
   if (options.atomic && requests.size() > 1) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
@@ -162,13 +172,11 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
   BatchPutResult result;
   result.items.reserve(items.size());
   MutexLock lock(&put_mutex_);
-  for (const auto& [first, end] : requests) {
+  for (const Request& planned_request : requests) {
     TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
-    uint64_t size = 0;
-    for (size_t i = first; i < end; ++i) {
-      planned[i].proto.set_offset(size);
-      size = AlignUp(size + planned[i].proto.total_bytes());
-    }
+    const size_t first = planned_request.first;
+    const size_t end = planned_request.end;
+    const uint64_t size = planned_request.memfd_bytes;
     // This connection's staging memfd, or one of this request's own.
     std::unique_ptr<PutStaging> own_staging;
     if (size > kMaxKeptStagingBytes) {

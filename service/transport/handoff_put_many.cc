@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "service/common/log.h"
 #include "service/common/mapped_file.h"
 #include "service/common/status_macros.h"
+#include "service/common/unix_socket.h"
 #include "service/transport/handoff_session.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/batch_limits.h"
@@ -27,8 +29,9 @@ namespace tensord {
 namespace {
 
 // Failure messages the answer carries before it carries codes only: the
-// answer must fit one packet whatever the items say.
-constexpr size_t kMessageBudget = 64 * 1024;
+// answer must fit one packet whatever the items say (FitOnePacket makes
+// sure of it).
+constexpr size_t kMessageBudget = 32 * 1024;
 
 // A memfd that cannot shrink: the server's mapping never runs past its end
 // (a SIGBUS) however the client treats it meanwhile.
@@ -44,6 +47,22 @@ absl::Status CheckCannotShrink(int fd) {
         "mapping");
   }
   return absl::OkStatus();
+}
+
+// Drops failure messages, last first, until the answer fits one packet
+// with room for the HandoffResponse around it.
+void FitOnePacket(v1::PutManyResponse& response) {
+  constexpr size_t kRoom = kMaxBatchPacketBytes - 256;
+  size_t size = response.ByteSizeLong();
+  for (int i = response.results_size() - 1; i >= 0 && size > kRoom; --i) {
+    v1::ItemStatus* status = response.mutable_results(i)->mutable_status();
+    if (status->message().empty()) continue;
+    // Its bytes, tag and length go (the prefixes around it may shrink too,
+    // so `size` stays an upper bound).
+    size -= status->message().size() + 1 +
+            google::protobuf::io::CodedOutputStream::VarintSize64(status->message().size());
+    status->clear_message();
+  }
 }
 
 }  // namespace
@@ -178,6 +197,7 @@ absl::Status HandoffSession::PutMany(const v1::PutManyRequest& request, ScopedFd
       if (!infos->empty()) response.set_group_version(infos->front().version);
     }
   }
+  FitOnePacket(response);
   metrics_.AddHandoffBytesReceived(published_bytes);
   Log(LogLevel::kInfo, "handoff_batch_put",
       {{"items", request.items_size()},

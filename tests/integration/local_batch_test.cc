@@ -296,6 +296,33 @@ TEST_F(LocalBatchTest, ALocalBatchBeyondOneRequestIsSplitOrSentOverGrpc) {
   EXPECT_EQ(TensorBytes(*last), PatternBytes(16, count - 1));
 }
 
+// A full put_many (4096 items in one packet) whose answer carries many
+// failures with their messages still fits one answer packet: messages are
+// cut, never the answer.
+TEST_F(LocalBatchTest, AFullLocalBatchWithManyFailuresIsAnsweredInOnePacket) {
+  StartServerWith({"--max-tensor-bytes=65536"});
+  const HostTensor small = CompactTensor(kU8, {16}, PatternBytes(16, 1));
+  const HostTensor too_large = CompactTensor(kU8, {70000}, PatternBytes(70000, 2));
+  std::vector<BatchPutItem> items;
+  for (size_t i = 0; i < kMaxPutManyItems; ++i) {
+    items.push_back({absl::StrCat("m/", i), i % 4 == 0 ? too_large.dl() : small.dl()});
+  }
+  absl::StatusOr<BatchPutResult> put = local_->BatchPut(items);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_EQ(put->items.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i % 4 == 0) {
+      EXPECT_EQ(put->items[i].status().code(), absl::StatusCode::kResourceExhausted) << i;
+    } else {
+      ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
+    }
+  }
+  EXPECT_TRUE(MessageMentions(put->items[0].status(), "70000")) << put->items[0].status();
+  EXPECT_TRUE(absl::StrContains(server_->Stderr(),
+                                absl::StrCat("event=handoff_batch_put items=", kMaxPutManyItems)))
+      << "one request";
+}
+
 // put_many is validated before a byte moves: the memfd, its seal, each
 // item's place in it, the item count; and no other request may carry an
 // fd. The server answers each with a code and a message naming the value,

@@ -521,8 +521,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
 }
 
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
-    const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd) {
-  auto key = std::make_pair(info.name, info.version);
+    const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd, bool remember) {
   // From here on the lease ends with `held`, also on the error paths.
   auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
   if (held->on_device()) {
@@ -541,6 +540,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
     }
     held->SetMemfd(std::move(fd), acquired.mapping_bytes());
   }
+  if (!remember) return held;
+  auto key = std::make_pair(held->info().name, held->info().version);
   MutexLock lock(&mutex_);
   // Pruned when it has doubled since, so a batch of N stays O(N).
   if (held_.size() >= 2 * held_after_prune_) {
@@ -669,7 +670,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
           connection_->ReleaseLease(item.acquire().lease_id());
           return info.status();
         }
-        return Adopt(item.acquire(), *std::move(info), std::move(fd));
+        return Adopt(item.acquire(), *std::move(info), std::move(fd), /*remember=*/false);
       }();
       if (by_name) {
         if (item.index() >= holds.size()) {

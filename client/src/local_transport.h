@@ -88,8 +88,14 @@ class LocalTransport final : public ClientTransport {
   absl::StatusOr<std::shared_ptr<HeldVersion>> Hold(absl::string_view name, uint64_t version,
                                                     bool host_only);
   // A new lease's HeldVersion: its memfd, arena slot or device import.
+  // Remembered in held_ (so a Hold of that version, or of the name's latest
+  // when it is that version, needs no new lease) unless `remember` is
+  // false: a batch's thousands of items skip that index (a string copy, a
+  // hash insert and a lock each), and a later single fetch of one of them
+  // takes a lease of its own.
   absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const v1::AcquireResponse& acquired,
-                                                     TensorInfo info, ScopedFd fd);
+                                                     TensorInfo info, ScopedFd fd,
+                                                     bool remember = true);
   // Sends one AcquireManyRequest and adopts every lease of its answer:
   // `item_count` results in request order for a name list (0: prefix or
   // group, in the server's order).

@@ -111,13 +111,8 @@ absl::Status HandoffSession::PutMany(const v1::PutManyRequest& request, ScopedFd
   // Item `index` checked and copied, ready to publish.
   auto prepare = [&](int index) -> absl::StatusOr<PendingVersion> {
     const v1::PutManyItem& item = request.items(index);
-    v1::PutHeader header;
-    header.set_name(item.name());
-    *header.mutable_layout() = item.layout();
-    header.set_total_bytes(item.total_bytes());
-    header.set_retention(item.retention());
-    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
-    TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, CheckWrite(item.name(), item.layout(),
+                                                          item.total_bytes(), item.retention()));
     if (IsDeviceLayout(put.layout)) {
       return absl::InvalidArgumentError(
           absl::StrCat("put_many item '", put.name, "' has a device layout (",

@@ -302,15 +302,25 @@ absl::Status HandoffSession::Release(const v1::ReleaseRequest& request) {
   return absl::OkStatus();
 }
 
-absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time now,
-                                    v1::CreateResponse& response, int& fd) {
+absl::StatusOr<ValidatedPut> HandoffSession::CheckWrite(const std::string& name,
+                                                        const v1::TensorLayout& layout,
+                                                        uint64_t total_bytes,
+                                                        v1::Retention retention) const {
   v1::PutHeader header;
-  header.set_name(request.name());
-  *header.mutable_layout() = request.layout();
-  header.set_total_bytes(request.total_bytes());
-  header.set_retention(request.retention());
+  header.set_name(name);
+  *header.mutable_layout() = layout;
+  header.set_total_bytes(total_bytes);
+  header.set_retention(retention);
   TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
   TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
+  return put;
+}
+
+absl::Status HandoffSession::Create(const v1::CreateRequest& request, absl::Time now,
+                                    v1::CreateResponse& response, int& fd) {
+  TENSORD_ASSIGN_OR_RETURN(
+      ValidatedPut put,
+      CheckWrite(request.name(), request.layout(), request.total_bytes(), request.retention()));
   // The copies are checked before anything is allocated, as a Put's
   // header is (from memory: nothing here waits on etcd).
   uint32_t replicas = 0;  // single node: nothing for the producer to await

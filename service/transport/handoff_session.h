@@ -21,6 +21,7 @@
 #include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_tokens.h"
+#include "service/transport/request_validation.h"
 #include "tensord/v1/handoff.pb.h"
 
 namespace tensord {
@@ -132,6 +133,11 @@ class HandoffSession {
   absl::Status Release(const v1::ReleaseRequest& request);
   absl::Status Create(const v1::CreateRequest& request, absl::Time now,
                       v1::CreateResponse& response, int& fd);
+  // A write's description checked as a Put header is (name, layout, size,
+  // --max-tensor-bytes) and against this connection's scope: Create's and
+  // put_many's items'.
+  absl::StatusOr<ValidatedPut> CheckWrite(const std::string& name, const v1::TensorLayout& layout,
+                                          uint64_t total_bytes, v1::Retention retention) const;
   absl::Status Seal(const v1::SealRequest& request, v1::SealResponse& response);
   absl::Status Abort(const v1::AbortRequest& request);
   absl::Status SealGroup(const v1::SealGroupRequest& request, v1::SealGroupResponse& response);

@@ -60,6 +60,20 @@ class LocalBatchTest : public HandoffServerTest<::testing::Test> {
   }
 };
 
+// Sends `request` (with `fd` when >= 0) on a raw handoff socket and
+// returns the answer (empty after a test failure).
+v1::HandoffResponse RawCall(int socket, const v1::HandoffRequest& request, int fd = -1) {
+  v1::HandoffResponse response;
+  EXPECT_TRUE(SendPacket(socket, request.SerializeAsString(), fd).ok());
+  absl::StatusOr<ReceivedPacket> packet =
+      ReceivePacket(socket, kMaxBatchPacketBytes, kMaxFdsPerPacket);
+  EXPECT_TRUE(packet.ok()) << packet.status();
+  if (packet.ok()) {
+    EXPECT_TRUE(response.ParseFromString(packet->bytes));
+  }
+  return response;
+}
+
 v1::HandoffRequest AcquirePrefix(const std::string& prefix) {
   v1::HandoffRequest request;
   request.set_request_id(1);
@@ -330,16 +344,8 @@ TEST_F(LocalBatchTest, AFullLocalBatchWithManyFailuresIsAnsweredInOnePacket) {
 TEST_F(LocalBatchTest, PutManyRefusesBadRequestsNamingTheValue) {
   absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
   ASSERT_TRUE(socket.ok()) << socket.status();
-  auto call = [&](const v1::HandoffRequest& request, int fd) -> v1::HandoffResponse {
-    v1::HandoffResponse response;
-    EXPECT_TRUE(SendPacket(socket->get(), request.SerializeAsString(), fd).ok());
-    absl::StatusOr<ReceivedPacket> packet =
-        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
-    EXPECT_TRUE(packet.ok()) << packet.status();
-    if (packet.ok()) {
-      EXPECT_TRUE(response.ParseFromString(packet->bytes));
-    }
-    return response;
+  auto call = [&](const v1::HandoffRequest& request, int fd) {
+    return RawCall(socket->get(), request, fd);
   };
   auto memfd = [](uint64_t size, unsigned int seals) {
     ScopedFd fd(::memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -456,17 +462,7 @@ TEST_F(LocalBatchTest, OneReleaseEndsManyLeasesAndNamesUnknownOnes) {
   PutMany("rel", 10, 64);
   absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
   ASSERT_TRUE(socket.ok()) << socket.status();
-  auto call = [&](const v1::HandoffRequest& request) {
-    v1::HandoffResponse response;
-    EXPECT_TRUE(SendPacket(socket->get(), request.SerializeAsString()).ok());
-    absl::StatusOr<ReceivedPacket> packet =
-        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
-    EXPECT_TRUE(packet.ok()) << packet.status();
-    if (packet.ok()) {
-      EXPECT_TRUE(response.ParseFromString(packet->bytes));
-    }
-    return response;
-  };
+  auto call = [&](const v1::HandoffRequest& request) { return RawCall(socket->get(), request); };
   v1::HandoffResponse acquired = call(AcquirePrefix("rel/"));
   ASSERT_EQ(acquired.code(), 0) << acquired.message();
   ASSERT_EQ(acquired.acquire_many().items_size(), 10);

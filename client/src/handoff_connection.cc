@@ -118,13 +118,17 @@ absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::Call
 }
 
 size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {
+  // Only as many as the packet has room for: a batch request near a
+  // packet's size carries few or none, and the rest go ahead on their own.
+  const size_t room = ReleaseIdsThatFit(request.ByteSizeLong());
   while (true) {
     std::vector<uint64_t> lease_ids = releaser_.Take();
-    if (lease_ids.size() < kMaxLeasesPerRelease) {
+    if (lease_ids.size() < kMaxLeasesPerRelease && lease_ids.size() <= room) {
       request.mutable_release_lease_ids()->Add(lease_ids.begin(), lease_ids.end());
       return lease_ids.size();
     }
-    // A full batch, and maybe more queued: sent ahead in a request of its own.
+    // A full batch (and maybe more queued), or more than fit: sent ahead
+    // in a request of its own.
     SendReleaseLocked(lease_ids);
   }
 }

@@ -75,9 +75,10 @@ class HandoffConnection {
   void SendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // One ReleaseRequest of `lease_ids`, answered; errors are ignored.
   void SendReleaseLocked(std::span<const uint64_t> lease_ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Puts the queued ids on `request` (release_lease_ids), sending any
-  // beyond one request's worth first; returns how many it carries, for
-  // releaser_.Sent once it is answered.
+  // Puts the queued ids on `request` (release_lease_ids) as far as its
+  // packet has room (ReleaseIdsThatFit), sending the others first in
+  // requests of their own; returns how many it carries, for releaser_.Sent
+  // once it is answered.
   size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

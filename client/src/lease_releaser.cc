@@ -45,8 +45,9 @@ void LeaseReleaser::StartThreadLocked() {
   if (thread_.joinable() || stopping_) return;
   try {
     thread_ = std::thread([this] { Run(); });
-  } catch (const std::system_error&) {
-    // Out of threads, memory or mappings: the ids ride on the next request.
+  } catch (...) {
+    // Out of threads, memory or mappings (std::system_error, or
+    // std::bad_alloc): the ids ride on the next request.
   }
 }
 

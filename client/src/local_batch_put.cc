@@ -106,10 +106,18 @@ LocalTransport::LocalTransport(std::shared_ptr<HandoffConnection> connection)
     : connection_(std::move(connection)) {}
 LocalTransport::~LocalTransport() = default;
 
-absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPutItem> items,
-                                                        const BatchPutOptions& options,
-                                                        const CallOptions& call) {
-  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
+namespace {
+
+// One handoff request of a batch: items [first, end), and the bytes of
+// its memfd.
+struct Request {
+  size_t first = 0;
+  size_t end = 0;
+  uint64_t memfd_bytes = 0;
+};
+
+// Each item's compact layout and size, as the request will describe it.
+absl::StatusOr<std::vector<PlannedItem>> PlanItems(std::span<const BatchPutItem> items) {
   std::vector<PlannedItem> planned(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     PlannedItem& item = planned[i];
@@ -123,15 +131,16 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
     item.proto.set_total_bytes(size);
     item.proto.set_retention(static_cast<v1::Retention>(items[i].retention));
   }
-  // Requests: as many items as one packet, kMaxPutManyItems and
-  // kMaxPutManyBytes allow, each item's place in the memfd set as it is
-  // counted (so the packet size is exact). An atomic batch is one request
-  // or none.
-  struct Request {
-    size_t first = 0;
-    size_t end = 0;
-    uint64_t memfd_bytes = 0;
-  };
+  return planned;
+}
+
+// Requests of as many items as one packet, kMaxPutManyItems and
+// kMaxPutManyBytes allow, each item's place in the memfd set as it is
+// counted (so the packet size is exact). An atomic batch is one request or
+// none; what the handoff cannot carry is use_remote, before anything is
+// sent.
+absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>& planned,
+                                                       const BatchPutOptions& options) {
   std::vector<Request> requests;
   for (size_t first = 0; first < planned.size() || (first == 0 && planned.empty());) {
     Request request{.first = first, .end = first};
@@ -164,70 +173,115 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
   }
   if (options.atomic && requests.size() > 1) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-        "an atomic batch of ", items.size(), " items does not fit one local batch put request (",
+        "an atomic batch of ", planned.size(), " items does not fit one local batch put request (",
         kMaxPutManyItems, " items, ", kMaxPutManyBytes, " bytes, a ", kMaxBatchPacketBytes,
         "-byte packet); it goes over gRPC")));
   }
+  return requests;
+}
 
+// The request's items, compacted, into `staging` at their offsets (and
+// their checksums when asked).
+absl::Status WriteItems(const PutStaging& staging, std::vector<PlannedItem>& planned,
+                        const Request& request, bool send_crc32c) {
+  for (size_t i = request.first; i < request.end; ++i) {
+    v1::PutManyItem& item = planned[i].proto;
+    uint8_t* target = staging.data() + item.offset();
+    const dlpack::TensorLayout compact{.dtype = planned[i].source.dtype,
+                                       .shape = planned[i].source.shape};
+    if (item.total_bytes() > 0) {
+      TENSORD_RETURN_IF_ERROR(
+          dlpack::CopyStrided(planned[i].tensor->data, planned[i].source, target, compact));
+    }
+    if (send_crc32c) item.set_crc32c(Crc32c(target, item.total_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+// The request's answer, one result per item, appended to `result`.
+absl::Status AppendResults(const v1::PutManyResponse& answer,
+                           const std::vector<PlannedItem>& planned, const Request& request,
+                           BatchPutResult& result) {
+  if (static_cast<size_t>(answer.results_size()) != request.end - request.first) {
+    return absl::InternalError(absl::StrCat("server answered ", answer.results_size(),
+                                            " batch put results for ", request.end - request.first,
+                                            " items"));
+  }
+  result.group_version = answer.group_version();
+  for (size_t i = request.first; i < request.end; ++i) {
+    const v1::PutManyResult& item = answer.results(static_cast<int>(i - request.first));
+    if (item.status().code() != 0) {
+      result.items.emplace_back(absl::Status(static_cast<absl::StatusCode>(item.status().code()),
+                                             item.status().message()));
+      continue;
+    }
+    const v1::PutManyItem& sent = planned[i].proto;
+    v1::TensorInfo info;
+    info.set_name(sent.name());
+    *info.mutable_layout() = sent.layout();
+    info.set_total_bytes(sent.total_bytes());
+    info.set_version(item.version());
+    info.set_crc32c(item.crc32c());
+    info.set_created_unix_nanos(item.created_unix_nanos());
+    info.set_retention(sent.retention());
+    result.items.emplace_back(InfoFromProto(info));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPutItem> items,
+                                                        const BatchPutOptions& options,
+                                                        const CallOptions& call) {
+  TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
+  TENSORD_ASSIGN_OR_RETURN(std::vector<PlannedItem> planned, PlanItems(items));
+  TENSORD_ASSIGN_OR_RETURN(std::vector<Request> requests, SplitIntoRequests(planned, options));
   BatchPutResult result;
   result.items.reserve(items.size());
-  MutexLock lock(&put_mutex_);
-  for (const Request& planned_request : requests) {
+  // One request: its items written into a staging memfd, sent, and their
+  // results appended.
+  auto send = [&](const Request& request) -> absl::Status {
     TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
-    const size_t first = planned_request.first;
-    const size_t end = planned_request.end;
-    const uint64_t size = planned_request.memfd_bytes;
+    // One request at a time fills and sends the staging memfd.
+    MutexLock lock(&put_mutex_);
     // This connection's staging memfd, or one of this request's own.
     std::unique_ptr<PutStaging> own_staging;
-    if (size > kMaxKeptStagingBytes) {
-      TENSORD_ASSIGN_OR_RETURN(own_staging, PutStaging::Make(size));
-    } else if (put_staging_ == nullptr || put_staging_->size() < size) {
+    if (request.memfd_bytes > kMaxKeptStagingBytes) {
+      TENSORD_ASSIGN_OR_RETURN(own_staging, PutStaging::Make(request.memfd_bytes));
+    } else if (put_staging_ == nullptr || put_staging_->size() < request.memfd_bytes) {
       put_staging_.reset();  // its pages go before the larger one's come
-      TENSORD_ASSIGN_OR_RETURN(put_staging_, PutStaging::Make(size));
+      TENSORD_ASSIGN_OR_RETURN(put_staging_, PutStaging::Make(request.memfd_bytes));
     }
     const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
-    for (size_t i = first; i < end; ++i) {
-      v1::PutManyItem& item = planned[i].proto;
-      uint8_t* target = staging.data() + item.offset();
-      const dlpack::TensorLayout compact{.dtype = planned[i].source.dtype,
-                                         .shape = planned[i].source.shape};
-      if (item.total_bytes() > 0) {
-        TENSORD_RETURN_IF_ERROR(
-            dlpack::CopyStrided(planned[i].tensor->data, planned[i].source, target, compact));
-      }
-      if (options.send_crc32c) item.set_crc32c(Crc32c(target, item.total_bytes()));
+    TENSORD_RETURN_IF_ERROR(WriteItems(staging, planned, request, options.send_crc32c));
+    v1::HandoffRequest put;
+    put.mutable_put_many()->set_atomic(options.atomic);
+    for (size_t i = request.first; i < request.end; ++i) {
+      *put.mutable_put_many()->add_items() = planned[i].proto;
     }
-    v1::HandoffRequest request;
-    v1::PutManyRequest* put_many = request.mutable_put_many();
-    put_many->set_atomic(options.atomic);
-    for (size_t i = first; i < end; ++i) *put_many->add_items() = planned[i].proto;
     TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
-                             connection_->CallWithFd(std::move(request), staging.fd()));
-    const v1::PutManyResponse& answer = response.message->put_many();
-    if (static_cast<size_t>(answer.results_size()) != end - first) {
-      return absl::InternalError(absl::StrCat("server answered ", answer.results_size(),
-                                              " batch put results for ", end - first, " items"));
-    }
-    result.group_version = answer.group_version();
-    for (size_t i = first; i < end; ++i) {
-      const v1::PutManyResult& item = answer.results(static_cast<int>(i - first));
-      if (item.status().code() != 0) {
-        result.items.emplace_back(absl::Status(static_cast<absl::StatusCode>(item.status().code()),
-                                               item.status().message()));
-        continue;
-      }
-      v1::TensorInfo info;
-      info.set_name(planned[i].proto.name());
-      *info.mutable_layout() = planned[i].proto.layout();
-      info.set_total_bytes(planned[i].proto.total_bytes());
-      info.set_version(item.version());
-      info.set_crc32c(item.crc32c());
-      info.set_created_unix_nanos(item.created_unix_nanos());
-      info.set_retention(planned[i].proto.retention());
-      result.items.emplace_back(InfoFromProto(info));
-    }
-    if (options.progress) options.progress(end, items.size());
+                             connection_->CallWithFd(std::move(put), staging.fd()));
+    return AppendResults(response.message->put_many(), planned, request, result);
+  };
+  for (const Request& planned_request : requests) {
+    const absl::Status sent = send(planned_request);
+    if (sent.ok()) continue;
+    // Before any request was answered nothing is known published: the call
+    // fails (and kAuto may take gRPC). After, earlier items are published,
+    // so the call answers them, and this failure on every item not
+    // answered: failing the call would hide them, and a retry over gRPC
+    // would publish them twice.
+    if (result.items.empty()) return sent;
+    const absl::Status not_sent(
+        sent.code(), absl::StrCat("not known to be published: the local batch put request "
+                                  "carrying it failed: ",
+                                  sent.message()));
+    while (result.items.size() < items.size()) result.items.emplace_back(not_sent);
+    return result;
   }
+  // Called once, with no lock held, so a callback may call this client again.
+  if (options.progress) options.progress(items.size(), items.size());
   return result;
 }
 

@@ -690,7 +690,10 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     std::vector<std::shared_ptr<HeldVersion>> versions;
     versions.reserve(holds.size());
     for (const auto& held : holds) versions.push_back(held.ok() ? *held : nullptr);
-    TENSORD_ASSIGN_OR_RETURN(views, BatchPrivateViews::Map(versions));
+    // Without views (no mapping left) each tensor maps its own pages below,
+    // and fails alone if that fails too.
+    absl::StatusOr<BatchPrivateViews> mapped = BatchPrivateViews::Map(versions);
+    if (mapped.ok()) views = *std::move(mapped);
   }
   std::vector<absl::StatusOr<Tensor>> results;
   results.reserve(holds.size());

@@ -114,7 +114,8 @@ class LocalTransport final : public ClientTransport {
 
   std::shared_ptr<HandoffConnection> connection_;
   ArenaMappings arenas_;
-  // Batch puts write their bytes here, one at a time (local_batch_put.cc).
+  // Batch puts write their bytes here, one request at a time
+  // (local_batch_put.cc).
   Mutex put_mutex_;
   std::unique_ptr<PutStaging> put_staging_ ABSL_GUARDED_BY(put_mutex_);
   Mutex mutex_;

@@ -185,6 +185,9 @@ class HandoffSession {
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
   // The fd the packet being answered came with (put_many's memfd).
   ScopedFd packet_fd_;
+  // put_many reads its memfd through this window (handoff_put_many.cc),
+  // kept for the connection's next one.
+  std::vector<uint8_t> put_many_window_;
 };
 
 }  // namespace tensord

@@ -2,8 +2,11 @@
 #ifndef TENSORD_SERVICE_WIRE_BATCH_LIMITS_H_
 #define TENSORD_SERVICE_WIRE_BATCH_LIMITS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "service/common/unix_socket.h"
 
 namespace tensord {
 
@@ -18,6 +21,18 @@ inline constexpr uint64_t kMaxInlineBatchItemBytes = 64 * 1024;
 // Most leases one handoff ReleaseRequest ends (at most 10 bytes each, so a
 // full request stays far inside a handoff packet).
 inline constexpr size_t kMaxLeasesPerRelease = 4096;
+
+// How many lease ids a handoff request of `request_bytes` serialized bytes
+// may carry in release_lease_ids and still fit one packet (the server
+// closes the connection on a larger one, ending every lease it holds):
+// at most 10 bytes an id (packed varints) after the field's tag and length.
+inline size_t ReleaseIdsThatFit(size_t request_bytes) {
+  constexpr size_t kFieldBytes = 1 + 3;
+  constexpr size_t kMaxIdBytes = 10;
+  if (request_bytes + kFieldBytes >= kMaxBatchPacketBytes) return 0;
+  return std::min(kMaxLeasesPerRelease,
+                  (kMaxBatchPacketBytes - request_bytes - kFieldBytes) / kMaxIdBytes);
+}
 
 // A local batch put (the handoff socket's put_many): the most items and
 // item bytes one request carries, so its answer fits one packet and its

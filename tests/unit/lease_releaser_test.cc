@@ -15,6 +15,7 @@
 
 #include "service/common/mutex.h"
 #include "service/wire/batch_limits.h"
+#include "tensord/v1/handoff.pb.h"
 
 namespace tensord {
 namespace {
@@ -156,6 +157,27 @@ TEST(LeaseReleaserDeathTest, ReleaseWithoutRoomForItsThreadQueuesTheIds) {
         ::_exit(sent == std::vector<uint64_t>{1, 2} ? 0 : 4);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// The ids a request carries never push it past one packet (the server
+// closes a connection that sends a larger one, ending all of its leases):
+// a small request takes a full batch, one near the packet size as many as
+// fit at their largest, and one at the size none.
+TEST(LeaseReleaserTest, ReleaseIdsRideOnlyAsFarAsTheRequestsPacketHasRoom) {
+  EXPECT_EQ(ReleaseIdsThatFit(100), kMaxLeasesPerRelease);
+  EXPECT_EQ(ReleaseIdsThatFit(kMaxBatchPacketBytes), 0u);
+  v1::HandoffRequest request;
+  request.set_request_id(~uint64_t{0});
+  while (request.ByteSizeLong() < kMaxBatchPacketBytes - 1024) {
+    v1::NameVersion* item = request.mutable_acquire_many()->add_items();
+    item->set_name("layers/0123456789/weight");
+    item->set_version(~uint64_t{0});
+  }
+  const size_t fit = ReleaseIdsThatFit(request.ByteSizeLong());
+  EXPECT_GT(fit, 0u);
+  EXPECT_LT(fit, kMaxLeasesPerRelease);
+  for (size_t i = 0; i < fit; ++i) request.add_release_lease_ids(~uint64_t{0});
+  EXPECT_LE(request.SerializeAsString().size(), kMaxBatchPacketBytes);
 }
 
 }  // namespace

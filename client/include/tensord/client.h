@@ -26,7 +26,9 @@ enum class TransferPath {
   kAuto,
   // Always gRPC streaming.
   kRemote,
-  // Always local handoff; UNAVAILABLE when it cannot be reached.
+  // Always local handoff; UNAVAILABLE when it cannot be reached. Calls
+  // only gRPC serves still take it (Stat, List, Delete, ...), and so does a
+  // BatchPut the handoff refuses with use_remote (see BatchPut).
   kLocal,
 };
 
@@ -301,7 +303,8 @@ struct BatchPutOptions {
   // Send each item's CRC-32C so the server verifies it (DATA_LOSS fails
   // that item).
   bool send_crc32c = false;
-  // Called as items are sent: (items sent, items in total).
+  // Called as items are sent: (items sent, items in total). Over the local
+  // handoff, once, when every item was answered.
   ProgressCallback progress;
 };
 
@@ -510,12 +513,15 @@ class Client {
   // Many tensors in few calls. Over the local handoff (kAuto on the
   // server's host, or kLocal) the bytes go in a memfd, one request per 4096
   // items or 256 MiB, which the server copies; otherwise over gRPC, where
-  // small ones travel many to a message. A cluster node, and an atomic
-  // batch too large for one handoff request, take the gRPC path under
-  // kLocal too. Each item succeeds or fails on its own (its entry in the
-  // result), as Put would; an atomic batch publishes all or none. The call
-  // itself fails only when the batch cannot be sent (bad options, a broken
-  // stream or socket).
+  // small ones travel many to a message. A cluster node, an atomic batch
+  // too large for one handoff request, and a batch with an item over 256
+  // MiB take the gRPC path, under kLocal too. Once one handoff request of a
+  // batch was answered, a later one that fails fails only its items ("not
+  // known to be published"), never the call: a retry would publish the
+  // answered items twice. Each item succeeds or fails on its own (its
+  // entry in the result), as Put would; an atomic batch publishes all or
+  // none. The call itself fails only when the batch cannot be sent (bad
+  // options, a broken stream or socket).
   absl::StatusOr<BatchPutResult> BatchPut(std::span<const BatchPutItem> items,
                                           const BatchPutOptions& options = {},
                                           const CallOptions& call = {});

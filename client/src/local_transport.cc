@@ -175,21 +175,24 @@ class PrivateMappingMemory final : public TensorMemory {
   Mapping mapping_;  // unmapped before the lease is released
 };
 
-// A tensor's pages in a private copy-on-write view of an arena shared with
-// the other tensors of its batch (BatchPrivateViews).
-class PrivateSlotMemory final : public TensorMemory {
+// Bytes of a held version seen through a mapping shared with other
+// tensors: the arena's one read-only mapping (read_only), or a batch's
+// private copy-on-write view of it (BatchPrivateViews), kept while the
+// tensor lives. The view goes before the lease ends.
+class HeldBytesMemory final : public TensorMemory {
  public:
-  PrivateSlotMemory(std::shared_ptr<HeldVersion> held, std::shared_ptr<const Mapping> view,
-                    void* data)
-      : held_(std::move(held)), view_(std::move(view)), data_(data) {}
+  HeldBytesMemory(std::shared_ptr<HeldVersion> held, void* data, bool read_only,
+                  std::shared_ptr<const Mapping> view = nullptr)
+      : held_(std::move(held)), view_(std::move(view)), data_(data), read_only_(read_only) {}
   void* data() override { return data_; }
-  bool read_only() const override { return false; }
+  bool read_only() const override { return read_only_; }
   bool is_copy() const override { return false; }
 
  private:
   std::shared_ptr<HeldVersion> held_;
   std::shared_ptr<const Mapping> view_;
   void* data_;
+  const bool read_only_;
 };
 
 // The private copy-on-write views of a batch's arena versions: one mapping
@@ -237,8 +240,8 @@ class BatchPrivateViews {
     const View& view = views_.at(held->arena());
     void* data = static_cast<uint8_t*>(view.mapping->data()) + (held->arena_offset() - view.begin);
     TensorInfo info = held->info();
-    return Tensor(std::move(info),
-                  std::make_shared<PrivateSlotMemory>(std::move(held), view.mapping, data));
+    return Tensor(std::move(info), std::make_shared<HeldBytesMemory>(
+                                       std::move(held), data, /*read_only=*/false, view.mapping));
   }
 
  private:
@@ -248,19 +251,6 @@ class BatchPrivateViews {
   };
   absl::flat_hash_map<const ArenaMapping*, View> views_;
   std::vector<bool> in_view_;
-};
-
-class SharedReadOnlyMemory final : public TensorMemory {
- public:
-  SharedReadOnlyMemory(std::shared_ptr<HeldVersion> held, void* data)
-      : held_(std::move(held)), data_(data) {}
-  void* data() override { return data_; }
-  bool read_only() const override { return true; }
-  bool is_copy() const override { return false; }
-
- private:
-  std::shared_ptr<HeldVersion> held_;
-  void* data_;
 };
 
 // The server's device memory imported into this process. Always flagged
@@ -568,7 +558,8 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
   }
   if (options.read_only) {
     TENSORD_ASSIGN_OR_RETURN(void* data, held->SharedReadOnly());
-    return Tensor(std::move(info), std::make_shared<SharedReadOnlyMemory>(std::move(held), data));
+    return Tensor(std::move(info),
+                  std::make_shared<HeldBytesMemory>(std::move(held), data, /*read_only=*/true));
   }
   // Each consumer gets its own private mapping, so one consumer's writes are
   // never seen by another tensor of this process either.

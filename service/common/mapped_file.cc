@@ -34,26 +34,22 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   if (raw_fd < 0) return LastError("open", path);
   ScopedFd fd(raw_fd);
 
-  return Map(fd.get(), path);
-}
-
-absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Map(int fd, const std::string& what) {
   struct stat st;
-  if (::fstat(fd, &st) != 0) return LastError("fstat", what);
+  if (::fstat(fd.get(), &st) != 0) return LastError("fstat", path);
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("map ", what, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat("map ", path, ": not a regular file"));
   }
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("map ", what, ": size ", st.st_size, " does not fit in memory"));
+        absl::StrCat("map ", path, ": size ", st.st_size, " does not fit in memory"));
   }
   size_t size = static_cast<size_t>(st.st_size);
   // mmap rejects a zero length, and an empty view needs no mapping.
-  if (size == 0) return std::unique_ptr<MappedFile>(new MappedFile(what, nullptr, 0));
+  if (size == 0) return std::unique_ptr<MappedFile>(new MappedFile(path, nullptr, 0));
 
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (data == MAP_FAILED) return LastError("mmap", what);
-  return std::unique_ptr<MappedFile>(new MappedFile(what, data, size));
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (data == MAP_FAILED) return LastError("mmap", path);
+  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
 MappedFile::~MappedFile() {

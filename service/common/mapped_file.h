@@ -17,9 +17,6 @@ class MappedFile {
   // (not a regular file) name the path and the errno text. An empty file maps
   // to an empty view.
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
-  // Maps the regular file `fd` refers to (which stays open and owned by the
-  // caller) read-only, whole; `what` names it in errors and as path().
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Map(int fd, const std::string& what);
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -395,6 +395,13 @@ TEST_F(LocalBatchTest, PutManyRefusesBadRequestsNamingTheValue) {
   EXPECT_TRUE(absl::StrContains(response.message(), absl::StrCat(kMaxPutManyItems + 1)))
       << response.message();
 
+  v1::HandoffRequest too_large = request;
+  too_large.mutable_put_many()->mutable_items(0)->set_total_bytes(kMaxPutManyBytes + 1);
+  response = call(too_large, sealed.get());
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(response.message(), absl::StrCat(kMaxPutManyBytes)))
+      << response.message();
+
   v1::HandoffRequest acquire;
   acquire.mutable_acquire()->set_name("bad/x");
   response = call(acquire, sealed.get());

@@ -3,10 +3,12 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/channel_arguments.h"
@@ -88,6 +90,24 @@ absl::StatusOr<StreamedRange> FinishRange(FetchStreamReceiver& receiver) {
                        .offset = receiver.range_offset(),
                        .length = receiver.range_length(),
                        .crc32c = receiver.received_crc32c()};
+}
+
+// The number of a version the server passed on as it arrived from
+// another node (its header named version 0): kNumberedVersionTrailer.
+absl::StatusOr<uint64_t> NumberedVersion(const grpc::ClientContext& context,
+                                         const std::string& name) {
+  const std::multimap<grpc::string_ref, grpc::string_ref>& trailers =
+      context.GetServerTrailingMetadata();
+  auto it = trailers.find(kNumberedVersionTrailer);
+  uint64_t version = 0;
+  if (it == trailers.end() ||
+      !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &version) ||
+      version == 0) {
+    return absl::InternalError(absl::StrCat("the server sent '", name,
+                                            "' as version 0 without a valid ",
+                                            kNumberedVersionTrailer, " trailer"));
+  }
+  return version;
 }
 
 }  // namespace
@@ -176,7 +196,11 @@ absl::StatusOr<StreamedRange> RemoteConnection::StreamFetch(
   grpc::Status status = reader->Finish();
   TENSORD_RETURN_IF_ERROR(failure);
   TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
-  return FinishRange(receiver);
+  TENSORD_ASSIGN_OR_RETURN(StreamedRange range, FinishRange(receiver));
+  if (range.info.version == 0) {
+    TENSORD_ASSIGN_OR_RETURN(range.info.version, NumberedVersion(context, range.info.name));
+  }
+  return range;
 }
 
 absl::StatusOr<StreamedRange> RemoteConnection::FetchInline(

@@ -113,6 +113,20 @@ absl::StatusOr<TensorInfo> TransferPlan::Fetch(absl::string_view name,
   }
   StreamedRange whole = *std::move(answered);
   if (!whole.split) return std::move(whole.info);
+  // One stream of the whole, which holds its version to the end (the
+  // destination is asked for again).
+  auto stream_whole = [&]() -> absl::StatusOr<TensorInfo> {
+    request.set_split_above_bytes(0);
+    CallContext context(connection_, call);
+    TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed,
+                             connection_.StreamFetch(*connection_.channel, context.get(), request,
+                                                     fetch_options, destination_for));
+    return std::move(streamed.info);
+  };
+  // Version 0: a copy the server is still receiving from another node of
+  // a cluster. Its parts could not name a version; the stream is passed
+  // the bytes as they arrive.
+  if (whole.info.version == 0) return stream_whole();
 
   // Every part asks for the version the header named, so a put meanwhile
   // cannot mix two versions.
@@ -121,15 +135,9 @@ absl::StatusOr<TensorInfo> TransferPlan::Fetch(absl::string_view name,
       FetchParts(name, fetch_options, call, destination, whole, split_above, cores);
   // A split header holds no lease: the version it named may have been
   // replaced and dropped before its parts were asked for. A fetch of the
-  // latest version then takes one stream, which holds its version to the
-  // end (the destination is asked for again).
+  // latest version then takes one stream.
   if (assembled.status().code() == absl::StatusCode::kNotFound && fetch_options.version == 0) {
-    request.set_split_above_bytes(0);
-    CallContext context(connection_, call);
-    TENSORD_ASSIGN_OR_RETURN(StreamedRange streamed,
-                             connection_.StreamFetch(*connection_.channel, context.get(), request,
-                                                     fetch_options, destination_for));
-    return std::move(streamed.info);
+    return stream_whole();
   }
   return assembled;
 }

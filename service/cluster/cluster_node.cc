@@ -135,6 +135,10 @@ void ClusterNode::EnsureLatest(std::vector<std::string> names, ReadDone done) {
   latest_->EnsureLatest(std::move(names), std::move(done));
 }
 
+void ClusterNode::EnsureLatestSource(std::string name, SourceDone done) {
+  latest_->EnsureLatestSource(std::move(name), std::move(done));
+}
+
 void ClusterNode::EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) {
   // A lookup may hold a pool thread for its patience (a revision with no
   // name record changed since): a bounded number at a time, so readers

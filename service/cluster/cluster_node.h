@@ -76,6 +76,7 @@ class ClusterNode final : public ClusterAccess, public ClusterView {
 
   // ClusterAccess.
   void EnsureLatest(std::vector<std::string> names, ReadDone done) override;
+  void EnsureLatestSource(std::string name, SourceDone done) override;
   void EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) override;
   absl::StatusOr<uint32_t> ReplicasFor(absl::string_view name, uint32_t requested,
                                        Retention retention) const override;

@@ -38,6 +38,13 @@ class DeferredCluster final : public ClusterAccess, public ClusterView {
     for (size_t i = 0; i < names.size(); ++i) refused.emplace_back(NotJoined());
     std::move(done)(std::move(refused));
   }
+  void EnsureLatestSource(std::string name, SourceDone done) override {
+    if (std::shared_ptr<ClusterNode> node = Get()) {
+      node->EnsureLatestSource(std::move(name), std::move(done));
+      return;
+    }
+    std::move(done)(NotJoined());
+  }
   void EnsureGroup(int64_t cluster_group, NameCheck may_read, GroupReadDone done) override {
     if (std::shared_ptr<ClusterNode> node = Get()) {
       node->EnsureGroup(cluster_group, std::move(may_read), std::move(done));

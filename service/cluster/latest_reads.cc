@@ -60,8 +60,8 @@ LatestReads::~LatestReads() {
   std::vector<PullDone> waiting;
   {
     MutexLock lock(&mu_);
-    for (auto& [key, dones] : pulling_) {
-      for (PullDone& done : dones) waiting.push_back(std::move(done));
+    for (auto& [key, pull] : pulling_) {
+      for (PullDone& done : pull.waiting) waiting.push_back(std::move(done));
     }
     pulling_.clear();
   }
@@ -78,11 +78,8 @@ void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::Re
   std::vector<std::string> asked;
   std::vector<size_t> asked_index;
   for (size_t i = 0; i < names.size(); ++i) {
-    absl::StatusOr<std::shared_ptr<const TensorVersion>> local = registry_.Find(names[i], 0);
-    // A cache copy nobody ordered: served as it is (cache names promise no
-    // order across nodes, so no etcd round trip).
-    if (local.ok() && (*local)->retention == Retention::kCache && OriginOf(**local) == 0) {
-      gather->Set(i, Lease(*std::move(local)));
+    if (std::optional<Lease> cached = UnorderedCacheCopy(names[i])) {
+      gather->Set(i, *std::move(cached));
       continue;
     }
     asked.push_back(std::move(names[i]));
@@ -102,8 +99,39 @@ void LatestReads::EnsureLatest(std::vector<std::string> names, ClusterAccess::Re
                 });
 }
 
+std::optional<Lease> LatestReads::UnorderedCacheCopy(const std::string& name) {
+  absl::StatusOr<std::shared_ptr<const TensorVersion>> local = registry_.Find(name, 0);
+  if (local.ok() && (*local)->retention == Retention::kCache && OriginOf(**local) == 0) {
+    return Lease(*std::move(local));
+  }
+  return std::nullopt;
+}
+
+void LatestReads::EnsureLatestSource(std::string name, ClusterAccess::SourceDone done) {
+  if (std::optional<Lease> cached = UnorderedCacheCopy(name)) {
+    std::move(done)(LatestSource{.lease = *std::move(cached), .filling = nullptr});
+    return;
+  }
+  // Decide answers through exactly one of the two callbacks.
+  auto shared = std::make_shared<ClusterAccess::SourceDone>(std::move(done));
+  records_.Read({name}, [this, name, shared](std::vector<RecordReader::Answer> answers) {
+    Decide(
+        name, std::move(answers.front()), /*attempt=*/1,
+        [shared](absl::StatusOr<Lease> lease) {
+          if (!lease.ok()) {
+            std::move (*shared)(lease.status());
+            return;
+          }
+          std::move (*shared)(LatestSource{.lease = *std::move(lease), .filling = nullptr});
+        },
+        [shared](std::shared_ptr<FillingVersion> filling) {
+          std::move (*shared)(LatestSource{.lease = Lease(), .filling = std::move(filling)});
+        });
+  });
+}
+
 void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, int attempt,
-                         NameDone done) {
+                         NameDone done, FillingDone filling) {
   if (!answer.ok()) {
     // Without the record no copy can be known to be the latest.
     std::move(done)(absl::UnavailableError(answer.status().message()));
@@ -123,6 +151,13 @@ void LatestReads::Decide(const std::string& name, RecordReader::Answer answer, i
   // version even if a newer one replaces it before the read is served.
   if (local.ok() && local_origin != 0 && local_origin >= record.origin) {
     std::move(done)(Lease(*std::move(local)));
+    return;
+  }
+  // A streaming reader is passed the version as it arrives: it was the
+  // latest when the record was read, and stays its answer even if a newer
+  // one replaces it before the copy ends.
+  if (filling && record.total_bytes > ClusterAccess::kStreamedCopyBytes) {
+    std::move(filling)(PullOrdered(std::move(record), [](absl::Status) {}));
     return;
   }
   const std::string pulled_name = record.name;
@@ -177,16 +212,18 @@ bool LatestReads::DropStaleCopy(const std::string& name, int64_t newer_origin) {
   return true;
 }
 
-void LatestReads::PullOrdered(NameRecord record, PullDone done) {
+std::shared_ptr<FillingVersion> LatestReads::PullOrdered(NameRecord record, PullDone done) {
   const std::pair<std::string, int64_t> key(record.name, record.origin);
+  std::shared_ptr<FillingVersion> filling;
   {
     MutexLock lock(&mu_);
     auto [it, first] = pulling_.try_emplace(key);
-    it->second.push_back(std::move(done));
+    it->second.waiting.push_back(std::move(done));
     if (!first) {
       pulls_joined_.fetch_add(1, std::memory_order_relaxed);
-      return;
+      return it->second.filling;
     }
+    filling = it->second.filling = std::make_shared<FillingVersion>();
   }
   auto finish = [this, key](absl::Status status) {
     std::vector<PullDone> waiting;
@@ -194,14 +231,14 @@ void LatestReads::PullOrdered(NameRecord record, PullDone done) {
       MutexLock lock(&mu_);
       auto it = pulling_.find(key);
       if (it == pulling_.end()) return;  // answered at shutdown
-      waiting = std::move(it->second);
+      waiting = std::move(it->second.waiting);
       pulling_.erase(it);
     }
     for (PullDone& waiter : waiting) std::move(waiter)(status);
   };
   pool_.Run(
-      [this, record = std::move(record), finish]() mutable {
-        const absl::Status pulled = PullFromHolders(record);
+      [this, record = std::move(record), finish, filling]() mutable {
+        const absl::Status pulled = PullFromHolders(record, *filling);
         finish(pulled);
         if (!pulled.ok() || !join_holders_) return;
         // Only while this node still holds that version (not overtaken).
@@ -212,10 +249,22 @@ void LatestReads::PullOrdered(NameRecord record, PullDone done) {
               {{"name", record.name}, {"origin", record.origin}, {"error", joined.ToString()}});
         }
       },
-      [finish]() mutable { finish(absl::UnavailableError("the node is shutting down")); });
+      [finish, filling]() mutable {
+        const absl::Status stopped = absl::UnavailableError("the node is shutting down");
+        filling->Fail(stopped);
+        finish(stopped);
+      });
+  return filling;
 }
 
-absl::Status LatestReads::PullFromHolders(const NameRecord& record) {
+absl::Status LatestReads::PullFromHolders(const NameRecord& record, FillingVersion& filling) {
+  absl::Status status = PullFromSomeHolder(record, filling);
+  // A copy that was pulled ended in Complete; every other end fails it.
+  if (!status.ok()) filling.Fail(status);
+  return status;
+}
+
+absl::Status LatestReads::PullFromSomeHolder(const NameRecord& record, FillingVersion& filling) {
   std::vector<std::string> failures;
   for (const std::string& holder : record.holders) {
     if (holder == self_) {
@@ -237,11 +286,15 @@ absl::Status LatestReads::PullFromHolders(const NameRecord& record) {
                       .total_bytes = record.total_bytes,
                       .crc32c = record.crc32c};
     absl::StatusOr<PendingVersion> pulled =
-        PullVersion(peers_, registry_, source, Retention::kCache);
+        PullVersion(peers_, registry_, source, Retention::kCache, &filling);
     if (pulled.ok()) {
       pulled->origin = record.origin;
-      absl::StatusOr<VersionInfo> published = registry_.Publish(*std::move(pulled));
+      absl::StatusOr<SealedVersion> sealed = registry_.Seal(*std::move(pulled));
+      if (!sealed.ok()) return sealed.status();
+      std::shared_ptr<const TensorVersion> version = sealed->Share();
+      absl::StatusOr<VersionInfo> published = registry_.Install(*std::move(sealed));
       if (!published.ok()) return published.status();
+      filling.Complete(std::move(version));
       pulls_.fetch_add(1, std::memory_order_relaxed);
       pulled_bytes_.fetch_add(record.total_bytes, std::memory_order_relaxed);
       Log(LogLevel::kInfo, "cluster_pulled",

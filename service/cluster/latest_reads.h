@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "service/cluster/work_pool.h"
 #include "service/common/mutex.h"
 #include "service/registry/cluster_access.h"
+#include "service/registry/filling_version.h"
 #include "service/registry/registry.h"
 
 namespace tensord {
@@ -62,6 +64,8 @@ class LatestReads {
 
   // ClusterAccess::EnsureLatest.
   void EnsureLatest(std::vector<std::string> names, ClusterAccess::ReadDone done);
+  // ClusterAccess::EnsureLatestSource.
+  void EnsureLatestSource(std::string name, ClusterAccess::SourceDone done);
 
   // How often a read whose version was replaced while it was pulled reads
   // the record again before it answers UNAVAILABLE.
@@ -78,15 +82,24 @@ class LatestReads {
  private:
   using NameDone = absl::AnyInvocable<void(absl::StatusOr<Lease>) &&>;
   using PullDone = absl::AnyInvocable<void(absl::Status) &&>;
+  // A reader that streams: handed the copy as it starts (instead of `done`
+  // once it ends) when a large version must be pulled.
+  using FillingDone = absl::AnyInvocable<void(std::shared_ptr<FillingVersion>) &&>;
+  // A cache copy nobody ordered, held here: served as it is (cache names
+  // promise no order across nodes, so no etcd round trip).
+  std::optional<Lease> UnorderedCacheCopy(const std::string& name);
   // With the record read: serve, pull, or look for a cache copy.
-  void Decide(const std::string& name, RecordReader::Answer answer, int attempt, NameDone done);
+  void Decide(const std::string& name, RecordReader::Answer answer, int attempt, NameDone done,
+              FillingDone filling = nullptr);
   // After a pull of `origin`: a lease on the copy, or the decision again
   // when a newer version (or a delete) replaced it meanwhile.
   void LeasePulled(const std::string& name, int64_t origin, int attempt, NameDone done);
   // Pulls `record`'s version here; concurrent callers for one version
-  // share one pull.
-  void PullOrdered(NameRecord record, PullDone done);
-  absl::Status PullFromHolders(const NameRecord& record);
+  // share one pull, and its copy as it arrives (returned).
+  std::shared_ptr<FillingVersion> PullOrdered(NameRecord record, PullDone done);
+  // Tries each live holder in turn; ends `filling` either way.
+  absl::Status PullFromHolders(const NameRecord& record, FillingVersion& filling);
+  absl::Status PullFromSomeHolder(const NameRecord& record, FillingVersion& filling);
   void PullCacheCopy(const std::string& name, NameDone done);
 
   const std::string self_;
@@ -99,9 +112,13 @@ class LatestReads {
   const JoinHolders join_holders_;
 
   mutable Mutex mu_;
-  // Reads waiting on the pull of each (name, origin); the first started it.
-  absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<PullDone>> pulling_
-      ABSL_GUARDED_BY(mu_);
+  // The pull of each (name, origin) in flight: the reads waiting for its
+  // end (the first started it), and the copy as it arrives.
+  struct Pull {
+    std::vector<PullDone> waiting;
+    std::shared_ptr<FillingVersion> filling;
+  };
+  absl::flat_hash_map<std::pair<std::string, int64_t>, Pull> pulling_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> pulls_{0};
   std::atomic<uint64_t> pulled_bytes_{0};
   std::atomic<uint64_t> pull_failures_{0};

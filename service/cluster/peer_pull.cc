@@ -26,8 +26,9 @@ constexpr char kFetchMethod[] = "/tensord.v1.TensorService/Fetch";
 // the bytes against the CRC-32C, which Open made the recorded one.
 class PullSink final : public FetchReceiver::Sink {
  public:
-  PullSink(Registry& registry, const PullSource& source, Retention retention)
-      : registry_(registry), source_(source), retention_(retention) {}
+  PullSink(Registry& registry, const PullSource& source, Retention retention,
+           FillingVersion* filling)
+      : registry_(registry), source_(source), retention_(retention), filling_(filling) {}
 
   absl::Status Open(WireFetchHeader& header) override {
     const WireTensorInfo& info = header.info;
@@ -49,16 +50,30 @@ class PullSink final : public FetchReceiver::Sink {
     // Kept here as host bytes: this node may have no device, and a reader
     // through it asked for the bytes, not for a place.
     layout.device = DLDevice{kDLCPU, 0};
+    const dlpack::TensorLayout announced_layout = layout;
     TENSORD_ASSIGN_OR_RETURN(
         PendingVersion prepared,
         registry_.Prepare(source_.name, std::move(layout), source_.total_bytes, retention_));
     pending_ = std::move(prepared);
-    return absl::OkStatus();
+    // This node's copy is created now, and readers passed it while it
+    // arrives are told so.
+    pending_->created_at = absl::Now();
+    if (filling_ == nullptr) return absl::OkStatus();
+    VersionDescription description;
+    description.name = source_.name;
+    description.layout = announced_layout;
+    description.total_bytes = source_.total_bytes;
+    description.crc32c = source_.crc32c;
+    description.created = *pending_->created_at;
+    description.retention = retention_;
+    return filling_->Begin(description, *pending_->buffer);
   }
 
   absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces,
-                     uint64_t /*size*/) override {
-    return pending_->buffer->Write(offset, pieces);
+                     uint64_t size) override {
+    TENSORD_RETURN_IF_ERROR(pending_->buffer->Write(offset, pieces));
+    if (filling_ != nullptr) filling_->Advance(offset + size);
+    return absl::OkStatus();
   }
 
   // After the receiver's Finish said OK: the version, its CRC-32C set.
@@ -71,6 +86,7 @@ class PullSink final : public FetchReceiver::Sink {
   Registry& registry_;
   const PullSource& source_;
   const Retention retention_;
+  FillingVersion* const filling_;
   std::optional<PendingVersion> pending_;
 };
 
@@ -82,7 +98,8 @@ absl::Duration PullTimeout(uint64_t bytes) {
 }
 
 absl::StatusOr<PendingVersion> PullVersion(PeerChannels& peers, Registry& registry,
-                                           const PullSource& source, Retention retention) {
+                                           const PullSource& source, Retention retention,
+                                           FillingVersion* filling) {
   std::shared_ptr<grpc::Channel> channel = peers.ChannelTo(source.address);
   const grpc::internal::RpcMethod method(kFetchMethod, grpc::internal::RpcMethod::SERVER_STREAMING,
                                          channel);
@@ -96,7 +113,7 @@ absl::StatusOr<PendingVersion> PullVersion(PeerChannels& peers, Registry& regist
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
           channel.get(), method, &context, SerializeToByteBuffer(request)));
-  PullSink sink(registry, source, retention);
+  PullSink sink(registry, source, retention, filling);
   const std::string noun = absl::StrCat("node ", source.node, "'s copy of");
   // Every byte is summed: the holder's bytes are checked, not trusted.
   const FetchReceiver::Options receive{.verify_crc32c = true,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "service/cluster/peer_channels.h"
+#include "service/registry/filling_version.h"
 #include "service/registry/registry.h"
 
 namespace tensord {
@@ -31,12 +32,15 @@ struct PullSource {
 
 // Blocks. The bytes in a buffer prepared with `retention`, checked and
 // summed (pending.crc32c set), ready to publish; a device version on the
-// holder comes as a host tensor. NOT_FOUND when the holder no longer has
+// holder comes as a host tensor. With `filling`, the attempt is announced
+// to it and its watermark advanced as bytes are written (readers are
+// passed them as they arrive); the caller ends it. NOT_FOUND when the holder no longer has
 // that version; DATA_LOSS when it sent another; UNAVAILABLE or
 // DEADLINE_EXCEEDED naming the holder when it could not be reached or
 // stopped answering (PeerChannelOptions::stall_timeout).
 absl::StatusOr<PendingVersion> PullVersion(PeerChannels& peers, Registry& registry,
-                                           const PullSource& source, Retention retention);
+                                           const PullSource& source, Retention retention,
+                                           FillingVersion* filling = nullptr);
 
 // The deadline a pull of `bytes` gets: room for a slow link, never less
 // than a few seconds.

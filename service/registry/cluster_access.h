@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "service/registry/filling_version.h"
 #include "service/registry/registry.h"
 #include "service/registry/version_info.h"
 #include "service/registry/watch_source.h"
@@ -53,6 +54,13 @@ struct ReplicaSource {
   uint32_t crc32c = 0;
 };
 
+// What a streamed read of a latest version is served from: the version
+// held here, or the copy of it that is arriving from another node.
+struct LatestSource {
+  Lease lease;                              // set, or else
+  std::shared_ptr<FillingVersion> filling;  // this
+};
+
 // Counters since start, for metrics.
 struct ClusterStats {
   uint64_t pulls = 0;  // versions copied here from another node
@@ -72,6 +80,7 @@ class ClusterAccess {
  public:
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
   using ReadDone = absl::AnyInvocable<void(std::vector<absl::StatusOr<Lease>>) &&>;
+  using SourceDone = absl::AnyInvocable<void(absl::StatusOr<LatestSource>) &&>;
   using CommitDone = absl::AnyInvocable<void(absl::StatusOr<VersionInfo>) &&>;
   using GroupDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<VersionInfo>>) &&>;
   using ListDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<ClusterVersion>>) &&>;
@@ -91,6 +100,14 @@ class ClusterAccess {
   // instead). Inline when nothing must be asked (a cache name held here),
   // else on a cluster thread.
   virtual void EnsureLatest(std::vector<std::string> names, ReadDone done) = 0;
+
+  // EnsureLatest of one name for a reader that streams the bytes: a version
+  // of more than kStreamedCopyBytes that must be copied here is answered as
+  // soon as its copy starts, with the copy (readable as it arrives, its
+  // last byte once the whole copy checked out); every other answer is
+  // EnsureLatest's.
+  virtual void EnsureLatestSource(std::string name, SourceDone done) = 0;
+  static constexpr uint64_t kStreamedCopyBytes = 1 << 20;
 
   // Leases on every item of the atomic group of durable names that the
   // cluster ordered at etcd revision `cluster_group`, in name order, each

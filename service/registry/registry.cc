@@ -265,7 +265,7 @@ absl::StatusOr<std::shared_ptr<TensorVersion>> Registry::SealBytes(
   version->layout = std::move(pending.layout);
   version->total_bytes = pending.total_bytes;
   version->crc32c = crc;
-  version->created = pending.restored_created.value_or(absl::Now());
+  version->created = pending.created_at.value_or(absl::Now());
   version->retention = pending.retention;
   version->buffer = std::move(pending.buffer);
   version->device_memory = std::move(pending.device_memory);

@@ -116,10 +116,13 @@ struct PendingVersion {
   // bytes were hot in cache); Publish computes it otherwise.
   std::optional<uint32_t> crc32c;
   Retention retention = Retention::kDefault;
-  // Set only when restoring a snapshot: the version number and creation time
-  // the tensor had, kept so readers see the same versions after a restart.
+  // Set only when restoring a snapshot: the version number the tensor had,
+  // kept so readers see the same versions after a restart.
   uint64_t restored_version = 0;
-  std::optional<absl::Time> restored_created;
+  // Its creation time when not the moment it is sealed: a restored
+  // snapshot's, or what the readers of a copy passed on as it arrived were
+  // told (FillingVersion).
+  std::optional<absl::Time> created_at;
   // Set: publish only while the name's latest version is this one (0: the
   // name is absent), else ABORTED and nothing is published. (No caller sets
   // it at present: copies between cluster nodes are ordered by `origin`.)
@@ -143,6 +146,10 @@ class SealedVersion {
   uint32_t crc32c() const { return version_->crc32c; }
   Retention retention() const { return version_->retention; }
   const dlpack::TensorLayout& layout() const { return version_->layout; }
+  // The version itself, for a reader served it before it is installed (a
+  // copy passed on as it arrived): still valid once installed, or if it
+  // never is (superseded).
+  std::shared_ptr<const TensorVersion> Share() const { return version_; }
 
  private:
   friend class Registry;

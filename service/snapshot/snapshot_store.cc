@@ -77,7 +77,7 @@ absl::Status PublishRestored(Registry& registry, absl::string_view file,
   }
   pending.crc32c = entry.crc32c;  // verified against these very bytes just before
   pending.restored_version = entry.version;
-  pending.restored_created = absl::FromUnixNanos(entry.created_unix_nanos);
+  pending.created_at = absl::FromUnixNanos(entry.created_unix_nanos);
   pending.origin = entry.origin;
   return registry.Publish(std::move(pending)).status();
 }

@@ -5,15 +5,20 @@
 // (the copy of chunk k+1 runs while chunk k is sent) and from there into a
 // slice of their own: gRPC may hold a slice after the write completed, and
 // the staging buffer is reused at once.
+#include <grpcpp/alarm.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
+#include "service/registry/filling_version.h"
 #include "service/transport/call_record.h"
 #include "service/transport/device_staging.h"
 #include "service/transport/latest_read.h"
@@ -23,6 +28,7 @@
 #include "service/transport/tensor_service.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/status_conversion.h"
+#include "service/wire/wire_tensor_info.h"
 
 namespace tensord {
 namespace {
@@ -50,6 +56,8 @@ absl::StatusOr<grpc::Slice> InlineBytes(PayloadHold& hold, DeviceBackend* backen
                                                     *version.device_memory, offset, size, nullptr));
   return bytes;
 }
+
+void ReleaseBorrowed(void* hold) { delete static_cast<std::shared_ptr<const void>*>(hold); }
 
 // Whether a header for `length` bytes carries them (a split one carries none).
 bool Inlines(bool split, uint64_t length) { return !split && length <= kMaxInlineFetchBytes; }
@@ -92,6 +100,35 @@ absl::StatusOr<uint64_t> AnswerInline(Registry& registry, Lease lease,
   return split ? 0 : range.length;
 }
 
+// FetchInline's answer for a copy still arriving from another node: a
+// split header naming version 0 (never inline: the bytes are not all here).
+absl::Status AnswerNotNumberedYet(const TensorVersion& announced, const WireFetchRequest& request,
+                                  grpc::ByteBuffer& response) {
+  TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request, announced.total_bytes));
+  const FetchHeaderWire header(announced, range.offset, range.length, /*split=*/true);
+  grpc::ByteBuffer encoded =
+      MakeHeaderBuffer(header.size(), [&header](uint8_t* at) { header.Write(at); });
+  response.Swap(&encoded);
+  return absl::OkStatus();
+}
+
+// Calls `ready` once the copy is announced, whole or failed: now, or on
+// the thread that made it so.
+template <typename Ready>
+void WhenAnnounced(std::shared_ptr<FillingVersion> filling, Ready ready) {
+  const FillingVersion::View view = filling->Look();
+  if (view.announced != nullptr || view.complete != nullptr || view.failed.has_value()) {
+    ready(view);
+    return;
+  }
+  FillingVersion* const waited = filling.get();
+  FillingVersion::Wake wake = [filling = std::move(filling), ready = std::move(ready)]() mutable {
+    WhenAnnounced(std::move(filling), std::move(ready));
+  };
+  // A change since the look: look again.
+  if (!waited->WaitPast(view.changes, wake)) std::move(wake)();
+}
+
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -111,10 +148,17 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // Another node's copy of an ordered version: served from this node's
     // own registry, never through the cluster's read path.
     const bool peer_copy = request_.cluster_origin() != 0;
-    LeaseForRead(registry, peer_copy ? nullptr : options.cluster_access.get(), request_.name(),
-                 request_.version(), [this](absl::StatusOr<Lease> lease) {
-                   Serve(lease.ok() ? Start(*std::move(lease)) : lease.status());
-                 });
+    SourceForRead(registry, peer_copy ? nullptr : options.cluster_access.get(), request_.name(),
+                  request_.version(), [this](absl::StatusOr<LatestSource> source) {
+                    if (!source.ok()) {
+                      Serve(source.status());
+                    } else if (source->filling != nullptr) {
+                      filling_ = std::move(source->filling);
+                      PumpFilling();
+                    } else {
+                      Serve(Start(std::move(source->lease)));
+                    }
+                  });
   }
 
   void OnWriteDone(bool ok) override {
@@ -232,7 +276,99 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     Write();
   }
 
+  // A copy arriving from another node, passed on as it arrives: the
+  // header once the copy is announced, then each chunk once the copy has
+  // it. The range's last byte waits for the sealed version, whose number
+  // goes in the trailing metadata (the header named version 0: not
+  // numbered yet); the rest is sent from that version. One call at a time:
+  // it waits for the copy only with no write outstanding.
+  void PumpFilling() {
+    for (;;) {
+      FillingVersion::View view = filling_->Look();
+      if (view.failed.has_value()) {
+        FailStream(*view.failed);
+        return;
+      }
+      if (view.complete != nullptr) {
+        ServeCompleted(std::move(view.complete));
+        return;
+      }
+      if (view.announced != nullptr && !header_sent_) {
+        absl::StatusOr<bool> sent = WriteFillingHeader(*view.announced);
+        if (!sent.ok()) {
+          FailStream(sent.status());
+          return;
+        }
+        if (*sent) return;
+      } else if (view.announced != nullptr && WriteFillingChunk(view.readable)) {
+        return;
+      }
+      FillingVersion::Wake wake = [this] { ResumeFilling(); };
+      if (filling_->WaitPast(view.changes, wake)) return;
+    }
+  }
+
+  // Woken on the pull's thread: the sends go on on one of gRPC's, as a
+  // write started here would be made here, holding up the pull.
+  void ResumeFilling() {
+    resume_ = std::make_unique<grpc::Alarm>();
+    resume_->Set(gpr_now(GPR_CLOCK_MONOTONIC), [this](bool) { PumpFilling(); });
+  }
+
+  // The header of the announced copy; false (nothing sent) for an empty
+  // range, which waits for the version's number.
+  absl::StatusOr<bool> WriteFillingHeader(const TensorVersion& announced) {
+    TENSORD_ASSIGN_OR_RETURN(ByteSpan range, ResolveFetchRange(request_, announced.total_bytes));
+    if (range.length == 0) return false;
+    start_offset_ = range.offset;
+    next_offset_ = range.offset;
+    end_offset_ = range.offset + range.length;
+    chunk_bytes_ = options_.chunk_bytes;
+    if (request_.max_chunk_bytes() != 0) {
+      chunk_bytes_ = std::min(chunk_bytes_, request_.max_chunk_bytes());
+    }
+    // Never split: the parts would name a version number not given yet.
+    const FetchHeaderWire header(announced, range.offset, range.length, /*split=*/false);
+    message_ = MakeHeaderBuffer(header.size(), [&header](uint8_t* at) { header.Write(at); });
+    header_sent_ = true;
+    StartWrite(&message_);
+    return true;
+  }
+
+  // The next chunk below `readable` (never the range's last byte), sent
+  // from the copy's mapping; false when there is none yet.
+  bool WriteFillingChunk(uint64_t readable) {
+    const uint64_t end = std::min(readable, end_offset_ - 1);
+    if (end <= next_offset_) return false;
+    const uint64_t size = std::min<uint64_t>(chunk_bytes_, end - next_offset_);
+    std::optional<FillingVersion::Borrowed> bytes = filling_->Borrow(next_offset_, size);
+    if (!bytes.has_value()) return false;
+    // Dropped by gRPC through ReleaseBorrowed.
+    auto* hold = new std::shared_ptr<const void>(std::move(bytes->hold));
+    message_ = MakeChunkBuffer(next_offset_, bytes->data, size, &ReleaseBorrowed, hold);
+    next_offset_ += size;
+    StartWrite(&message_);
+    return true;
+  }
+
+  // The copy is sealed and numbered: the rest is sent from it, as any
+  // version is (from the start when nothing was sent yet).
+  void ServeCompleted(std::shared_ptr<const TensorVersion> version) {
+    filling_.reset();
+    if (!header_sent_) {
+      Serve(Start(Lease(std::move(version))));
+      return;
+    }
+    context_->AddTrailingMetadata(kNumberedVersionTrailer, absl::StrCat(version->version));
+    hold_ = new PayloadHold(Lease(std::move(version)), live_payloads_);
+    WriteNextChunk();
+  }
+
   void WriteNextChunk() {
+    if (filling_ != nullptr) {
+      PumpFilling();
+      return;
+    }
     if (download_ != nullptr) {
       WriteNextDeviceChunk();
       return;
@@ -296,6 +432,10 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   uint32_t chunk_bytes_ = 0;
   bool finished_ = false;
   bool split_ = false;  // header only: the client fetches the range in parts
+  // A copy still arriving from another node, until it is sealed.
+  std::shared_ptr<FillingVersion> filling_;
+  bool header_sent_ = false;             // of the filling copy
+  std::unique_ptr<grpc::Alarm> resume_;  // moves PumpFilling to gRPC's threads
   DeviceBackend* device_backend_ = nullptr;
   // Device tensors fetched in chunks only.
   std::unique_ptr<DeviceDownload> download_;
@@ -337,6 +477,19 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
     call->record.End(status);
     reactor->Finish(ToGrpcStatus(status));
   };
+  // A copy still arriving from another node: a split header naming version
+  // 0 once it is announced, so the client streams it as it arrives (its
+  // Fetch stream joins the same copy); the version itself if it is whole.
+  auto answer_filling = [response, reactor, call, answer](const FillingVersion::View& view) {
+    if (view.complete != nullptr) {
+      answer(Lease(view.complete));
+      return;
+    }
+    absl::Status status = view.failed.value_or(absl::OkStatus());
+    if (status.ok()) status = AnswerNotNumberedYet(*view.announced, call->request, *response);
+    call->record.End(status);
+    reactor->Finish(ToGrpcStatus(status));
+  };
   // Refusals name Fetch: what the caller asked for (same permission).
   absl::StatusOr<const TokenGrant*> grant =
       AdmitCall(context, "Fetch", parsed.ok() ? request.name : "");
@@ -353,8 +506,16 @@ grpc::ServerUnaryReactor* TensorService::FetchInline(grpc::CallbackServerContext
                                                    ": copies between nodes go through Fetch")));
     return reactor;
   }
-  LeaseForRead(registry_, options_.cluster_access.get(), request.name, request.version,
-               std::move(answer));
+  SourceForRead(registry_, options_.cluster_access.get(), request.name, request.version,
+                [answer, answer_filling](absl::StatusOr<LatestSource> source) mutable {
+                  if (!source.ok()) {
+                    answer(source.status());
+                  } else if (source->filling != nullptr) {
+                    WhenAnnounced(std::move(source->filling), std::move(answer_filling));
+                  } else {
+                    answer(std::move(source->lease));
+                  }
+                });
   return reactor;
 }
 

@@ -42,6 +42,24 @@ void LeaseForRead(Registry& registry, ClusterAccess* cluster, absl::string_view 
   });
 }
 
+// LeaseForRead for a reader that streams the bytes (Fetch): `serve` gets
+// what to serve from, which may be the copy of the version still arriving
+// from another node (ClusterAccess::EnsureLatestSource).
+template <typename Serve>
+void SourceForRead(Registry& registry, ClusterAccess* cluster, absl::string_view name,
+                   uint64_t version, Serve&& serve) {
+  if (!AsksCluster(cluster, version)) {
+    absl::StatusOr<Lease> lease = registry.Acquire(name, version);
+    if (!lease.ok()) {
+      std::forward<Serve>(serve)(lease.status());
+      return;
+    }
+    std::forward<Serve>(serve)(LatestSource{.lease = *std::move(lease), .filling = nullptr});
+    return;
+  }
+  cluster->EnsureLatestSource(std::string(name), std::forward<Serve>(serve));
+}
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_TRANSPORT_LATEST_READ_H_

@@ -44,6 +44,11 @@ struct WireTensorInfo {
   bool operator==(const WireTensorInfo&) const = default;
 };
 
+// A Fetch stream whose header names version 0 is a copy passed on as it
+// arrived from another node, numbered only once whole: the number comes
+// in this trailing metadata entry, in decimal, with the stream's OK.
+inline constexpr char kNumberedVersionTrailer[] = "tensord-version";
+
 struct WireFetchHeader {
   WireTensorInfo info;
   uint64_t range_offset = 0;

@@ -171,6 +171,105 @@ TEST_F(ClusterFaultTest, APausedHolderDoesNotHoldReadersBack) {
   harness_->Resume(0);
 }
 
+// A large version another node holds is passed to its first reader as the
+// bytes arrive (FillingVersion): the reader gets every byte, and the
+// version number this node gave its copy once whole (sent last, in the
+// stream's trailer).
+TEST_F(ClusterFaultTest, AFirstReaderThroughAnotherNodeGetsTheCopyAsItArrives) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(2));
+  const HostTensor tensor = Pattern(24 << 20, 43);
+  ASSERT_TRUE(ClientOf(0)->Put("big", tensor.dl()).ok());
+  std::vector<uint8_t> into(tensor.storage.size());
+  const int64_t shape = static_cast<int64_t>(into.size());
+  DLTensor out{.data = into.data(),
+               .device = {kDLCPU, 0},
+               .ndim = 1,
+               .dtype = {kDLUInt, 8, 1},
+               .shape = const_cast<int64_t*>(&shape),
+               .strides = nullptr,
+               .byte_offset = 0};
+  FetchOptions verified;
+  verified.verify_crc32c = true;
+  std::unique_ptr<Client> reader = ClientOf(1);
+  absl::StatusOr<TensorInfo> fetched = reader->FetchInto("big", out, verified);
+  ASSERT_TRUE(fetched.ok()) << fetched.status() << harness_->StderrTails();
+  EXPECT_TRUE(BytesEqual(into.data(), into.size(), tensor.storage.data(), tensor.storage.size()));
+  ASSERT_NE(fetched->version, 0u);
+  // The number is that of node b's own copy.
+  absl::StatusOr<TensorInfo> copy = reader->Stat("big", fetched->version);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(copy->total_bytes, tensor.storage.size());
+  EXPECT_EQ(copy->crc32c, fetched->crc32c);
+  // A range of it, read while nothing is cached on a third reader's side.
+  std::string range;
+  ASSERT_TRUE(reader->FetchBytes("big", 5 << 20, 4096, range).ok());
+  EXPECT_TRUE(BytesEqual(reinterpret_cast<const uint8_t*>(range.data()), range.size(),
+                         tensor.storage.data() + (5 << 20), 4096));
+
+  // A plain Fetch asks FetchInline first, which answers a split header
+  // naming version 0 once the copy is announced; the client then streams
+  // it as it arrives.
+  const HostTensor other = Pattern(12 << 20, 44);
+  ASSERT_TRUE(ClientOf(0)->Put("big2", other.dl()).ok());
+  absl::StatusOr<Tensor> plain = ClientOf(1)->Fetch("big2", verified);
+  ASSERT_TRUE(plain.ok()) << plain.status() << harness_->StderrTails();
+  const std::vector<uint8_t> plain_bytes = TensorBytes(*plain);
+  EXPECT_TRUE(BytesEqual(plain_bytes.data(), plain_bytes.size(), other.storage.data(),
+                         other.storage.size()));
+  EXPECT_NE(plain->info().version, 0u);
+}
+
+// The holder a first reader's bytes come from pauses mid-copy: the copy
+// starts again from the other holder, and the reader, already sent part of
+// it, gets the rest, whole and right, within TTL + the stall timeout.
+TEST_F(ClusterFaultTest, AFirstReaderWhoseHolderPausesMidCopyGetsTheRestFromAnother) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes(3));
+  const HostTensor tensor = Pattern(64 << 20, 47);
+  PutOptions two;
+  two.replicas = 2;
+  absl::StatusOr<TensorInfo> put = ClientOf(0)->Put("pausing", tensor.dl(), two);
+  ASSERT_TRUE(put.ok()) << put.status();
+  // The node holding no copy, and the holders.
+  size_t reader_node = 3;
+  std::vector<size_t> holders;
+  for (size_t node = 0; node < 3; ++node) {
+    absl::StatusOr<std::vector<TensorInfo>> held = ClientOf(node)->ListAll("pausing");
+    ASSERT_TRUE(held.ok()) << held.status();
+    if (held->empty()) {
+      reader_node = node;
+    } else {
+      holders.push_back(node);
+    }
+  }
+  ASSERT_LT(reader_node, 3u);
+  ASSERT_EQ(holders.size(), 2u);
+  std::vector<uint8_t> into(tensor.storage.size());
+  const int64_t shape = static_cast<int64_t>(into.size());
+  DLTensor out{.data = into.data(),
+               .device = {kDLCPU, 0},
+               .ndim = 1,
+               .dtype = {kDLUInt, 8, 1},
+               .shape = const_cast<int64_t*>(&shape),
+               .strides = nullptr,
+               .byte_offset = 0};
+  FetchOptions options;
+  options.verify_crc32c = true;
+  options.streams = 1;
+  // The writer is listed first, so tried first: paused at the first bytes.
+  std::atomic<bool> paused{false};
+  options.progress = [&](uint64_t done, uint64_t) {
+    if (done > 0 && !paused.exchange(true)) harness_->Pause(holders[0]);
+  };
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TensorInfo> fetched =
+      ClientOf(reader_node, absl::Seconds(30))->FetchInto("pausing", out, options);
+  const absl::Duration took = absl::Now() - start;
+  if (paused.load()) harness_->Resume(holders[0]);
+  ASSERT_TRUE(fetched.ok()) << fetched.status() << harness_->StderrTails();
+  EXPECT_TRUE(BytesEqual(into.data(), into.size(), tensor.storage.data(), tensor.storage.size()));
+  EXPECT_LT(took, kTtl + absl::Seconds(4));
+}
+
 // A reader whose only holder is paused is answered (UNAVAILABLE) within
 // TTL + 2 s, not left waiting on the pull.
 TEST_F(ClusterFaultTest, AReaderOfAPausedSoleHolderIsAnsweredWithinTheTtl) {

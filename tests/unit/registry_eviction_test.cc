@@ -160,7 +160,7 @@ TEST(RegistryTest, RestoredVersionsKeepTheirNumbersAndLaterPutsGoAbove) {
   absl::StatusOr<PendingVersion> pending = registry.Prepare("r", layout, 4);
   ASSERT_TRUE(pending.ok());
   pending->restored_version = 42;
-  pending->restored_created = absl::FromUnixSeconds(1'700'000'000);
+  pending->created_at = absl::FromUnixSeconds(1'700'000'000);
   absl::StatusOr<VersionInfo> restored = registry.Publish(std::move(*pending));
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->version, 42u);

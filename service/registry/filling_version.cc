@@ -1,0 +1,154 @@
+#include "service/registry/filling_version.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/errno_status.h"
+#include "service/common/scoped_fd.h"
+#include "service/common/status_macros.h"
+
+namespace tensord {
+namespace {
+
+// `bytes` mapped read-only from their memfd: the mapping keeps the pages
+// alive after the buffer is sealed (remapped), moved or freed, so a chunk
+// pointing into it stays valid until gRPC lets go of it.
+absl::StatusOr<std::shared_ptr<const uint8_t>> MapReadOnly(const HostBytes& bytes) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  // A memfd of its own is mapped whole (its size may be a huge page
+  // multiple); an arena slot starts on a page of its own.
+  const uint64_t offset = bytes.arena_id() == 0 ? 0 : bytes.mapping_offset();
+  const uint64_t length = bytes.arena_id() == 0
+                              ? bytes.mapping_size()
+                              : (bytes.size() + page - 1) / page * page;
+  // Through a read-only descriptor: a shared mapping of the writable one
+  // could be made writable, and would keep the buffer from being sealed.
+  const ScopedFd read_only(
+      ::open(absl::StrCat("/proc/self/fd/", bytes.fd()).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only.valid()) return ErrnoStatus(errno, "reopening a copy being filled read-only");
+  void* at =
+      ::mmap(nullptr, length, PROT_READ, MAP_SHARED, read_only.get(), static_cast<off_t>(offset));
+  if (at == MAP_FAILED) return MappingErrnoStatus(errno, "mmap of a copy being filled");
+  const uint8_t* data = static_cast<const uint8_t*>(at) + (bytes.mapping_offset() - offset);
+  return std::shared_ptr<const uint8_t>(data, [at, length](const uint8_t*) { ::munmap(at, length); });
+}
+
+}  // namespace
+
+absl::Status FillingVersion::Begin(const VersionDescription& description, const HostBytes& bytes) {
+  std::shared_ptr<const uint8_t> mapped;
+  if (description.total_bytes > 0) {
+    TENSORD_ASSIGN_OR_RETURN(mapped, MapReadOnly(bytes));
+  }
+  std::vector<Wake> waiters;
+  {
+    MutexLock lock(&mu_);
+    if (announced_ == nullptr) {
+      announced_ = std::make_unique<TensorVersion>();
+      static_cast<VersionDescription&>(*announced_) = description;
+      announced_->version = 0;  // numbered when installed
+    } else if (announced_->layout != description.layout ||
+               announced_->total_bytes != description.total_bytes ||
+               announced_->crc32c != description.crc32c) {
+      return absl::DataLossError(absl::StrCat(
+          "another copy of '", description.name,
+          "' has another layout, size or CRC-32C than the one its readers were told"));
+    }
+    mapped_ = std::move(mapped);
+    written_ = 0;
+    waiters = ChangedLocked();
+  }
+  WakeAll(std::move(waiters));
+  return absl::OkStatus();
+}
+
+void FillingVersion::Advance(uint64_t end) {
+  std::vector<Wake> waiters;
+  {
+    MutexLock lock(&mu_);
+    if (end <= written_) return;
+    written_ = end;
+    waiters = ChangedLocked();
+  }
+  WakeAll(std::move(waiters));
+}
+
+void FillingVersion::Complete(std::shared_ptr<const TensorVersion> version) {
+  std::vector<Wake> waiters;
+  {
+    MutexLock lock(&mu_);
+    mapped_.reset();
+    complete_ = std::move(version);
+    waiters = ChangedLocked();
+  }
+  WakeAll(std::move(waiters));
+}
+
+void FillingVersion::Fail(absl::Status status) {
+  std::vector<Wake> waiters;
+  {
+    MutexLock lock(&mu_);
+    mapped_.reset();
+    if (!complete_) failed_ = std::move(status);
+    waiters = ChangedLocked();
+  }
+  WakeAll(std::move(waiters));
+}
+
+FillingVersion::View FillingVersion::Look() const {
+  MutexLock lock(&mu_);
+  View view{.changes = changes_, .announced = announced_.get(), .complete = complete_,
+            .failed = failed_};
+  if (mapped_ != nullptr) {
+    // The last byte waits for the check of the whole copy.
+    view.readable = std::min(written_, announced_->total_bytes - 1);
+  }
+  return view;
+}
+
+bool FillingVersion::WaitPast(uint64_t changes, Wake& wake) {
+  MutexLock lock(&mu_);
+  if (changes != changes_ || complete_ || failed_.has_value()) return false;
+  waiters_.push_back(std::move(wake));
+  return true;
+}
+
+std::optional<FillingVersion::Borrowed> FillingVersion::Borrow(uint64_t offset,
+                                                               uint64_t size) const {
+  Borrowed borrowed;
+  {
+    MutexLock lock(&mu_);
+    if (mapped_ == nullptr || offset + size > written_ ||
+        offset + size >= announced_->total_bytes) {
+      return std::nullopt;
+    }
+    borrowed = Borrowed{.data = mapped_.get() + offset, .hold = mapped_};
+  }
+#if defined(MADV_POPULATE_READ)
+  // The pages in one call: the send would otherwise fault them in one at a
+  // time. Best effort: a fault still maps what this leaves out.
+  static const uintptr_t kPage = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(borrowed.data) & ~(kPage - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(borrowed.data) + size;
+  ::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_READ);
+#endif
+  return borrowed;
+}
+
+std::vector<FillingVersion::Wake> FillingVersion::ChangedLocked() {
+  ++changes_;
+  return std::exchange(waiters_, {});
+}
+
+void FillingVersion::WakeAll(std::vector<Wake> waiters) {
+  for (Wake& wake : waiters) std::move(wake)();
+}
+
+}  // namespace tensord

@@ -3,9 +3,10 @@
 // on 127.0.0.1, each started and stopped by pid, and rows against baselines
 // measured in the same rounds:
 //   - read-through: a tensor put on node a, fetched through node b by a
-//     first reader (b pulls it from a) and a second one (b's copy), against
-//     a direct fetch from a. Every round puts a new name and deletes it
-//     afterwards, so every first reader really pulls;
+//     first reader (b pulls it from a, passing the bytes on as they
+//     arrive) and a second one (b's copy), against a direct fetch from a,
+//     in GB/s and in time to the first bytes. Every round puts a new name
+//     and deletes it afterwards, so every first reader really pulls;
 //   - puts: replicas=2 against replicas=1 on the same cluster node, and
 //     replicas=1 on a cluster node against the bench's single tensord;
 //   - a cache-retention put on a cluster node against the single tensord;
@@ -20,6 +21,7 @@
 // Without /usr/bin/etcd the section reports one "skipped" row.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <tuple>
 
@@ -74,6 +76,35 @@ absl::StatusOr<double> TimedFetch(Client& client, const std::string& name, uint6
   return seconds;
 }
 
+// A FetchInto options whose progress notes when the first bytes came.
+struct FirstBytes {
+  FetchOptions options;
+  Clock::time_point at;
+  bool seen = false;
+  FirstBytes() {
+    options.progress = [this](uint64_t done, uint64_t) {
+      if (done > 0 && !seen) {
+        seen = true;
+        at = Clock::now();
+      }
+    };
+  }
+  FirstBytes(const FirstBytes&) = delete;
+  FirstBytes& operator=(const FirstBytes&) = delete;
+};
+
+// A FetchInto timed, and the seconds to its first bytes added to `first`.
+absl::StatusOr<double> TimedFetchIntoNotingFirstBytes(const BenchEnv& env, Client& client,
+                                                      const std::string& name, uint64_t bytes,
+                                                      std::vector<double>& first) {
+  FirstBytes watch;
+  const Clock::time_point start = Clock::now();
+  TENSORD_ASSIGN_OR_RETURN(double seconds,
+                           TimedFetchInto(env, client, name, bytes, start, watch.options));
+  if (watch.seen) first.push_back(std::chrono::duration<double>(watch.at - start).count());
+  return seconds;
+}
+
 // The read-through rows: a put on node a, fetched from a, then through b
 // twice. FetchInto a pre-faulted buffer, so the rows compare transfers.
 absl::Status ReadThroughRows(const BenchEnv& env, Client& a, Client& b) {
@@ -81,16 +112,18 @@ absl::Status ReadThroughRows(const BenchEnv& env, Client& a, Client& b) {
   int round = 0;
   std::string name;
   enum Case { kDirect, kFirst, kSecond, kNewMemory };
+  std::vector<double> direct_first_bytes;
+  std::vector<double> pulled_first_bytes;
   const std::vector<TimedRun> cases = {
       [&]() -> absl::StatusOr<double> {
         name = absl::StrCat(TensorName("cluster/pull", bytes), "/", round++);
         TENSORD_RETURN_IF_ERROR(TimedPut(env, a, name, bytes, 1).status());
         ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-        return TimedFetchInto(env, a, name, bytes);
+        return TimedFetchIntoNotingFirstBytes(env, a, name, bytes, direct_first_bytes);
       },
       [&] {
         ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
-        return TimedFetchInto(env, b, name, bytes);
+        return TimedFetchIntoNotingFirstBytes(env, b, name, bytes, pulled_first_bytes);
       },
       [&]() -> absl::StatusOr<double> {
         ScribbleSpots(env.destination.data(), bytes, kPatternSeed);
@@ -127,9 +160,30 @@ absl::Status ReadThroughRows(const BenchEnv& env, Client& a, Client& b) {
                   .note = absl::StrCat(runs,
                                        "; FetchInto a pre-faulted buffer; baseline of "
                                        "the next two rows")});
+  if (!direct_first_bytes.empty() && !pulled_first_bytes.empty()) {
+    const double direct_ms = Median(direct_first_bytes) * 1e3;
+    const double pulled_ms = Median(pulled_first_bytes) * 1e3;
+    env.report.Add({.section = kClusterSection,
+                    .name = "fetch from the holder, first bytes",
+                    .bytes = bytes,
+                    .value = direct_ms,
+                    .unit = "ms",
+                    .note = absl::StrCat("median of ", direct_first_bytes.size(),
+                                         "; from the call to the first progress report")});
+    env.report.Add({.section = kClusterSection,
+                    .name = "fetch via node b, first reader, first bytes",
+                    .bytes = bytes,
+                    .value = pulled_ms,
+                    .unit = "ms",
+                    .ratio = pulled_ms / direct_ms,
+                    .baseline = "fetch from the holder, first bytes",
+                    .note = absl::StrCat("median of ", pulled_first_bytes.size(),
+                                         "; b passes a's bytes on as they arrive")});
+  }
   for (auto [which, label, note] :
        {std::tuple{kFirst, "fetch via node b, first reader (pull)",
-                   "b pulls a's version into new memory, then serves it; a new name each round"},
+                   "b passes a's version on as it pulls it into new memory; a new name each "
+                   "round"},
         std::tuple{kSecond, "fetch via node b, second reader", "served from b's copy"}}) {
     const double gbps = GigabytesPerSecond(bytes, Median(samples[which]));
     env.report.Add({.section = kClusterSection,

@@ -305,6 +305,7 @@ absl::Status LatestReads::PullFromSomeHolder(const NameRecord& record, FillingVe
            {"superseded", published->superseded}});
       return absl::OkStatus();
     }
+    filling.Abandon();
     if (pulled.status().code() == absl::StatusCode::kResourceExhausted) return pulled.status();
     pull_failures_.fetch_add(1, std::memory_order_relaxed);
     failures.push_back(absl::StrCat(holder, ": ", pulled.status().message()));

@@ -51,13 +51,20 @@ class PullSink final : public FetchReceiver::Sink {
     // through it asked for the bytes, not for a place.
     layout.device = DLDevice{kDLCPU, 0};
     const dlpack::TensorLayout announced_layout = layout;
+    // A copy passed on as it arrives gets a memfd of its own: a spare could
+    // be taken by another put while chunks of an abandoned attempt still
+    // wait to be sent from it.
+    const bool passed_on =
+        filling_ != nullptr && source_.total_bytes > FillingVersion::kPassedOnAboveBytes;
     TENSORD_ASSIGN_OR_RETURN(
         PendingVersion prepared,
-        registry_.Prepare(source_.name, std::move(layout), source_.total_bytes, retention_));
+        registry_.Prepare(source_.name, std::move(layout), source_.total_bytes, retention_,
+                          passed_on ? HostPlacement::kOwnMemfd : HostPlacement::kAuto));
     pending_ = std::move(prepared);
-    // This node's copy is created now, and readers passed it while it
-    // arrives are told so.
-    pending_->created_at = absl::Now();
+    // This node's copy is created now (or when the first attempt began):
+    // what readers passed it while it arrives were told.
+    const TensorVersion* announced = filling_ == nullptr ? nullptr : filling_->Look().announced;
+    pending_->created_at = announced != nullptr ? announced->created : absl::Now();
     if (filling_ == nullptr) return absl::OkStatus();
     VersionDescription description;
     description.name = source_.name;

@@ -107,7 +107,7 @@ class ClusterAccess {
   // last byte once the whole copy checked out); every other answer is
   // EnsureLatest's.
   virtual void EnsureLatestSource(std::string name, SourceDone done) = 0;
-  static constexpr uint64_t kStreamedCopyBytes = 1 << 20;
+  static constexpr uint64_t kStreamedCopyBytes = FillingVersion::kPassedOnAboveBytes;
 
   // Leases on every item of the atomic group of durable names that the
   // cluster ordered at etcd revision `cluster_group`, in name order, each

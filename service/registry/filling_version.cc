@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/errno_status.h"
 #include "service/common/scoped_fd.h"
-#include "service/common/status_macros.h"
 
 namespace tensord {
 namespace {
@@ -25,9 +25,8 @@ absl::StatusOr<std::shared_ptr<const uint8_t>> MapReadOnly(const HostBytes& byte
   // A memfd of its own is mapped whole (its size may be a huge page
   // multiple); an arena slot starts on a page of its own.
   const uint64_t offset = bytes.arena_id() == 0 ? 0 : bytes.mapping_offset();
-  const uint64_t length = bytes.arena_id() == 0
-                              ? bytes.mapping_size()
-                              : (bytes.size() + page - 1) / page * page;
+  const uint64_t length =
+      bytes.arena_id() == 0 ? bytes.mapping_size() : (bytes.size() + page - 1) / page * page;
   // Through a read-only descriptor: a shared mapping of the writable one
   // could be made writable, and would keep the buffer from being sealed.
   const ScopedFd read_only(
@@ -37,15 +36,18 @@ absl::StatusOr<std::shared_ptr<const uint8_t>> MapReadOnly(const HostBytes& byte
       ::mmap(nullptr, length, PROT_READ, MAP_SHARED, read_only.get(), static_cast<off_t>(offset));
   if (at == MAP_FAILED) return MappingErrnoStatus(errno, "mmap of a copy being filled");
   const uint8_t* data = static_cast<const uint8_t*>(at) + (bytes.mapping_offset() - offset);
-  return std::shared_ptr<const uint8_t>(data, [at, length](const uint8_t*) { ::munmap(at, length); });
+  return std::shared_ptr<const uint8_t>(data,
+                                        [at, length](const uint8_t*) { ::munmap(at, length); });
 }
 
 }  // namespace
 
 absl::Status FillingVersion::Begin(const VersionDescription& description, const HostBytes& bytes) {
   std::shared_ptr<const uint8_t> mapped;
-  if (description.total_bytes > 0) {
-    TENSORD_ASSIGN_OR_RETURN(mapped, MapReadOnly(bytes));
+  if (description.total_bytes > kPassedOnAboveBytes) {
+    // Without it the pull goes on; its readers wait for the whole copy.
+    absl::StatusOr<std::shared_ptr<const uint8_t>> mapping = MapReadOnly(bytes);
+    if (mapping.ok()) mapped = *std::move(mapping);
   }
   std::vector<Wake> waiters;
   {
@@ -57,9 +59,9 @@ absl::Status FillingVersion::Begin(const VersionDescription& description, const 
     } else if (announced_->layout != description.layout ||
                announced_->total_bytes != description.total_bytes ||
                announced_->crc32c != description.crc32c) {
-      return absl::DataLossError(absl::StrCat(
-          "another copy of '", description.name,
-          "' has another layout, size or CRC-32C than the one its readers were told"));
+      return absl::DataLossError(
+          absl::StrCat("another copy of '", description.name,
+                       "' has another layout, size or CRC-32C than the one its readers were told"));
     }
     mapped_ = std::move(mapped);
     written_ = 0;
@@ -80,12 +82,32 @@ void FillingVersion::Advance(uint64_t end) {
   WakeAll(std::move(waiters));
 }
 
+void FillingVersion::Abandon() {
+  MutexLock lock(&mu_);
+  if (mapped_ != nullptr && written_ > 0) abandoned_.emplace_back(std::move(mapped_), written_);
+  mapped_.reset();
+  written_ = 0;
+}
+
 void FillingVersion::Complete(std::shared_ptr<const TensorVersion> version) {
-  std::vector<Wake> waiters;
+  std::vector<std::pair<std::shared_ptr<const uint8_t>, uint64_t>> abandoned;
   {
     MutexLock lock(&mu_);
     mapped_.reset();
+    abandoned.swap(abandoned_);
+  }
+  // Their bytes no longer change: compared outside the lock.
+  bool differed = false;
+  for (const auto& [bytes, written] : abandoned) {
+    const uint64_t size = std::min(written, version->total_bytes);
+    differed = differed || version->buffer == nullptr ||
+               std::memcmp(bytes.get(), version->buffer->data(), size) != 0;
+  }
+  std::vector<Wake> waiters;
+  {
+    MutexLock lock(&mu_);
     complete_ = std::move(version);
+    abandoned_bytes_differed_ = differed;
     waiters = ChangedLocked();
   }
   WakeAll(std::move(waiters));
@@ -104,7 +126,10 @@ void FillingVersion::Fail(absl::Status status) {
 
 FillingVersion::View FillingVersion::Look() const {
   MutexLock lock(&mu_);
-  View view{.changes = changes_, .announced = announced_.get(), .complete = complete_,
+  View view{.changes = changes_,
+            .announced = announced_.get(),
+            .complete = complete_,
+            .abandoned_bytes_differed = abandoned_bytes_differed_,
             .failed = failed_};
   if (mapped_ != nullptr) {
     // The last byte waits for the check of the whole copy.

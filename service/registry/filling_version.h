@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -42,9 +43,17 @@ class FillingVersion {
     uint64_t readable = 0;
     // Set by Complete: the version, its number given; read it directly.
     std::shared_ptr<const TensorVersion> complete;
+    // With `complete`: bytes an abandoned attempt had written (and a reader
+    // may have sent) differ from the checked copy's. A reader that sent any
+    // must fail: its stream may hold them.
+    bool abandoned_bytes_differed = false;
     // Set by Fail.
     std::optional<absl::Status> failed;
   };
+
+  // Versions larger than this are passed on as they arrive; smaller ones
+  // are not mapped (readers wait for Complete): their copy is quick.
+  static constexpr uint64_t kPassedOnAboveBytes = 1 << 20;
 
   FillingVersion() = default;
   FillingVersion(const FillingVersion&) = delete;
@@ -52,15 +61,22 @@ class FillingVersion {
 
   // The pull's side, from one thread; it must end in Complete or Fail
   // (readers wait until then; each holds the FillingVersion).
-  // A new attempt writes into `bytes` from byte 0; readers read them
-  // through a read-only mapping of their memfd, which outlives `bytes`.
+  // A new attempt writes into `bytes` (a memfd of their own, never a
+  // spare another put may take: see Borrow) from byte 0; readers read them
+  // through a read-only mapping of it, which outlives `bytes`. Without
+  // that mapping (too small, or mmap failed) readers wait for Complete.
   // DATA_LOSS when an earlier attempt announced another layout, size or
-  // CRC-32C (readers were told those already); the mapping's error.
+  // CRC-32C (readers were told those already).
   absl::Status Begin(const VersionDescription& description, const HostBytes& bytes);
   // Bytes [0, end) of the current attempt are written.
   void Advance(uint64_t end);
+  // The current attempt failed (its holder stalled, died, or sent bytes
+  // that do not sum): readers stop reading it; what it had written is kept
+  // to be checked against the copy that Completes.
+  void Abandon();
   // The sealed version, its number given (published, or superseded: a
-  // reader still gets the version its read was promised).
+  // reader still gets the version its read was promised). Compares it with
+  // what abandoned attempts had written first.
   void Complete(std::shared_ptr<const TensorVersion> version);
   void Fail(absl::Status status);
 
@@ -88,7 +104,10 @@ class FillingVersion {
   // The current attempt's bytes, mapped read-only.
   std::shared_ptr<const uint8_t> mapped_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  // Abandoned attempts' bytes and how many each had written.
+  std::vector<std::pair<std::shared_ptr<const uint8_t>, uint64_t>> abandoned_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const TensorVersion> complete_ ABSL_GUARDED_BY(mu_);
+  bool abandoned_bytes_differed_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   std::vector<Wake> waiters_ ABSL_GUARDED_BY(mu_);
 };

@@ -57,6 +57,8 @@ absl::StatusOr<grpc::Slice> InlineBytes(PayloadHold& hold, DeviceBackend* backen
   return bytes;
 }
 
+// gRPC's release of a chunk sent from a copy still arriving: drops the
+// chunk's hold on the copy's mapping.
 void ReleaseBorrowed(void* hold) { delete static_cast<std::shared_ptr<const void>*>(hold); }
 
 // Whether a header for `length` bytes carries them (a split one carries none).
@@ -290,7 +292,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         return;
       }
       if (view.complete != nullptr) {
-        ServeCompleted(std::move(view.complete));
+        ServeCompleted(std::move(view.complete), view.abandoned_bytes_differed);
         return;
       }
       if (view.announced != nullptr && !header_sent_) {
@@ -311,6 +313,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Woken on the pull's thread: the sends go on on one of gRPC's, as a
   // write started here would be made here, holding up the pull.
   void ResumeFilling() {
+    // Waiting on the copy is progress, not an idle reader.
+    if (stream_slot_ != nullptr) stream_slot_->Touch();
     resume_ = std::make_unique<grpc::Alarm>();
     resume_->Set(gpr_now(GPR_CLOCK_MONOTONIC), [this](bool) { PumpFilling(); });
   }
@@ -352,11 +356,20 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   // The copy is sealed and numbered: the rest is sent from it, as any
-  // version is (from the start when nothing was sent yet).
-  void ServeCompleted(std::shared_ptr<const TensorVersion> version) {
+  // version is (from the start when nothing was sent yet). Unless bytes
+  // sent may have come from an abandoned attempt that the checked copy
+  // does not match: then the stream fails rather than end OK with them.
+  void ServeCompleted(std::shared_ptr<const TensorVersion> version, bool abandoned_bytes_differed) {
     filling_.reset();
     if (!header_sent_) {
       Serve(Start(Lease(std::move(version))));
+      return;
+    }
+    if (abandoned_bytes_differed && next_offset_ > start_offset_) {
+      FailStream(
+          absl::DataLossError(absl::StrCat("bytes of '", request_.name(),
+                                           "' passed on from a holder that failed mid-copy differ "
+                                           "from the copy that checked out; fetch it again")));
       return;
     }
     context_->AddTrailingMetadata(kNumberedVersionTrailer, absl::StrCat(version->version));

@@ -171,6 +171,54 @@ TEST_F(FillingVersionTest, CompleteHandsReadersTheNumberedVersionAndWakesThem) {
   EXPECT_FALSE(filling.WaitPast(filling.Look().changes, after));
 }
 
+// A holder that fails mid-copy: readers stop reading its bytes at once,
+// and the copy that Completes says whether what it had written (and a
+// reader may have sent) matches the bytes that checked out.
+TEST_F(FillingVersionTest, AnAbandonedAttemptIsCheckedAgainstTheCompletedCopy) {
+  for (const bool same : {true, false}) {
+    SCOPED_TRACE(same ? "same bytes" : "other bytes");
+    FillingVersion filling;
+    const std::vector<uint8_t> bytes = Pattern(kBytes, 13);
+    PendingVersion first = Prepared();
+    ASSERT_TRUE(filling.Begin(Described("pulled", kBytes), *first.buffer).ok());
+    const std::vector<uint8_t> sent = same ? bytes : Pattern(kBytes, 14);
+    ASSERT_TRUE(first.buffer->Write(0, sent.data(), 1 << 20).ok());
+    filling.Advance(1 << 20);
+    ASSERT_TRUE(filling.Borrow(0, 4096).has_value());
+    filling.Abandon();
+    EXPECT_EQ(filling.Look().readable, 0u);
+    EXPECT_FALSE(filling.Borrow(0, 4096).has_value());
+    first = PendingVersion();  // the failed attempt's buffer goes
+
+    PendingVersion second = Prepared();
+    ASSERT_TRUE(filling.Begin(Described("pulled", kBytes), *second.buffer).ok());
+    ASSERT_TRUE(second.buffer->Write(0, bytes.data(), kBytes).ok());
+    filling.Advance(kBytes);
+    absl::StatusOr<SealedVersion> sealed = registry_.Seal(std::move(second));
+    ASSERT_TRUE(sealed.ok()) << sealed.status();
+    std::shared_ptr<const TensorVersion> version = sealed->Share();
+    ASSERT_TRUE(registry_.Install(*std::move(sealed)).ok());
+    filling.Complete(version);
+    const FillingVersion::View view = filling.Look();
+    ASSERT_EQ(view.complete, version);
+    EXPECT_EQ(view.abandoned_bytes_differed, !same);
+  }
+}
+
+// A copy of at most kPassedOnAboveBytes is not mapped: its readers wait
+// for the whole copy.
+TEST_F(FillingVersionTest, ASmallCopyIsNotPassedOn) {
+  constexpr uint64_t kSmall = FillingVersion::kPassedOnAboveBytes;
+  FillingVersion filling;
+  PendingVersion pending = Prepared(kSmall);
+  ASSERT_TRUE(filling.Begin(Described("pulled", kSmall), *pending.buffer).ok());
+  filling.Advance(kSmall);
+  const FillingVersion::View view = filling.Look();
+  EXPECT_NE(view.announced, nullptr);
+  EXPECT_EQ(view.readable, 0u);
+  EXPECT_FALSE(filling.Borrow(0, 1).has_value());
+}
+
 TEST_F(FillingVersionTest, AFailureReachesWaitingReaders) {
   FillingVersion filling;
   bool woken = false;

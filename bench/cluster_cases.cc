@@ -378,15 +378,13 @@ absl::Status BatchPutRows(const BenchEnv& env, BenchCluster& cluster, Client& si
            }}));
   TENSORD_ASSIGN_OR_RETURN(
       std::vector<std::vector<double>> cache,
-      RepeatInterleaved(env.config.cluster_batch_policy,
-                        {[&] {
-                           return batch_put(single, "single", Retention::kDefault,
-                                            &cpu_cache_single, &calls_cache_single);
-                         },
-                         [&] {
-                           return batch_put(a, "cache", Retention::kCache, &cpu_cache,
-                                            &calls_cache);
-                         }}));
+      RepeatInterleaved(
+          env.config.cluster_batch_policy,
+          {[&] {
+             return batch_put(single, "single", Retention::kDefault, &cpu_cache_single,
+                              &calls_cache_single);
+           },
+           [&] { return batch_put(a, "cache", Retention::kCache, &cpu_cache, &calls_cache); }}));
   // CPU ms per 1000 tensors, from /proc (10 ms ticks: summed over every call).
   auto per_thousand = [&](double seconds, int calls) {
     return calls == 0 ? 0.0 : seconds * 1e3 * 1000.0 / (static_cast<double>(calls) * count);
@@ -431,11 +429,11 @@ absl::Status BatchPutRows(const BenchEnv& env, BenchCluster& cluster, Client& si
                   .ratio = rate(cache[1]) / rate(cache[0]),
                   .baseline = "BatchPut, single node",
                   .target = Target::RatioAtLeast(0.8),
-                  .note = absl::StrCat("median of ", cache[1].size(),
-                                       "; no etcd write; single node in these rounds: ",
-                                       FormatValue(rate(cache[0])), " tensors/s; ",
-                                       cpu_note_for(cpu_cache, calls_cache, cpu_cache_single,
-                                                    calls_cache_single))});
+                  .note = absl::StrCat(
+                      "median of ", cache[1].size(),
+                      "; no etcd write; single node in these rounds: ", FormatValue(rate(cache[0])),
+                      " tensors/s; ",
+                      cpu_note_for(cpu_cache, calls_cache, cpu_cache_single, calls_cache_single))});
   return absl::OkStatus();
 }
 

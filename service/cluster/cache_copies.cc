@@ -34,9 +34,7 @@ CacheCopies::~CacheCopies() {
 }
 
 std::optional<ClusterMember> CacheCopies::HomeOf(absl::string_view name) const {
-  std::vector<ClusterMember> ranked = RankMembers(name, members_.members(), "", 1);
-  if (ranked.empty()) return std::nullopt;
-  return std::move(ranked.front());
+  return members_.FirstRanked(name);
 }
 
 void CacheCopies::Announce(const VersionInfo& info) {

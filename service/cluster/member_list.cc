@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "service/cluster/node_record.h"
+#include "service/cluster/rendezvous.h"
 #include "service/common/log.h"
 
 namespace tensord {
@@ -72,6 +73,21 @@ std::vector<ClusterMember> MemberList::members() const {
   out.reserve(members_.size());
   for (const auto& [name, member] : members_) out.push_back(member);
   return out;
+}
+
+std::optional<ClusterMember> MemberList::FirstRanked(absl::string_view name) const {
+  MutexLock lock(&mu_);
+  const ClusterMember* best = nullptr;
+  uint32_t best_weight = 0;
+  for (const auto& [node, member] : members_) {
+    const uint32_t weight = RendezvousWeight(name, node);
+    if (best == nullptr || RanksBefore(weight, node, best_weight, best->node_name)) {
+      best = &member;
+      best_weight = weight;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return *best;
 }
 
 std::optional<ClusterMember> MemberList::Find(absl::string_view node) const {

@@ -34,6 +34,9 @@ class MemberList {
 
   // Every live member, by name.
   std::vector<ClusterMember> members() const;
+  // The live member ranked first for `name` (RankMembers' order), found
+  // without copying the list: a cache put asks it for every item.
+  std::optional<ClusterMember> FirstRanked(absl::string_view name) const;
   // `node` when it is a live member.
   std::optional<ClusterMember> Find(absl::string_view node) const;
   // Bumped whenever the list changes.

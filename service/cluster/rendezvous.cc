@@ -4,10 +4,15 @@
 #include <cstdint>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "service/common/crc32c.h"
 
 namespace tensord {
+
+uint32_t RendezvousWeight(absl::string_view name, absl::string_view node) {
+  uint32_t crc = Crc32cExtend(0, name.data(), name.size());
+  crc = Crc32cExtend(crc, "#", 1);
+  return Crc32cExtend(crc, node.data(), node.size());
+}
 
 std::vector<ClusterMember> RankMembers(absl::string_view name, std::vector<ClusterMember> members,
                                        absl::string_view skip, size_t count) {
@@ -15,11 +20,11 @@ std::vector<ClusterMember> RankMembers(absl::string_view name, std::vector<Clust
   scored.reserve(members.size());
   for (ClusterMember& member : members) {
     if (!skip.empty() && member.node_name == skip) continue;
-    const std::string key = absl::StrCat(name, "#", member.node_name);
-    scored.emplace_back(Crc32c(key.data(), key.size()), std::move(member));
+    const uint32_t weight = RendezvousWeight(name, member.node_name);
+    scored.emplace_back(weight, std::move(member));
   }
   std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second.node_name < b.second.node_name;
+    return RanksBefore(a.first, a.second.node_name, b.first, b.second.node_name);
   });
   std::vector<ClusterMember> ranked;
   for (size_t i = 0; i < scored.size() && ranked.size() < count; ++i) {

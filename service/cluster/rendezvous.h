@@ -5,6 +5,7 @@
 #ifndef TENSORD_SERVICE_CLUSTER_RENDEZVOUS_H_
 #define TENSORD_SERVICE_CLUSTER_RENDEZVOUS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,16 @@
 #include "service/common/cluster_view.h"
 
 namespace tensord {
+
+// The weight of `node` for `name`: CRC-32C of "name#node", stable across
+// processes.
+uint32_t RendezvousWeight(absl::string_view name, absl::string_view node);
+// Whether `a` (of weight `weight_a`) ranks before `b`: the higher weight,
+// then the smaller node name.
+inline bool RanksBefore(uint32_t weight_a, absl::string_view a, uint32_t weight_b,
+                        absl::string_view b) {
+  return weight_a != weight_b ? weight_a > weight_b : a < b;
+}
 
 // `members` ranked for `name`, best first, without `skip` (empty: none);
 // at most `count`. Stable across processes: CRC-32C of "name#node".

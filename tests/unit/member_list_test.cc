@@ -3,16 +3,20 @@
 // a member; a member whose lease runs out drops out.
 #include "service/cluster/member_list.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "service/cluster/cluster_membership.h"
 #include "service/cluster/memory_kv_store.h"
 #include "service/cluster/node_record.h"
+#include "service/cluster/rendezvous.h"
 #include "tests/unit/cluster_test_support.h"
 
 namespace tensord {
@@ -68,6 +72,28 @@ TEST(MemberListTest, ReflectsPutsAndDeletesOfNodeRecords) {
   DeleteKey(*store, "/t/nodes/node-a");
   ASSERT_TRUE(AwaitNames(members, {"node-b", "node-c"}));
   EXPECT_FALSE(members.Find("node-a").has_value());
+}
+
+// FirstRanked, the cache home found without copying the list, is
+// RankMembers' first for every name; none without members.
+TEST(MemberListTest, FirstRankedIsRankMembersFirst) {
+  auto store = std::make_shared<MemoryKvStore>();
+  MemberList members(store, kPrefix);
+  members.Start();
+  ASSERT_TRUE(members.AwaitFirstRead(absl::Seconds(10)));
+  EXPECT_FALSE(members.FirstRanked("kv/0").has_value());
+  for (const char* node : {"node-a", "node-b", "node-c", "node-d"})
+    PutMember(*store, kPrefix, node);
+  ASSERT_TRUE(AwaitNames(members, {"node-a", "node-b", "node-c", "node-d"}));
+  std::map<std::string, int> homes;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string name = absl::StrCat("kv/", i);
+    std::optional<ClusterMember> first = members.FirstRanked(name);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(*first, RankMembers(name, members.members(), "", 1).front()) << name;
+    ++homes[first->node_name];
+  }
+  EXPECT_EQ(homes.size(), 4u);  // spread over every member
 }
 
 // A key under the prefix trusts nobody unless its record decodes and

@@ -70,6 +70,17 @@ class ClusterFaultTest : public EtcdClusterTest {
     return BytesEqual(bytes.data(), bytes.size(), want.storage.data(), want.storage.size());
   }
 
+  // `into` as a FetchInto destination of `shape` (its size) bytes.
+  static DLTensor ByteDestination(std::vector<uint8_t>& into, const int64_t& shape) {
+    return DLTensor{.data = into.data(),
+                    .device = {kDLCPU, 0},
+                    .ndim = 1,
+                    .dtype = {kDLUInt, 8, 1},
+                    .shape = const_cast<int64_t*>(&shape),
+                    .strides = nullptr,
+                    .byte_offset = 0};
+  }
+
   std::unique_ptr<EtcdClient> Etcd() {
     absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
         EtcdClient::Create(EtcdClientOptions{.endpoints = {etcd_->endpoint()}});
@@ -181,13 +192,7 @@ TEST_F(ClusterFaultTest, AFirstReaderThroughAnotherNodeGetsTheCopyAsItArrives) {
   ASSERT_TRUE(ClientOf(0)->Put("big", tensor.dl()).ok());
   std::vector<uint8_t> into(tensor.storage.size());
   const int64_t shape = static_cast<int64_t>(into.size());
-  DLTensor out{.data = into.data(),
-               .device = {kDLCPU, 0},
-               .ndim = 1,
-               .dtype = {kDLUInt, 8, 1},
-               .shape = const_cast<int64_t*>(&shape),
-               .strides = nullptr,
-               .byte_offset = 0};
+  const DLTensor out = ByteDestination(into, shape);
   FetchOptions verified;
   verified.verify_crc32c = true;
   std::unique_ptr<Client> reader = ClientOf(1);
@@ -247,13 +252,7 @@ TEST_F(ClusterFaultTest, AFirstReaderWhoseHolderPausesMidCopyGetsTheRestFromAnot
   ASSERT_EQ(holders.size(), 2u);
   std::vector<uint8_t> into(tensor.storage.size());
   const int64_t shape = static_cast<int64_t>(into.size());
-  DLTensor out{.data = into.data(),
-               .device = {kDLCPU, 0},
-               .ndim = 1,
-               .dtype = {kDLUInt, 8, 1},
-               .shape = const_cast<int64_t*>(&shape),
-               .strides = nullptr,
-               .byte_offset = 0};
+  const DLTensor out = ByteDestination(into, shape);
   FetchOptions options;
   options.verify_crc32c = true;
   options.streams = 1;

@@ -47,7 +47,9 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   // mmap rejects a zero length, and an empty view needs no mapping.
   if (size == 0) return std::unique_ptr<MappedFile>(new MappedFile(path, nullptr, 0));
 
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  // Shared: the view shows the file's bytes as they are now, also bytes
+  // written after the mapping (a pull's memfd read as it fills).
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (data == MAP_FAILED) return LastError("mmap", path);
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }

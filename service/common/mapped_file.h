@@ -13,7 +13,8 @@ namespace tensord {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT
+  // Maps `path` read-only and shared (bytes written to the file later show
+  // in the view). NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT
   // (not a regular file) name the path and the errno text. An empty file maps
   // to an empty view.
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);

@@ -1,53 +1,41 @@
 #include "service/registry/filling_version.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/common/errno_status.h"
-#include "service/common/scoped_fd.h"
+#include "service/common/mapped_file.h"
 
 namespace tensord {
 namespace {
 
-// `bytes` mapped read-only from their memfd: the mapping keeps the pages
-// alive after the buffer is sealed (remapped), moved or freed, so a chunk
-// pointing into it stays valid until gRPC lets go of it.
-absl::StatusOr<std::shared_ptr<const uint8_t>> MapReadOnly(const HostBytes& bytes) {
-  const long page = ::sysconf(_SC_PAGESIZE);
-  // A memfd of its own is mapped whole (its size may be a huge page
-  // multiple); an arena slot starts on a page of its own.
-  const uint64_t offset = bytes.arena_id() == 0 ? 0 : bytes.mapping_offset();
-  const uint64_t length =
-      bytes.arena_id() == 0 ? bytes.mapping_size() : (bytes.size() + page - 1) / page * page;
-  // Through a read-only descriptor: a shared mapping of the writable one
-  // could be made writable, and would keep the buffer from being sealed.
-  const ScopedFd read_only(
-      ::open(absl::StrCat("/proc/self/fd/", bytes.fd()).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!read_only.valid()) return ErrnoStatus(errno, "reopening a copy being filled read-only");
-  void* at =
-      ::mmap(nullptr, length, PROT_READ, MAP_SHARED, read_only.get(), static_cast<off_t>(offset));
-  if (at == MAP_FAILED) return MappingErrnoStatus(errno, "mmap of a copy being filled");
-  const uint8_t* data = static_cast<const uint8_t*>(at) + (bytes.mapping_offset() - offset);
-  return std::shared_ptr<const uint8_t>(data,
-                                        [at, length](const uint8_t*) { ::munmap(at, length); });
+// The pull's own memfd mapped read-only, through a read-only reopen of it
+// (a shared mapping of the writable descriptor would keep the buffer from
+// being sealed): the mapping keeps the pages alive after the buffer is
+// sealed (remapped) or freed, so a chunk pointing into it stays valid
+// until gRPC lets go of it. Arena slots are never passed on.
+absl::StatusOr<std::shared_ptr<const MappedFile>> MapReadOnly(const HostBytes& bytes) {
+  if (bytes.arena_id() != 0) {
+    return absl::FailedPreconditionError("an arena slot is not mapped to be passed on");
+  }
+  return MappedFile::Open(absl::StrCat("/proc/self/fd/", bytes.fd()));
 }
 
 }  // namespace
 
 absl::Status FillingVersion::Begin(const VersionDescription& description, const HostBytes& bytes) {
-  std::shared_ptr<const uint8_t> mapped;
+  std::shared_ptr<const MappedFile> mapped;
   if (description.total_bytes > kPassedOnAboveBytes) {
     // Without it the pull goes on; its readers wait for the whole copy.
-    absl::StatusOr<std::shared_ptr<const uint8_t>> mapping = MapReadOnly(bytes);
-    if (mapping.ok()) mapped = *std::move(mapping);
+    absl::StatusOr<std::shared_ptr<const MappedFile>> mapping = MapReadOnly(bytes);
+    if (mapping.ok() && (*mapping)->bytes().size() >= description.total_bytes) {
+      mapped = *std::move(mapping);
+    }
   }
   std::vector<Wake> waiters;
   {
@@ -90,7 +78,7 @@ void FillingVersion::Abandon() {
 }
 
 void FillingVersion::Complete(std::shared_ptr<const TensorVersion> version) {
-  std::vector<std::pair<std::shared_ptr<const uint8_t>, uint64_t>> abandoned;
+  std::vector<std::pair<std::shared_ptr<const MappedFile>, uint64_t>> abandoned;
   {
     MutexLock lock(&mu_);
     mapped_.reset();
@@ -101,7 +89,7 @@ void FillingVersion::Complete(std::shared_ptr<const TensorVersion> version) {
   for (const auto& [bytes, written] : abandoned) {
     const uint64_t size = std::min(written, version->total_bytes);
     differed = differed || version->buffer == nullptr ||
-               std::memcmp(bytes.get(), version->buffer->data(), size) != 0;
+               std::memcmp(bytes->bytes().data(), version->buffer->data(), size) != 0;
   }
   std::vector<Wake> waiters;
   {
@@ -154,7 +142,8 @@ std::optional<FillingVersion::Borrowed> FillingVersion::Borrow(uint64_t offset,
         offset + size >= announced_->total_bytes) {
       return std::nullopt;
     }
-    borrowed = Borrowed{.data = mapped_.get() + offset, .hold = mapped_};
+    borrowed = Borrowed{.data = reinterpret_cast<const uint8_t*>(mapped_->bytes().data()) + offset,
+                        .hold = mapped_};
   }
 #if defined(MADV_POPULATE_READ)
   // The pages in one call: the send would otherwise fault them in one at a

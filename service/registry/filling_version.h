@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "service/common/mapped_file.h"
 #include "service/common/mutex.h"
 #include "service/memory/host_bytes.h"
 #include "service/registry/tensor_version.h"
@@ -102,10 +103,11 @@ class FillingVersion {
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<TensorVersion> announced_ ABSL_GUARDED_BY(mu_);
   // The current attempt's bytes, mapped read-only.
-  std::shared_ptr<const uint8_t> mapped_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const MappedFile> mapped_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   // Abandoned attempts' bytes and how many each had written.
-  std::vector<std::pair<std::shared_ptr<const uint8_t>, uint64_t>> abandoned_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::shared_ptr<const MappedFile>, uint64_t>> abandoned_
+      ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const TensorVersion> complete_ ABSL_GUARDED_BY(mu_);
   bool abandoned_bytes_differed_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> failed_ ABSL_GUARDED_BY(mu_);

@@ -20,8 +20,7 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
       path, absl::StrCat(path, " pid ", server->pid), std::move(*socket), std::move(token_source)));
 }
 
-absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
-    v1::HandoffRequest& request, int fd) {
+absl::Status HandoffConnection::SendLocked(v1::HandoffRequest& request, int fd) {
   if (!socket_.valid())
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   request.set_request_id(next_request_id_++);
@@ -30,10 +29,11 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReceivedPacket> HandoffConnection::ReceiveLocked(bool batch) {
   // A batch answer's packets are larger and carry many fds.
-  const bool batch = request.kind_case() == v1::HandoffRequest::kAcquireMany ||
-                     request.kind_case() == v1::HandoffRequest::kAcquireMore ||
-                     request.kind_case() == v1::HandoffRequest::kPutMany;
   absl::StatusOr<ReceivedPacket> packet =
       batch ? ReceivePacket(socket_.get(), kMaxBatchPacketBytes, kMaxFdsPerPacket)
             : ReceivePacket(socket_.get());
@@ -42,13 +42,26 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     return absl::UnavailableError(
         absl::StrCat("handoff socket ", path_, ": ", packet.status().message()));
   }
+  return packet;
+}
+
+absl::StatusOr<ReceivedPacket> HandoffConnection::ExchangeLocked(v1::HandoffRequest& request,
+                                                                 int fd, bool batch) {
+  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
+  return ReceiveLocked(batch);
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
+    v1::HandoffRequest& request, int fd) {
+  const bool batch = request.kind_case() == v1::HandoffRequest::kPutMany;
+  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ExchangeLocked(request, fd, batch));
   Response response;
   response.arena = std::make_unique<google::protobuf::Arena>();
   response.message =
       google::protobuf::Arena::CreateMessage<v1::HandoffResponse>(response.arena.get());
-  response.fd = std::move(packet->fd);
-  response.more_fds = std::move(packet->more_fds);
-  if (!response.message->ParseFromString(packet->bytes) ||
+  response.fd = std::move(packet.fd);
+  response.more_fds = std::move(packet.more_fds);
+  if (!response.message->ParseFromString(packet.bytes) ||
       response.message->request_id() != request.request_id()) {
     socket_.Reset();
     return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
@@ -62,6 +75,27 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
   return response;
 }
 
+absl::Status HandoffConnection::ReceiveBatchPacketLocked(uint64_t request_id,
+                                                         BatchPacket& packet) {
+  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket received, ReceiveLocked(/*batch=*/true));
+  packet.bytes = std::move(received.bytes);
+  packet.fd = std::move(received.fd);
+  packet.more_fds = std::move(received.more_fds);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(packet.bytes.data());
+  if (!ParseWireBatchAnswer({bytes, packet.bytes.size()}, packet.answer) ||
+      packet.answer.request_id != request_id) {
+    socket_.Reset();
+    return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
+  }
+  if (packet.answer.code != 0) {
+    absl::Status refusal(static_cast<absl::StatusCode>(packet.answer.code),
+                         packet.answer.message);
+    return packet.answer.use_remote ? MarkUseRemote(std::move(refusal))
+                                    : MarkServerAnswer(std::move(refusal));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffRequest request) {
   MutexLock lock(&mutex_);
   // Leases dropped before this call end before it: the server's lease
@@ -72,20 +106,25 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::Call(v1::HandoffR
   return response;
 }
 
-absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatingLocked(
-    v1::HandoffRequest& request, int fd) {
-  absl::StatusOr<Response> response = CallLocked(request, fd);
-  if (response.status().code() != absl::StatusCode::kPermissionDenied || authenticated_ ||
-      !token_source_) {
-    return response;
+absl::StatusOr<bool> HandoffConnection::AuthenticatedForRetryLocked(const absl::Status& answer) {
+  if (answer.code() != absl::StatusCode::kPermissionDenied || authenticated_ || !token_source_) {
+    return false;
   }
   absl::StatusOr<std::string> token = token_source_();
-  if (!token.ok()) return response;  // the refusal says more than the token error
+  if (!token.ok()) return false;  // the refusal says more than the token error
   v1::HandoffRequest authenticate;
   authenticate.mutable_authenticate()->set_token(*token);
   absl::StatusOr<Response> authenticated = CallLocked(authenticate);
   if (!authenticated.ok()) return authenticated.status();
   authenticated_ = true;
+  return true;
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallAuthenticatingLocked(
+    v1::HandoffRequest& request, int fd) {
+  absl::StatusOr<Response> response = CallLocked(request, fd);
+  TENSORD_ASSIGN_OR_RETURN(bool retry, AuthenticatedForRetryLocked(response.status()));
+  if (!retry) return response;
   return CallLocked(request, fd);
 }
 
@@ -98,23 +137,35 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallWithFd(
   return response;
 }
 
-absl::StatusOr<std::vector<HandoffConnection::Response>> HandoffConnection::CallBatch(
-    v1::HandoffRequest request) {
-  std::vector<Response> packets;
+absl::Status HandoffConnection::CallBatch(
+    v1::HandoffRequest request, absl::FunctionRef<absl::Status(BatchPacket&)> on_packet) {
+  BatchPacket packet;
   // All under the lock: another request of this process would end the answer.
   MutexLock lock(&mutex_);
   const size_t releasing = AttachReleasesLocked(request);
-  absl::StatusOr<Response> answered = CallAuthenticatingLocked(request);
-  releaser_.Sent(releasing);
-  TENSORD_ASSIGN_OR_RETURN(Response first, std::move(answered));
-  packets.push_back(std::move(first));
-  while (packets.back().message->acquire_many().more()) {
-    v1::HandoffRequest more;
-    more.mutable_acquire_more();
-    TENSORD_ASSIGN_OR_RETURN(Response next, CallLocked(more));
-    packets.push_back(std::move(next));
+  absl::Status answered = SendLocked(request, /*fd=*/-1);
+  if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
+  TENSORD_ASSIGN_OR_RETURN(bool retry, AuthenticatedForRetryLocked(answered));
+  if (retry) {
+    answered = SendLocked(request, /*fd=*/-1);
+    if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
   }
-  return packets;
+  releaser_.Sent(releasing);
+  TENSORD_RETURN_IF_ERROR(answered);
+  while (true) {
+    v1::HandoffRequest more;
+    const bool more_follows = packet.answer.more;
+    if (more_follows) {
+      more.mutable_acquire_more();
+      TENSORD_RETURN_IF_ERROR(SendLocked(more, /*fd=*/-1));
+    }
+    if (absl::Status adopted = on_packet(packet); !adopted.ok()) {
+      socket_.Reset();
+      return adopted;
+    }
+    if (!more_follows) return absl::OkStatus();
+    TENSORD_RETURN_IF_ERROR(ReceiveBatchPacketLocked(more.request_id(), packet));
+  }
 }
 
 size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {

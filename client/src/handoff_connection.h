@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "client/src/lease_releaser.h"
 #include "google/protobuf/arena.h"
 #include "service/common/mutex.h"
 #include "service/common/scoped_fd.h"
+#include "service/common/unix_socket.h"
+#include "service/wire/handoff_batch_answer.h"
 #include "tensord/v1/handoff.pb.h"
 
 namespace tensord {
@@ -43,9 +46,21 @@ class HandoffConnection {
   // retries when the server refuses our credentials.
   absl::StatusOr<Response> Call(v1::HandoffRequest request);
 
-  // A batch acquire: every packet of the answer (AcquireMore while one
-  // says more), in order, each with its fds.
-  absl::StatusOr<std::vector<Response>> CallBatch(v1::HandoffRequest request);
+  // One packet of a batch acquire's answer, parsed by hand
+  // (ParseWireBatchAnswer): its items are viewed in `bytes`, not parsed.
+  struct BatchPacket {
+    std::string bytes;
+    WireBatchAnswer answer;  // views `bytes`
+    ScopedFd fd;
+    std::vector<ScopedFd> more_fds;  // the fds after the first
+  };
+  // A batch acquire: `on_packet` gets every packet of the answer in order,
+  // under this connection's lock. The next packet (AcquireMore, while one
+  // says more) is asked for before `on_packet` runs, so the server writes
+  // it meanwhile. An error from `on_packet` ends the call and closes the
+  // connection (the rest of the answer is never read).
+  absl::Status CallBatch(v1::HandoffRequest request,
+                         absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
   // Call, passing `fd` with the request (put_many's memfd).
   absl::StatusOr<Response> CallWithFd(v1::HandoffRequest request, int fd);
   // Ends a lease soon, in a batch with others, on the releaser's thread
@@ -80,7 +95,24 @@ class HandoffConnection {
   // requests of their own; returns how many it carries, for releaser_.Sent
   // once it is answered.
   size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends `request`, numbered here; a broken socket is closed and
+  // UNAVAILABLE.
+  absl::Status SendLocked(v1::HandoffRequest& request, int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Receives the next packet, as large as a batch answer's when `batch`.
+  absl::StatusOr<ReceivedPacket> ReceiveLocked(bool batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The two in turn.
+  absl::StatusOr<ReceivedPacket> ExchangeLocked(v1::HandoffRequest& request, int fd, bool batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The packet answering batch request `request_id`, into `packet` (its
+  // answer views its bytes: it must not move after).
+  absl::Status ReceiveBatchPacketLocked(uint64_t request_id, BatchPacket& packet)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // After a request's answer `answer`: whether to ask again authenticated,
+  // which it is then. True for a PERMISSION_DENIED before this connection
+  // authenticated, when a token comes; an error when authenticating failed.
+  absl::StatusOr<bool> AuthenticatedForRetryLocked(const absl::Status& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // CallLocked, authenticating with a token and retrying once when refused.
   absl::StatusOr<Response> CallAuthenticatingLocked(v1::HandoffRequest& request, int fd = -1)

@@ -23,6 +23,7 @@
 #include "service/common/unix_socket.h"
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
+#include "service/wire/handoff_batch_answer.h"
 #include "service/wire/handoff_device_handle.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
@@ -406,18 +407,18 @@ class DeviceTensorWriter final : public PendingCreateWriter {
 
 }  // namespace
 
-absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired,
+absl::Status LocalTransport::ImportDevice(HeldVersion& held, const LeaseGrant& grant,
                                           ScopedFd fd) {
   const TensorInfo& info = held.info();
   if (info.total_bytes == 0) return absl::OkStatus();  // no allocation to import
-  if (!acquired.has_device_handle()) {
+  if (grant.device_handle == nullptr) {
     return absl::InternalError(
         absl::StrCat("handoff of device tensor '", info.name, "' came without a device handle"));
   }
   absl::StatusOr<std::shared_ptr<const DeviceMemory>> imported =
       [&]() -> absl::StatusOr<std::shared_ptr<const DeviceMemory>> {
     TENSORD_ASSIGN_OR_RETURN(ExportedHandle handle,
-                             DeviceHandleFromProto(acquired.device_handle(), std::move(fd)));
+                             DeviceHandleFromProto(*grant.device_handle, std::move(fd)));
     if (handle.device != info.device.device_id || handle.size != info.total_bytes) {
       return absl::InternalError(absl::StrCat("device handle of '", info.name, "' covers ",
                                               handle.size, " bytes on device ", handle.device,
@@ -428,26 +429,26 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const v1::AcquireRe
     // pid, version numbers again from 1) apart from its predecessor.
     return DeviceImportCache::Process().Import(
         absl::StrCat(connection_->server_identity(), "#",
-                     acquired.device_handle().server_instance()),
-        acquired.device_handle().backend(), handle, info.name, info.version);
+                     grant.device_handle->server_instance()),
+        grant.device_handle->backend(), handle, info.name, info.version);
   }();
   if (!imported.ok()) {
     // kAuto still gets the bytes, over gRPC; kLocal reports why.
     return MarkUseRemote(absl::Status(
         imported.status().code(),
         absl::StrCat("cannot import device tensor '", info.name, "' version ", info.version,
-                     " from the server's ", acquired.device_handle().backend(),
+                     " from the server's ", grant.device_handle->backend(),
                      " backend: ", imported.status().message())));
   }
   held.SetDeviceImport(*std::move(imported));
   return absl::OkStatus();
 }
 
-absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired,
+absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const LeaseGrant& grant,
                                           ScopedFd fd) {
   const TensorInfo& info = held.info();
-  const uint64_t offset = acquired.mapping_offset();
-  const uint64_t size = acquired.mapping_bytes();
+  const uint64_t offset = grant.mapping_offset;
+  const uint64_t size = grant.mapping_bytes;
   if (offset % static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) != 0 || offset > size ||
       info.total_bytes > size - offset) {
     return absl::InternalError(absl::StrCat("handoff of '", info.name, "' places its ",
@@ -455,7 +456,7 @@ absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const v1::AcquireRe
                                             " of an arena of ", size, " bytes"));
   }
   TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<const ArenaMapping> arena,
-                           arenas_.Get(acquired.arena_id(), std::move(fd), size));
+                           arenas_.Get(grant.arena_id, std::move(fd), size));
   held.SetArena(std::move(arena), offset);
   return absl::OkStatus();
 }
@@ -505,30 +506,37 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
       acquire->clear_held_versions();
       continue;
     }
-    return Adopt(acquired, std::move(info), std::move(response.fd));
+    const LeaseGrant grant{
+        .lease_id = acquired.lease_id(),
+        .mapping_bytes = acquired.mapping_bytes(),
+        .mapping_offset = acquired.mapping_offset(),
+        .arena_id = acquired.arena_id(),
+        .device_handle = acquired.has_device_handle() ? &acquired.device_handle() : nullptr};
+    return Adopt(grant, std::move(info), std::move(response.fd));
   }
   return absl::UnavailableError(absl::StrCat("could not hold tensor '", name, "'"));
 }
 
-absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(
-    const v1::AcquireResponse& acquired, TensorInfo info, ScopedFd fd, bool remember) {
+absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(const LeaseGrant& grant,
+                                                                   TensorInfo info, ScopedFd fd,
+                                                                   bool remember) {
   // From here on the lease ends with `held`, also on the error paths.
-  auto held = std::make_shared<HeldVersion>(connection_, acquired.lease_id(), std::move(info));
+  auto held = std::make_shared<HeldVersion>(connection_, grant.lease_id, std::move(info));
   if (held->on_device()) {
-    TENSORD_RETURN_IF_ERROR(ImportDevice(*held, acquired, std::move(fd)));
-  } else if (acquired.arena_id() != 0) {
-    TENSORD_RETURN_IF_ERROR(MapArenaSlot(*held, acquired, std::move(fd)));
+    TENSORD_RETURN_IF_ERROR(ImportDevice(*held, grant, std::move(fd)));
+  } else if (grant.arena_id != 0) {
+    TENSORD_RETURN_IF_ERROR(MapArenaSlot(*held, grant, std::move(fd)));
   } else {
     if (!fd.valid()) {
       return absl::InternalError(
           absl::StrCat("handoff of '", held->info().name, "' came without an fd"));
     }
-    if (acquired.mapping_bytes() < held->info().total_bytes) {
+    if (grant.mapping_bytes < held->info().total_bytes) {
       return absl::InternalError(absl::StrCat(
-          "handoff of '", held->info().name, "' came with mapping_bytes ", acquired.mapping_bytes(),
+          "handoff of '", held->info().name, "' came with mapping_bytes ", grant.mapping_bytes,
           ", fewer than its ", held->info().total_bytes, " bytes"));
     }
-    held->SetMemfd(std::move(fd), acquired.mapping_bytes());
+    held->SetMemfd(std::move(fd), grant.mapping_bytes);
   }
   if (!remember) return held;
   auto key = std::make_pair(held->info().name, held->info().version);
@@ -623,8 +631,6 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     v1::HandoffRequest request, size_t item_count, const FetchOptions& options) {
-  TENSORD_ASSIGN_OR_RETURN(std::vector<HandoffConnection::Response> packets,
-                           connection_->CallBatch(std::move(request)));
   const bool by_name = item_count > 0;
   // Each answered item's hold or refusal, in result order. Every lease of
   // the answer is adopted (so each ends when its holder goes, also after an
@@ -637,44 +643,30 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     }
   }
   absl::Status malformed;
-  for (HandoffConnection::Response& packet : packets) {
-    std::vector<ScopedFd> fds;
-    if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
-    for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
-    size_t next_fd = 0;
-    for (const v1::AcquiredItem& item : packet.message->acquire_many().items()) {
-      absl::StatusOr<std::shared_ptr<HeldVersion>> held =
-          [&]() -> absl::StatusOr<std::shared_ptr<HeldVersion>> {
-        if (item.status().code() != 0) {
-          absl::Status refusal(static_cast<absl::StatusCode>(item.status().code()),
-                               item.status().message());
-          return item.use_remote() ? MarkUseRemote(std::move(refusal))
-                                   : MarkServerAnswer(std::move(refusal));
+  WireAcquiredItem item;  // reused: its strings and vectors keep their memory
+  TENSORD_RETURN_IF_ERROR(connection_->CallBatch(
+      std::move(request), [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
+        std::vector<ScopedFd> fds;
+        if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
+        for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
+        size_t next_fd = 0;
+        for (std::span<const uint8_t> item_bytes : packet.answer.items) {
+          if (!ParseWireAcquiredItem(item_bytes, kAcquiredItemNesting, item)) {
+            return absl::InternalError(absl::StrCat("handoff socket ", connection_->path(),
+                                                    " sent an invalid batch answer item"));
+          }
+          absl::StatusOr<std::shared_ptr<HeldVersion>> held = AdoptItem(item, fds, next_fd);
+          if (!by_name) {
+            holds.push_back(std::move(held));
+          } else if (item.index < holds.size()) {
+            holds[item.index] = std::move(held);
+          } else {
+            malformed = absl::InternalError(
+                absl::StrCat("batch answer names item ", item.index, " of ", holds.size()));
+          }
         }
-        ScopedFd fd;
-        if (item.fd_attached()) {
-          if (next_fd == fds.size()) return absl::InternalError("batch answer lacks an item's fd");
-          fd = std::move(fds[next_fd++]);
-        }
-        absl::StatusOr<TensorInfo> info = InfoFromProto(item.acquire().info());
-        if (!info.ok()) {
-          connection_->ReleaseLease(item.acquire().lease_id());
-          return info.status();
-        }
-        return Adopt(item.acquire(), *std::move(info), std::move(fd), /*remember=*/false);
-      }();
-      if (by_name) {
-        if (item.index() >= holds.size()) {
-          malformed = absl::InternalError(
-              absl::StrCat("batch answer names item ", item.index(), " of ", holds.size()));
-          continue;
-        }
-        holds[item.index()] = std::move(held);
-      } else {
-        holds.push_back(std::move(held));
-      }
-    }
-  }
+        return absl::OkStatus();
+      }));
   TENSORD_RETURN_IF_ERROR(malformed);
   std::optional<BatchPrivateViews> views;
   if (!options.read_only) {
@@ -702,6 +694,31 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     }
   }
   return results;
+}
+
+absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::AdoptItem(
+    WireAcquiredItem& item, std::vector<ScopedFd>& fds, size_t& next_fd) {
+  if (item.status_code != 0) {
+    absl::Status refusal(static_cast<absl::StatusCode>(item.status_code), item.status_message);
+    return item.use_remote ? MarkUseRemote(std::move(refusal))
+                           : MarkServerAnswer(std::move(refusal));
+  }
+  ScopedFd fd;
+  if (item.fd_attached) {
+    if (next_fd == fds.size()) return absl::InternalError("batch answer lacks an item's fd");
+    fd = std::move(fds[next_fd++]);
+  }
+  const LeaseGrant grant{.lease_id = item.lease_id,
+                         .mapping_bytes = item.mapping_bytes,
+                         .mapping_offset = item.mapping_offset,
+                         .arena_id = item.arena_id,
+                         .device_handle = item.has_device_handle ? &item.device_handle : nullptr};
+  absl::StatusOr<TensorInfo> info = InfoFromWire(std::move(item.info));
+  if (!info.ok()) {
+    connection_->ReleaseLease(grant.lease_id);
+    return info.status();
+  }
+  return Adopt(grant, *std::move(info), std::move(fd), /*remember=*/false);
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,

@@ -20,6 +20,7 @@
 #include "client/src/client_transport.h"
 #include "client/src/handoff_connection.h"
 #include "service/common/mutex.h"
+#include "service/wire/wire_tensor_info.h"
 #include "tensord/client.h"
 #include "tensord/tensor.h"
 
@@ -93,9 +94,22 @@ class LocalTransport final : public ClientTransport {
   // false: a batch's thousands of items skip that index (a string copy, a
   // hash insert and a lock each), and a later single fetch of one of them
   // takes a lease of its own.
-  absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const v1::AcquireResponse& acquired,
-                                                     TensorInfo info, ScopedFd fd,
-                                                     bool remember = true);
+  // What an acquire answer says of its lease, read from either form of
+  // the answer (AcquireResponse for one tensor, WireAcquiredItem for a
+  // batch's).
+  struct LeaseGrant {
+    uint64_t lease_id = 0;
+    uint64_t mapping_bytes = 0;
+    uint64_t mapping_offset = 0;
+    uint64_t arena_id = 0;
+    const v1::DeviceHandle* device_handle = nullptr;  // null when none came
+  };
+  absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const LeaseGrant& grant, TensorInfo info,
+                                                     ScopedFd fd, bool remember = true);
+  // The result of one item of a batch answer: its hold, or its refusal.
+  absl::StatusOr<std::shared_ptr<HeldVersion>> AdoptItem(WireAcquiredItem& item,
+                                                         std::vector<ScopedFd>& fds,
+                                                         size_t& next_fd);
   // Sends one AcquireManyRequest and adopts every lease of its answer:
   // `item_count` results in request order for a name list (0: prefix or
   // group, in the server's order).
@@ -105,9 +119,9 @@ class LocalTransport final : public ClientTransport {
   // The Tensor a fetch returns from a held version (see Fetch).
   absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options);
   // Maps (or finds mapped) the arena a new lease's slot lies in.
-  absl::Status MapArenaSlot(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
+  absl::Status MapArenaSlot(HeldVersion& held, const LeaseGrant& grant, ScopedFd fd);
   // Imports the device memory a new lease came with into `held`.
-  absl::Status ImportDevice(HeldVersion& held, const v1::AcquireResponse& acquired, ScopedFd fd);
+  absl::Status ImportDevice(HeldVersion& held, const LeaseGrant& grant, ScopedFd fd);
   absl::StatusOr<std::unique_ptr<TensorWriter>> CreateOnDevice(uint64_t create_id, uint64_t size,
                                                                const v1::CreateResponse& created,
                                                                ScopedFd fd, DLDevice device);

@@ -25,11 +25,11 @@ namespace {
 // until its packet is sent); items beyond are refused with use_remote.
 constexpr size_t kMaxDeviceExportsPerBatch = 4 * kMaxFdsPerPacket;
 
-void SetItemStatus(const absl::Status& status, v1::AcquiredItem& item) {
-  item.mutable_status()->set_code(static_cast<int32_t>(status.code()));
-  item.mutable_status()->set_message(std::string(status.message()));
-  item.set_use_remote(IsUseRemote(status));
-}
+// Items one packet of a batch answer holds at most. Each packet is written
+// when it is asked for, and the client asks for the next before it adopts
+// the items of this one: the server writes a packet while the client
+// adopts the one before.
+constexpr size_t kMaxItemsPerBatchPacket = 256;
 
 // The prefix a connection may read under: the requested one when inside
 // its scope, its scope's when that is narrower, else PERMISSION_DENIED.
@@ -106,7 +106,7 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
 }
 
 absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
-                                         v1::AcquireManyResponse& response, std::vector<int>& fds) {
+                                         std::string& answer, std::vector<int>& fds) {
   TENSORD_ASSIGN_OR_RETURN(auto chosen, ChooseBatch(request));
   size_t leasing = 0;
   for (const auto& [index, lease] : chosen) leasing += lease.ok() ? 1 : 0;
@@ -115,120 +115,111 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
         "batch acquire of ", leasing, " versions on a connection holding ", leases_.size(),
         " leases; the limit (--max-leases-per-client) is ", limits_.max_leases_per_connection));
   }
-  // Arenas whose fd the client has, or that this answer already carries.
-  absl::flat_hash_set<uint64_t> arenas_known(request.mapped_arena_ids().begin(),
-                                             request.mapped_arena_ids().end());
-  std::vector<PendingPacket> packets(1);
-  size_t packet_bytes = 0;
+  PendingBatch& batch = pending_batch_.emplace();
+  batch.arenas_known.insert(request.mapped_arena_ids().begin(), request.mapped_arena_ids().end());
   size_t device_exports = 0;
   for (auto& [index, chosen_lease] : chosen) {
-    v1::AcquiredItem item;
-    item.set_index(index);
-    int fd = -1;
-    ScopedFd exported;
+    PendingBatchItem& item = batch.items.emplace_back();
+    item.fields.index = index;
     absl::Status refused = chosen_lease.status();
-    if (refused.ok()) {
-      Lease& lease = *chosen_lease;
-      const bool on_device = IsDeviceLayout(lease->layout);
-      const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
-      if (on_device && request.host_only()) {
-        refused = MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-            "tensor '", lease->name, "' version ", lease->version, " is in ",
-            DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
-      } else if (host_bytes != nullptr && host_bytes->arena_id() != 0 &&
-                 !request.accepts_arena_slots()) {
-        refused = MarkUseRemote(absl::FailedPreconditionError(
-            absl::StrCat("tensor '", lease->name,
-                         "' is held in a shared arena and this client cannot map one")));
-      }
-      if (refused.ok()) {
-        v1::AcquireResponse* acquired = item.mutable_acquire();
-        InfoToProto(*lease, acquired->mutable_info());
-        HeldLease held;
-        if (on_device) {
-          if (lease->device_memory != nullptr && device_exports == kMaxDeviceExportsPerBatch) {
-            refused = MarkUseRemote(absl::ResourceExhaustedError(absl::StrCat(
-                "device tensor '", lease->name, "': a batch acquire exports at most ",
-                kMaxDeviceExportsPerBatch, " device allocations; acquire the rest in another")));
-          } else if (lease->device_memory != nullptr) {
-            absl::StatusOr<ExportedHandle> handle =
-                ExportDevice(*lease->device_memory, acquired->mutable_device_handle());
-            absl::Status below_ceiling =
-                handle.ok()
-                    ? CheckTensorFd(handle->fd.get(), absl::StrCat("export of '", lease->name, "'"))
-                    : handle.status();
-            if (below_ceiling.ok()) {
-              held.device_export = *std::move(handle);
-              exported = std::move(held.device_export.fd);
-              fd = exported.get();
-              ++device_exports;
-            } else {
-              refused = below_ceiling;
-            }
-          }
-        } else {
-          acquired->set_mapping_bytes(host_bytes->mapping_size());
-          acquired->set_mapping_offset(host_bytes->mapping_offset());
-          acquired->set_arena_id(host_bytes->arena_id());
-          if (host_bytes->arena_id() == 0 || arenas_known.insert(host_bytes->arena_id()).second) {
-            fd = host_bytes->fd();
-          }
-        }
-        if (refused.ok()) {
-          const uint64_t id = next_id_++;
-          acquired->set_lease_id(id);
-          metrics_.AddHandoffBytesSent(lease->total_bytes);
-          held.lease = std::move(lease);
-          leases_.emplace(id, std::move(held));
-        }
-      }
-    }
+    if (refused.ok()) refused = LeaseItem(request, *chosen_lease, device_exports, item);
     if (!refused.ok()) {
-      item.clear_acquire();
-      SetItemStatus(refused, item);
-      fd = -1;
+      item = PendingBatchItem{};
+      item.fields.index = index;
+      item.fields.refusal = std::move(refused);
     }
-    item.set_fd_attached(fd >= 0);
-    const size_t item_bytes = item.ByteSizeLong() + 8;
-    PendingPacket* packet = &packets.back();
-    if (packet->items.items_size() > 0 &&
-        (packet_bytes + item_bytes > kMaxBatchPacketBytes - 1024 ||
-         (fd >= 0 && packet->fds.size() == kMaxFdsPerPacket))) {
-      packets.emplace_back();
-      packet = &packets.back();
-      packet_bytes = 0;
-    }
-    packet_bytes += item_bytes;
-    if (item.has_acquire()) packet->lease_ids.push_back(item.acquire().lease_id());
-    *packet->items.add_items() = std::move(item);
-    if (fd >= 0) packet->fds.push_back(fd);
-    if (exported.valid()) packet->exported_fds.push_back(std::move(exported));
   }
-  for (size_t i = 0; i + 1 < packets.size(); ++i) packets[i].items.set_more(true);
-  pending_packets_.assign(std::make_move_iterator(packets.begin()),
-                          std::make_move_iterator(packets.end()));
-  return AcquireMore(response, fds);
+  return AcquireMore(answer, fds);
 }
 
-void HandoffSession::DropPendingPackets() {
-  for (const PendingPacket& packet : pending_packets_) {
-    for (uint64_t id : packet.lease_ids) leases_.erase(id);
+absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Lease& lease,
+                                       size_t& device_exports, PendingBatchItem& item) {
+  const bool on_device = IsDeviceLayout(lease->layout);
+  const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
+  if (on_device && request.host_only()) {
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", lease->name, "' version ", lease->version, " is in ",
+        DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
   }
-  pending_packets_.clear();
+  if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !request.accepts_arena_slots()) {
+    return MarkUseRemote(absl::FailedPreconditionError(
+        absl::StrCat("tensor '", lease->name,
+                     "' is held in a shared arena and this client cannot map one")));
+  }
+  AcquiredItemFields& fields = item.fields;
+  if (on_device && lease->device_memory != nullptr) {
+    if (device_exports == kMaxDeviceExportsPerBatch) {
+      return MarkUseRemote(absl::ResourceExhaustedError(absl::StrCat(
+          "device tensor '", lease->name, "': a batch acquire exports at most ",
+          kMaxDeviceExportsPerBatch, " device allocations; acquire the rest in another")));
+    }
+    item.device_handle.emplace();
+    absl::StatusOr<ExportedHandle> handle = ExportDevice(*lease->device_memory, &*item.device_handle);
+    TENSORD_RETURN_IF_ERROR(handle.status());
+    TENSORD_RETURN_IF_ERROR(
+        CheckTensorFd(handle->fd.get(), absl::StrCat("export of '", lease->name, "'")));
+    item.held.device_export = *std::move(handle);
+    item.exported = std::move(item.held.device_export.fd);
+    ++device_exports;
+  } else if (!on_device) {
+    fields.mapping_bytes = host_bytes->mapping_size();
+    fields.mapping_offset = host_bytes->mapping_offset();
+    fields.arena_id = host_bytes->arena_id();
+  }
+  fields.version = &*lease;
+  fields.lease_id = next_id_++;
+  item.held.lease = std::move(lease);
+  return absl::OkStatus();
 }
 
-absl::Status HandoffSession::AcquireMore(v1::AcquireManyResponse& response, std::vector<int>& fds) {
-  if (pending_packets_.empty()) {
+absl::Status HandoffSession::AcquireMore(std::string& answer, std::vector<int>& fds) {
+  if (!pending_batch_.has_value()) {
     return absl::FailedPreconditionError(
         "no batch acquire answer is pending on this connection (AcquireMore follows an "
         "AcquireMany whose last answer said more)");
   }
-  PendingPacket packet = std::move(pending_packets_.front());
-  pending_packets_.pop_front();
-  response = std::move(packet.items);
-  fds = std::move(packet.fds);
-  // Exported fds stay open until this packet is sent.
-  for (ScopedFd& fd : packet.exported_fds) sent_export_fds_.push_back(std::move(fd));
+  PendingBatch& batch = *pending_batch_;
+  answer.clear();
+  size_t items = 0;
+  while (!batch.items.empty()) {
+    PendingBatchItem& item = batch.items.front();
+    AcquiredItemFields& fields = item.fields;
+    const bool arena_new = fields.arena_id != 0 && !batch.arenas_known.contains(fields.arena_id);
+    int fd = -1;
+    if (item.exported.valid()) {
+      fd = item.exported.get();
+    } else if (fields.version != nullptr && !IsDeviceLayout(fields.version->layout) &&
+               (fields.arena_id == 0 || arena_new)) {
+      fd = fields.version->buffer->fd();
+    }
+    fields.fd_attached = fd >= 0;
+    fields.device_handle = item.device_handle.has_value() ? &*item.device_handle : nullptr;
+    const AcquiredItemWire wire(fields);
+    // Room is left for the answer's own fields (request id, more).
+    if (items > 0 && (items == kMaxItemsPerBatchPacket ||
+                      answer.size() + wire.field_size() > kMaxBatchPacketBytes - 1024 ||
+                      (fd >= 0 && fds.size() == kMaxFdsPerPacket))) {
+      break;
+    }
+    const size_t at = answer.size();
+    answer.resize(at + wire.field_size());
+    wire.WriteField(reinterpret_cast<uint8_t*>(answer.data()) + at);
+    if (arena_new) batch.arenas_known.insert(fields.arena_id);
+    if (fd >= 0) fds.push_back(fd);
+    // Exported fds stay open until this packet is sent.
+    if (item.exported.valid()) sent_export_fds_.push_back(std::move(item.exported));
+    if (fields.version != nullptr) {
+      metrics_.AddHandoffBytesSent(fields.version->total_bytes);
+      leases_.emplace(fields.lease_id, std::move(item.held));
+    }
+    batch.items.pop_front();
+    ++items;
+  }
+  if (batch.items.empty()) {
+    pending_batch_.reset();
+  } else {
+    answer.append(kMoreItemsFollowField, 2);
+  }
   return absl::OkStatus();
 }
 

@@ -68,11 +68,16 @@ HandoffSession::Reply HandoffSession::Answer(const v1::HandoffRequest& request, 
   v1::HandoffResponse response;
   response.set_request_id(request.request_id());
   Reply reply;
-  const absl::Status status = Dispatch(request, now, response, reply.fds);
+  std::string batch_answer;
+  const absl::Status status = Dispatch(request, now, response, reply.fds, batch_answer);
   if (!status.ok() && IsFdExhaustion(status)) {
     FdExhaustionLog().Note("handoff request", status.message(), now);
   }
-  return Encode(response, status, std::move(reply));
+  reply = Encode(response, status, std::move(reply));
+  const bool batch = request.kind_case() == v1::HandoffRequest::kAcquireMany ||
+                     request.kind_case() == v1::HandoffRequest::kAcquireMore;
+  if (status.ok() && batch) AppendAcquireManyField(batch_answer, reply.bytes);
+  return reply;
 }
 
 HandoffSession::Reply HandoffSession::Encode(v1::HandoffResponse& response,
@@ -144,7 +149,8 @@ int HandoffSession::KeepUntilSent(ScopedFd fd) {
 }
 
 absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::Time now,
-                                      v1::HandoffResponse& response, std::vector<int>& fds) {
+                                      v1::HandoffResponse& response, std::vector<int>& fds,
+                                      std::string& batch_answer) {
   if (request.kind_case() == v1::HandoffRequest::kAuthenticate) {
     return Authenticate(request.authenticate());
   }
@@ -172,9 +178,8 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
       status = Create(request.create(), now, *response.mutable_create(), fd);
       break;
     case v1::HandoffRequest::kAcquireMany:
-      return AcquireMany(request.acquire_many(), *response.mutable_acquire_many(), fds);
-    case v1::HandoffRequest::kAcquireMore:
-      return AcquireMore(*response.mutable_acquire_many(), fds);
+      return AcquireMany(request.acquire_many(), batch_answer, fds);
+    case v1::HandoffRequest::kAcquireMore: return AcquireMore(batch_answer, fds);
     default: return DispatchWithoutFd(request, response);
   }
   if (fd >= 0) fds.push_back(fd);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -20,6 +21,7 @@
 #include "service/metrics/service_metrics.h"
 #include "service/registry/cluster_access.h"
 #include "service/registry/registry.h"
+#include "service/transport/acquired_item_wire.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/request_validation.h"
 #include "tensord/v1/handoff.pb.h"
@@ -115,16 +117,27 @@ class HandoffSession {
   // The creates a seal group consumes, checked (every one pending, none twice).
   absl::StatusOr<std::vector<PendingVersion>> TakeGroup(
       const v1::SealGroupRequest& request, std::vector<std::optional<uint32_t>>& expected);
+  // A batch acquire's answer (acquire_many, acquire_more) goes in
+  // `batch_answer`, not in `response`.
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
-                        v1::HandoffResponse& response, std::vector<int>& fds);
+                        v1::HandoffResponse& response, std::vector<int>& fds,
+                        std::string& batch_answer);
   // The requests whose answers carry no fd.
   absl::Status DispatchWithoutFd(const v1::HandoffRequest& request, v1::HandoffResponse& response);
   // Batch acquire (handoff_batch_acquire.cc): every lease at once, the
   // answer split into packets of at most kMaxBatchPacketBytes and
   // kMaxFdsPerPacket fds; the first goes out now, the rest on AcquireMore.
-  absl::Status AcquireMany(const v1::AcquireManyRequest& request, v1::AcquireManyResponse& response,
+  // `answer` gets the packet's AcquireManyResponse bytes, framed by hand
+  // (AcquiredItemWire).
+  absl::Status AcquireMany(const v1::AcquireManyRequest& request, std::string& answer,
                            std::vector<int>& fds);
-  absl::Status AcquireMore(v1::AcquireManyResponse& response, std::vector<int>& fds);
+  absl::Status AcquireMore(std::string& answer, std::vector<int>& fds);
+  // Takes the lease of one chosen item and describes it in `item` (its
+  // export, for a device version, in `device_handle` and `exported`), or
+  // says why the item is refused.
+  struct PendingBatchItem;
+  absl::Status LeaseItem(const v1::AcquireManyRequest& request, Lease& lease,
+                         size_t& device_exports, PendingBatchItem& item);
   // The leases a batch acquire chose, under one registry lock, with each
   // item's position; a refused item carries its status instead.
   absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> ChooseBatch(
@@ -169,18 +182,25 @@ class HandoffSession {
   uint64_t next_id_ = 1;
   // Exported device fds of the reply last sent, closed at the next request.
   std::vector<ScopedFd> sent_export_fds_;
-  // A batch acquire's packets not yet asked for, with the device fds they
-  // carry.
-  struct PendingPacket {
-    v1::AcquireManyResponse items;
-    std::vector<int> fds;
-    std::vector<ScopedFd> exported_fds;
-    std::vector<uint64_t> lease_ids;  // ended if the packet is never asked for
+  // One item of a batch acquire's answer not yet sent: its lease joins
+  // leases_ once its packet is written (a Release naming an id not yet
+  // sent finds nothing to end).
+  struct PendingBatchItem {
+    AcquiredItemFields fields;  // fd_attached and device_handle set when written
+    HeldLease held;
+    std::optional<v1::DeviceHandle> device_handle;
+    ScopedFd exported;  // a device export's fd, passed with the item
   };
-  // Drops the unsent packets of a batch answer and the leases they carry,
+  // The rest of a batch acquire's answer, a packet written per AcquireMore.
+  struct PendingBatch {
+    std::deque<PendingBatchItem> items;
+    // Arenas whose fd the client has, or that an earlier packet carried.
+    absl::flat_hash_set<uint64_t> arenas_known;
+  };
+  // Drops the unsent rest of a batch answer and the leases it carries,
   // which the client never learned of.
-  void DropPendingPackets();
-  std::deque<PendingPacket> pending_packets_;
+  void DropPendingPackets() { pending_batch_.reset(); }
+  std::optional<PendingBatch> pending_batch_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
   // The fd the packet being answered came with (put_many's memfd).

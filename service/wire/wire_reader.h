@@ -54,6 +54,15 @@ class Reader {
     return true;
   }
 
+  // A fixed64 field's value, little-endian.
+  bool Fixed64(uint64_t& value) {
+    if (end_ - at_ < 8) return false;
+    value = 0;
+    for (int i = 7; i >= 0; --i) value = (value << 8) | at_[i];
+    at_ += 8;
+    return true;
+  }
+
   bool Skip(size_t bytes) {
     if (static_cast<size_t>(end_ - at_) < bytes) return false;
     at_ += bytes;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tensord/v1/handoff.pb.h"
+
 namespace tensord {
 
 struct WireLayout {
@@ -73,6 +75,28 @@ struct WireBatchFetchItem {
   std::span<const uint8_t> inline_data;
 };
 
+// A v1::AcquiredItem of a batch acquire's answer on the handoff socket
+// (service/wire/handoff_batch_answer.h finds them in a packet), its
+// AcquireResponse's fields flattened in.
+struct WireAcquiredItem {
+  uint32_t index = 0;
+  bool has_status = false;
+  int32_t status_code = 0;
+  std::string status_message;
+  bool use_remote = false;
+  bool has_acquire = false;
+  // AcquireResponse's fields.
+  bool has_info = false;
+  WireTensorInfo info;
+  uint64_t lease_id = 0;
+  uint64_t mapping_bytes = 0;
+  uint64_t mapping_offset = 0;
+  uint64_t arena_id = 0;
+  bool has_device_handle = false;
+  v1::DeviceHandle device_handle;  // rare (device versions): the generated message
+  bool fd_attached = false;
+};
+
 // Each returns false where the generated parser's ParseFromArray would
 // (malformed or truncated bytes, a string that is not UTF-8); `out` starts
 // from its defaults, and its contents are unspecified after a failure.
@@ -93,6 +117,10 @@ bool ParseWireFetchResponse(std::span<const uint8_t> bytes, WireFetchHeader& hea
 // against protobuf's recursion limit). `out` is reset first, keeping its
 // strings' and vectors' memory; its inline_data views `bytes`.
 bool ParseWireBatchFetchItem(std::span<const uint8_t> bytes, int nesting, WireBatchFetchItem& out);
+
+// v1::AcquiredItem, enclosed in `nesting` messages. `out` is reset first,
+// keeping its strings' and vectors' memory.
+bool ParseWireAcquiredItem(std::span<const uint8_t> bytes, int nesting, WireAcquiredItem& out);
 
 }  // namespace tensord
 

@@ -4,20 +4,24 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 8: TensorInfo, StatResponse, FetchHeader, StatRequest,
-//         FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem]
+// Input: [kind = byte % 10: TensorInfo, StatResponse, FetchHeader, StatRequest,
+//         FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem,
+//         AcquiredItem, HandoffResponse (a batch acquire's answer)]
 //        [message bytes...]
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/batch_put_items.h"
+#include "service/wire/handoff_batch_answer.h"
 #include "service/wire/wire_requests.h"
 #include "service/wire/wire_tensor_info.h"
+#include "tensord/v1/handoff.pb.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace {
@@ -55,6 +59,67 @@ void CheckHeader(const WireFetchHeader& parsed, const v1::FetchHeader& proto) {
         std::string(parsed.inline_data.begin(), parsed.inline_data.end()) == proto.inline_data());
 }
 
+void CheckAcquiredItem(const WireAcquiredItem& parsed, const v1::AcquiredItem& proto) {
+  const v1::AcquireResponse& acquire = proto.acquire();
+  Check(parsed.index == proto.index() && parsed.has_status == proto.has_status() &&
+        parsed.status_code == proto.status().code() &&
+        parsed.status_message == proto.status().message() &&
+        parsed.use_remote == proto.use_remote() && parsed.has_acquire == proto.has_acquire() &&
+        parsed.has_info == acquire.has_info() && parsed.lease_id == acquire.lease_id() &&
+        parsed.mapping_bytes == acquire.mapping_bytes() &&
+        parsed.mapping_offset == acquire.mapping_offset() &&
+        parsed.arena_id == acquire.arena_id() &&
+        parsed.has_device_handle == acquire.has_device_handle() &&
+        parsed.device_handle.SerializeAsString() == acquire.device_handle().SerializeAsString() &&
+        parsed.fd_attached == proto.fd_attached());
+  CheckInfo(parsed.info, acquire.info());
+}
+
+// The whole answer, its items parsed too; false where the client refuses it.
+bool ParseBatchAnswer(std::span<const uint8_t> wire, WireBatchAnswer& parsed,
+                      std::vector<WireAcquiredItem>& items) {
+  if (!ParseWireBatchAnswer(wire, parsed)) return false;
+  items.resize(parsed.items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!ParseWireAcquiredItem(parsed.items[i], kAcquiredItemNesting, items[i])) return false;
+  }
+  return true;
+}
+
+void CheckBatchAnswer(std::span<const uint8_t> wire) {
+  v1::HandoffResponse proto;
+  const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+  WireBatchAnswer parsed;
+  std::vector<WireAcquiredItem> items;
+  // The client refuses an answer of another kind in the oneof, which
+  // protobuf keeps while a later field replaces it: it may refuse what
+  // protobuf accepts, never accept what it refuses, and it must accept
+  // every batch answer protobuf writes.
+  const bool parsed_ok = ParseBatchAnswer(wire, parsed, items);
+  if (!proto_ok) {
+    Check(!parsed_ok);
+    return;
+  }
+  const bool batch_kind = proto.kind_case() == v1::HandoffResponse::kAcquireMany ||
+                          proto.kind_case() == v1::HandoffResponse::KIND_NOT_SET;
+  if (batch_kind) {
+    const std::string canonical = proto.SerializeAsString();
+    WireBatchAnswer reparsed;
+    std::vector<WireAcquiredItem> reparsed_items;
+    Check(ParseBatchAnswer({reinterpret_cast<const uint8_t*>(canonical.data()), canonical.size()},
+                           reparsed, reparsed_items));
+  }
+  if (!parsed_ok) return;
+  Check(batch_kind);
+  const v1::AcquireManyResponse& answer = proto.acquire_many();
+  Check(parsed.request_id == proto.request_id() && parsed.code == proto.code() &&
+        parsed.message == proto.message() && parsed.use_remote == proto.use_remote() &&
+        parsed.more == answer.more() && items.size() == static_cast<size_t>(answer.items_size()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    CheckAcquiredItem(items[i], answer.items(static_cast<int>(i)));
+  }
+}
+
 }  // namespace
 
 // Protobuf logs every string field with invalid UTF-8 it rejects; at
@@ -67,7 +132,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -161,6 +226,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(std::string(parsed.data.begin(), parsed.data.end()) == proto.data());
       break;
     }
+    case 8: {
+      v1::AcquiredItem proto;
+      WireAcquiredItem parsed;
+      parsed.info.name = "stale";  // reset by the parse
+      parsed.device_handle.set_backend("stale");
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireAcquiredItem(wire, /*nesting=*/0, parsed) == proto_ok);
+      if (proto_ok) CheckAcquiredItem(parsed, proto);
+      break;
+    }
+    case 9: CheckBatchAnswer(wire); break;
     default: {
       v1::FetchHeader proto;
       WireFetchHeader parsed;

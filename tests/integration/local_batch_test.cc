@@ -82,25 +82,60 @@ v1::HandoffRequest AcquirePrefix(const std::string& prefix) {
   return request;
 }
 
-TEST_F(LocalBatchTest, AThousandSmallVersionsComeInOnePacketWithOneArenaFd) {
+// A batch acquire's whole answer on a raw socket: the first packet for
+// `request`, then AcquireMore while one says more.
+struct WholeBatchAnswer {
+  std::vector<v1::AcquiredItem> items;
+  int packets = 0;
+  int fds = 0;
+  absl::Status status;  // the first failed answer's, or how the socket failed
+};
+WholeBatchAnswer AcquireWholeBatch(int socket, const v1::HandoffRequest& request) {
+  WholeBatchAnswer whole;
+  v1::HandoffRequest next = request;
+  while (true) {
+    absl::Status sent = SendPacket(socket, next.SerializeAsString());
+    absl::StatusOr<ReceivedPacket> packet =
+        sent.ok() ? ReceivePacket(socket, kMaxBatchPacketBytes, kMaxFdsPerPacket)
+                  : absl::StatusOr<ReceivedPacket>(sent);
+    v1::HandoffResponse response;
+    if (!packet.ok() || !response.ParseFromString(packet->bytes)) {
+      whole.status = packet.ok() ? absl::InternalError("unparsable answer") : packet.status();
+      return whole;
+    }
+    if (response.code() != 0) {
+      whole.status =
+          absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
+      return whole;
+    }
+    ++whole.packets;
+    whole.fds += (packet->fd.valid() ? 1 : 0) + static_cast<int>(packet->more_fds.size());
+    for (const v1::AcquiredItem& item : response.acquire_many().items()) {
+      whole.items.push_back(item);
+    }
+    if (!response.acquire_many().more()) return whole;
+    next.Clear();
+    next.set_request_id(request.request_id() + whole.packets);
+    next.mutable_acquire_more();
+  }
+}
+
+TEST_F(LocalBatchTest, AThousandSmallVersionsComeInFewPacketsWithOneArenaFd) {
   PutMany("kv", 1024, 4096);
   absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
   ASSERT_TRUE(socket.ok()) << socket.status();
-  ASSERT_TRUE(SendPacket(socket->get(), AcquirePrefix("kv/").SerializeAsString()).ok());
-  absl::StatusOr<ReceivedPacket> packet =
-      ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
-  ASSERT_TRUE(packet.ok()) << packet.status();
-  v1::HandoffResponse response;
-  ASSERT_TRUE(response.ParseFromString(packet->bytes));
-  ASSERT_EQ(response.code(), 0) << response.message();
-  const v1::AcquireManyResponse& answer = response.acquire_many();
-  EXPECT_FALSE(answer.more());
-  ASSERT_EQ(answer.items_size(), 1024);
-  EXPECT_TRUE(packet->fd.valid());
-  EXPECT_TRUE(packet->more_fds.empty());  // every slot lies in one arena
+  const WholeBatchAnswer answer = AcquireWholeBatch(socket->get(), AcquirePrefix("kv/"));
+  ASSERT_TRUE(answer.status.ok()) << answer.status;
+  ASSERT_EQ(answer.items.size(), 1024u);
+  // Packets of at most 256 items, each written when asked for (the client
+  // adopts one while the server writes the next).
+  EXPECT_EQ(answer.packets, 4);
+  EXPECT_EQ(answer.fds, 1);  // every slot lies in one arena, sent once
   int attached = 0;
-  for (const v1::AcquiredItem& item : answer.items()) {
+  for (size_t i = 0; i < answer.items.size(); ++i) {
+    const v1::AcquiredItem& item = answer.items[i];
     ASSERT_EQ(item.status().code(), 0) << item.status().message();
+    EXPECT_EQ(item.index(), i);
     EXPECT_NE(item.acquire().arena_id(), 0u);
     attached += item.fd_attached() ? 1 : 0;
   }
@@ -110,12 +145,52 @@ TEST_F(LocalBatchTest, AThousandSmallVersionsComeInOnePacketWithOneArenaFd) {
 
   // The same client, saying it has the arena mapped, gets no fd at all.
   v1::HandoffRequest again = AcquirePrefix("kv/");
-  again.mutable_acquire_many()->add_mapped_arena_ids(answer.items(0).acquire().arena_id());
-  ASSERT_TRUE(SendPacket(socket->get(), again.SerializeAsString()).ok());
-  packet = ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
-  ASSERT_TRUE(packet.ok()) << packet.status();
-  EXPECT_FALSE(packet->fd.valid());
+  again.set_request_id(10);
+  again.mutable_acquire_many()->add_mapped_arena_ids(answer.items[0].acquire().arena_id());
+  const WholeBatchAnswer mapped = AcquireWholeBatch(socket->get(), again);
+  ASSERT_TRUE(mapped.status.ok()) << mapped.status;
+  EXPECT_EQ(mapped.fds, 0);
   EXPECT_EQ(OpenLeases("kv/0"), 2u);
+}
+
+// The leases of packets not yet asked for are the server's until then: a
+// Release naming their ids ends nothing, and another request drops them.
+TEST_F(LocalBatchTest, LeasesOfPacketsNotYetAskedForAreDroppedByAnotherRequest) {
+  PutMany("kv", 600, 64);
+  absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  v1::HandoffResponse first = RawCall(socket->get(), AcquirePrefix("kv/"));
+  ASSERT_EQ(first.code(), 0) << first.message();
+  ASSERT_TRUE(first.acquire_many().more());
+  const int sent = first.acquire_many().items_size();
+  // Name order: kv/99 comes last, in a packet not yet sent; it is leased.
+  EXPECT_EQ(OpenLeases("kv/99"), 1u);
+
+  // An AcquireMore that ends every lease id it could guess: those sent end,
+  // the unsent ones are not the connection's yet, and their packet comes.
+  v1::HandoffRequest more;
+  more.set_request_id(2);
+  more.mutable_acquire_more();
+  for (uint64_t id = 1; id <= 600; ++id) more.add_release_lease_ids(id);
+  v1::HandoffResponse second = RawCall(socket->get(), more);
+  ASSERT_EQ(second.code(), 0) << second.message();
+  ASSERT_GT(second.acquire_many().items_size(), 0);
+  EXPECT_EQ(second.acquire_many().items(0).index(), static_cast<uint32_t>(sent));
+  EXPECT_EQ(OpenLeases("kv/0"), 0u);
+  EXPECT_EQ(OpenLeases(second.acquire_many().items(0).acquire().info().name()), 1u);
+  EXPECT_EQ(OpenLeases("kv/99"), 1u);
+
+  // Any other request drops the rest of the answer with its leases.
+  v1::HandoffRequest release;
+  release.set_request_id(3);
+  release.mutable_release()->add_lease_ids(second.acquire_many().items(0).acquire().lease_id());
+  EXPECT_EQ(RawCall(socket->get(), release).code(), 0);
+  EXPECT_EQ(OpenLeases("kv/99"), 0u);
+  v1::HandoffRequest late;
+  late.set_request_id(4);
+  late.mutable_acquire_more();
+  EXPECT_EQ(RawCall(socket->get(), late).code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(LocalBatchTest, BatchFetchMapsItemsAndFailsOnlyTheMissingOnes) {
@@ -429,14 +504,8 @@ TEST_F(LocalBatchTest, AKilledClientsBatchLeasesAllEnd) {
     ::close(pipe_fds[0]);
     absl::StatusOr<ScopedFd> socket = ConnectSeqpacket(socket_path_);
     if (!socket.ok()) ::_exit(2);
-    if (!SendPacket(socket->get(), AcquirePrefix("held/").SerializeAsString()).ok()) ::_exit(3);
-    absl::StatusOr<ReceivedPacket> packet =
-        ReceivePacket(socket->get(), kMaxBatchPacketBytes, kMaxFdsPerPacket);
-    v1::HandoffResponse response;
-    if (!packet.ok() || !response.ParseFromString(packet->bytes) || response.code() != 0 ||
-        response.acquire_many().items_size() != kLeases) {
-      ::_exit(4);
-    }
+    const WholeBatchAnswer answer = AcquireWholeBatch(socket->get(), AcquirePrefix("held/"));
+    if (!answer.status.ok() || answer.items.size() != kLeases) ::_exit(4);
     char ok = 'k';
     if (::write(pipe_fds[1], &ok, 1) != 1) ::_exit(5);
     while (true) ::pause();

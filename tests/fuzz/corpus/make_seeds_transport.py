@@ -206,8 +206,9 @@ write("stream_message", "batch_put_options", stream_input(data(3, uint(1, 1))))
 write("stream_message", "batch_fetch_items_merged", stream_input(
     data(3, batch_items) + data(3, data(1, uint(1, 9) + data(4, b"") + data(4, b"ab")))))
 
-# wire_tensor_info: [kind % 8: TensorInfo, StatResponse, FetchHeader, StatRequest,
-# FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem] [message].
+# wire_tensor_info: [kind % 10: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem, AcquiredItem,
+# HandoffResponse] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -252,6 +253,27 @@ write("wire_tensor_info", "batch_put_item", info_input(
 write("wire_tensor_info", "batch_put_item_merged", info_input(
     7, data(1, put_header("kv/1", F32_2X3, 24)) + data(2, b"old") + data(1, uint(5, 1))
     + data(2, bytes(24)) + uint(9, 4)))
+# Batch acquire answers on the handoff socket (handoff.proto): an arena
+# item, a device item with its handle, a refusal for the gRPC path; then
+# an answer of two packets' worth merged, and one of another kind.
+arena_item = (uint(1, 4) + data(4, data(1, full_info) + uint(2, 9) + uint(3, 16 << 20)
+                                + uint(5, 8192) + uint(6, 3)) + uint(5, 1))
+device_handle = (data(1, "simulated") + uint(2, 2) + uint(3, 1) + uint(6, 24) + uint(7, 4096)
+                 + uint(8, 1) + tag(9, 1) + struct.pack("<Q", 0xFEDCBA9876543210))
+device_item = uint(1, 5) + data(4, data(1, full_info) + uint(2, 10) + data(4, device_handle))
+refused_item = uint(1, 6) + data(2, uint(1, 9) + data(2, "on the device")) + uint(3, 1)
+write("wire_tensor_info", "acquired_item_arena", info_input(8, arena_item))
+write("wire_tensor_info", "acquired_item_device", info_input(8, device_item))
+write("wire_tensor_info", "batch_answer", info_input(
+    9, uint(1, 12) + data(8, data(1, arena_item) + data(1, device_item) + data(1, refused_item)
+                          + uint(2, 1))))
+write("wire_tensor_info", "batch_answer_merged", info_input(
+    9, uint(1, 12) + data(8, data(1, arena_item) + uint(2, 1)) + data(8, data(1, refused_item)
+                                                                      + uint(2, 0))))
+write("wire_tensor_info", "batch_answer_refused", info_input(
+    9, uint(1, 3) + uint(2, 8) + data(3, "the limit (--max-leases-per-client) is 65536")))
+write("wire_tensor_info", "batch_answer_other_kind", info_input(
+    9, uint(1, 3) + data(8, data(1, arena_item)) + data(4, uint(2, 1))))
 write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
     "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
 

@@ -59,6 +59,15 @@ void CheckHeader(const WireFetchHeader& parsed, const v1::FetchHeader& proto) {
         std::string(parsed.inline_data.begin(), parsed.inline_data.end()) == proto.inline_data());
 }
 
+// Field by field: the generated message also keeps unknown fields, which
+// the client has no use for.
+bool SameDeviceHandle(const v1::DeviceHandle& a, const v1::DeviceHandle& b) {
+  return a.backend() == b.backend() && a.kind() == b.kind() && a.device() == b.device() &&
+         a.legacy_ipc_handle() == b.legacy_ipc_handle() && a.offset() == b.offset() &&
+         a.size() == b.size() && a.allocation_size() == b.allocation_size() &&
+         a.fd_attached() == b.fd_attached() && a.server_instance() == b.server_instance();
+}
+
 void CheckAcquiredItem(const WireAcquiredItem& parsed, const v1::AcquiredItem& proto) {
   const v1::AcquireResponse& acquire = proto.acquire();
   Check(parsed.index == proto.index() && parsed.has_status == proto.has_status() &&
@@ -70,7 +79,7 @@ void CheckAcquiredItem(const WireAcquiredItem& parsed, const v1::AcquiredItem& p
         parsed.mapping_offset == acquire.mapping_offset() &&
         parsed.arena_id == acquire.arena_id() &&
         parsed.has_device_handle == acquire.has_device_handle() &&
-        parsed.device_handle.SerializeAsString() == acquire.device_handle().SerializeAsString() &&
+        SameDeviceHandle(parsed.device_handle, acquire.device_handle()) &&
         parsed.fd_attached == proto.fd_attached());
   CheckInfo(parsed.info, acquire.info());
 }

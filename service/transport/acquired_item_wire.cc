@@ -9,10 +9,21 @@ namespace tensord {
 namespace {
 
 // handoff.proto's numbers.
-enum AcquiredItemField : uint32_t { kIndex = 1, kStatus = 2, kUseRemote = 3, kAcquire = 4,
-                                    kFdAttached = 5 };
-enum AcquireResponseField : uint32_t { kInfo = 1, kLeaseId = 2, kMappingBytes = 3,
-                                       kDeviceHandle = 4, kMappingOffset = 5, kArenaId = 6 };
+enum AcquiredItemField : uint32_t {
+  kIndex = 1,
+  kStatus = 2,
+  kUseRemote = 3,
+  kAcquire = 4,
+  kFdAttached = 5
+};
+enum AcquireResponseField : uint32_t {
+  kInfo = 1,
+  kLeaseId = 2,
+  kMappingBytes = 3,
+  kDeviceHandle = 4,
+  kMappingOffset = 5,
+  kArenaId = 6
+};
 enum ItemStatusField : uint32_t { kCode = 1, kMessage = 2 };
 constexpr uint32_t kItemsField = 1;        // AcquireManyResponse.items
 constexpr uint32_t kAcquireManyField = 8;  // HandoffResponse.acquire_many
@@ -32,8 +43,9 @@ AcquiredItemWire::AcquiredItemWire(const AcquiredItemFields& fields) : fields_(f
   item_size_ = ScalarFieldSize(fields.index);
   if (fields.version == nullptr) {
     const absl::Status& refusal = fields.refusal;
-    status_size_ = ScalarFieldSize(Int32Bits(static_cast<int32_t>(refusal.code()))) +
-                   (refusal.message().empty() ? 0 : LengthDelimitedFieldSize(refusal.message().size()));
+    status_size_ =
+        ScalarFieldSize(Int32Bits(static_cast<int32_t>(refusal.code()))) +
+        (refusal.message().empty() ? 0 : LengthDelimitedFieldSize(refusal.message().size()));
     item_size_ += LengthDelimitedFieldSize(status_size_) + ScalarFieldSize(IsUseRemote(refusal));
   } else {
     info_.emplace(*fields.version);

@@ -105,8 +105,8 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
   return chosen;
 }
 
-absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request,
-                                         std::string& answer, std::vector<int>& fds) {
+absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request, std::string& answer,
+                                         std::vector<int>& fds) {
   TENSORD_ASSIGN_OR_RETURN(auto chosen, ChooseBatch(request));
   size_t leasing = 0;
   for (const auto& [index, lease] : chosen) leasing += lease.ok() ? 1 : 0;
@@ -137,14 +137,13 @@ absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Le
   const bool on_device = IsDeviceLayout(lease->layout);
   const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
   if (on_device && request.host_only()) {
-    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-        "tensor '", lease->name, "' version ", lease->version, " is in ",
-        DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
+    return MarkUseRemote(absl::FailedPreconditionError(
+        absl::StrCat("tensor '", lease->name, "' version ", lease->version, " is in ",
+                     DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
   }
   if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !request.accepts_arena_slots()) {
-    return MarkUseRemote(absl::FailedPreconditionError(
-        absl::StrCat("tensor '", lease->name,
-                     "' is held in a shared arena and this client cannot map one")));
+    return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", lease->name, "' is held in a shared arena and this client cannot map one")));
   }
   AcquiredItemFields& fields = item.fields;
   if (on_device && lease->device_memory != nullptr) {
@@ -154,7 +153,8 @@ absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Le
           kMaxDeviceExportsPerBatch, " device allocations; acquire the rest in another")));
     }
     item.device_handle.emplace();
-    absl::StatusOr<ExportedHandle> handle = ExportDevice(*lease->device_memory, &*item.device_handle);
+    absl::StatusOr<ExportedHandle> handle =
+        ExportDevice(*lease->device_memory, &*item.device_handle);
     TENSORD_RETURN_IF_ERROR(handle.status());
     TENSORD_RETURN_IF_ERROR(
         CheckTensorFd(handle->fd.get(), absl::StrCat("export of '", lease->name, "'")));

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/src/batch_receive_blocks.h"
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/info_conversion.h"
@@ -130,7 +129,7 @@ class BatchPutWriter {
 struct OpenItem {
   uint32_t index = 0;
   TensorInfo info;
-  std::shared_ptr<TensorMemory> memory;
+  std::shared_ptr<HeapTensorMemory> memory;
   uint64_t received = 0;
 };
 
@@ -142,7 +141,7 @@ class BatchFetchAssembler {
  public:
   BatchFetchAssembler(const v1::BatchFetchRequest& request, const FetchOptions& options,
                       ReceiveBufferPool& receive_pool)
-      : request_(request), options_(options), blocks_(receive_pool) {
+      : request_(request), options_(options), receive_pool_(receive_pool) {
     results_.reserve(request.items_size());
     for (int i = 0; i < request.items_size(); ++i) {
       results_.emplace_back(absl::InternalError("the server sent no answer for it"));
@@ -182,8 +181,8 @@ class BatchFetchAssembler {
       *slot = info.status();
       return absl::OkStatus();
     }
-    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<TensorMemory> memory,
-                             blocks_.Allocate(info->total_bytes));
+    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> memory,
+                             receive_pool_.Allocate(info->total_bytes));
     OpenItem assembled{item.index, *std::move(info), std::move(memory), 0};
     if (item.has_inline_data || assembled.info.total_bytes == 0) {
       if (item.inline_data.size() != assembled.info.total_bytes) {
@@ -249,7 +248,7 @@ class BatchFetchAssembler {
 
   const v1::BatchFetchRequest& request_;
   const FetchOptions& options_;
-  BatchReceiveBlocks blocks_;
+  ReceiveBufferPool& receive_pool_;
   std::vector<absl::StatusOr<Tensor>> results_;
   std::optional<OpenItem> open_;
 };

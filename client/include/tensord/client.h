@@ -530,9 +530,7 @@ class Client {
   // item in order, a missing one failing only itself. Over the local
   // handoff one request leases them all (AcquireMany) and each comes back
   // mapped as Fetch maps it (read_only, device imports; arenas mapped once);
-  // over gRPC as host copies; copies of up to 64 KiB share 1 MiB blocks,
-  // each block freed with the last tensor in it (keeping one small tensor
-  // of a batch keeps its block). Under kAuto an item only gRPC can serve
+  // over gRPC as host copies. Under kAuto an item only gRPC can serve
   // (device_to_host of a device tensor) sends the whole batch over gRPC.
   // `options.version` is ignored (each TensorRef has its own);
   // `options.verify_crc32c` checks each gRPC copy.

@@ -116,6 +116,11 @@ class HeldVersion {
   }
 
   const TensorInfo& info() const { return info_; }
+  // The info for the one Tensor of a hold nothing else copies it from (a
+  // batch item's: not remembered in held_): its strings and vectors are
+  // moved out, not copied; the fields this class reads (size, device,
+  // version) stay.
+  TensorInfo TakeInfo() { return std::move(info_); }
   bool on_device() const { return info_.device.device_type == kDLCUDA; }
   // The arena the version's bytes lie in (null for a memfd or device
   // version), and where in it.
@@ -150,7 +155,7 @@ class HeldVersion {
  private:
   std::shared_ptr<HandoffConnection> connection_;
   const uint64_t lease_id_;
-  const TensorInfo info_;
+  TensorInfo info_;  // name, shape and strides empty after TakeInfo
   ScopedFd memfd_;
   uint64_t mapping_bytes_ = 0;
   std::shared_ptr<const ArenaMapping> arena_;  // instead of memfd_ for a small version
@@ -240,7 +245,7 @@ class BatchPrivateViews {
     if (!in_view_[index]) return std::nullopt;
     const View& view = views_.at(held->arena());
     void* data = static_cast<uint8_t*>(view.mapping->data()) + (held->arena_offset() - view.begin);
-    TensorInfo info = held->info();
+    TensorInfo info = held->TakeInfo();  // a batch item's hold is its tensor's alone
     return Tensor(std::move(info), std::make_shared<HeldBytesMemory>(
                                        std::move(held), data, /*read_only=*/false, view.mapping));
   }
@@ -559,8 +564,8 @@ absl::StatusOr<Tensor> LocalTransport::Fetch(absl::string_view name, const Fetch
 }
 
 absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> held,
-                                                const FetchOptions& options) {
-  TensorInfo info = held->info();
+                                                const FetchOptions& options, bool sole_holder) {
+  TensorInfo info = sole_holder ? held->TakeInfo() : held->info();
   if (held->on_device()) {
     return Tensor(std::move(info), std::make_shared<DeviceTensorMemory>(std::move(held)));
   }
@@ -690,7 +695,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     if (in_view.has_value()) {
       results.push_back(*std::move(in_view));
     } else {
-      results.push_back(TensorOf(*std::move(holds[i]), options));
+      results.push_back(TensorOf(*std::move(holds[i]), options, /*sole_holder=*/true));
     }
   }
   return results;

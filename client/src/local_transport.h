@@ -117,7 +117,10 @@ class LocalTransport final : public ClientTransport {
                                                                  size_t item_count,
                                                                  const FetchOptions& options);
   // The Tensor a fetch returns from a held version (see Fetch).
-  absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options);
+  // `sole_holder`: nothing else reads `held`'s info later (a batch item's
+  // hold), so the tensor takes it instead of a copy.
+  absl::StatusOr<Tensor> TensorOf(std::shared_ptr<HeldVersion> held, const FetchOptions& options,
+                                  bool sole_holder = false);
   // Maps (or finds mapped) the arena a new lease's slot lies in.
   absl::Status MapArenaSlot(HeldVersion& held, const LeaseGrant& grant, ScopedFd fd);
   // Imports the device memory a new lease came with into `held`.

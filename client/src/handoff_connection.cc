@@ -75,8 +75,7 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
   return response;
 }
 
-absl::Status HandoffConnection::ReceiveBatchPacketLocked(uint64_t request_id,
-                                                         BatchPacket& packet) {
+absl::Status HandoffConnection::ReceiveBatchPacketLocked(uint64_t request_id, BatchPacket& packet) {
   TENSORD_ASSIGN_OR_RETURN(ReceivedPacket received, ReceiveLocked(/*batch=*/true));
   packet.bytes = std::move(received.bytes);
   packet.fd = std::move(received.fd);
@@ -88,8 +87,7 @@ absl::Status HandoffConnection::ReceiveBatchPacketLocked(uint64_t request_id,
     return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
   }
   if (packet.answer.code != 0) {
-    absl::Status refusal(static_cast<absl::StatusCode>(packet.answer.code),
-                         packet.answer.message);
+    absl::Status refusal(static_cast<absl::StatusCode>(packet.answer.code), packet.answer.message);
     return packet.answer.use_remote ? MarkUseRemote(std::move(refusal))
                                     : MarkServerAnswer(std::move(refusal));
   }
@@ -137,8 +135,8 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallWithFd(
   return response;
 }
 
-absl::Status HandoffConnection::CallBatch(
-    v1::HandoffRequest request, absl::FunctionRef<absl::Status(BatchPacket&)> on_packet) {
+absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
+                                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet) {
   BatchPacket packet;
   // All under the lock: another request of this process would end the answer.
   MutexLock lock(&mutex_);

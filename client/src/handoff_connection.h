@@ -97,7 +97,8 @@ class HandoffConnection {
   size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Sends `request`, numbered here; a broken socket is closed and
   // UNAVAILABLE.
-  absl::Status SendLocked(v1::HandoffRequest& request, int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status SendLocked(v1::HandoffRequest& request, int fd)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Receives the next packet, as large as a batch answer's when `batch`.
   absl::StatusOr<ReceivedPacket> ReceiveLocked(bool batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The two in turn.

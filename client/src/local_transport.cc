@@ -412,8 +412,7 @@ class DeviceTensorWriter final : public PendingCreateWriter {
 
 }  // namespace
 
-absl::Status LocalTransport::ImportDevice(HeldVersion& held, const LeaseGrant& grant,
-                                          ScopedFd fd) {
+absl::Status LocalTransport::ImportDevice(HeldVersion& held, const LeaseGrant& grant, ScopedFd fd) {
   const TensorInfo& info = held.info();
   if (info.total_bytes == 0) return absl::OkStatus();  // no allocation to import
   if (grant.device_handle == nullptr) {
@@ -433,8 +432,7 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const LeaseGrant& g
     // The instance keeps a restarted server (same socket, maybe the same
     // pid, version numbers again from 1) apart from its predecessor.
     return DeviceImportCache::Process().Import(
-        absl::StrCat(connection_->server_identity(), "#",
-                     grant.device_handle->server_instance()),
+        absl::StrCat(connection_->server_identity(), "#", grant.device_handle->server_instance()),
         grant.device_handle->backend(), handle, info.name, info.version);
   }();
   if (!imported.ok()) {
@@ -449,8 +447,7 @@ absl::Status LocalTransport::ImportDevice(HeldVersion& held, const LeaseGrant& g
   return absl::OkStatus();
 }
 
-absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const LeaseGrant& grant,
-                                          ScopedFd fd) {
+absl::Status LocalTransport::MapArenaSlot(HeldVersion& held, const LeaseGrant& grant, ScopedFd fd) {
   const TensorInfo& info = held.info();
   const uint64_t offset = grant.mapping_offset;
   const uint64_t size = grant.mapping_bytes;
@@ -701,8 +698,9 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
   return results;
 }
 
-absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::AdoptItem(
-    WireAcquiredItem& item, std::vector<ScopedFd>& fds, size_t& next_fd) {
+absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::AdoptItem(WireAcquiredItem& item,
+                                                                       std::vector<ScopedFd>& fds,
+                                                                       size_t& next_fd) {
   if (item.status_code != 0) {
     absl::Status refusal(static_cast<absl::StatusCode>(item.status_code), item.status_message);
     return item.use_remote ? MarkUseRemote(std::move(refusal))

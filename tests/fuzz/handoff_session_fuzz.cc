@@ -36,9 +36,9 @@
 #include "service/common/log.h"
 #include "service/registry/registry.h"
 #include "service/transport/handoff_session.h"
+#include "service/transport/handoff_tokens.h"
 #include "service/wire/handoff_batch_answer.h"
 #include "service/wire/wire_tensor_info.h"
-#include "service/transport/handoff_tokens.h"
 #include "tensord/v1/handoff.pb.h"
 
 namespace {
@@ -123,9 +123,8 @@ void CheckReply(const tensord::v1::HandoffRequest* request,
       {  // the client's hand parser reads the hand-framed answer whole
         WireBatchAnswer parsed;
         WireAcquiredItem item;
-        Check(ParseWireBatchAnswer({reinterpret_cast<const uint8_t*>(reply.bytes.data()),
-                                    reply.bytes.size()},
-                                   parsed));
+        Check(ParseWireBatchAnswer(
+            {reinterpret_cast<const uint8_t*>(reply.bytes.data()), reply.bytes.size()}, parsed));
         Check(parsed.items.size() == static_cast<size_t>(response.acquire_many().items_size()));
         for (std::span<const uint8_t> bytes : parsed.items) {
           Check(ParseWireAcquiredItem(bytes, kAcquiredItemNesting, item));

@@ -2,6 +2,9 @@
 
 #include "client/src/call_routing.h"
 
+#include <deque>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/common/unix_socket.h"
@@ -33,6 +36,8 @@ absl::Status HandoffConnection::SendLocked(v1::HandoffRequest& request, int fd) 
 }
 
 absl::StatusOr<ReceivedPacket> HandoffConnection::ReceiveLocked(bool batch) {
+  if (!socket_.valid())
+    return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   // A batch answer's packets are larger and carry many fds.
   absl::StatusOr<ReceivedPacket> packet =
       batch ? ReceivePacket(socket_.get(), kMaxBatchPacketBytes, kMaxFdsPerPacket)
@@ -55,6 +60,11 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     v1::HandoffRequest& request, int fd) {
   const bool batch = request.kind_case() == v1::HandoffRequest::kPutMany;
   TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ExchangeLocked(request, fd, batch));
+  return ParseAnswerLocked(std::move(packet), request.request_id());
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::ParseAnswerLocked(
+    ReceivedPacket packet, uint64_t request_id) {
   Response response;
   response.arena = std::make_unique<google::protobuf::Arena>();
   response.message =
@@ -62,9 +72,12 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
   response.fd = std::move(packet.fd);
   response.more_fds = std::move(packet.more_fds);
   if (!response.message->ParseFromString(packet.bytes) ||
-      response.message->request_id() != request.request_id()) {
+      response.message->request_id() != request_id) {
     socket_.Reset();
     return absl::InternalError(absl::StrCat("handoff socket ", path_, " sent an invalid response"));
+  }
+  if (response.message->code() != static_cast<int32_t>(absl::StatusCode::kPermissionDenied)) {
+    credentials_accepted_ = true;
   }
   if (response.message->code() != 0) {
     absl::Status refusal(static_cast<absl::StatusCode>(response.message->code()),
@@ -163,6 +176,51 @@ absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
     }
     if (!more_follows) return absl::OkStatus();
     TENSORD_RETURN_IF_ERROR(ReceiveBatchPacketLocked(more.request_id(), packet));
+  }
+}
+
+void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer) {
+  if (count == 0) return;
+  MutexLock lock(&mutex_);
+  size_t next = 0;
+  bool go_on = true;
+  if (!credentials_accepted_) {
+    // The first request alone, so that a refused credential is answered by
+    // authenticating before anything else is sent.
+    v1::HandoffRequest first;
+    if (absl::Status filled = fill(0, first); !filled.ok()) {
+      on_answer(0, filled);
+      return;
+    }
+    const size_t releasing = AttachReleasesLocked(first);
+    absl::StatusOr<Response> answered = CallAuthenticatingLocked(first, fd);
+    releaser_.Sent(releasing);
+    go_on = on_answer(0, std::move(answered));
+    next = 1;
+  }
+  // Then two in flight: the next is filled and sent before this one's
+  // answer is read, so the caller fills it while the server serves this.
+  std::deque<std::pair<size_t, uint64_t>> in_flight;  // index, request id
+  while (true) {
+    while (go_on && next < count && in_flight.size() < 2) {
+      v1::HandoffRequest request;
+      absl::Status sent = fill(next, request);
+      if (sent.ok()) sent = SendLocked(request, fd);
+      if (!sent.ok()) {
+        go_on = false;
+        on_answer(next, sent);
+        break;
+      }
+      in_flight.emplace_back(next++, request.request_id());
+    }
+    if (in_flight.empty()) return;
+    const auto [index, request_id] = in_flight.front();
+    in_flight.pop_front();
+    absl::StatusOr<ReceivedPacket> packet = ReceiveLocked(/*batch=*/true);
+    absl::StatusOr<Response> answer = packet.ok()
+                                          ? ParseAnswerLocked(*std::move(packet), request_id)
+                                          : absl::StatusOr<Response>(packet.status());
+    if (!on_answer(index, std::move(answer))) go_on = false;
   }
 }
 

@@ -61,6 +61,19 @@ class HandoffConnection {
   // connection (the rest of the answer is never read).
   absl::Status CallBatch(v1::HandoffRequest request,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
+  // Requests 0..count-1 of one call, each passing `fd`, answered in order.
+  // `fill(i, request)` makes request i; `on_answer(i, answer)` takes its
+  // answer (or why it has none) and says whether to go on. Two are in
+  // flight: request i+1 is filled and sent before answer i is read, so the
+  // caller fills it while the server serves request i. On a connection
+  // whose credentials the server has not yet taken, the first is answered
+  // (authenticating as Call does) before the next is sent.
+  // Once `fill` fails, a send fails or `on_answer` says stop, no request
+  // follows, but every one sent is still answered. Under this connection's
+  // lock throughout.
+  using FillRequest = absl::FunctionRef<absl::Status(size_t index, v1::HandoffRequest& request)>;
+  using OnAnswer = absl::FunctionRef<bool(size_t index, absl::StatusOr<Response> answer)>;
+  void CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer);
   // Call, passing `fd` with the request (put_many's memfd).
   absl::StatusOr<Response> CallWithFd(v1::HandoffRequest request, int fd);
   // Ends a lease soon, in a batch with others, on the releaser's thread
@@ -106,6 +119,9 @@ class HandoffConnection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The answer to request `request_id` in `packet`; a refusal as its status.
+  absl::StatusOr<Response> ParseAnswerLocked(ReceivedPacket packet, uint64_t request_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The packet answering batch request `request_id`, into `packet` (its
   // answer views its bytes: it must not move after).
   absl::Status ReceiveBatchPacketLocked(uint64_t request_id, BatchPacket& packet)
@@ -126,6 +142,10 @@ class HandoffConnection {
   TokenSource token_source_;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mutex_) = 1;
   bool authenticated_ ABSL_GUARDED_BY(mutex_) = false;
+  // Some answer on this connection was not PERMISSION_DENIED: the server
+  // takes our credentials (peer uid or token), so a pipeline need not
+  // wait for its first answer.
+  bool credentials_accepted_ ABSL_GUARDED_BY(mutex_) = false;
   // Last: its thread stops before the socket it sends on goes.
   LeaseReleaser releaser_;
 };

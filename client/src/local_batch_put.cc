@@ -37,6 +37,11 @@ namespace {
 constexpr uint64_t kItemAlignment = 64;
 // Room a request keeps in its packet for everything but the items.
 constexpr size_t kPacketSlack = 1024;
+// Items per request of a batch that is not atomic: several requests, two in
+// flight, so the client writes one request's items into the staging memfd
+// while the server copies and publishes the one before.
+constexpr size_t kPipelinedRequestItems = 256;
+constexpr size_t kFirstPipelinedRequestItems = 64;
 
 uint64_t AlignUp(uint64_t value) { return (value + kItemAlignment - 1) & ~(kItemAlignment - 1); }
 
@@ -141,12 +146,18 @@ absl::StatusOr<std::vector<PlannedItem>> PlanItems(std::span<const BatchPutItem>
 // sent.
 absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>& planned,
                                                        const BatchPutOptions& options) {
+  // An atomic batch must fit one request; another is cut smaller, so that
+  // its requests can be pipelined.
   std::vector<Request> requests;
   for (size_t first = 0; first < planned.size() || (first == 0 && planned.empty());) {
+    // The first is smaller, so that the server has work sooner.
+    const size_t max_items = options.atomic     ? kMaxPutManyItems
+                             : requests.empty() ? kFirstPipelinedRequestItems
+                                                : kPipelinedRequestItems;
     Request request{.first = first, .end = first};
     size_t packet_bytes = kPacketSlack;
     uint64_t data_bytes = 0;
-    while (request.end < planned.size() && request.end - first < kMaxPutManyItems) {
+    while (request.end < planned.size() && request.end - first < max_items) {
       v1::PutManyItem& item = planned[request.end].proto;
       const uint64_t size = item.total_bytes();
       item.set_offset(request.memfd_bytes);
@@ -180,13 +191,13 @@ absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>&
   return requests;
 }
 
-// The request's items, compacted, into `staging` at their offsets (and
-// their checksums when asked).
-absl::Status WriteItems(const PutStaging& staging, std::vector<PlannedItem>& planned,
+// The request's items, compacted, into `staging` at their offsets from
+// `base` (and their checksums when asked).
+absl::Status WriteItems(const PutStaging& staging, uint64_t base, std::vector<PlannedItem>& planned,
                         const Request& request, bool send_crc32c) {
   for (size_t i = request.first; i < request.end; ++i) {
     v1::PutManyItem& item = planned[i].proto;
-    uint8_t* target = staging.data() + item.offset();
+    uint8_t* target = staging.data() + base + item.offset();
     const dlpack::TensorLayout compact{.dtype = planned[i].source.dtype,
                                        .shape = planned[i].source.shape};
     if (item.total_bytes() > 0) {
@@ -198,10 +209,11 @@ absl::Status WriteItems(const PutStaging& staging, std::vector<PlannedItem>& pla
   return absl::OkStatus();
 }
 
-// The request's answer, one result per item, appended to `result`.
-absl::Status AppendResults(const v1::PutManyResponse& answer,
-                           const std::vector<PlannedItem>& planned, const Request& request,
-                           BatchPutResult& result) {
+// The request's answer, one result per item, in its items' places in
+// `result`.
+absl::Status PlaceResults(const v1::PutManyResponse& answer,
+                          const std::vector<PlannedItem>& planned, const Request& request,
+                          BatchPutResult& result) {
   if (static_cast<size_t>(answer.results_size()) != request.end - request.first) {
     return absl::InternalError(absl::StrCat("server answered ", answer.results_size(),
                                             " batch put results for ", request.end - request.first,
@@ -211,8 +223,8 @@ absl::Status AppendResults(const v1::PutManyResponse& answer,
   for (size_t i = request.first; i < request.end; ++i) {
     const v1::PutManyResult& item = answer.results(static_cast<int>(i - request.first));
     if (item.status().code() != 0) {
-      result.items.emplace_back(absl::Status(static_cast<absl::StatusCode>(item.status().code()),
-                                             item.status().message()));
+      result.items[i] = absl::Status(static_cast<absl::StatusCode>(item.status().code()),
+                                     item.status().message());
       continue;
     }
     const v1::PutManyItem& sent = planned[i].proto;
@@ -224,7 +236,7 @@ absl::Status AppendResults(const v1::PutManyResponse& answer,
     info.set_crc32c(item.crc32c());
     info.set_created_unix_nanos(item.created_unix_nanos());
     info.set_retention(sent.retention());
-    result.items.emplace_back(InfoFromProto(info));
+    result.items[i] = InfoFromProto(info);
   }
   return absl::OkStatus();
 }
@@ -238,51 +250,111 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
   TENSORD_ASSIGN_OR_RETURN(std::vector<PlannedItem> planned, PlanItems(items));
   TENSORD_ASSIGN_OR_RETURN(std::vector<Request> requests, SplitIntoRequests(planned, options));
   BatchPutResult result;
-  result.items.reserve(items.size());
-  // One request: its items written into a staging memfd, sent, and their
-  // results appended.
-  auto send = [&](const Request& request) -> absl::Status {
+  result.items.assign(items.size(), absl::InternalError("not answered"));
+  std::vector<bool> answered(requests.size(), false);
+  absl::Status failure;  // the first request's that failed
+  // Request `index`: its items written into `staging` from `base`, and
+  // described at those offsets.
+  auto fill = [&](size_t index, const PutStaging& staging, uint64_t base,
+                  v1::HandoffRequest& put) -> absl::Status {
     TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
-    // One request at a time fills and sends the staging memfd.
-    MutexLock lock(&put_mutex_);
-    // This connection's staging memfd, or one of this request's own.
-    std::unique_ptr<PutStaging> own_staging;
-    if (request.memfd_bytes > kMaxKeptStagingBytes) {
-      TENSORD_ASSIGN_OR_RETURN(own_staging, PutStaging::Make(request.memfd_bytes));
-    } else if (put_staging_ == nullptr || put_staging_->size() < request.memfd_bytes) {
-      put_staging_.reset();  // its pages go before the larger one's come
-      TENSORD_ASSIGN_OR_RETURN(put_staging_, PutStaging::Make(request.memfd_bytes));
-    }
-    const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
-    TENSORD_RETURN_IF_ERROR(WriteItems(staging, planned, request, options.send_crc32c));
-    v1::HandoffRequest put;
+    const Request& request = requests[index];
+    TENSORD_RETURN_IF_ERROR(WriteItems(staging, base, planned, request, options.send_crc32c));
     put.mutable_put_many()->set_atomic(options.atomic);
     for (size_t i = request.first; i < request.end; ++i) {
-      *put.mutable_put_many()->add_items() = planned[i].proto;
+      v1::PutManyItem* item = put.mutable_put_many()->add_items();
+      *item = planned[i].proto;
+      item->set_offset(base + item->offset());
     }
-    TENSORD_ASSIGN_OR_RETURN(HandoffConnection::Response response,
-                             connection_->CallWithFd(std::move(put), staging.fd()));
-    return AppendResults(response.message->put_many(), planned, request, result);
+    return absl::OkStatus();
   };
-  for (const Request& planned_request : requests) {
-    const absl::Status sent = send(planned_request);
-    if (sent.ok()) continue;
-    // Before any request was answered nothing is known published: the call
-    // fails (and kAuto may take gRPC). After, earlier items are published,
-    // so the call answers them, and this failure on every item not
-    // answered: failing the call would hide them, and a retry over gRPC
-    // would publish them twice.
-    if (result.items.empty()) return sent;
+  // Whether to go on after request `index`'s answer.
+  auto take_answer = [&](size_t index, absl::StatusOr<HandoffConnection::Response> answer) -> bool {
+    absl::Status placed = answer.status();
+    if (placed.ok()) {
+      placed = PlaceResults(answer->message->put_many(), planned, requests[index], result);
+    }
+    if (!placed.ok()) {
+      if (failure.ok()) failure = placed;
+      return false;
+    }
+    answered[index] = true;
+    return true;
+  };
+  {
+    // One batch at a time fills and sends the staging memfd.
+    MutexLock lock(&put_mutex_);
+    uint64_t total_bytes = 0;
+    std::vector<uint64_t> bases;
+    for (const Request& request : requests) {
+      bases.push_back(total_bytes);
+      total_bytes += request.memfd_bytes;
+    }
+    if (requests.size() > 1 && total_bytes <= kMaxKeptStagingBytes) {
+      // Every request's items at their own place in the staging memfd, so
+      // one can be written while the server reads the one before.
+      TENSORD_RETURN_IF_ERROR(EnsureStagingLocked(total_bytes));
+      connection_->CallPipelined(
+          requests.size(), put_staging_->fd(),
+          [&](size_t index, v1::HandoffRequest& put) {
+            return fill(index, *put_staging_, bases[index], put);
+          },
+          take_answer);
+    } else {
+      for (size_t index = 0; index < requests.size() && failure.ok(); ++index) {
+        // This connection's staging memfd, or one of this request's own.
+        std::unique_ptr<PutStaging> own_staging;
+        if (requests[index].memfd_bytes > kMaxKeptStagingBytes) {
+          absl::StatusOr<std::unique_ptr<PutStaging>> made =
+              PutStaging::Make(requests[index].memfd_bytes);
+          if (!made.ok()) {
+            failure = made.status();
+            break;
+          }
+          own_staging = *std::move(made);
+        } else if (absl::Status kept = EnsureStagingLocked(requests[index].memfd_bytes);
+                   !kept.ok()) {
+          failure = kept;
+          break;
+        }
+        const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
+        v1::HandoffRequest put;
+        if (absl::Status filled = fill(index, staging, 0, put); !filled.ok()) {
+          failure = filled;
+          break;
+        }
+        take_answer(index, connection_->CallWithFd(std::move(put), staging.fd()));
+      }
+    }
+  }
+  if (!failure.ok()) {
+    // When no request was answered nothing is known published: the call
+    // fails (and kAuto may take gRPC). Otherwise answered items are
+    // published, so the call answers them, and this failure on every item
+    // not answered: failing the call would hide them, and a retry over
+    // gRPC would publish them twice.
+    if (std::find(answered.begin(), answered.end(), true) == answered.end()) return failure;
     const absl::Status not_sent(
-        sent.code(), absl::StrCat("not known to be published: the local batch put request "
-                                  "carrying it failed: ",
-                                  sent.message()));
-    while (result.items.size() < items.size()) result.items.emplace_back(not_sent);
-    return result;
+        failure.code(), absl::StrCat("not known to be published: the local batch put request "
+                                     "carrying it failed: ",
+                                     failure.message()));
+    for (size_t index = 0; index < requests.size(); ++index) {
+      if (answered[index]) continue;
+      for (size_t i = requests[index].first; i < requests[index].end; ++i) {
+        result.items[i] = not_sent;
+      }
+    }
   }
   // Called once, with no lock held, so a callback may call this client again.
   if (options.progress) options.progress(items.size(), items.size());
   return result;
+}
+
+absl::Status LocalTransport::EnsureStagingLocked(uint64_t bytes) {
+  if (put_staging_ != nullptr && put_staging_->size() >= bytes) return absl::OkStatus();
+  put_staging_.reset();  // its pages go before the larger one's come
+  TENSORD_ASSIGN_OR_RETURN(put_staging_, PutStaging::Make(bytes));
+  return absl::OkStatus();
 }
 
 }  // namespace tensord

@@ -135,6 +135,8 @@ class LocalTransport final : public ClientTransport {
   // (local_batch_put.cc).
   Mutex put_mutex_;
   std::unique_ptr<PutStaging> put_staging_ ABSL_GUARDED_BY(put_mutex_);
+  // put_staging_ of at least `bytes` (a new one when it is smaller).
+  absl::Status EnsureStagingLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(put_mutex_);
   Mutex mutex_;
   // Held versions by (name, version); expired entries are pruned on insert.
   absl::flat_hash_map<std::pair<std::string, uint64_t>, std::weak_ptr<HeldVersion>> held_

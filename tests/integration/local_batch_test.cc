@@ -315,8 +315,12 @@ TEST_F(LocalBatchTest, ALocalBatchPutPublishesEveryItemOverTheHandoffSocket) {
   absl::StatusOr<Tensor> compacted = remote_->Fetch("lput/transposed");
   ASSERT_TRUE(compacted.ok()) << compacted.status();
   EXPECT_EQ(TensorBytes(*compacted), (std::vector<uint8_t>{0, 3, 1, 4, 2, 5}));
+  // Two requests (a batch that is not atomic goes in requests of 64 items,
+  // then up to 256, pipelined), no gRPC.
   const std::string log = server_->Stderr();
-  EXPECT_TRUE(absl::StrContains(log, "event=handoff_batch_put items=302 published=302 failed=0"))
+  EXPECT_TRUE(absl::StrContains(log, "event=handoff_batch_put items=64 published=64 failed=0"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "event=handoff_batch_put items=238 published=238 failed=0"))
       << log;
   EXPECT_FALSE(absl::StrContains(log, "event=batch_put ")) << log;
 }
@@ -385,9 +389,9 @@ TEST_F(LocalBatchTest, ALocalBatchBeyondOneRequestIsSplitOrSentOverGrpc) {
   EXPECT_EQ(TensorBytes(*last), PatternBytes(16, count - 1));
 }
 
-// A full put_many (4096 items in one packet) whose answer carries many
-// failures with their messages still fits one answer packet: messages are
-// cut, never the answer.
+// A full put_many (4096 items in one packet: an atomic batch, which is
+// never split) whose answer carries a failure with its message for every
+// item still fits one answer packet: messages are cut, never the answer.
 TEST_F(LocalBatchTest, AFullLocalBatchWithManyFailuresIsAnsweredInOnePacket) {
   StartServerWith({"--max-tensor-bytes=65536"});
   const HostTensor small = CompactTensor(kU8, {16}, PatternBytes(16, 1));
@@ -396,20 +400,17 @@ TEST_F(LocalBatchTest, AFullLocalBatchWithManyFailuresIsAnsweredInOnePacket) {
   for (size_t i = 0; i < kMaxPutManyItems; ++i) {
     items.push_back({absl::StrCat("m/", i), i % 4 == 0 ? too_large.dl() : small.dl()});
   }
-  absl::StatusOr<BatchPutResult> put = local_->BatchPut(items);
+  absl::StatusOr<BatchPutResult> put = local_->BatchPut(items, {.atomic = true});
   ASSERT_TRUE(put.ok()) << put.status();
   ASSERT_EQ(put->items.size(), items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i % 4 == 0) {
-      EXPECT_EQ(put->items[i].status().code(), absl::StatusCode::kResourceExhausted) << i;
-    } else {
-      ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
-    }
+    EXPECT_EQ(put->items[i].status().code(), absl::StatusCode::kAborted) << i;
   }
   EXPECT_TRUE(MessageMentions(put->items[0].status(), "70000")) << put->items[0].status();
   EXPECT_TRUE(absl::StrContains(server_->Stderr(),
                                 absl::StrCat("event=handoff_batch_put items=", kMaxPutManyItems)))
       << "one request";
+  EXPECT_EQ(remote_->Stat("m/1").status().code(), absl::StatusCode::kNotFound);
 }
 
 // put_many is validated before a byte moves: the memfd, its seal, each

@@ -511,8 +511,10 @@ class Client {
                                                        const CallOptions& call = {});
 
   // Many tensors in few calls. Over the local handoff (kAuto on the
-  // server's host, or kLocal) the bytes go in a memfd, one request per 4096
-  // items or 256 MiB, which the server copies; otherwise over gRPC, where
+  // server's host, or kLocal) the bytes go in a memfd, which the server
+  // copies: an atomic batch in one request (up to 4096 items or 256 MiB),
+  // another in requests of up to 256 items, two in flight (this thread
+  // writes one while the server copies the one before); otherwise over gRPC, where
   // small ones travel many to a message. A cluster node, an atomic batch
   // too large for one handoff request, and a batch with an item over 256
   // MiB take the gRPC path, under kLocal too. Once one handoff request of a

@@ -311,12 +311,8 @@ absl::StatusOr<ValidatedPut> HandoffSession::CheckWrite(const std::string& name,
                                                         const v1::TensorLayout& layout,
                                                         uint64_t total_bytes,
                                                         v1::Retention retention) const {
-  v1::PutHeader header;
-  header.set_name(name);
-  *header.mutable_layout() = layout;
-  header.set_total_bytes(total_bytes);
-  header.set_retention(retention);
-  TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutHeader(header, limits_.max_tensor_bytes));
+  TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutFields(name, layout, total_bytes, retention,
+                                                               limits_.max_tensor_bytes));
   TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
   return put;
 }

@@ -59,11 +59,24 @@ absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const 
 
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes) {
+  TENSORD_ASSIGN_OR_RETURN(ValidatedPut put,
+                           ValidatePutFields(header.name(), header.layout(), header.total_bytes(),
+                                             header.retention(), max_tensor_bytes));
+  if (header.has_crc32c()) put.crc32c = header.crc32c();
+  if (header.has_part()) {
+    TENSORD_ASSIGN_OR_RETURN(put.part, ValidatePutPart(header.part(), put));
+  }
+  return put;
+}
+
+absl::StatusOr<ValidatedPut> ValidatePutFields(const std::string& name,
+                                               const v1::TensorLayout& layout, uint64_t total_bytes,
+                                               int retention, uint64_t max_tensor_bytes) {
   ValidatedPut put;
-  TENSORD_RETURN_IF_ERROR(ValidateTensorName(header.name()));
-  TENSORD_ASSIGN_OR_RETURN(put.retention, RetentionFromProto(header.retention()));
-  put.name = header.name();
-  TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(header.layout()));
+  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  TENSORD_ASSIGN_OR_RETURN(put.retention, RetentionFromProto(retention));
+  put.name = name;
+  TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(layout));
   // Pinned host memory (kDLCUDAHost) is host memory to the server: stored
   // and reported as kDLCPU. kDLCUDA ids are checked by the registry, which
   // knows the device backend.
@@ -75,9 +88,9 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
         "} is not available: this server holds host (kDLCPU 0) and CUDA (kDLCUDA) tensors"));
   }
   TENSORD_ASSIGN_OR_RETURN(uint64_t required, dlpack::RequiredBytes(put.layout));
-  if (header.total_bytes() != required) {
+  if (total_bytes != required) {
     return absl::InvalidArgumentError(
-        absl::StrCat("total_bytes ", header.total_bytes(), " does not match the ", required,
+        absl::StrCat("total_bytes ", total_bytes, " does not match the ", required,
                      " bytes the layout ", dlpack::DescribeLayout(put.layout), " needs"));
   }
   if (required > max_tensor_bytes) {
@@ -86,10 +99,6 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                      max_tensor_bytes));
   }
   put.total_bytes = required;
-  if (header.has_crc32c()) put.crc32c = header.crc32c();
-  if (header.has_part()) {
-    TENSORD_ASSIGN_OR_RETURN(put.part, ValidatePutPart(header.part(), put));
-  }
   return put;
 }
 

@@ -46,6 +46,11 @@ absl::StatusOr<Retention> RetentionFromProto(int retention);
 
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
+// The same rules for a write described without a PutHeader (a handoff
+// create or put_many item: no checksum, no part), with no header built.
+absl::StatusOr<ValidatedPut> ValidatePutFields(const std::string& name,
+                                               const v1::TensorLayout& layout, uint64_t total_bytes,
+                                               int retention, uint64_t max_tensor_bytes);
 
 // A batch read chooses its tensors by exactly one of a name list (1..
 // `max_items` names), a prefix, an atomic group's version, or a cluster

@@ -59,8 +59,8 @@ class ScriptedServer {
       ASSERT_TRUE(request.ParseFromString(packet->bytes));
       v1::HandoffResponse response;
       response.set_request_id(request.request_id());
-      const bool refuse = request.put_many().items_size() > 0 &&
-                          request.put_many().items(0).name() == "fail";
+      const bool refuse =
+          request.put_many().items_size() > 0 && request.put_many().items(0).name() == "fail";
       if (refuse) {
         response.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
         response.set_message("scripted refusal");
@@ -99,10 +99,10 @@ void RunPipeline(ScriptedServer& server, const std::vector<std::string>& names,
             return absl::OkStatus();
           },
           [&](size_t index, absl::StatusOr<HandoffConnection::Response> answer) {
-            outcomes[index] = answer.ok() ? absl::StrCat("version ", answer->message->put_many()
-                                                                         .results(0)
-                                                                         .version())
-                                          : std::string(answer.status().message());
+            outcomes[index] =
+                answer.ok()
+                    ? absl::StrCat("version ", answer->message->put_many().results(0).version())
+                    : std::string(answer.status().message());
             return answer.ok();
           });
 }
@@ -114,8 +114,8 @@ TEST(HandoffPipelineTest, RequestsGoTwoInFlightAndAnswersComeInOrder) {
   RunPipeline(server, {"a", "b", "c", "d"}, outcomes, filled);
   EXPECT_EQ(filled, 4u);
   // Request ids count from 1, so each answer names its own request.
-  EXPECT_EQ(outcomes, (std::vector<std::string>{"version 1", "version 2", "version 3",
-                                                "version 4"}));
+  EXPECT_EQ(outcomes,
+            (std::vector<std::string>{"version 1", "version 2", "version 3", "version 4"}));
   // The first is answered alone (credentials not yet taken); from the
   // second on, the next request was queued while one was being served.
   ASSERT_EQ(server.received_when_answered.size(), 4u);

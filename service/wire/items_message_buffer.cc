@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "service/wire/message_buffer_pool.h"
 #include "service/wire/varint.h"
 
 namespace tensord {
@@ -20,7 +21,7 @@ uint8_t* ItemsMessageBuffer::Reserve(size_t size) {
   if (base_ == nullptr) {
     // The first item: the budget, or more for an item larger than it.
     capacity_ = std::max(capacity_, size);
-    slice_ = grpc::Slice(kFramingRoom + capacity_);
+    slice_ = TakeMessageBuffer(kFramingRoom + capacity_);
     base_ = const_cast<uint8_t*>(slice_.begin());
   } else if (used_ + size > capacity_) {
     return nullptr;

@@ -2,6 +2,7 @@
 // seqpacket socket: requests go two in flight, answers come back in order,
 // and after a failed request no new one is sent while the one already in
 // flight is still answered (so the socket stays in step for the next call).
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,8 +45,15 @@ class ScriptedServer {
 
  private:
   void Serve() {
-    ScopedFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    ASSERT_TRUE(connection.valid());
+    // The listener is non-blocking: wait for the client first. On failure
+    // the listener closes, which ends the client's connection (no hang).
+    pollfd ready{listener_.get(), POLLIN, 0};
+    ScopedFd connection;
+    if (::poll(&ready, 1, 10'000) == 1) {
+      connection.Reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    }
+    listener_.Reset();
+    ASSERT_TRUE(connection.valid()) << "no client within 10 s";
     int received = 0;
     while (true) {
       absl::StatusOr<ReceivedPacket> packet =

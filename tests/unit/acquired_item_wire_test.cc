@@ -19,20 +19,14 @@
 #include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/handoff.pb.h"
 
+#include "tests/unit/stored_versions.h"
+
 namespace tensord {
 namespace {
 
 TensorVersion& AddVersion(std::deque<TensorVersion>& versions, std::string name,
                           uint64_t total_bytes) {
-  TensorVersion& version = versions.emplace_back();  // TensorVersion does not move
-  version.name = std::move(name);
-  version.version = 7 + versions.size();
-  version.layout.dtype = DLDataType{kDLFloat, 32, 1};
-  version.layout.shape = {static_cast<int64_t>(total_bytes / 4)};
-  version.total_bytes = total_bytes;
-  version.crc32c = 0x89abcdef;
-  version.created = absl::FromUnixNanos(1'700'000'000'123'456'789);
-  return version;
+  return AddStoredVersion(versions, std::move(name), total_bytes, DLDataType{kDLFloat, 32, 1});
 }
 
 std::span<const uint8_t> Bytes(const std::string& bytes) {

@@ -13,20 +13,14 @@
 #include "tensord/v1/tensor_service.pb.h"
 #include "tests/unit/grpc_buffer_bytes.h"
 
+#include "tests/unit/stored_versions.h"
+
 namespace tensord {
 namespace {
 
 TensorVersion& AddVersion(std::deque<TensorVersion>& versions, std::string name,
                           uint64_t total_bytes) {
-  TensorVersion& version = versions.emplace_back();  // TensorVersion does not move
-  version.name = std::move(name);
-  version.version = 7 + versions.size();
-  version.layout.dtype = DLDataType{kDLUInt, 8, 1};
-  version.layout.shape = {static_cast<int64_t>(total_bytes)};
-  version.total_bytes = total_bytes;
-  version.crc32c = 0x1234abcd;
-  version.created = absl::FromUnixNanos(1'700'000'000'123'456'789);
-  return version;
+  return AddStoredVersion(versions, std::move(name), total_bytes, DLDataType{kDLUInt, 8, 1});
 }
 
 // The bytes an item's copy writes: its index, repeated.

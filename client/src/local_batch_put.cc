@@ -294,10 +294,11 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
       // Every request's items at their own place in the staging memfd, so
       // one can be written while the server reads the one before.
       TENSORD_RETURN_IF_ERROR(EnsureStagingLocked(total_bytes));
+      const PutStaging& staging = *put_staging_;  // put_mutex_ is held throughout
       connection_->CallPipelined(
-          requests.size(), put_staging_->fd(),
+          requests.size(), staging.fd(),
           [&](size_t index, v1::HandoffRequest& put) {
-            return fill(index, *put_staging_, bases[index], put);
+            return fill(index, staging, bases[index], put);
           },
           take_answer);
     } else {

@@ -23,13 +23,14 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
       path, absl::StrCat(path, " pid ", server->pid), std::move(*socket), std::move(token_source)));
 }
 
-absl::Status HandoffConnection::SendLocked(v1::HandoffRequest& request, int fd) {
+absl::Status HandoffConnection::SendLocked(v1::HandoffRequest& request, int fd,
+                                           bool close_on_failure) {
   if (!socket_.valid())
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   request.set_request_id(next_request_id_++);
   absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString(), fd);
   if (!sent.ok()) {
-    socket_.Reset();
+    if (close_on_failure) socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
   }
   return absl::OkStatus();
@@ -156,12 +157,13 @@ absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
   const size_t releasing = AttachReleasesLocked(request);
   absl::Status answered = SendLocked(request, /*fd=*/-1);
   if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
-  TENSORD_ASSIGN_OR_RETURN(bool retry, AuthenticatedForRetryLocked(answered));
-  if (retry) {
+  absl::StatusOr<bool> retry = AuthenticatedForRetryLocked(answered);
+  if (retry.ok() && *retry) {
     answered = SendLocked(request, /*fd=*/-1);
     if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
   }
   releaser_.Sent(releasing);
+  TENSORD_RETURN_IF_ERROR(retry.status());
   TENSORD_RETURN_IF_ERROR(answered);
   while (true) {
     v1::HandoffRequest more;
@@ -179,6 +181,14 @@ absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
   }
 }
 
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::DeliverLocked(
+    v1::HandoffRequest& request, int fd, bool& delivered) {
+  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
+  delivered = true;
+  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ReceiveLocked(/*batch=*/true));
+  return ParseAnswerLocked(std::move(packet), request.request_id());
+}
+
 void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer) {
   if (count == 0) return;
   MutexLock lock(&mutex_);
@@ -189,39 +199,56 @@ void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, On
     // authenticating before anything else is sent.
     v1::HandoffRequest first;
     if (absl::Status filled = fill(0, first); !filled.ok()) {
-      on_answer(0, filled);
+      on_answer(0, /*delivered=*/false, filled);
       return;
     }
     const size_t releasing = AttachReleasesLocked(first);
-    absl::StatusOr<Response> answered = CallAuthenticatingLocked(first, fd);
+    bool delivered = false;
+    absl::StatusOr<Response> answered = DeliverLocked(first, fd, delivered);
+    absl::StatusOr<bool> retry = AuthenticatedForRetryLocked(answered.status());
+    if (!retry.ok()) {
+      delivered = false;          // it was refused: nothing published
+      answered = retry.status();  // why it could not be sent again
+    } else if (*retry) {
+      delivered = false;
+      answered = DeliverLocked(first, fd, delivered);
+    }
     releaser_.Sent(releasing);
-    go_on = on_answer(0, std::move(answered));
+    go_on = on_answer(0, delivered, std::move(answered));
     next = 1;
   }
   // Then two in flight: the next is filled and sent before this one's
   // answer is read, so the caller fills it while the server serves this.
   std::deque<std::pair<size_t, uint64_t>> in_flight;  // index, request id
+  bool send_failed = false;
   while (true) {
     while (go_on && next < count && in_flight.size() < 2) {
       v1::HandoffRequest request;
       absl::Status sent = fill(next, request);
-      if (sent.ok()) sent = SendLocked(request, fd);
+      // A failed send delivered nothing (a packet goes whole or not at
+      // all); the socket stays open until the answers already on their
+      // way are read, so what the server did with those is known.
+      if (sent.ok()) {
+        sent = SendLocked(request, fd, /*close_on_failure=*/false);
+        send_failed = !sent.ok();
+      }
       if (!sent.ok()) {
         go_on = false;
-        on_answer(next, sent);
+        on_answer(next, /*delivered=*/false, sent);
         break;
       }
       in_flight.emplace_back(next++, request.request_id());
     }
-    if (in_flight.empty()) return;
+    if (in_flight.empty()) break;
     const auto [index, request_id] = in_flight.front();
     in_flight.pop_front();
     absl::StatusOr<ReceivedPacket> packet = ReceiveLocked(/*batch=*/true);
     absl::StatusOr<Response> answer = packet.ok()
                                           ? ParseAnswerLocked(*std::move(packet), request_id)
                                           : absl::StatusOr<Response>(packet.status());
-    if (!on_answer(index, std::move(answer))) go_on = false;
+    if (!on_answer(index, /*delivered=*/true, std::move(answer))) go_on = false;
   }
+  if (send_failed) socket_.Reset();
 }
 
 size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {

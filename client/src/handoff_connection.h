@@ -62,8 +62,11 @@ class HandoffConnection {
   absl::Status CallBatch(v1::HandoffRequest request,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
   // Requests 0..count-1 of one call, each passing `fd`, answered in order.
-  // `fill(i, request)` makes request i; `on_answer(i, answer)` takes its
-  // answer (or why it has none) and says whether to go on. Two are in
+  // `fill(i, request)` makes request i; `on_answer(i, delivered, answer)`
+  // takes its answer, or why it has none: with `delivered` false the
+  // request never reached the server (fill or send failed), with it true
+  // and a status that is not the server's answer (IsServerAnswer) what the
+  // server did with it is unknown. It says whether to go on. Two are in
   // flight: request i+1 is filled and sent before answer i is read, so the
   // caller fills it while the server serves request i. On a connection
   // whose credentials the server has not yet taken, the first is answered
@@ -72,7 +75,8 @@ class HandoffConnection {
   // follows, but every one sent is still answered. Under this connection's
   // lock throughout.
   using FillRequest = absl::FunctionRef<absl::Status(size_t index, v1::HandoffRequest& request)>;
-  using OnAnswer = absl::FunctionRef<bool(size_t index, absl::StatusOr<Response> answer)>;
+  using OnAnswer =
+      absl::FunctionRef<bool(size_t index, bool delivered, absl::StatusOr<Response> answer)>;
   void CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer);
   // Call, passing `fd` with the request (put_many's memfd).
   absl::StatusOr<Response> CallWithFd(v1::HandoffRequest request, int fd);
@@ -108,9 +112,10 @@ class HandoffConnection {
   // requests of their own; returns how many it carries, for releaser_.Sent
   // once it is answered.
   size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sends `request`, numbered here; a broken socket is closed and
-  // UNAVAILABLE.
-  absl::Status SendLocked(v1::HandoffRequest& request, int fd)
+  // Sends `request`, numbered here; a broken socket is UNAVAILABLE, and
+  // closed unless `close_on_failure` is false (answers already on their
+  // way are then read first).
+  absl::Status SendLocked(v1::HandoffRequest& request, int fd, bool close_on_failure = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Receives the next packet, as large as a batch answer's when `batch`.
   absl::StatusOr<ReceivedPacket> ReceiveLocked(bool batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -118,6 +123,10 @@ class HandoffConnection {
   absl::StatusOr<ReceivedPacket> ExchangeLocked(v1::HandoffRequest& request, int fd, bool batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends `request` and reads its answer as a batch-sized packet;
+  // `delivered` is set once the request went out.
+  absl::StatusOr<Response> DeliverLocked(v1::HandoffRequest& request, int fd, bool& delivered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The answer to request `request_id` in `packet`; a refusal as its status.
   absl::StatusOr<Response> ParseAnswerLocked(ReceivedPacket packet, uint64_t request_id)

@@ -268,14 +268,22 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
     }
     return absl::OkStatus();
   };
+  // A request reached the server and no answer says what became of it.
+  bool outcome_unknown = false;
+  // The socket failed: the server may still be reading the staging memfd.
+  bool transport_failed = false;
   // Whether to go on after request `index`'s answer.
-  auto take_answer = [&](size_t index, absl::StatusOr<HandoffConnection::Response> answer) -> bool {
+  auto take_answer = [&](size_t index, bool delivered,
+                         absl::StatusOr<HandoffConnection::Response> answer) -> bool {
     absl::Status placed = answer.status();
     if (placed.ok()) {
       placed = PlaceResults(answer->message->put_many(), planned, requests[index], result);
     }
     if (!placed.ok()) {
       if (failure.ok()) failure = placed;
+      const bool server_answered = IsServerAnswer(answer.status());
+      if (!server_answered && !answer.ok()) transport_failed = true;
+      if (delivered && !server_answered) outcome_unknown = true;
       return false;
     }
     answered[index] = true;
@@ -319,22 +327,26 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
           break;
         }
         const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
-        v1::HandoffRequest put;
-        if (absl::Status filled = fill(index, staging, 0, put); !filled.ok()) {
-          failure = filled;
-          break;
-        }
-        take_answer(index, connection_->CallWithFd(std::move(put), staging.fd()));
+        connection_->CallPipelined(
+            1, staging.fd(),
+            [&](size_t, v1::HandoffRequest& put) { return fill(index, staging, 0, put); },
+            [&](size_t, bool delivered, absl::StatusOr<HandoffConnection::Response> answer) {
+              return take_answer(index, delivered, std::move(answer));
+            });
       }
     }
+    // The server may still copy out of the memfd a request it got before
+    // the socket failed: the next batch writes into a new one.
+    if (transport_failed) put_staging_.reset();
   }
   if (!failure.ok()) {
-    // When no request was answered nothing is known published: the call
-    // fails (and kAuto may take gRPC). Otherwise answered items are
+    // When no request was answered and none may have been published, the
+    // call fails (and kAuto may take gRPC). Otherwise answered items are
     // published, so the call answers them, and this failure on every item
     // not answered: failing the call would hide them, and a retry over
     // gRPC would publish them twice.
-    if (std::find(answered.begin(), answered.end(), true) == answered.end()) return failure;
+    const bool none_answered = std::find(answered.begin(), answered.end(), true) == answered.end();
+    if (none_answered && !outcome_unknown) return failure;
     const absl::Status not_sent(
         failure.code(), absl::StrCat("not known to be published: the local batch put request "
                                      "carrying it failed: ",

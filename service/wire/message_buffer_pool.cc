@@ -26,6 +26,7 @@ class Pool {
       if (it != idle_.end() && !it->second.empty()) {
         void* buffer = it->second.back();
         it->second.pop_back();
+        idle_bytes_ -= size;
         return buffer;
       }
     }
@@ -42,8 +43,10 @@ class Pool {
     {
       MutexLock lock(&mutex_);
       std::vector<void*>& idle = idle_[size];
-      if (idle.size() < kMaxIdleMessageBuffers) {
+      if (idle.size() < kMaxIdleMessageBuffers &&
+          idle_bytes_ + size <= kMaxIdleMessageBufferBytes) {
         idle.push_back(buffer);
+        idle_bytes_ += size;
         return;
       }
     }
@@ -59,6 +62,7 @@ class Pool {
  private:
   Mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> idle_ ABSL_GUARDED_BY(mutex_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // Never destroyed: slices may be dropped by gRPC's threads during exit.

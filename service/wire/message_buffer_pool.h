@@ -13,14 +13,17 @@
 
 namespace tensord {
 
-// Idle buffers kept per size, at most: a process keeps up to this many
-// (each of about one message's budget, 1 MiB by default) faulted in.
+// Idle buffers kept per size, and idle bytes over all sizes, at most: a
+// process keeps that much faulted in (a message's budget is 1 MiB by
+// default; clients with other chunk sizes, or first items larger than the
+// budget, make other sizes).
 inline constexpr size_t kMaxIdleMessageBuffers = 8;
+inline constexpr size_t kMaxIdleMessageBufferBytes = size_t{32} << 20;
 
 // A slice of `size` writable bytes: an idle buffer of that size when one
 // is kept, else new memory. The buffer comes back when gRPC (or the
 // caller) drops the last reference to the slice, on whatever thread that
-// is; beyond kMaxIdleMessageBuffers of its size it is freed. Thread-safe.
+// is; beyond the bounds above it is freed. Thread-safe.
 grpc::Slice TakeMessageBuffer(size_t size);
 
 // Idle buffers of `size` kept now (for tests).

@@ -16,6 +16,7 @@
 
 #include "client/src/info_conversion.h"
 #include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/batch_put_items.h"
 #include "service/wire/handoff_batch_answer.h"
@@ -118,7 +119,20 @@ void CheckBatchAnswer(std::span<const uint8_t> wire) {
     Check(ParseBatchAnswer({reinterpret_cast<const uint8_t*>(canonical.data()), canonical.size()},
                            reparsed, reparsed_items));
   }
-  if (!parsed_ok) return;
+  if (!parsed_ok) {
+    // Refused where protobuf accepts: only for another answer in the oneof.
+    google::protobuf::UnknownFieldSet fields;
+    Check(fields.ParseFromArray(wire.data(), static_cast<int>(wire.size())));
+    bool other_answer = false;
+    for (int i = 0; i < fields.field_count(); ++i) {
+      const google::protobuf::UnknownField& field = fields.field(i);
+      const int number = field.number();
+      other_answer |= field.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+                      (number == 4 || number == 5 || number == 6 || number == 9 || number == 10);
+    }
+    Check(other_answer);
+    return;
+  }
   Check(batch_kind);
   const v1::AcquireManyResponse& answer = proto.acquire_many();
   Check(parsed.request_id == proto.request_id() && parsed.code == proto.code() &&

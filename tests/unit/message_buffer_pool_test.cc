@@ -1,6 +1,7 @@
 // The batch streams' message buffers come back to the pool when the last
 // slice of them goes, are reused by the next message of their size, and at
-// most kMaxIdleMessageBuffers of a size are kept.
+// most kMaxIdleMessageBuffers of a size, kMaxIdleMessageBufferBytes in all,
+// are kept.
 #include "service/wire/message_buffer_pool.h"
 
 #include <cstring>
@@ -43,6 +44,13 @@ TEST(MessageBufferPoolTest, AtMostTheBoundIsKeptIdle) {
     }
   }
   EXPECT_EQ(IdleMessageBuffers(kOtherSize), kMaxIdleMessageBuffers);
+  // Over all sizes, at most kMaxIdleMessageBufferBytes stay idle.
+  constexpr size_t kLarge = (size_t{12} << 20) + 7;
+  {
+    std::vector<grpc::Slice> slices;
+    for (size_t i = 0; i < 4; ++i) slices.push_back(TakeMessageBuffer(kLarge));
+  }
+  EXPECT_LT(IdleMessageBuffers(kLarge), 3u);
 }
 
 }  // namespace

@@ -8,15 +8,13 @@
 namespace tensord {
 namespace {
 
-// handoff.proto's numbers.
-enum AcquiredItemField : uint32_t {
-  kIndex = 1,
-  kStatus = 2,
-  kUseRemote = 3,
-  kAcquire = 4,
-  kFdAttached = 5
-};
-enum AcquireResponseField : uint32_t {
+// handoff.proto's numbers (namespaced: a unity build puts this file in one
+// translation unit with others that have fields of the same names).
+namespace acquired_item_field {
+enum : uint32_t { kIndex = 1, kStatus = 2, kUseRemote = 3, kAcquire = 4, kFdAttached = 5 };
+}  // namespace acquired_item_field
+namespace acquire_response_field {
+enum : uint32_t {
   kInfo = 1,
   kLeaseId = 2,
   kMappingBytes = 3,
@@ -24,18 +22,12 @@ enum AcquireResponseField : uint32_t {
   kMappingOffset = 5,
   kArenaId = 6
 };
-enum ItemStatusField : uint32_t { kCode = 1, kMessage = 2 };
-constexpr uint32_t kItemsField = 1;        // AcquireManyResponse.items
-constexpr uint32_t kAcquireManyField = 8;  // HandoffResponse.acquire_many
-
-// Protobuf writes a negative int32 sign-extended to 64 bits.
-uint64_t Int32Bits(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
-
-uint8_t* PutBytesField(uint32_t field, const void* bytes, size_t size, uint8_t* out) {
-  out = PutLengthPrefix(field, size, out);
-  if (size > 0) std::memcpy(out, bytes, size);
-  return out + size;
-}
+}  // namespace acquire_response_field
+namespace item_status_field {
+enum : uint32_t { kCode = 1, kMessage = 2 };
+}  // namespace item_status_field
+constexpr uint32_t kAcquireManyItemsField = 1;    // AcquireManyResponse.items
+constexpr uint32_t kHandoffAcquireManyField = 8;  // HandoffResponse.acquire_many
 
 }  // namespace
 
@@ -62,35 +54,34 @@ AcquiredItemWire::AcquiredItemWire(const AcquiredItemFields& fields) : fields_(f
 
 uint8_t* AcquiredItemWire::WriteField(uint8_t* out) const {
   const AcquiredItemFields& fields = fields_;
-  out = PutLengthPrefix(kItemsField, item_size_, out);
-  out = PutScalarField(kIndex, fields.index, out);
+  out = PutLengthPrefix(kAcquireManyItemsField, item_size_, out);
+  out = PutScalarField(acquired_item_field::kIndex, fields.index, out);
   if (fields.version == nullptr) {
     const absl::Status& refusal = fields.refusal;
-    out = PutLengthPrefix(kStatus, status_size_, out);
-    out = PutScalarField(kCode, Int32Bits(static_cast<int32_t>(refusal.code())), out);
-    if (!refusal.message().empty()) {
-      out = PutBytesField(kMessage, refusal.message().data(), refusal.message().size(), out);
-    }
-    out = PutScalarField(kUseRemote, IsUseRemote(refusal), out);
+    out = PutLengthPrefix(acquired_item_field::kStatus, status_size_, out);
+    out = PutScalarField(item_status_field::kCode, Int32Bits(static_cast<int32_t>(refusal.code())),
+                         out);
+    out = PutBytesField(item_status_field::kMessage, refusal.message(), out);
+    out = PutScalarField(acquired_item_field::kUseRemote, IsUseRemote(refusal), out);
   } else {
-    out = PutLengthPrefix(kAcquire, acquire_size_, out);
-    out = PutLengthPrefix(kInfo, info_->size(), out);
+    out = PutLengthPrefix(acquired_item_field::kAcquire, acquire_size_, out);
+    out = PutLengthPrefix(acquire_response_field::kInfo, info_->size(), out);
     out = info_->Write(out);
-    out = PutScalarField(kLeaseId, fields.lease_id, out);
-    out = PutScalarField(kMappingBytes, fields.mapping_bytes, out);
+    out = PutScalarField(acquire_response_field::kLeaseId, fields.lease_id, out);
+    out = PutScalarField(acquire_response_field::kMappingBytes, fields.mapping_bytes, out);
     if (fields.device_handle != nullptr) {
-      out = PutLengthPrefix(kDeviceHandle, device_size_, out);
+      out = PutLengthPrefix(acquire_response_field::kDeviceHandle, device_size_, out);
       out = fields.device_handle->SerializeWithCachedSizesToArray(out);
     }
-    out = PutScalarField(kMappingOffset, fields.mapping_offset, out);
-    out = PutScalarField(kArenaId, fields.arena_id, out);
+    out = PutScalarField(acquire_response_field::kMappingOffset, fields.mapping_offset, out);
+    out = PutScalarField(acquire_response_field::kArenaId, fields.arena_id, out);
   }
-  return PutScalarField(kFdAttached, fields.fd_attached, out);
+  return PutScalarField(acquired_item_field::kFdAttached, fields.fd_attached, out);
 }
 
 void AppendAcquireManyField(const std::string& payload, std::string& response) {
   uint8_t prefix[16];
-  const uint8_t* end = PutLengthPrefix(kAcquireManyField, payload.size(), prefix);
+  const uint8_t* end = PutLengthPrefix(kHandoffAcquireManyField, payload.size(), prefix);
   response.append(reinterpret_cast<const char*>(prefix), static_cast<size_t>(end - prefix));
   response.append(payload);
 }

@@ -24,13 +24,6 @@ absl::string_view CutMessage(absl::string_view message) {
   return message.substr(0, cut);
 }
 
-uint8_t* PutBytesField(uint32_t field, absl::string_view bytes, uint8_t* out) {
-  if (bytes.empty()) return out;
-  out = PutLengthPrefix(field, bytes.size(), out);
-  std::memcpy(out, bytes.data(), bytes.size());
-  return out + bytes.size();
-}
-
 }  // namespace
 
 BatchFetchItemsWire::BatchFetchItemsWire(size_t budget) : buffer_(kResponseItemsField, budget) {}

@@ -17,8 +17,6 @@ enum LayoutField : uint32_t { kDtype = 1, kShape = 2, kStrides = 3, kByteOffset 
 enum DataTypeField : uint32_t { kCode = 1, kBits = 2, kLanes = 3 };
 enum DeviceField : uint32_t { kType = 1, kId = 2 };
 
-// Protobuf writes a negative int32 (and enum) sign-extended to 64 bits.
-uint64_t Int32Bits(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
 uint64_t Int64Bits(int64_t value) { return static_cast<uint64_t>(value); }
 
 size_t PackedPayloadSize(std::span<const int64_t> values) {

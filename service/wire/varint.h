@@ -7,6 +7,9 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "absl/strings/string_view.h"
 
 namespace tensord {
 
@@ -62,6 +65,18 @@ inline uint8_t* PutScalarField(uint32_t field, uint64_t bits, uint8_t* out) {
 inline uint8_t* PutLengthPrefix(uint32_t field, size_t payload, uint8_t* out) {
   *out++ = WireTag(field, kWireLengthDelimited);
   return out + PutVarint(payload, out);
+}
+// A proto3 string or bytes field (left out when empty).
+inline uint8_t* PutBytesField(uint32_t field, absl::string_view bytes, uint8_t* out) {
+  if (bytes.empty()) return out;
+  out = PutLengthPrefix(field, bytes.size(), out);
+  std::memcpy(out, bytes.data(), bytes.size());
+  return out + bytes.size();
+}
+
+// Protobuf writes a negative int32 (and enum) sign-extended to 64 bits.
+inline uint64_t Int32Bits(int32_t value) {
+  return static_cast<uint64_t>(static_cast<int64_t>(value));
 }
 
 }  // namespace tensord

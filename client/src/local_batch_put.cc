@@ -281,7 +281,9 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
     }
     if (!placed.ok()) {
       if (failure.ok()) failure = placed;
-      const bool server_answered = IsServerAnswer(answer.status());
+      // The server's own answer (a refusal, or use_remote: the gRPC path
+      // takes it) says nothing was published; a socket error says nothing.
+      const bool server_answered = IsServerAnswer(answer.status()) || IsUseRemote(answer.status());
       if (!server_answered && !answer.ok()) transport_failed = true;
       if (delivered && !server_answered) outcome_unknown = true;
       return false;

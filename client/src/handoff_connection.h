@@ -64,10 +64,10 @@ class HandoffConnection {
   // Requests 0..count-1 of one call, each passing `fd`, answered in order.
   // `fill(i, request)` makes request i; `on_answer(i, delivered, answer)`
   // takes its answer, or why it has none: with `delivered` false the
-  // request never reached the server (fill or send failed), with it true
+  // request never reached the server (fill or send failed); with it true
   // and a status that is not the server's answer (IsServerAnswer, or a
-  // use_remote refusal: IsUseRemote) what the
-  // server did with it is unknown. It says whether to go on. Two are in
+  // use_remote refusal: IsUseRemote), what the server did with it is
+  // unknown. It says whether to go on. Two are in
   // flight: request i+1 is filled and sent before answer i is read, so the
   // caller fills it while the server serves request i. On a connection
   // whose credentials the server has not yet taken, the first is answered

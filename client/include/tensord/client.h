@@ -518,9 +518,10 @@ class Client {
   // small ones travel many to a message. A cluster node, an atomic batch
   // too large for one handoff request, and a batch with an item over 256
   // MiB take the gRPC path, under kLocal too. Once one handoff request of a
-  // batch was answered, a later one that fails fails only its items ("not
-  // known to be published"), never the call: a retry would publish the
-  // answered items twice. Each item succeeds or fails on its own (its
+  // batch was answered, or one went out and its answer never came (the
+  // socket broke), a request that fails fails only its items and those not
+  // sent ("not known to be published"), never the call: a retry would
+  // publish the answered items twice. Each item succeeds or fails on its own (its
   // entry in the result), as Put would; an atomic batch publishes all or
   // none. The call itself fails only when the batch cannot be sent (bad
   // options, a broken stream or socket).

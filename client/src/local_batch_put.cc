@@ -241,6 +241,30 @@ absl::Status PlaceResults(const v1::PutManyResponse& answer,
   return absl::OkStatus();
 }
 
+// After `failure`: when no request was answered and none may have been
+// published, the call fails with it (and kAuto may take gRPC). Otherwise
+// answered items are published, so the call answers them, and this
+// failure on every item not answered: failing the call would hide them,
+// and a retry over gRPC would publish them twice.
+absl::Status AnswerUnansweredItems(const absl::Status& failure,
+                                   const std::vector<Request>& requests,
+                                   const std::vector<bool>& answered, bool outcome_unknown,
+                                   BatchPutResult& result) {
+  const bool none_answered = std::find(answered.begin(), answered.end(), true) == answered.end();
+  if (none_answered && !outcome_unknown) return failure;
+  const absl::Status not_sent(failure.code(),
+                              absl::StrCat("not known to be published: the local batch put request "
+                                           "carrying it failed: ",
+                                           failure.message()));
+  for (size_t index = 0; index < requests.size(); ++index) {
+    if (answered[index]) continue;
+    for (size_t i = requests[index].first; i < requests[index].end; ++i) {
+      result.items[i] = not_sent;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPutItem> items,
@@ -342,23 +366,8 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
     if (transport_failed) put_staging_.reset();
   }
   if (!failure.ok()) {
-    // When no request was answered and none may have been published, the
-    // call fails (and kAuto may take gRPC). Otherwise answered items are
-    // published, so the call answers them, and this failure on every item
-    // not answered: failing the call would hide them, and a retry over
-    // gRPC would publish them twice.
-    const bool none_answered = std::find(answered.begin(), answered.end(), true) == answered.end();
-    if (none_answered && !outcome_unknown) return failure;
-    const absl::Status not_sent(
-        failure.code(), absl::StrCat("not known to be published: the local batch put request "
-                                     "carrying it failed: ",
-                                     failure.message()));
-    for (size_t index = 0; index < requests.size(); ++index) {
-      if (answered[index]) continue;
-      for (size_t i = requests[index].first; i < requests[index].end; ++i) {
-        result.items[i] = not_sent;
-      }
-    }
+    TENSORD_RETURN_IF_ERROR(
+        AnswerUnansweredItems(failure, requests, answered, outcome_unknown, result));
   }
   // Called once, with no lock held, so a callback may call this client again.
   if (options.progress) options.progress(items.size(), items.size());

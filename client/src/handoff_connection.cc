@@ -51,16 +51,19 @@ absl::StatusOr<ReceivedPacket> HandoffConnection::ReceiveLocked(bool batch) {
   return packet;
 }
 
-absl::StatusOr<ReceivedPacket> HandoffConnection::ExchangeLocked(v1::HandoffRequest& request,
-                                                                 int fd, bool batch) {
-  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
-  return ReceiveLocked(batch);
-}
-
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
     v1::HandoffRequest& request, int fd) {
+  bool delivered = false;
+  return DeliverLocked(request, fd, delivered);
+}
+
+absl::StatusOr<HandoffConnection::Response> HandoffConnection::DeliverLocked(
+    v1::HandoffRequest& request, int fd, bool& delivered) {
+  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
+  delivered = true;
+  // A put_many answer is as large as a batch answer's.
   const bool batch = request.kind_case() == v1::HandoffRequest::kPutMany;
-  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ExchangeLocked(request, fd, batch));
+  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ReceiveLocked(batch));
   return ParseAnswerLocked(std::move(packet), request.request_id());
 }
 
@@ -179,14 +182,6 @@ absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
     if (!more_follows) return absl::OkStatus();
     TENSORD_RETURN_IF_ERROR(ReceiveBatchPacketLocked(more.request_id(), packet));
   }
-}
-
-absl::StatusOr<HandoffConnection::Response> HandoffConnection::DeliverLocked(
-    v1::HandoffRequest& request, int fd, bool& delivered) {
-  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
-  delivered = true;
-  TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ReceiveLocked(/*batch=*/true));
-  return ParseAnswerLocked(std::move(packet), request.request_id());
 }
 
 void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer) {

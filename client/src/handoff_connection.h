@@ -120,13 +120,11 @@ class HandoffConnection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Receives the next packet, as large as a batch answer's when `batch`.
   absl::StatusOr<ReceivedPacket> ReceiveLocked(bool batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The two in turn.
-  absl::StatusOr<ReceivedPacket> ExchangeLocked(v1::HandoffRequest& request, int fd, bool batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // DeliverLocked, when nobody asks whether the request went out.
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sends `request` and reads its answer as a batch-sized packet;
-  // `delivered` is set once the request went out.
+  // Sends `request` and reads and parses its answer; `delivered` is set
+  // once the request went out.
   absl::StatusOr<Response> DeliverLocked(v1::HandoffRequest& request, int fd, bool& delivered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The answer to request `request_id` in `packet`; a refusal as its status.

@@ -33,12 +33,7 @@ bool ParseAcquireMany(std::span<const uint8_t> bytes, int depth, WireBatchAnswer
         out.items.push_back(item);
         return true;
       }
-      case Tag(kMore, kWireVarint): {
-        uint64_t value = 0;
-        if (!reader.Varint(value)) return false;
-        out.more = value != 0;
-        return true;
-      }
+      case Tag(kMore, kWireVarint): return ParseBool(reader, out.more);
       default: known = false; return true;
     }
   });
@@ -54,12 +49,7 @@ bool ParseWireBatchAnswer(std::span<const uint8_t> packet, WireBatchAnswer& out)
       case Tag(kRequestId, kWireVarint): return ParseVarintAs(reader, out.request_id);
       case Tag(kCode, kWireVarint): return ParseVarintAs(reader, out.code);
       case Tag(kMessage, kWireLengthDelimited): return ParseString(reader, out.message);
-      case Tag(kUseRemote, kWireVarint): {
-        uint64_t value = 0;
-        if (!reader.Varint(value)) return false;
-        out.use_remote = value != 0;
-        return true;
-      }
+      case Tag(kUseRemote, kWireVarint): return ParseBool(reader, out.use_remote);
       case Tag(kAcquireMany, kWireLengthDelimited):
         return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
           return ParseAcquireMany(payload, inner, out);

@@ -162,6 +162,14 @@ inline bool ParseString(Reader& reader, std::string& out) {
   return true;
 }
 
+// A bool field: any nonzero varint is true, as protobuf reads it.
+inline bool ParseBool(Reader& reader, bool& out) {
+  uint64_t value = 0;
+  if (!reader.Varint(value)) return false;
+  out = value != 0;
+  return true;
+}
+
 template <typename Int>
 bool ParseVarintAs(Reader& reader, Int& out) {
   uint64_t value = 0;

@@ -116,12 +116,7 @@ bool ParseFetchHeader(std::span<const uint8_t> bytes, int depth, WireFetchHeader
       case Tag(3, kWireLengthDelimited):  // inline_data: bytes, no UTF-8 rule
         out.has_inline_data = true;
         return reader.Payload(out.inline_data);
-      case Tag(4, kWireVarint): {
-        uint64_t value = 0;
-        if (!reader.Varint(value)) return false;
-        out.split = value != 0;
-        return true;
-      }
+      case Tag(4, kWireVarint): return ParseBool(reader, out.split);
       default: known = false; return true;
     }
   });
@@ -216,13 +211,6 @@ bool ParseItemStatusField(Reader& reader, int depth, int32_t& code, std::string&
       }
     });
   });
-}
-
-bool ParseBool(Reader& reader, bool& out) {
-  uint64_t value = 0;
-  if (!reader.Varint(value)) return false;
-  out = value != 0;
-  return true;
 }
 
 // v1::DeviceHandle, merged into `out` (handoff.proto's fields).

@@ -218,28 +218,33 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     std::span<const TensorRef> items, const FetchOptions& options, const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
-  std::vector<absl::StatusOr<Tensor>> result;
-  result.reserve(items.size());
-  // Bad names fail only themselves, as missing ones do.
-  std::vector<TensorRef> valid;
+  std::vector<absl::StatusOr<Tensor>> result(items.size());
+  // Bad names fail only themselves, as missing ones do; the valid ones are
+  // copied out only when some are not.
   std::vector<size_t> valid_index;
+  valid_index.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     if (absl::Status name = ValidateTensorName(items[i].name); !name.ok()) {
-      result.emplace_back(std::move(name));
+      result[i] = std::move(name);
       continue;
     }
-    result.emplace_back(absl::InternalError("not fetched"));
-    valid.push_back(items[i]);
     valid_index.push_back(i);
+  }
+  std::vector<TensorRef> valid_copy;
+  std::span<const TensorRef> valid = items;
+  if (valid_index.size() != items.size()) {
+    valid_copy.reserve(valid_index.size());
+    for (size_t i : valid_index) valid_copy.push_back(items[i]);
+    valid = valid_copy;
   }
   for (size_t start = 0; start < valid.size(); start += kMaxBatchItems) {
     BatchSelection selection;
-    selection.items = std::span<const TensorRef>(valid).subspan(
-        start, std::min(kMaxBatchItems, valid.size() - start));
+    selection.items = valid.subspan(start, std::min(kMaxBatchItems, valid.size() - start));
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
                              rep_->BatchFetch(selection, options, call));
-    for (size_t i = 0; i < fetched.size(); ++i) {
-      result[valid_index[start + i]] = std::move(fetched[i]);
+    for (size_t i = 0; i < selection.items.size(); ++i) {
+      result[valid_index[start + i]] =
+          i < fetched.size() ? std::move(fetched[i]) : absl::InternalError("not fetched");
     }
   }
   return result;

@@ -1,5 +1,6 @@
 #include "client/src/lease_releaser.h"
 
+#include <algorithm>
 #include <system_error>
 #include <utility>
 
@@ -61,14 +62,12 @@ bool LeaseReleaser::QueueLocked(uint64_t lease_id) {
 }
 
 std::vector<uint64_t> LeaseReleaser::Take() {
-  std::vector<uint64_t> batch;
   MutexLock lock(&mutex_);
-  if (pending_.size() <= kMaxLeasesPerRelease) {
-    batch.swap(pending_);
-  } else {
-    batch.assign(pending_.begin(), pending_.begin() + kMaxLeasesPerRelease);
-    pending_.erase(pending_.begin(), pending_.begin() + kMaxLeasesPerRelease);
-  }
+  const size_t count = std::min(pending_.size(), kMaxLeasesPerRelease);
+  std::vector<uint64_t> batch(pending_.begin(), pending_.begin() + count);
+  // pending_ keeps its memory: growing it again from nothing, id by id,
+  // as a dropped batch's tensors queue theirs, costs more than the copy.
+  pending_.erase(pending_.begin(), pending_.begin() + count);
   return batch;
 }
 

@@ -634,68 +634,79 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
     v1::HandoffRequest request, size_t item_count, const FetchOptions& options) {
   const bool by_name = item_count > 0;
-  // Each answered item's hold or refusal, in result order. Every lease of
-  // the answer is adopted (so each ends when its holder goes, also after an
-  // error below).
-  std::vector<absl::StatusOr<std::shared_ptr<HeldVersion>>> holds;
-  if (by_name) {
-    holds.reserve(item_count);
-    for (size_t i = 0; i < item_count; ++i) {
-      holds.emplace_back(absl::InternalError("the server sent no answer for it"));
-    }
-  }
+  // In result order. An item's tensor is made as its packet comes, while
+  // the server writes the next packet; every lease of the answer is adopted
+  // at once (so each ends when its holder goes, also after an error below).
+  std::vector<absl::StatusOr<Tensor>> results(item_count);
+  std::vector<bool> answered(item_count, false);
   absl::Status malformed;
   WireAcquiredItem item;  // reused: its strings and vectors keep their memory
+  std::vector<std::shared_ptr<HeldVersion>> packet_holds;  // reused, one packet's
+  std::vector<size_t> packet_indexes;
   TENSORD_RETURN_IF_ERROR(connection_->CallBatch(
       std::move(request), [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
         std::vector<ScopedFd> fds;
         if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
         for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));
         size_t next_fd = 0;
+        packet_holds.clear();
+        packet_indexes.clear();
         for (std::span<const uint8_t> item_bytes : packet.answer.items) {
           if (!ParseWireAcquiredItem(item_bytes, kAcquiredItemNesting, item)) {
             return absl::InternalError(absl::StrCat("handoff socket ", connection_->path(),
                                                     " sent an invalid batch answer item"));
           }
           absl::StatusOr<std::shared_ptr<HeldVersion>> held = AdoptItem(item, fds, next_fd);
+          size_t index = results.size();
           if (!by_name) {
-            holds.push_back(std::move(held));
-          } else if (item.index < holds.size()) {
-            holds[item.index] = std::move(held);
+            results.emplace_back();
+            answered.push_back(true);
+          } else if (item.index < results.size()) {
+            index = item.index;
+            answered[index] = true;
           } else {
             malformed = absl::InternalError(
-                absl::StrCat("batch answer names item ", item.index, " of ", holds.size()));
+                absl::StrCat("batch answer names item ", item.index, " of ", results.size()));
+            continue;
           }
+          if (!held.ok()) {
+            results[index] = std::move(held).status();
+            continue;
+          }
+          packet_holds.push_back(*std::move(held));
+          packet_indexes.push_back(index);
         }
+        MakeBatchTensors(packet_holds, options, [&](size_t i, absl::StatusOr<Tensor> tensor) {
+          results[packet_indexes[i]] = std::move(tensor);
+        });
         return absl::OkStatus();
       }));
   TENSORD_RETURN_IF_ERROR(malformed);
-  std::optional<BatchPrivateViews> views;
-  if (!options.read_only) {
-    std::vector<std::shared_ptr<HeldVersion>> versions;
-    versions.reserve(holds.size());
-    for (const auto& held : holds) versions.push_back(held.ok() ? *held : nullptr);
-    // Without views (no mapping left) each tensor maps its own pages below,
-    // and fails alone if that fails too.
-    absl::StatusOr<BatchPrivateViews> mapped = BatchPrivateViews::Map(versions);
-    if (mapped.ok()) views = *std::move(mapped);
-  }
-  std::vector<absl::StatusOr<Tensor>> results;
-  results.reserve(holds.size());
-  for (size_t i = 0; i < holds.size(); ++i) {
-    if (!holds[i].ok()) {
-      results.push_back(std::move(holds[i]).status());
-      continue;
-    }
-    std::optional<Tensor> in_view;
-    if (views.has_value()) in_view = views->TensorOf(i, *holds[i]);
-    if (in_view.has_value()) {
-      results.push_back(*std::move(in_view));
-    } else {
-      results.push_back(TensorOf(*std::move(holds[i]), options, /*sole_holder=*/true));
-    }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!answered[i]) results[i] = absl::InternalError("the server sent no answer for it");
   }
   return results;
+}
+
+void LocalTransport::MakeBatchTensors(
+    std::span<std::shared_ptr<HeldVersion>> holds, const FetchOptions& options,
+    absl::FunctionRef<void(size_t, absl::StatusOr<Tensor>)> place) {
+  std::optional<BatchPrivateViews> views;
+  if (!options.read_only) {
+    // Without views (no mapping left) each tensor maps its own pages below,
+    // and fails alone if that fails too.
+    absl::StatusOr<BatchPrivateViews> mapped = BatchPrivateViews::Map(holds);
+    if (mapped.ok()) views = *std::move(mapped);
+  }
+  for (size_t i = 0; i < holds.size(); ++i) {
+    std::optional<Tensor> in_view;
+    if (views.has_value()) in_view = views->TensorOf(i, holds[i]);
+    if (in_view.has_value()) {
+      place(i, *std::move(in_view));
+    } else {
+      place(i, TensorOf(std::move(holds[i]), options, /*sole_holder=*/true));
+    }
+  }
 }
 
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::AdoptItem(WireAcquiredItem& item,

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "client/src/arena_mappings.h"
 #include "client/src/client_transport.h"
@@ -116,6 +117,11 @@ class LocalTransport final : public ClientTransport {
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> AdoptBatch(v1::HandoffRequest request,
                                                                  size_t item_count,
                                                                  const FetchOptions& options);
+  // The tensors of one batch packet's holds (each taken), handed to
+  // `place` with the hold's index: one private view per arena for them all
+  // unless `options.read_only`.
+  void MakeBatchTensors(std::span<std::shared_ptr<HeldVersion>> holds, const FetchOptions& options,
+                        absl::FunctionRef<void(size_t, absl::StatusOr<Tensor>)> place);
   // The Tensor a fetch returns from a held version (see Fetch).
   // `sole_holder`: nothing else reads `held`'s info later (a batch item's
   // hold), so the tensor takes it instead of a copy.

@@ -673,11 +673,12 @@ absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version
   return Lease(std::move(found));
 }
 
-std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(std::span<const NameVersion> items) const {
+std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(
+    std::span<const NameVersionView> items) const {
   std::vector<absl::StatusOr<Lease>> leases;
   leases.reserve(items.size());
   ReaderMutexLock lock(&mutex_);
-  for (const NameVersion& item : items) {
+  for (const NameVersionView& item : items) {
     if (absl::Status valid = ValidateTensorName(item.name); !valid.ok()) {
       leases.emplace_back(std::move(valid));
       continue;

@@ -95,6 +95,12 @@ struct NameVersion {
   std::string name;
   uint64_t version = 0;
 };
+// The same, naming a string the caller keeps (a request's): what
+// AcquireMany reads, so a batch's names are not copied to be looked up.
+struct NameVersionView {
+  absl::string_view name;
+  uint64_t version = 0;
+};
 
 struct ListPage {
   std::vector<VersionInfo> tensors;
@@ -237,7 +243,7 @@ class Registry final : public WatchSource {
   // a reader sees every item of an atomic group from the same publish (or
   // a later one). Each item fails on its own; one that was deleted or
   // evicted since its group was published is missing alone.
-  std::vector<absl::StatusOr<Lease>> AcquireMany(std::span<const NameVersion> items) const;
+  std::vector<absl::StatusOr<Lease>> AcquireMany(std::span<const NameVersionView> items) const;
 
   // Leases on the latest version of every name starting with `prefix`, in
   // name order, under one lock. OUT_OF_RANGE naming `max_items` when more

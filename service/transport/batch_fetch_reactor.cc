@@ -202,13 +202,13 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   // there is none.
   void AcquireChosen(Registry& registry,
                      const std::map<std::string, absl::StatusOr<Lease>>& confirmed) {
-    std::vector<NameVersion> wanted;
+    std::vector<NameVersionView> wanted;
     std::vector<uint32_t> wanted_index;
     wanted.reserve(requested_.size());
     for (size_t i = 0; i < requested_.size(); ++i) {
-      NameVersion item = requested_[i];
+      NameVersionView item{requested_[i].name, requested_[i].version};
       if (item.version == 0) {
-        if (auto it = confirmed.find(item.name); it != confirmed.end()) {
+        if (auto it = confirmed.find(requested_[i].name); it != confirmed.end()) {
           if (!it->second.ok()) {
             entries_[requested_index_[i]].lease = it->second.status();
             continue;
@@ -216,7 +216,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
           item.version = (*it->second)->version;
         }
       }
-      wanted.push_back(std::move(item));
+      wanted.push_back(item);
       wanted_index.push_back(requested_index_[i]);
     }
     std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(wanted);

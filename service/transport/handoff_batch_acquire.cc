@@ -30,6 +30,8 @@ constexpr size_t kMaxDeviceExportsPerBatch = 4 * kMaxFdsPerPacket;
 // the items of this one: the server writes a packet while the client
 // adopts the one before.
 constexpr size_t kMaxItemsPerBatchPacket = 256;
+// The largest items vector a connection keeps for its next batch answer.
+constexpr size_t kMaxSpareBatchItems = 4096;
 
 // The prefix a connection may read under: the requested one when inside
 // its scope, its scope's when that is narrower, else PERMISSION_DENIED.
@@ -55,31 +57,27 @@ absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> HandoffS
   }
   std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>> chosen;
   if (request.items_size() > 0) {
-    std::vector<NameVersion> wanted;
-    std::vector<uint32_t> wanted_index;
+    // Every item's entry is set below: its refusal or its lease.
     chosen.reserve(request.items_size());
+    std::vector<NameVersionView> leasing;
+    std::vector<uint32_t> leasing_index;
+    leasing.reserve(request.items_size());
+    leasing_index.reserve(request.items_size());
     for (int i = 0; i < request.items_size(); ++i) {
       const v1::NameVersion& item = request.items(i);
-      chosen.emplace_back(static_cast<uint32_t>(i), absl::InternalError("not chosen"));
+      chosen.emplace_back(static_cast<uint32_t>(i), absl::StatusOr<Lease>());
       if (absl::Status allowed = scope_.Check(item.name(), /*write_access=*/false); !allowed.ok()) {
         chosen.back().second = allowed;
         continue;
       }
-      wanted.push_back({item.name(), item.version()});
-      wanted_index.push_back(static_cast<uint32_t>(i));
-    }
-    // In a cluster, an item whose latest the cluster could not give says why.
-    std::vector<NameVersion> leasing;
-    std::vector<uint32_t> leasing_index;
-    for (size_t i = 0; i < wanted.size(); ++i) {
-      absl::StatusOr<uint64_t> version = VersionToRead(wanted[i].name, wanted[i].version);
+      // In a cluster, an item whose latest the cluster could not give says why.
+      absl::StatusOr<uint64_t> version = VersionToRead(item.name(), item.version());
       if (!version.ok()) {
-        chosen[wanted_index[i]].second = version.status();
+        chosen.back().second = version.status();
         continue;
       }
-      wanted[i].version = *version;
-      leasing.push_back(std::move(wanted[i]));
-      leasing_index.push_back(wanted_index[i]);
+      leasing.push_back({item.name(), *version});
+      leasing_index.push_back(static_cast<uint32_t>(i));
     }
     std::vector<absl::StatusOr<Lease>> leases = registry_.AcquireMany(leasing);
     for (size_t i = 0; i < leases.size(); ++i) {
@@ -116,38 +114,38 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request, 
         " leases; the limit (--max-leases-per-client) is ", limits_.max_leases_per_connection));
   }
   PendingBatch& batch = pending_batch_.emplace();
+  batch.items = std::move(spare_batch_items_);
   batch.arenas_known.insert(request.mapped_arena_ids().begin(), request.mapped_arena_ids().end());
-  size_t device_exports = 0;
+  batch.host_only = request.host_only();
+  batch.accepts_arena_slots = request.accepts_arena_slots();
+  batch.items.reserve(chosen.size());
   for (auto& [index, chosen_lease] : chosen) {
     PendingBatchItem& item = batch.items.emplace_back();
     item.fields.index = index;
-    absl::Status refused = chosen_lease.status();
-    if (refused.ok()) refused = LeaseItem(request, *chosen_lease, device_exports, item);
-    if (!refused.ok()) {
-      item = PendingBatchItem{};
-      item.fields.index = index;
-      item.fields.refusal = std::move(refused);
+    if (chosen_lease.ok()) {
+      item.chosen = *std::move(chosen_lease);
+    } else {
+      item.fields.refusal = chosen_lease.status();
     }
   }
   return AcquireMore(answer, fds);
 }
 
-absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Lease& lease,
-                                       size_t& device_exports, PendingBatchItem& item) {
+absl::Status HandoffSession::LeaseItem(PendingBatch& batch, Lease& lease, PendingBatchItem& item) {
   const bool on_device = IsDeviceLayout(lease->layout);
   const HostBytes* host_bytes = on_device ? nullptr : lease->buffer.get();
-  if (on_device && request.host_only()) {
+  if (on_device && batch.host_only) {
     return MarkUseRemote(absl::FailedPreconditionError(
         absl::StrCat("tensor '", lease->name, "' version ", lease->version, " is in ",
                      DeviceLabel(lease->layout.device), " memory and host bytes were asked for")));
   }
-  if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !request.accepts_arena_slots()) {
+  if (host_bytes != nullptr && host_bytes->arena_id() != 0 && !batch.accepts_arena_slots) {
     return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
         "tensor '", lease->name, "' is held in a shared arena and this client cannot map one")));
   }
   AcquiredItemFields& fields = item.fields;
   if (on_device && lease->device_memory != nullptr) {
-    if (device_exports == kMaxDeviceExportsPerBatch) {
+    if (batch.device_exports == kMaxDeviceExportsPerBatch) {
       return MarkUseRemote(absl::ResourceExhaustedError(absl::StrCat(
           "device tensor '", lease->name, "': a batch acquire exports at most ",
           kMaxDeviceExportsPerBatch, " device allocations; acquire the rest in another")));
@@ -160,7 +158,7 @@ absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Le
         CheckTensorFd(handle->fd.get(), absl::StrCat("export of '", lease->name, "'")));
     item.held.device_export = *std::move(handle);
     item.exported = std::move(item.held.device_export.fd);
-    ++device_exports;
+    ++batch.device_exports;
   } else if (!on_device) {
     fields.mapping_bytes = host_bytes->mapping_size();
     fields.mapping_offset = host_bytes->mapping_offset();
@@ -172,6 +170,14 @@ absl::Status HandoffSession::LeaseItem(const v1::AcquireManyRequest& request, Le
   return absl::OkStatus();
 }
 
+void HandoffSession::DropPendingPackets() {
+  if (!pending_batch_.has_value()) return;
+  std::vector<PendingBatchItem> items = std::move(pending_batch_->items);
+  pending_batch_.reset();
+  items.clear();  // the unsent items' leases end here
+  if (items.capacity() <= kMaxSpareBatchItems) spare_batch_items_ = std::move(items);
+}
+
 absl::Status HandoffSession::AcquireMore(std::string& answer, std::vector<int>& fds) {
   if (!pending_batch_.has_value()) {
     return absl::FailedPreconditionError(
@@ -181,8 +187,18 @@ absl::Status HandoffSession::AcquireMore(std::string& answer, std::vector<int>& 
   PendingBatch& batch = *pending_batch_;
   answer.clear();
   size_t items = 0;
-  while (!batch.items.empty()) {
-    PendingBatchItem& item = batch.items.front();
+  while (batch.next < batch.items.size()) {
+    PendingBatchItem& item = batch.items[batch.next];
+    if (item.chosen.has_value()) {
+      Lease lease = *std::move(item.chosen);
+      item.chosen.reset();
+      if (absl::Status refused = LeaseItem(batch, lease, item); !refused.ok()) {
+        const uint32_t index = item.fields.index;
+        item = PendingBatchItem{};
+        item.fields.index = index;
+        item.fields.refusal = std::move(refused);
+      }
+    }
     AcquiredItemFields& fields = item.fields;
     const bool arena_new = fields.arena_id != 0 && !batch.arenas_known.contains(fields.arena_id);
     int fd = -1;
@@ -212,11 +228,11 @@ absl::Status HandoffSession::AcquireMore(std::string& answer, std::vector<int>& 
       metrics_.AddHandoffBytesSent(fields.version->total_bytes);
       leases_.emplace(fields.lease_id, std::move(item.held));
     }
-    batch.items.pop_front();
+    ++batch.next;  // the item stays, moved from, until the batch ends
     ++items;
   }
-  if (batch.items.empty()) {
-    pending_batch_.reset();
+  if (batch.next == batch.items.size()) {
+    DropPendingPackets();
   } else {
     answer.append(kMoreItemsFollowField, 2);
   }

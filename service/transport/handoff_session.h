@@ -5,7 +5,6 @@
 #define TENSORD_SERVICE_TRANSPORT_HANDOFF_SESSION_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -134,10 +133,11 @@ class HandoffSession {
   absl::Status AcquireMore(std::string& answer, std::vector<int>& fds);
   // Takes the lease of one chosen item and describes it in `item` (its
   // export, for a device version, in `device_handle` and `exported`), or
-  // says why the item is refused.
+  // says why the item is refused. Done as the item's packet is written, so
+  // the first packet does not wait for every item's.
+  struct PendingBatch;
   struct PendingBatchItem;
-  absl::Status LeaseItem(const v1::AcquireManyRequest& request, Lease& lease,
-                         size_t& device_exports, PendingBatchItem& item);
+  absl::Status LeaseItem(PendingBatch& batch, Lease& lease, PendingBatchItem& item);
   // The leases a batch acquire chose, under one registry lock, with each
   // item's position; a refused item carries its status instead.
   absl::StatusOr<std::vector<std::pair<uint32_t, absl::StatusOr<Lease>>>> ChooseBatch(
@@ -186,6 +186,8 @@ class HandoffSession {
   // leases_ once its packet is written (a Release naming an id not yet
   // sent finds nothing to end).
   struct PendingBatchItem {
+    // The version chosen in the batch's cut, until LeaseItem takes it.
+    std::optional<Lease> chosen;
     AcquiredItemFields fields;  // fd_attached and device_handle set when written
     HeldLease held;
     std::optional<v1::DeviceHandle> device_handle;
@@ -193,14 +195,25 @@ class HandoffSession {
   };
   // The rest of a batch acquire's answer, a packet written per AcquireMore.
   struct PendingBatch {
-    std::deque<PendingBatchItem> items;
+    // In answer order; those before `next` are written. One allocation
+    // for the batch (a deque would make one per item, as large as these).
+    std::vector<PendingBatchItem> items;
+    size_t next = 0;
     // Arenas whose fd the client has, or that an earlier packet carried.
     absl::flat_hash_set<uint64_t> arenas_known;
+    size_t device_exports = 0;
+    bool host_only = false;  // the request's: refuse device versions
+    bool accepts_arena_slots = false;
   };
   // Drops the unsent rest of a batch answer and the leases it carries,
   // which the client never learned of.
-  void DropPendingPackets() { pending_batch_.reset(); }
+  void DropPendingPackets();
   std::optional<PendingBatch> pending_batch_;
+  // The items vector of the last batch answer, emptied, for the next one:
+  // at a few hundred bytes an item, a thousand items are past malloc's
+  // mmap threshold, and a fresh vector per batch was a mapping and its
+  // page faults each time. Not kept past kMaxSpareBatchItems.
+  std::vector<PendingBatchItem> spare_batch_items_;
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
   // The fd the packet being answered came with (put_many's memfd).

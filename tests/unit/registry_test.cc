@@ -441,7 +441,7 @@ TEST(RegistryGroupTest, ReadersNeverSeeHalfAGroup) {
     }
     done = true;
   });
-  std::vector<NameVersion> items;
+  std::vector<NameVersionView> items;
   for (const std::string& name : names) items.push_back({name, 0});
   int mixed = 0;
   int reads = 0;
@@ -467,7 +467,7 @@ TEST(RegistryGroupTest, ReadersNeverSeeHalfAGroup) {
 TEST(RegistryGroupTest, AcquireManyFailsOnlyTheBadItems) {
   Registry registry(RegistryOptions{});
   ASSERT_TRUE(registry.Publish(*MakePending(registry, "a", 8, 1.0f)).ok());
-  const std::vector<NameVersion> items = {{"a", 0}, {"missing", 0}, {"../bad", 0}, {"a", 99}};
+  const std::vector<NameVersionView> items = {{"a", 0}, {"missing", 0}, {"../bad", 0}, {"a", 99}};
   std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(items);
   ASSERT_EQ(leases.size(), 4u);
   EXPECT_TRUE(leases[0].ok());

@@ -152,7 +152,7 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallWithFd(
   return response;
 }
 
-absl::Status HandoffConnection::CallBatch(v1::HandoffRequest request,
+absl::Status HandoffConnection::CallBatch(v1::HandoffRequest& request,
                                           absl::FunctionRef<absl::Status(BatchPacket&)> on_packet) {
   BatchPacket packet;
   // All under the lock: another request of this process would end the answer.

@@ -58,8 +58,9 @@ class HandoffConnection {
   // under this connection's lock. The next packet (AcquireMore, while one
   // says more) is asked for before `on_packet` runs, so the server writes
   // it meanwhile. An error from `on_packet` ends the call and closes the
-  // connection (the rest of the answer is never read).
-  absl::Status CallBatch(v1::HandoffRequest request,
+  // connection (the rest of the answer is never read). `request` gets its
+  // id and the releases it carries.
+  absl::Status CallBatch(v1::HandoffRequest& request,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
   // Requests 0..count-1 of one call, each passing `fd`, answered in order.
   // `fill(i, request)` makes request i; `on_answer(i, delivered, answer)`

@@ -17,6 +17,7 @@
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
+#include "google/protobuf/arena.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
@@ -589,8 +590,11 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
   // Mapped until the answers are in, so the server need not send their fds
   // (a bounded list: an arena not named just comes with its fd again).
   const auto pinned = arenas_.Pin();
-  auto base_request = [&] {
-    v1::HandoffRequest request;
+  // The requests' messages and names in one arena, not two allocations a
+  // name (NameVersion and its string).
+  google::protobuf::Arena arena;
+  auto base_request = [&]() -> v1::HandoffRequest& {
+    auto& request = *google::protobuf::Arena::CreateMessage<v1::HandoffRequest>(&arena);
     v1::AcquireManyRequest* acquire = request.mutable_acquire_many();
     acquire->set_host_only(options.device_to_host);
     acquire->set_accepts_arena_slots(true);
@@ -600,10 +604,10 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
     return request;
   };
   if (selection.items.empty()) {
-    v1::HandoffRequest request = base_request();
+    v1::HandoffRequest& request = base_request();
     if (selection.prefix.has_value()) request.mutable_acquire_many()->set_prefix(*selection.prefix);
     request.mutable_acquire_many()->set_group_version(selection.group_version);
-    return AdoptBatch(std::move(request), 0, options);
+    return AdoptBatch(request, 0, options);
   }
   // Names go in requests of at most one handoff packet each; every request
   // is one cut of its own.
@@ -611,7 +615,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
   results.reserve(selection.items.size());
   size_t next = 0;
   while (next < selection.items.size()) {
-    v1::HandoffRequest request = base_request();
+    v1::HandoffRequest& request = base_request();
     size_t request_bytes = request.ByteSizeLong();
     const size_t first = next;
     while (next < selection.items.size()) {
@@ -625,14 +629,14 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
       ++next;
     }
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> part,
-                             AdoptBatch(std::move(request), next - first, options));
+                             AdoptBatch(request, next - first, options));
     for (auto& tensor : part) results.push_back(std::move(tensor));
   }
   return results;
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
-    v1::HandoffRequest request, size_t item_count, const FetchOptions& options) {
+    v1::HandoffRequest& request, size_t item_count, const FetchOptions& options) {
   const bool by_name = item_count > 0;
   // In result order. An item's tensor is made as its packet comes, while
   // the server writes the next packet; every lease of the answer is adopted
@@ -643,8 +647,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
   WireAcquiredItem item;  // reused: its strings and vectors keep their memory
   std::vector<std::shared_ptr<HeldVersion>> packet_holds;  // reused, one packet's
   std::vector<size_t> packet_indexes;
-  TENSORD_RETURN_IF_ERROR(connection_->CallBatch(
-      std::move(request), [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
+  TENSORD_RETURN_IF_ERROR(
+      connection_->CallBatch(request, [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
         std::vector<ScopedFd> fds;
         if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
         for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));

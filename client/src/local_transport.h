@@ -114,7 +114,7 @@ class LocalTransport final : public ClientTransport {
   // Sends one AcquireManyRequest and adopts every lease of its answer:
   // `item_count` results in request order for a name list (0: prefix or
   // group, in the server's order).
-  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> AdoptBatch(v1::HandoffRequest request,
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> AdoptBatch(v1::HandoffRequest& request,
                                                                  size_t item_count,
                                                                  const FetchOptions& options);
   // The tensors of one batch packet's holds (each taken), handed to

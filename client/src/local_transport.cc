@@ -17,6 +17,7 @@
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
+#include "client/src/recycled_blocks.h"
 #include "google/protobuf/arena.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
@@ -247,8 +248,9 @@ class BatchPrivateViews {
     const View& view = views_.at(held->arena());
     void* data = static_cast<uint8_t*>(view.mapping->data()) + (held->arena_offset() - view.begin);
     TensorInfo info = held->TakeInfo();  // a batch item's hold is its tensor's alone
-    return Tensor(std::move(info), std::make_shared<HeldBytesMemory>(
-                                       std::move(held), data, /*read_only=*/false, view.mapping));
+    return Tensor(std::move(info), std::allocate_shared<HeldBytesMemory>(
+                                       RecyclingAllocator<HeldBytesMemory>(), std::move(held), data,
+                                       /*read_only=*/false, view.mapping));
   }
 
  private:
@@ -524,7 +526,8 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(const LeaseGr
                                                                    TensorInfo info, ScopedFd fd,
                                                                    bool remember) {
   // From here on the lease ends with `held`, also on the error paths.
-  auto held = std::make_shared<HeldVersion>(connection_, grant.lease_id, std::move(info));
+  auto held = std::allocate_shared<HeldVersion>(RecyclingAllocator<HeldVersion>(), connection_,
+                                                grant.lease_id, std::move(info));
   if (held->on_device()) {
     TENSORD_RETURN_IF_ERROR(ImportDevice(*held, grant, std::move(fd)));
   } else if (grant.arena_id != 0) {
@@ -570,7 +573,8 @@ absl::StatusOr<Tensor> LocalTransport::TensorOf(std::shared_ptr<HeldVersion> hel
   if (options.read_only) {
     TENSORD_ASSIGN_OR_RETURN(void* data, held->SharedReadOnly());
     return Tensor(std::move(info),
-                  std::make_shared<HeldBytesMemory>(std::move(held), data, /*read_only=*/true));
+                  std::allocate_shared<HeldBytesMemory>(RecyclingAllocator<HeldBytesMemory>(),
+                                                        std::move(held), data, /*read_only=*/true));
   }
   // Each consumer gets its own private mapping, so one consumer's writes are
   // never seen by another tensor of this process either.

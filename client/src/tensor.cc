@@ -3,6 +3,8 @@
 #include <cassert>
 #include <utility>
 
+#include "client/src/recycled_blocks.h"
+
 namespace tensord {
 
 // Everything a handed-out DLPack struct points at, freed by its deleter.
@@ -10,6 +12,15 @@ namespace tensord {
 // context it hands out only a const DLTensor, and once released nothing
 // reads `info` but the consumer, through those pointers.
 struct Tensor::Context {
+  // Recycled: a batch makes and drops a thousand at once (recycled_blocks.h).
+  static void* operator new(size_t size) {
+    assert(size == sizeof(Context));
+    return RecycledBlocks<sizeof(Context), alignof(Context)>::Allocate();
+  }
+  static void operator delete(void* block) {
+    RecycledBlocks<sizeof(Context), alignof(Context)>::Free(block);
+  }
+
   TensorInfo info;
   std::shared_ptr<TensorMemory> memory;
   DLManagedTensor legacy{};

@@ -8,17 +8,16 @@
 
 namespace tensord {
 
-absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
+absl::Status InfoFromWire(WireTensorInfo& wire, TensorInfo& info) {
   if (!wire.node.empty()) {
     // From the cluster's etcd name records (cluster listings and watches),
     // which hold no layout: only what a record holds.
-    TensorInfo info;
     info.name = std::move(wire.name);
     info.version = wire.version;
     info.total_bytes = wire.total_bytes;
     info.crc32c = wire.crc32c;
     info.node = std::move(wire.node);
-    return info;
+    return absl::OkStatus();
   }
   absl::StatusOr<dlpack::TensorLayout> layout = LayoutFromWire(std::move(wire.layout));
   if (layout.ok()) {
@@ -30,7 +29,6 @@ absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
     return absl::InternalError(absl::StrCat("server sent an invalid layout for '", wire.name,
                                             "': ", layout.status().message()));
   }
-  TensorInfo info;
   info.name = std::move(wire.name);
   info.version = wire.version;
   info.dtype = layout->dtype;
@@ -49,6 +47,12 @@ absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
   info.retention = wire.retention == v1::RETENTION_PINNED  ? Retention::kPinned
                    : wire.retention == v1::RETENTION_CACHE ? Retention::kCache
                                                            : Retention::kDefault;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {
+  TensorInfo info;
+  TENSORD_RETURN_IF_ERROR(InfoFromWire(wire, info));
   return info;
 }
 

@@ -15,6 +15,9 @@ namespace tensord {
 absl::StatusOr<TensorInfo> InfoFromProto(const v1::TensorInfo& proto);
 // The same from fields parsed by hand (Stat answers and fetch headers).
 absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire);
+// The same into `info` (a default one), moving `wire`'s strings and
+// vectors: no TensorInfo is moved whole, as a batch's thousand are not.
+absl::Status InfoFromWire(WireTensorInfo& wire, TensorInfo& info);
 // The fields of `proto`, as ParseWire* would give them.
 WireTensorInfo WireInfoOf(const v1::TensorInfo& proto);
 

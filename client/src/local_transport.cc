@@ -95,7 +95,7 @@ class Mapping {
 
 class HeldVersion {
  public:
-  HeldVersion(std::shared_ptr<HandoffConnection> connection, uint64_t lease_id, TensorInfo info)
+  HeldVersion(std::shared_ptr<HandoffConnection> connection, uint64_t lease_id, TensorInfo&& info)
       : connection_(std::move(connection)), lease_id_(lease_id), info_(std::move(info)) {}
   // The import is closed (or its reference dropped) before the lease ends,
   // so this process never maps device memory the server may free.
@@ -523,7 +523,7 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Hold(absl::string_v
 }
 
 absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::Adopt(const LeaseGrant& grant,
-                                                                   TensorInfo info, ScopedFd fd,
+                                                                   TensorInfo&& info, ScopedFd fd,
                                                                    bool remember) {
   // From here on the lease ends with `held`, also on the error paths.
   auto held = std::allocate_shared<HeldVersion>(RecyclingAllocator<HeldVersion>(), connection_,
@@ -735,12 +735,12 @@ absl::StatusOr<std::shared_ptr<HeldVersion>> LocalTransport::AdoptItem(WireAcqui
                          .mapping_offset = item.mapping_offset,
                          .arena_id = item.arena_id,
                          .device_handle = item.has_device_handle ? &item.device_handle : nullptr};
-  absl::StatusOr<TensorInfo> info = InfoFromWire(std::move(item.info));
-  if (!info.ok()) {
+  TensorInfo info;
+  if (absl::Status valid = InfoFromWire(item.info, info); !valid.ok()) {
     connection_->ReleaseLease(grant.lease_id);
-    return info.status();
+    return valid;
   }
-  return Adopt(grant, *std::move(info), std::move(fd), /*remember=*/false);
+  return Adopt(grant, std::move(info), std::move(fd), /*remember=*/false);
 }
 
 absl::StatusOr<TensorInfo> LocalTransport::FetchInto(absl::string_view name,

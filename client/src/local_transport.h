@@ -105,7 +105,7 @@ class LocalTransport final : public ClientTransport {
     uint64_t arena_id = 0;
     const v1::DeviceHandle* device_handle = nullptr;  // null when none came
   };
-  absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const LeaseGrant& grant, TensorInfo info,
+  absl::StatusOr<std::shared_ptr<HeldVersion>> Adopt(const LeaseGrant& grant, TensorInfo&& info,
                                                      ScopedFd fd, bool remember = true);
   // The result of one item of a batch answer: its hold, or its refusal.
   absl::StatusOr<std::shared_ptr<HeldVersion>> AdoptItem(WireAcquiredItem& item,

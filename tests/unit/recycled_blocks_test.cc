@@ -17,8 +17,8 @@ namespace {
 using Blocks = RecycledBlocks<72, 8>;
 using OtherBlocks = RecycledBlocks<88, 8>;
 
-#define SKIP_WITHOUT_RECYCLING()                                                 \
-  if (!kRecyclesBlocks) {                                                        \
+#define SKIP_WITHOUT_RECYCLING()                                            \
+  if (!kRecyclesBlocks) {                                                   \
     GTEST_SKIP() << "AddressSanitizer builds return every block to malloc"; \
   }
 

@@ -24,11 +24,14 @@ absl::StatusOr<std::shared_ptr<HandoffConnection>> HandoffConnection::Connect(
 }
 
 absl::Status HandoffConnection::SendLocked(v1::HandoffRequest& request, int fd,
-                                           bool close_on_failure) {
+                                           bool close_on_failure,
+                                           absl::string_view appended_fields) {
   if (!socket_.valid())
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, " is closed"));
   request.set_request_id(next_request_id_++);
-  absl::Status sent = SendPacket(socket_.get(), request.SerializeAsString(), fd);
+  std::string packet = request.SerializeAsString();
+  packet.append(appended_fields.data(), appended_fields.size());
+  absl::Status sent = SendPacket(socket_.get(), packet, fd);
   if (!sent.ok()) {
     if (close_on_failure) socket_.Reset();
     return absl::UnavailableError(absl::StrCat("handoff socket ", path_, ": ", sent.message()));
@@ -153,16 +156,17 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallWithFd(
 }
 
 absl::Status HandoffConnection::CallBatch(v1::HandoffRequest& request,
+                                          absl::string_view appended_fields,
                                           absl::FunctionRef<absl::Status(BatchPacket&)> on_packet) {
   BatchPacket packet;
   // All under the lock: another request of this process would end the answer.
   MutexLock lock(&mutex_);
-  const size_t releasing = AttachReleasesLocked(request);
-  absl::Status answered = SendLocked(request, /*fd=*/-1);
+  const size_t releasing = AttachReleasesLocked(request, appended_fields.size());
+  absl::Status answered = SendLocked(request, /*fd=*/-1, true, appended_fields);
   if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
   absl::StatusOr<bool> retry = AuthenticatedForRetryLocked(answered);
   if (retry.ok() && *retry) {
-    answered = SendLocked(request, /*fd=*/-1);
+    answered = SendLocked(request, /*fd=*/-1, true, appended_fields);
     if (answered.ok()) answered = ReceiveBatchPacketLocked(request.request_id(), packet);
   }
   releaser_.Sent(releasing);
@@ -246,10 +250,10 @@ void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, On
   if (send_failed) socket_.Reset();
 }
 
-size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request) {
+size_t HandoffConnection::AttachReleasesLocked(v1::HandoffRequest& request, size_t appended_bytes) {
   // Only as many as the packet has room for: a batch request near a
   // packet's size carries few or none, and the rest go ahead on their own.
-  const size_t room = ReleaseIdsThatFit(request.ByteSizeLong());
+  const size_t room = ReleaseIdsThatFit(request.ByteSizeLong() + appended_bytes);
   while (true) {
     std::vector<uint64_t> lease_ids = releaser_.Take();
     if (lease_ids.size() < kMaxLeasesPerRelease && lease_ids.size() <= room) {

@@ -59,8 +59,10 @@ class HandoffConnection {
   // says more) is asked for before `on_packet` runs, so the server writes
   // it meanwhile. An error from `on_packet` ends the call and closes the
   // connection (the rest of the answer is never read). `request` gets its
-  // id and the releases it carries.
-  absl::Status CallBatch(v1::HandoffRequest& request,
+  // id and the releases it carries; `appended_fields`, serialized
+  // HandoffRequest fields framed by hand (acquire_many_wire.h), go after
+  // its own.
+  absl::Status CallBatch(v1::HandoffRequest& request, absl::string_view appended_fields,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
   // Requests 0..count-1 of one call, each passing `fd`, answered in order.
   // `fill(i, request)` makes request i; `on_answer(i, delivered, answer)`
@@ -113,11 +115,15 @@ class HandoffConnection {
   // packet has room (ReleaseIdsThatFit), sending the others first in
   // requests of their own; returns how many it carries, for releaser_.Sent
   // once it is answered.
-  size_t AttachReleasesLocked(v1::HandoffRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sends `request`, numbered here; a broken socket is UNAVAILABLE, and
-  // closed unless `close_on_failure` is false (answers already on their
-  // way are then read first).
-  absl::Status SendLocked(v1::HandoffRequest& request, int fd, bool close_on_failure = true)
+  // `appended_bytes`: what SendLocked will append to it.
+  size_t AttachReleasesLocked(v1::HandoffRequest& request, size_t appended_bytes = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends `request`, numbered here, with `appended_fields` after its own
+  // serialized fields; a broken socket is UNAVAILABLE, and closed unless
+  // `close_on_failure` is false (answers already on their way are then
+  // read first).
+  absl::Status SendLocked(v1::HandoffRequest& request, int fd, bool close_on_failure = true,
+                          absl::string_view appended_fields = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Receives the next packet, as large as a batch answer's when `batch`.
   absl::StatusOr<ReceivedPacket> ReceiveLocked(bool batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

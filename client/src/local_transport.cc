@@ -13,12 +13,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/acquire_many_wire.h"
 #include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
 #include "client/src/info_conversion.h"
 #include "client/src/recycled_blocks.h"
-#include "google/protobuf/arena.h"
 #include "service/common/crc32c.h"
 #include "service/common/errno_status.h"
 #include "service/common/status_macros.h"
@@ -594,53 +594,54 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
   // Mapped until the answers are in, so the server need not send their fds
   // (a bounded list: an arena not named just comes with its fd again).
   const auto pinned = arenas_.Pin();
-  // The requests' messages and names in one arena, not two allocations a
-  // name (NameVersion and its string).
-  google::protobuf::Arena arena;
-  auto base_request = [&]() -> v1::HandoffRequest& {
-    auto& request = *google::protobuf::Arena::CreateMessage<v1::HandoffRequest>(&arena);
+  std::vector<uint64_t> mapped_arena_ids;
+  for (size_t i = 0; i < pinned.size() && i < kMaxNamedArenas; ++i) {
+    mapped_arena_ids.push_back(pinned[i].first);
+  }
+  if (selection.items.empty()) {
+    v1::HandoffRequest request;
     v1::AcquireManyRequest* acquire = request.mutable_acquire_many();
     acquire->set_host_only(options.device_to_host);
     acquire->set_accepts_arena_slots(true);
-    for (size_t i = 0; i < pinned.size() && i < kMaxNamedArenas; ++i) {
-      acquire->add_mapped_arena_ids(pinned[i].first);
-    }
-    return request;
-  };
-  if (selection.items.empty()) {
-    v1::HandoffRequest& request = base_request();
-    if (selection.prefix.has_value()) request.mutable_acquire_many()->set_prefix(*selection.prefix);
-    request.mutable_acquire_many()->set_group_version(selection.group_version);
-    return AdoptBatch(request, 0, options);
+    acquire->mutable_mapped_arena_ids()->Add(mapped_arena_ids.begin(), mapped_arena_ids.end());
+    if (selection.prefix.has_value()) acquire->set_prefix(*selection.prefix);
+    acquire->set_group_version(selection.group_version);
+    return AdoptBatch(request, /*appended_fields=*/"", 0, options);
   }
   // Names go in requests of at most one handoff packet each; every request
-  // is one cut of its own.
+  // is one cut of its own. Each is framed by hand (acquire_many_wire.h).
   std::vector<absl::StatusOr<Tensor>> results;
   results.reserve(selection.items.size());
+  std::string acquire_field;
   size_t next = 0;
   while (next < selection.items.size()) {
-    v1::HandoffRequest& request = base_request();
-    size_t request_bytes = request.ByteSizeLong();
+    // Room for the field's own tags and the arena ids, and for the request
+    // id and the releases the connection adds.
+    size_t request_bytes = 64 + 11 * mapped_arena_ids.size();
     const size_t first = next;
     while (next < selection.items.size()) {
-      const TensorRef& item = selection.items[next];
-      const size_t item_bytes = item.name.size() + 24;
+      const size_t item_bytes = AcquireManyItemSize(selection.items[next]);
       if (next > first && request_bytes + item_bytes > kMaxBatchPacketBytes - 1024) break;
-      v1::NameVersion* wanted = request.mutable_acquire_many()->add_items();
-      wanted->set_name(item.name);
-      wanted->set_version(item.version);
       request_bytes += item_bytes;
       ++next;
     }
+    acquire_field.clear();
+    AppendAcquireManyField({.items = selection.items.subspan(first, next - first),
+                            .host_only = options.device_to_host,
+                            .accepts_arena_slots = true,
+                            .mapped_arena_ids = mapped_arena_ids},
+                           acquire_field);
+    v1::HandoffRequest request;
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> part,
-                             AdoptBatch(request, next - first, options));
+                             AdoptBatch(request, acquire_field, next - first, options));
     for (auto& tensor : part) results.push_back(std::move(tensor));
   }
   return results;
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
-    v1::HandoffRequest& request, size_t item_count, const FetchOptions& options) {
+    v1::HandoffRequest& request, absl::string_view appended_fields, size_t item_count,
+    const FetchOptions& options) {
   const bool by_name = item_count > 0;
   // In result order. An item's tensor is made as its packet comes, while
   // the server writes the next packet; every lease of the answer is adopted
@@ -651,8 +652,8 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::AdoptBatch(
   WireAcquiredItem item;  // reused: its strings and vectors keep their memory
   std::vector<std::shared_ptr<HeldVersion>> packet_holds;  // reused, one packet's
   std::vector<size_t> packet_indexes;
-  TENSORD_RETURN_IF_ERROR(
-      connection_->CallBatch(request, [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
+  TENSORD_RETURN_IF_ERROR(connection_->CallBatch(
+      request, appended_fields, [&](HandoffConnection::BatchPacket& packet) -> absl::Status {
         std::vector<ScopedFd> fds;
         if (packet.fd.valid()) fds.push_back(std::move(packet.fd));
         for (ScopedFd& fd : packet.more_fds) fds.push_back(std::move(fd));

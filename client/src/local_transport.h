@@ -111,10 +111,13 @@ class LocalTransport final : public ClientTransport {
   absl::StatusOr<std::shared_ptr<HeldVersion>> AdoptItem(WireAcquiredItem& item,
                                                          std::vector<ScopedFd>& fds,
                                                          size_t& next_fd);
-  // Sends one AcquireManyRequest and adopts every lease of its answer:
+  // Sends one AcquireManyRequest (`request`, with `appended_fields` after
+  // its own: a request by name framed by hand) and adopts every lease of
+  // its answer:
   // `item_count` results in request order for a name list (0: prefix or
   // group, in the server's order).
   absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> AdoptBatch(v1::HandoffRequest& request,
+                                                                 absl::string_view appended_fields,
                                                                  size_t item_count,
                                                                  const FetchOptions& options);
   // The tensors of one batch packet's holds (each taken), handed to

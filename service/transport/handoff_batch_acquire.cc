@@ -114,7 +114,7 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request, 
         " leases; the limit (--max-leases-per-client) is ", limits_.max_leases_per_connection));
   }
   PendingBatch& batch = pending_batch_.emplace();
-  batch.items = std::move(spare_batch_items_);
+  batch.items = std::move(SpareBatchItems());
   batch.arenas_known.insert(request.mapped_arena_ids().begin(), request.mapped_arena_ids().end());
   batch.host_only = request.host_only();
   batch.accepts_arena_slots = request.accepts_arena_slots();
@@ -175,7 +175,15 @@ void HandoffSession::DropPendingPackets() {
   std::vector<PendingBatchItem> items = std::move(pending_batch_->items);
   pending_batch_.reset();
   items.clear();  // the unsent items' leases end here
-  if (items.capacity() <= kMaxSpareBatchItems) spare_batch_items_ = std::move(items);
+  std::vector<PendingBatchItem>& spare = SpareBatchItems();
+  if (items.capacity() <= kMaxSpareBatchItems && items.capacity() > spare.capacity()) {
+    spare = std::move(items);
+  }
+}
+
+std::vector<HandoffSession::PendingBatchItem>& HandoffSession::SpareBatchItems() {
+  thread_local std::vector<PendingBatchItem> spare;
+  return spare;
 }
 
 absl::Status HandoffSession::AcquireMore(std::string& answer, std::vector<int>& fds) {

@@ -209,11 +209,12 @@ class HandoffSession {
   // which the client never learned of.
   void DropPendingPackets();
   std::optional<PendingBatch> pending_batch_;
-  // The items vector of the last batch answer, emptied, for the next one:
-  // at a few hundred bytes an item, a thousand items are past malloc's
-  // mmap threshold, and a fresh vector per batch was a mapping and its
-  // page faults each time. Not kept past kMaxSpareBatchItems.
-  std::vector<PendingBatchItem> spare_batch_items_;
+  // The items vector of the last batch answer finished on this thread,
+  // emptied, for the next one: at 300 bytes an item, a thousand items are
+  // past malloc's mmap threshold, and a fresh vector per batch was a
+  // mapping and its page faults each time. One per thread (the handoff
+  // loop's), not one per connection; not kept past kMaxSpareBatchItems.
+  static std::vector<PendingBatchItem>& SpareBatchItems();
   absl::flat_hash_map<uint64_t, HeldLease> leases_;
   absl::flat_hash_map<uint64_t, PendingCreate> creates_;
   // The fd the packet being answered came with (put_many's memfd).

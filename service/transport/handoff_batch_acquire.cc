@@ -116,6 +116,8 @@ absl::Status HandoffSession::AcquireMany(const v1::AcquireManyRequest& request, 
   PendingBatch& batch = pending_batch_.emplace();
   batch.items = std::move(SpareBatchItems());
   batch.arenas_known.insert(request.mapped_arena_ids().begin(), request.mapped_arena_ids().end());
+  batch.next = 0;
+  batch.device_exports = 0;
   batch.host_only = request.host_only();
   batch.accepts_arena_slots = request.accepts_arena_slots();
   batch.items.reserve(chosen.size());

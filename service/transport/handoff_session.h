@@ -194,16 +194,19 @@ class HandoffSession {
     ScopedFd exported;  // a device export's fd, passed with the item
   };
   // The rest of a batch acquire's answer, a packet written per AcquireMore.
+  // Its scalars are set by AcquireMany (no default member initializers:
+  // clang then cannot construct it inside std::optional while this class
+  // is being defined).
   struct PendingBatch {
     // In answer order; those before `next` are written. One allocation
     // for the batch (a deque would make one per item, as large as these).
     std::vector<PendingBatchItem> items;
-    size_t next = 0;
+    size_t next;
     // Arenas whose fd the client has, or that an earlier packet carried.
     absl::flat_hash_set<uint64_t> arenas_known;
-    size_t device_exports = 0;
-    bool host_only = false;  // the request's: refuse device versions
-    bool accepts_arena_slots = false;
+    size_t device_exports;
+    bool host_only;  // the request's: refuse device versions
+    bool accepts_arena_slots;
   };
   // Drops the unsent rest of a batch answer and the leases it carries,
   // which the client never learned of.

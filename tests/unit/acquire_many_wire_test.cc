@@ -52,9 +52,12 @@ TEST(AcquireManyWireTest, WritesWhatTheGeneratedSerializerWrites) {
   const std::vector<uint64_t> arena_ids = {1, 300, uint64_t{1} << 63};
   ExpectSameAsGenerated({.items = items});
   ExpectSameAsGenerated({.items = items, .host_only = true});
-  ExpectSameAsGenerated({.items = items, .accepts_arena_slots = true, .mapped_arena_ids = arena_ids});
   ExpectSameAsGenerated(
-      {.items = items, .host_only = true, .accepts_arena_slots = true, .mapped_arena_ids = arena_ids});
+      {.items = items, .accepts_arena_slots = true, .mapped_arena_ids = arena_ids});
+  ExpectSameAsGenerated({.items = items,
+                         .host_only = true,
+                         .accepts_arena_slots = true,
+                         .mapped_arena_ids = arena_ids});
   ExpectSameAsGenerated({});
 }
 

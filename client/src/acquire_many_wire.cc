@@ -1,5 +1,7 @@
 #include "client/src/acquire_many_wire.h"
 
+#include <cassert>
+
 #include "service/wire/varint.h"
 
 namespace tensord {
@@ -57,7 +59,7 @@ void AppendAcquireManyField(const AcquireManyByName& request, std::string& out) 
     write = PutLengthPrefix(kAcquireManyMappedArenaIds, ids_size, write);
     for (uint64_t id : request.mapped_arena_ids) write += PutVarint(id, write);
   }
-  out.resize(static_cast<size_t>(write - reinterpret_cast<uint8_t*>(out.data())));
+  assert(write == start + LengthDelimitedFieldSize(payload));  // sizes above match the writes
 }
 
 }  // namespace tensord

@@ -30,7 +30,8 @@ constexpr size_t kMaxDeviceExportsPerBatch = 4 * kMaxFdsPerPacket;
 // the items of this one: the server writes a packet while the client
 // adopts the one before.
 constexpr size_t kMaxItemsPerBatchPacket = 256;
-// The largest items vector a connection keeps for its next batch answer.
+// The largest items vector the handoff thread keeps for its next batch
+// answer (SpareBatchItems).
 constexpr size_t kMaxSpareBatchItems = 4096;
 
 // The prefix a connection may read under: the requested one when inside

@@ -4,6 +4,8 @@
 // published (or, in an atomic batch, held for one group publish) exactly as
 // a single Put; a bad item fails only itself, its bytes skipped.
 
+#include <google/protobuf/arena.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -108,6 +110,23 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
+  static google::protobuf::ArenaOptions HeaderArenaOptions() {
+    google::protobuf::ArenaOptions options;
+    options.start_block_size = 16 * 1024;
+    options.max_block_size = 64 * 1024;
+    return options;
+  }
+
+  // A header is used only during its item's call, so the arena can be
+  // reset before the next one.
+  v1::PutHeader& NextItemHeader() {
+    if (++headers_in_arena_ > kHeadersPerArenaRound) {
+      header_arena_.Reset();
+      headers_in_arena_ = 1;
+    }
+    return *google::protobuf::Arena::CreateMessage<v1::PutHeader>(&header_arena_);
+  }
+
   absl::Status HandleMessage() {
     TENSORD_RETURN_IF_ERROR(decoder_.Decode(request_));
     const StreamMessage& message = decoder_.message();
@@ -120,11 +139,12 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(
         const BatchPutItemsDecoder::Message decoded,
         items_decoder_.Decode(decoder_.pieces(), [this](const WireBatchPutItem& item) {
-          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, item_header_)) {
+          v1::PutHeader& header = NextItemHeader();
+          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "batch put item ", ItemCount(), ": header is not a valid tensord.v1.PutHeader"));
           }
-          return TakeWholeItem(item_header_, item.data);
+          return TakeWholeItem(header, item.data);
         }));
     if (decoded.has_options) {
       if (messages_ > 0) {
@@ -532,7 +552,12 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
   BatchPutItemsDecoder items_decoder_;
-  v1::PutHeader item_header_;  // reused: its parse keeps its strings' memory
+  // Whole items' headers, one per item, made in an arena that is emptied
+  // every kHeadersPerArenaRound items: a header on the heap, cleared for
+  // reuse, frees and allocates its layout and their submessages each item.
+  static constexpr uint32_t kHeadersPerArenaRound = 256;
+  google::protobuf::Arena header_arena_{HeaderArenaOptions()};
+  uint32_t headers_in_arena_ = 0;
   bool atomic_ = false;
   uint64_t messages_ = 0;
   std::optional<OpenItem> open_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/receive_buffer_pool.h"
+#include "client/src/recycled_blocks.h"
 
 namespace tensord {
 namespace {
@@ -44,8 +45,11 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> HeapTensorMemory::Allocate(uin
   }
   const uintptr_t aligned =
       (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~uintptr_t{kAlignment - 1};
-  return std::make_shared<HeapTensorMemory>(Key(), reinterpret_cast<void*>(aligned), block, size,
-                                            capacity, /*mapped=*/false, nullptr);
+  // The object and its count in a recycled block: a batch of small
+  // tensors makes and frees a thousand at once (recycled_blocks.h).
+  return std::allocate_shared<HeapTensorMemory>(RecyclingAllocator<HeapTensorMemory>(), Key(),
+                                                reinterpret_cast<void*>(aligned), block, size,
+                                                capacity, /*mapped=*/false, nullptr);
 }
 
 HeapTensorMemory::~HeapTensorMemory() {

@@ -141,11 +141,13 @@ class BatchFetchAssembler {
  public:
   BatchFetchAssembler(const v1::BatchFetchRequest& request, const FetchOptions& options,
                       ReceiveBufferPool& receive_pool)
-      : request_(request), options_(options), receive_pool_(receive_pool) {
+      : request_(request),
+        options_(options),
+        receive_pool_(receive_pool),
+        unanswered_(absl::InternalError("the server sent no answer for it")) {
+    // Copies of one status share its message: no allocation per item.
     results_.reserve(request.items_size());
-    for (int i = 0; i < request.items_size(); ++i) {
-      results_.emplace_back(absl::InternalError("the server sent no answer for it"));
-    }
+    for (int i = 0; i < request.items_size(); ++i) results_.emplace_back(unanswered_);
   }
 
   absl::Status AddChunk(const StreamMessage& chunk) {
@@ -163,7 +165,7 @@ class BatchFetchAssembler {
     OpenItem done = *std::move(open_);
     open_.reset();
     TENSORD_ASSIGN_OR_RETURN(absl::StatusOr<Tensor> * slot, Place(done.index));
-    *slot = Finish(std::move(done));
+    *slot = Finish(done);
     return absl::OkStatus();
   }
 
@@ -176,14 +178,13 @@ class BatchFetchAssembler {
       *slot = absl::Status(static_cast<absl::StatusCode>(item.status_code), item.status_message);
       return absl::OkStatus();
     }
-    absl::StatusOr<TensorInfo> info = InfoFromWire(std::move(item.info));
-    if (!info.ok()) {
-      *slot = info.status();
+    OpenItem assembled;
+    assembled.index = item.index;
+    if (absl::Status valid = InfoFromWire(item.info, assembled.info); !valid.ok()) {
+      *slot = std::move(valid);
       return absl::OkStatus();
     }
-    TENSORD_ASSIGN_OR_RETURN(std::shared_ptr<HeapTensorMemory> memory,
-                             receive_pool_.Allocate(info->total_bytes));
-    OpenItem assembled{item.index, *std::move(info), std::move(memory), 0};
+    TENSORD_ASSIGN_OR_RETURN(assembled.memory, receive_pool_.Allocate(assembled.info.total_bytes));
     if (item.has_inline_data || assembled.info.total_bytes == 0) {
       if (item.inline_data.size() != assembled.info.total_bytes) {
         return absl::InternalError(absl::StrCat("batch fetch item '", assembled.info.name,
@@ -193,7 +194,7 @@ class BatchFetchAssembler {
       if (!item.inline_data.empty()) {
         std::memcpy(assembled.memory->data(), item.inline_data.data(), item.inline_data.size());
       }
-      *slot = Finish(std::move(assembled));
+      *slot = Finish(assembled);
       return absl::OkStatus();
     }
     if (request_.items_size() == 0) results_.pop_back();  // placed again when complete
@@ -226,7 +227,7 @@ class BatchFetchAssembler {
         return absl::InternalError(
             absl::StrCat("batch fetch item ", index, " arrived out of order"));
       }
-      results_.emplace_back(absl::InternalError("incomplete"));
+      results_.emplace_back(unanswered_);
     } else if (index >= results_.size()) {
       return absl::InternalError(
           absl::StrCat("batch fetch answered item ", index, " of ", results_.size()));
@@ -234,7 +235,8 @@ class BatchFetchAssembler {
     return &results_[index];
   }
 
-  absl::StatusOr<Tensor> Finish(OpenItem item) const {
+  // Moves from `item`.
+  absl::StatusOr<Tensor> Finish(OpenItem& item) const {
     if (options_.verify_crc32c) {
       const uint32_t crc = Crc32c(item.memory->data(), item.info.total_bytes);
       if (crc != item.info.crc32c) {
@@ -249,6 +251,7 @@ class BatchFetchAssembler {
   const v1::BatchFetchRequest& request_;
   const FetchOptions& options_;
   ReceiveBufferPool& receive_pool_;
+  const absl::Status unanswered_;
   std::vector<absl::StatusOr<Tensor>> results_;
   std::optional<OpenItem> open_;
 };

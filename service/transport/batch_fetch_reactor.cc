@@ -22,6 +22,7 @@
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -77,8 +78,8 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     // Named items: in a cluster the latest of each is made sure of first
     // (the cluster's read path), then all are leased in one cut.
     std::vector<std::string> latest;
-    for (const NameVersion& item : requested_) {
-      if (item.version == 0) latest.push_back(item.name);
+    for (const NameVersionView& item : requested_) {
+      if (item.version == 0) latest.emplace_back(item.name);
     }
     ClusterAccess* cluster = options.cluster_access.get();
     if (cluster == nullptr || latest.empty()) {
@@ -90,7 +91,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     latest.erase(std::unique(latest.begin(), latest.end()), latest.end());
     cluster->EnsureLatest(latest,
                           [this, &registry, latest](std::vector<absl::StatusOr<Lease>> leases) {
-                            std::map<std::string, absl::StatusOr<Lease>> confirmed;
+                            std::map<std::string, absl::StatusOr<Lease>, std::less<>> confirmed;
                             for (size_t i = 0; i < latest.size(); ++i)
                               confirmed.emplace(latest[i], std::move(leases[i]));
                             AcquireChosen(registry, confirmed);
@@ -119,7 +120,8 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
  private:
   absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
                      TensorService& service) {
-    v1::BatchFetchRequest request;
+    v1::BatchFetchRequest& request =
+        *google::protobuf::Arena::CreateMessage<v1::BatchFetchRequest>(&request_arena_);
     const absl::Status parsed = ParseFromByteBuffer(request_bytes, request, "batch fetch request");
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant, service.AdmitCall(context_, "BatchFetch"));
     TENSORD_RETURN_IF_ERROR(parsed);
@@ -163,7 +165,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   absl::Status ChooseItems(const v1::BatchFetchRequest& request, const TokenGrant* grant,
                            Registry& registry) {
     entries_.resize(request.items_size());
-    std::vector<NameVersion> wanted;
+    std::vector<NameVersionView> wanted;  // in request_arena_, which lives as long
     std::vector<uint32_t> wanted_index;
     wanted.reserve(request.items_size());
     for (int i = 0; i < request.items_size(); ++i) {
@@ -201,14 +203,14 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   // (leased in `confirmed`, so found even if replaced since), or answers why
   // there is none.
   void AcquireChosen(Registry& registry,
-                     const std::map<std::string, absl::StatusOr<Lease>>& confirmed) {
+                     const std::map<std::string, absl::StatusOr<Lease>, std::less<>>& confirmed) {
     std::vector<NameVersionView> wanted;
     std::vector<uint32_t> wanted_index;
     wanted.reserve(requested_.size());
     for (size_t i = 0; i < requested_.size(); ++i) {
-      NameVersionView item{requested_[i].name, requested_[i].version};
+      NameVersionView item = requested_[i];
       if (item.version == 0) {
-        if (auto it = confirmed.find(requested_[i].name); it != confirmed.end()) {
+        if (auto it = confirmed.find(item.name); it != confirmed.end()) {
           if (!it->second.ok()) {
             entries_[requested_index_[i]].lease = it->second.status();
             continue;
@@ -338,8 +340,11 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   CallRecord call_;
   absl::Status outcome_;
   std::vector<BatchEntry> entries_;
-  // The named items asked for (not denied by the token) and their entries.
-  std::vector<NameVersion> requested_;
+  // The request, parsed into an arena (a thousand names are a few blocks),
+  // and the named items it asks for (not denied by the token, viewed in
+  // the request) and their entries.
+  google::protobuf::Arena request_arena_{ManyNamesArenaOptions()};
+  std::vector<NameVersionView> requested_;
   std::vector<uint32_t> requested_index_;
   // A cluster group asked for, and the token that asked.
   uint64_t cluster_group_ = 0;

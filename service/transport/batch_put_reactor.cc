@@ -24,6 +24,7 @@
 #include "service/wire/batch_limits.h"
 #include "service/wire/batch_put_items.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -108,13 +109,6 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       context_->TryCancel();
     }));
     return absl::OkStatus();
-  }
-
-  static google::protobuf::ArenaOptions HeaderArenaOptions() {
-    google::protobuf::ArenaOptions options;
-    options.start_block_size = 16 * 1024;
-    options.max_block_size = 64 * 1024;
-    return options;
   }
 
   // A header is used only during its item's call, so the arena can be
@@ -556,7 +550,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // every kHeadersPerArenaRound items: a header on the heap, cleared for
   // reuse, frees and allocates its layout and their submessages each item.
   static constexpr uint32_t kHeadersPerArenaRound = 256;
-  google::protobuf::Arena header_arena_{HeaderArenaOptions()};
+  google::protobuf::Arena header_arena_{ManyNamesArenaOptions()};
   uint32_t headers_in_arena_ = 0;
   bool atomic_ = false;
   uint64_t messages_ = 0;

@@ -12,6 +12,7 @@
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
+#include "service/wire/call_arena.h"
 #include "service/wire/handoff_device_handle.h"
 #include "service/wire/status_conversion.h"
 
@@ -41,12 +42,7 @@ std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view pa
   // The previous reply has been sent: its exported fds are no longer needed
   // (the keepalive, kept with the lease or create, holds the memory).
   sent_export_fds_.clear();
-  // The request's messages and strings in an arena: a batch acquire of a
-  // thousand names is a few blocks, not two thousand allocations and frees.
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.start_block_size = 4096;
-  arena_options.max_block_size = 64 * 1024;
-  google::protobuf::Arena arena(arena_options);
+  google::protobuf::Arena arena(ManyNamesArenaOptions());
   v1::HandoffRequest& request = *google::protobuf::Arena::CreateMessage<v1::HandoffRequest>(&arena);
   if (!request.ParseFromArray(packet.data(), static_cast<int>(packet.size()))) {
     v1::HandoffResponse response;

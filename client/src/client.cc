@@ -218,6 +218,20 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     std::span<const TensorRef> items, const FetchOptions& options, const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
+  const bool all_valid = std::all_of(items.begin(), items.end(), [](const TensorRef& item) {
+    return ValidateTensorName(item.name).ok();
+  });
+  if (all_valid && !items.empty() && items.size() <= kMaxBatchItems) {
+    // One call's answer is the result as it is: no second vector of a
+    // thousand results to allocate and move them into.
+    BatchSelection selection;
+    selection.items = items;
+    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
+                             rep_->BatchFetch(selection, options, call));
+    while (fetched.size() < items.size()) fetched.emplace_back(absl::InternalError("not fetched"));
+    fetched.resize(items.size());
+    return fetched;
+  }
   std::vector<absl::StatusOr<Tensor>> result(items.size());
   // Bad names fail only themselves, as missing ones do; the valid ones are
   // copied out only when some are not.

@@ -8,11 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/receive_buffer_pool.h"
 #include "client/src/recycled_blocks.h"
+#include "client/src/recycled_buffers.h"
 
 namespace tensord {
 namespace {
 
-constexpr uint64_t kAlignment = 256;
+// One alignment for every small buffer, recycled or not.
+constexpr uint64_t kAlignment = kRecycledBufferAlignment;
 
 }  // namespace
 
@@ -35,21 +37,30 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> HeapTensorMemory::Allocate(uin
     return std::make_shared<HeapTensorMemory>(Key(), data, nullptr, size, size, /*mapped=*/true,
                                               nullptr);
   }
+  if (size <= kLargestRecycledBuffer) {
+    // A small tensor's buffer is reused by this thread's next ones
+    // (recycled_buffers.h); 0 bytes still get a buffer.
+    const RecycledBuffer buffer = RecycledBuffers::Allocate(size);
+    if (buffer.data == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
+    }
+    // The object and its count in a recycled block too (recycled_blocks.h).
+    return std::allocate_shared<HeapTensorMemory>(RecyclingAllocator<HeapTensorMemory>(), Key(),
+                                                  buffer.data, buffer.block, size,
+                                                  RecycledBuffers::CapacityFor(size),
+                                                  /*mapped=*/false, nullptr);
+  }
   // malloc'd with room to align inside: glibc's aligned_alloc carves the
   // block out of a larger chunk and frees the rest each time, 550 of the
-  // instructions of a 4 KiB fetch (callgrind). 0 bytes still get a block.
-  const uint64_t capacity = size == 0 ? kAlignment : size;
-  void* block = std::malloc(capacity + kAlignment - 1);
+  // instructions of a 4 KiB fetch (callgrind).
+  void* block = std::malloc(size + kAlignment - 1);
   if (block == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
   }
   const uintptr_t aligned =
       (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~uintptr_t{kAlignment - 1};
-  // The object and its count in a recycled block: a batch of small
-  // tensors makes and frees a thousand at once (recycled_blocks.h).
-  return std::allocate_shared<HeapTensorMemory>(RecyclingAllocator<HeapTensorMemory>(), Key(),
-                                                reinterpret_cast<void*>(aligned), block, size,
-                                                capacity, /*mapped=*/false, nullptr);
+  return std::make_shared<HeapTensorMemory>(Key(), reinterpret_cast<void*>(aligned), block, size,
+                                            size, /*mapped=*/false, nullptr);
 }
 
 HeapTensorMemory::~HeapTensorMemory() {
@@ -57,6 +68,8 @@ HeapTensorMemory::~HeapTensorMemory() {
     pool_->Release(data_, capacity_);
   } else if (mapped_) {
     ::munmap(data_, capacity_);
+  } else if (size_ <= kLargestRecycledBuffer) {
+    RecycledBuffers::Free({data_, block_}, size_);
   } else {
     std::free(block_);
   }

@@ -57,7 +57,7 @@ class HeapTensorMemory final : public TensorMemory {
   void* data_;
   void* block_;  // from malloc, holding data_ aligned; null when mapped
   uint64_t size_;
-  uint64_t capacity_;  // of the mapping (at least size_); unused for malloc'd memory
+  uint64_t capacity_;  // of the mapping or recycled buffer (at least size_)
   bool mapped_;        // from mmap (large) rather than malloc
   // Where a mapping goes back to instead of munmap; null when unpooled.
   std::shared_ptr<ReceiveBufferPool> pool_;

@@ -7,6 +7,17 @@
 #include "service/wire/tensor_info_fields.h"
 
 namespace tensord {
+namespace {
+
+// A retention this client does not know (a newer server) reads as the
+// durable default rather than failing the call.
+Retention RetentionOfWire(int32_t retention) {
+  return retention == v1::RETENTION_PINNED  ? Retention::kPinned
+         : retention == v1::RETENTION_CACHE ? Retention::kCache
+                                            : Retention::kDefault;
+}
+
+}  // namespace
 
 absl::Status InfoFromWire(WireTensorInfo& wire, TensorInfo& info) {
   if (!wire.node.empty()) {
@@ -42,12 +53,26 @@ absl::Status InfoFromWire(WireTensorInfo& wire, TensorInfo& info) {
   info.crc32c = wire.crc32c;
   info.created = absl::FromUnixNanos(wire.created_unix_nanos);
   info.open_leases = wire.open_leases;
-  // A retention this client does not know (a newer server) reads as the
-  // durable default rather than failing the call.
-  info.retention = wire.retention == v1::RETENTION_PINNED  ? Retention::kPinned
-                   : wire.retention == v1::RETENTION_CACHE ? Retention::kCache
-                                                           : Retention::kDefault;
+  info.retention = RetentionOfWire(wire.retention);
   return absl::OkStatus();
+}
+
+TensorInfo InfoOfPut(std::string name, const dlpack::TensorLayout& compact, uint64_t total_bytes,
+                     int32_t wire_retention, uint64_t version, uint32_t crc32c,
+                     int64_t created_unix_nanos) {
+  TensorInfo info;
+  info.name = std::move(name);
+  info.version = version;
+  info.dtype = compact.dtype;
+  info.shape = compact.shape;
+  info.strides = dlpack::CompactStrides(compact.shape);
+  info.byte_offset = compact.byte_offset;
+  info.device = compact.device;
+  info.total_bytes = total_bytes;
+  info.crc32c = crc32c;
+  info.created = absl::FromUnixNanos(created_unix_nanos);
+  info.retention = RetentionOfWire(wire_retention);
+  return info;
 }
 
 absl::StatusOr<TensorInfo> InfoFromWire(WireTensorInfo wire) {

@@ -50,6 +50,13 @@ struct PlannedItem {
   v1::PutManyItem proto;
   const DLTensor* tensor = nullptr;
   dlpack::TensorLayout source;
+  // What the server stores: the source's dtype and shape, compact, on the host.
+  dlpack::TensorLayout compact() const {
+    dlpack::TensorLayout layout;
+    layout.dtype = source.dtype;
+    layout.shape = source.shape;
+    return layout;
+  }
 };
 
 // The largest staging memfd a connection keeps between batch puts; a
@@ -127,7 +134,7 @@ absl::StatusOr<std::vector<PlannedItem>> PlanItems(std::span<const BatchPutItem>
   for (size_t i = 0; i < items.size(); ++i) {
     PlannedItem& item = planned[i];
     TENSORD_ASSIGN_OR_RETURN(item.source, dlpack::LayoutOf(items[i].tensor));
-    const dlpack::TensorLayout compact{.dtype = item.source.dtype, .shape = item.source.shape};
+    const dlpack::TensorLayout compact = item.compact();
     TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(compact.dtype, compact.shape));
     item.tensor = &items[i].tensor;
     item.proto.set_name(items[i].name);
@@ -198,8 +205,7 @@ absl::Status WriteItems(const PutStaging& staging, uint64_t base, std::vector<Pl
   for (size_t i = request.first; i < request.end; ++i) {
     v1::PutManyItem& item = planned[i].proto;
     uint8_t* target = staging.data() + base + item.offset();
-    const dlpack::TensorLayout compact{.dtype = planned[i].source.dtype,
-                                       .shape = planned[i].source.shape};
+    const dlpack::TensorLayout compact = planned[i].compact();
     if (item.total_bytes() > 0) {
       TENSORD_RETURN_IF_ERROR(
           dlpack::CopyStrided(planned[i].tensor->data, planned[i].source, target, compact));
@@ -228,15 +234,9 @@ absl::Status PlaceResults(const v1::PutManyResponse& answer,
       continue;
     }
     const v1::PutManyItem& sent = planned[i].proto;
-    v1::TensorInfo info;
-    info.set_name(sent.name());
-    *info.mutable_layout() = sent.layout();
-    info.set_total_bytes(sent.total_bytes());
-    info.set_version(item.version());
-    info.set_crc32c(item.crc32c());
-    info.set_created_unix_nanos(item.created_unix_nanos());
-    info.set_retention(sent.retention());
-    result.items[i] = InfoFromProto(info);
+    result.items[i] =
+        InfoOfPut(sent.name(), planned[i].compact(), sent.total_bytes(), sent.retention(),
+                  item.version(), item.crc32c(), item.created_unix_nanos());
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "service/wire/batch_fetch_items.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
+#include "service/wire/call_arena.h"
 #include "service/wire/items_message_buffer.h"
 #include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
@@ -30,15 +31,15 @@ namespace {
 
 static_assert(kMaxBatchItems == kBatchItemLimit, "client.h and service/wire/batch_limits.h agree");
 
-v1::PutHeader HeaderFor(const BatchPutItem& item, const CompactSource& source, bool send_crc32c) {
-  v1::PutHeader header;
+// `header` is a new message.
+void FillHeader(const BatchPutItem& item, const CompactSource& source, bool send_crc32c,
+                v1::PutHeader& header) {
   header.set_name(item.name);
   LayoutToProto(source.layout, header.mutable_layout());
   header.mutable_layout()->clear_strides();  // compact
   header.set_total_bytes(source.size);
   if (send_crc32c) header.set_crc32c(Crc32c(source.data, source.size));
   header.set_retention(static_cast<v1::Retention>(item.retention));
-  return header;
 }
 
 absl::Status StatusOf(const v1::ItemStatus& status) {
@@ -266,9 +267,15 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
                                               uint32_t chunk_bytes) {
   SliceLatch latch;  // before the context, which goes first (SliceLatch)
   std::unique_ptr<CallContext> call_context = std::move(context);
-  // What each item was sent as: the result is built from it and the answer.
-  std::vector<v1::PutHeader> headers;
-  headers.reserve(items.size());
+  // What each item was sent as (its compact layout and size): the result
+  // is built from it and the answer.
+  struct Sent {
+    dlpack::TensorLayout layout;
+    uint64_t size = 0;
+  };
+  std::vector<Sent> sent;
+  sent.reserve(items.size());
+  ShortLivedMessages<v1::PutHeader> headers;
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
@@ -289,8 +296,10 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
             absl::StrCat("item ", i, " ('", items[i].name, "'): ", source.status().message()));
         break;
       }
-      headers.push_back(HeaderFor(items[i], *source, options.send_crc32c));
-      batch.Add(headers.back(), *source);
+      v1::PutHeader& header = headers.Next();  // serialized by Add
+      FillHeader(items[i], *source, options.send_crc32c, header);
+      batch.Add(header, *source);
+      sent.push_back({std::move(source->layout), source->size});
       if (options.progress) options.progress(i + 1, items.size());
     }
     batch.Flush();
@@ -303,7 +312,9 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
     TENSORD_RETURN_IF_ERROR(local_failure);
     TENSORD_RETURN_IF_ERROR(FromGrpcStatus(status));
   }
-  v1::BatchPutResponse response;
+  google::protobuf::Arena arena(ManyNamesArenaOptions());  // a thousand results: a few blocks
+  v1::BatchPutResponse& response =
+      *google::protobuf::Arena::CreateMessage<v1::BatchPutResponse>(&arena);
   TENSORD_RETURN_IF_ERROR(ParseFromByteBuffer(response_bytes, response, "batch put response"));
   if (static_cast<size_t>(response.items_size()) != items.size()) {
     return absl::InternalError(absl::StrCat("server answered ", response.items_size(),
@@ -319,15 +330,9 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
       result.items.emplace_back(StatusOf(item.status()));
       continue;
     }
-    v1::TensorInfo info;
-    info.set_name(headers[i].name());
-    *info.mutable_layout() = headers[i].layout();
-    info.set_total_bytes(headers[i].total_bytes());
-    info.set_version(item.version());
-    info.set_crc32c(item.crc32c());
-    info.set_created_unix_nanos(item.created_unix_nanos());
-    info.set_retention(headers[i].retention());
-    result.items.emplace_back(InfoFromProto(info));
+    result.items.emplace_back(InfoOfPut(items[i].name, sent[i].layout, sent[i].size,
+                                        static_cast<int32_t>(items[i].retention), item.version(),
+                                        item.crc32c(), item.created_unix_nanos()));
   }
   return result;
 }

@@ -4,8 +4,6 @@
 // published (or, in an atomic batch, held for one group publish) exactly as
 // a single Put; a bad item fails only itself, its bytes skipped.
 
-#include <google/protobuf/arena.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -111,16 +109,6 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
-  // A header is used only during its item's call, so the arena can be
-  // reset before the next one.
-  v1::PutHeader& NextItemHeader() {
-    if (++headers_in_arena_ > kHeadersPerArenaRound) {
-      header_arena_.Reset();
-      headers_in_arena_ = 1;
-    }
-    return *google::protobuf::Arena::CreateMessage<v1::PutHeader>(&header_arena_);
-  }
-
   absl::Status HandleMessage() {
     TENSORD_RETURN_IF_ERROR(decoder_.Decode(request_));
     const StreamMessage& message = decoder_.message();
@@ -133,7 +121,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(
         const BatchPutItemsDecoder::Message decoded,
         items_decoder_.Decode(decoder_.pieces(), [this](const WireBatchPutItem& item) {
-          v1::PutHeader& header = NextItemHeader();
+          v1::PutHeader& header = item_headers_.Next();  // used only during this call
           if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "batch put item ", ItemCount(), ": header is not a valid tensord.v1.PutHeader"));
@@ -546,12 +534,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
   BatchPutItemsDecoder items_decoder_;
-  // Whole items' headers, one per item, made in an arena that is emptied
-  // every kHeadersPerArenaRound items: a header on the heap, cleared for
-  // reuse, frees and allocates its layout and their submessages each item.
-  static constexpr uint32_t kHeadersPerArenaRound = 256;
-  google::protobuf::Arena header_arena_{ManyNamesArenaOptions()};
-  uint32_t headers_in_arena_ = 0;
+  ShortLivedMessages<v1::PutHeader> item_headers_;  // whole items' headers
   bool atomic_ = false;
   uint64_t messages_ = 0;
   std::optional<OpenItem> open_;

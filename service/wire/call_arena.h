@@ -8,6 +8,7 @@
 #include <google/protobuf/arena.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tensord {
 
@@ -46,6 +47,27 @@ inline google::protobuf::ArenaOptions ManyNamesArenaOptions() {
   options.max_block_size = 64 * 1024;
   return options;
 }
+
+// Messages made one at a time, each used only until the next is made (a
+// batch put's item headers, on either side): made in an arena emptied
+// every kPerRound of them, since a message on the heap, cleared for reuse,
+// frees and allocates its submessages each time. Not thread-safe.
+template <typename Message, uint32_t kPerRound = 256>
+class ShortLivedMessages {
+ public:
+  // Ends the life of the message the previous call returned.
+  Message& Next() {
+    if (++made_ > kPerRound) {
+      arena_.Reset();
+      made_ = 1;
+    }
+    return *google::protobuf::Arena::CreateMessage<Message>(&arena_);
+  }
+
+ private:
+  google::protobuf::Arena arena_{ManyNamesArenaOptions()};
+  uint32_t made_ = 0;
+};
 
 }  // namespace tensord
 

@@ -82,6 +82,7 @@ TEST_F(BatchTest, EachItemPublishesOrFailsOnItsOwn) {
     ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
     EXPECT_EQ(put->items[i]->name, batch.names[i]);
     EXPECT_EQ(put->items[i]->total_bytes, batch.tensors[i].storage.size());
+    ExpectInfoOfStored(*client_, *put->items[i]);
   }
   // Each item of a plain batch is its own version, as a Put would be.
   EXPECT_LT(put->items[0]->version, put->items[2]->version);

@@ -31,6 +31,24 @@ std::vector<uint8_t> TensorBytes(const Tensor& tensor) {
   return std::vector<uint8_t>(data, data + tensor.data_bytes());
 }
 
+void ExpectInfoOfStored(Client& client, const TensorInfo& put) {
+  absl::StatusOr<TensorInfo> stored = client.Stat(put.name);
+  ASSERT_TRUE(stored.ok()) << put.name << ": " << stored.status();
+  EXPECT_EQ(put.version, stored->version) << put.name;
+  EXPECT_EQ(put.dtype.code, stored->dtype.code) << put.name;
+  EXPECT_EQ(put.dtype.bits, stored->dtype.bits) << put.name;
+  EXPECT_EQ(put.dtype.lanes, stored->dtype.lanes) << put.name;
+  EXPECT_EQ(put.shape, stored->shape) << put.name;
+  EXPECT_EQ(put.strides, stored->strides) << put.name;
+  EXPECT_EQ(put.byte_offset, stored->byte_offset) << put.name;
+  EXPECT_EQ(put.device.device_type, stored->device.device_type) << put.name;
+  EXPECT_EQ(put.device.device_id, stored->device.device_id) << put.name;
+  EXPECT_EQ(put.total_bytes, stored->total_bytes) << put.name;
+  EXPECT_EQ(put.crc32c, stored->crc32c) << put.name;
+  EXPECT_EQ(put.retention, stored->retention) << put.name;
+  EXPECT_EQ(put.created, stored->created) << put.name;
+}
+
 std::vector<int64_t> StridesOf(const DLTensor& tensor) {
   if (tensor.strides == nullptr) return {};
   return std::vector<int64_t>(tensor.strides, tensor.strides + tensor.ndim);

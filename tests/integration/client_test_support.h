@@ -34,6 +34,11 @@ std::vector<int64_t> ShapeOf(const DLTensor& tensor);
 // Row-major strides for `shape`, as the server fills them in.
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape);
 
+// `put` (a put's answer) describes what `client` stores under its name
+// now: the same version, layout (strides filled in), device, size, CRC,
+// retention and creation time as a Stat answers.
+void ExpectInfoOfStored(Client& client, const TensorInfo& put);
+
 // A put and a fetch of a small tensor still work.
 void ExpectServing(Client& client);
 

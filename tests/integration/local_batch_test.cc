@@ -300,6 +300,7 @@ TEST_F(LocalBatchTest, ALocalBatchPutPublishesEveryItemOverTheHandoffSocket) {
   for (size_t i = 0; i < items.size(); ++i) {
     ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
     EXPECT_EQ(put->items[i]->name, names[i]);
+    if (i % 7 == 0 || i >= 300) ExpectInfoOfStored(*remote_, *put->items[i]);
   }
   EXPECT_EQ(put->group_version, 0u);
   for (int i = 0; i < 300; i += 7) {

@@ -276,6 +276,9 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   std::vector<Sent> sent;
   sent.reserve(items.size());
   ShortLivedMessages<v1::PutHeader> headers;
+  // Packed copies of strided items sent as chunks: the chunks point into
+  // them, and gRPC may hold a chunk after its write returned (`latch`).
+  std::vector<std::shared_ptr<HeapTensorMemory>> packed_until_sent;
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
       grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
@@ -299,6 +302,9 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
       v1::PutHeader& header = headers.Next();  // serialized by Add
       FillHeader(items[i], *source, options.send_crc32c, header);
       batch.Add(header, *source);
+      if (source->packed != nullptr && source->size > kMaxInlineBatchItemBytes) {
+        packed_until_sent.push_back(std::move(source->packed));
+      }
       sent.push_back({std::move(source->layout), source->size});
       if (options.progress) options.progress(i + 1, items.size());
     }

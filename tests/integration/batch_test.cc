@@ -119,6 +119,42 @@ TEST_F(BatchTest, EachItemPublishesOrFailsOnItsOwn) {
   EXPECT_TRUE(none->empty());
 }
 
+// A strided item is packed into the client's own memory before it is sent;
+// a large one's chunks point into that copy (gRPC may hold them after their
+// write returned), and every item arrives whole and compact.
+TEST_F(BatchTest, StridedLargeItemsArriveWhole) {
+  constexpr int64_t kRows = 1024;
+  std::vector<HostTensor> transposed;
+  std::vector<std::vector<uint8_t>> expected;
+  std::vector<BatchPutItem> items;
+  for (uint64_t seed : {71, 72, 73, 74}) {
+    // 128 KiB (malloc's) and 384 KiB (a mapping of its own), each sent as
+    // a header and chunks.
+    const int64_t kCols = seed % 2 == 0 ? 384 : 128;
+    // The storage holds the tensor column by column: strides {1, kRows}.
+    HostTensor tensor = CompactTensor(kU8, {kRows, kCols}, PatternBytes(kRows * kCols, seed));
+    tensor.strides = {1, kRows};
+    std::vector<uint8_t> compact(tensor.storage.size());
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kCols; ++c) compact[r * kCols + c] = tensor.storage[r + c * kRows];
+    }
+    transposed.push_back(std::move(tensor));
+    expected.push_back(std::move(compact));
+  }
+  for (size_t i = 0; i < transposed.size(); ++i) {
+    items.push_back({absl::StrCat("strided/", i), transposed[i].dl()});
+  }
+  absl::StatusOr<BatchPutResult> put = client_->BatchPut(items);
+  ASSERT_TRUE(put.ok()) << put.status();
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_TRUE(put->items[i].ok()) << put->items[i].status();
+    absl::StatusOr<Tensor> fetched = client_->Fetch(items[i].name);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    std::vector<uint8_t> bytes = TensorBytes(*fetched);
+    EXPECT_TRUE(BytesEqual(bytes.data(), bytes.size(), expected[i])) << items[i].name;
+  }
+}
+
 TEST_F(BatchTest, AnAtomicBatchPublishesWholeOrNotAtAll) {
   Batch bad;
   bad.Add("model/w0", 1000, 1);

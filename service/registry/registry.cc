@@ -395,7 +395,9 @@ absl::StatusOr<VersionInfo> Registry::Install(SealedVersion sealed, int64_t orig
       return info;
     }
     // Pushed, not listed in braces: an initializer list would copy `info` twice.
-    ChangeEvent published{.kind = ChangeEvent::Kind::kPublished, .version = last_version_};
+    ChangeEvent published;
+    published.kind = ChangeEvent::Kind::kPublished;
+    published.version = last_version_;
     published.items.push_back(info);
     changes_.Append(std::move(published));
     displaced = InstallLocked(std::move(version));
@@ -806,7 +808,9 @@ absl::StatusOr<uint64_t> Registry::Delete(absl::string_view name, uint64_t expec
   latest_.erase(it);
   if (removed->retention == Retention::kCache) --cache_versions_;
   RetireLocked(removed);
-  ChangeEvent deleted{.kind = ChangeEvent::Kind::kDeleted, .version = ++last_version_};
+  ChangeEvent deleted;
+  deleted.kind = ChangeEvent::Kind::kDeleted;
+  deleted.version = ++last_version_;
   deleted.items.push_back(InfoOf(*removed));
   changes_.Append(std::move(deleted));
   last_was_restored_ = false;

@@ -218,49 +218,45 @@ absl::StatusOr<BatchPutResult> Client::BatchPut(std::span<const BatchPutItem> it
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     std::span<const TensorRef> items, const FetchOptions& options, const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
-  const bool all_valid = std::all_of(items.begin(), items.end(), [](const TensorRef& item) {
-    return ValidateTensorName(item.name).ok();
-  });
-  if (all_valid && !items.empty() && items.size() <= kMaxBatchItems) {
-    // One call's answer is the result as it is: no second vector of a
-    // thousand results to allocate and move them into.
-    BatchSelection selection;
-    selection.items = items;
-    TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
-                             rep_->BatchFetch(selection, options, call));
-    while (fetched.size() < items.size()) fetched.emplace_back(absl::InternalError("not fetched"));
-    fetched.resize(items.size());
-    return fetched;
-  }
-  std::vector<absl::StatusOr<Tensor>> result(items.size());
   // Bad names fail only themselves, as missing ones do; the valid ones are
   // copied out only when some are not.
   std::vector<size_t> valid_index;
   valid_index.reserve(items.size());
+  std::vector<std::pair<size_t, absl::Status>> bad_names;
   for (size_t i = 0; i < items.size(); ++i) {
     if (absl::Status name = ValidateTensorName(items[i].name); !name.ok()) {
-      result[i] = std::move(name);
+      bad_names.emplace_back(i, std::move(name));
       continue;
     }
     valid_index.push_back(i);
   }
   std::vector<TensorRef> valid_copy;
   std::span<const TensorRef> valid = items;
-  if (valid_index.size() != items.size()) {
+  if (!bad_names.empty()) {
     valid_copy.reserve(valid_index.size());
     for (size_t i : valid_index) valid_copy.push_back(items[i]);
     valid = valid_copy;
   }
+  std::vector<absl::StatusOr<Tensor>> result;
   for (size_t start = 0; start < valid.size(); start += kMaxBatchItems) {
     BatchSelection selection;
     selection.items = valid.subspan(start, std::min(kMaxBatchItems, valid.size() - start));
     TENSORD_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<Tensor>> fetched,
                              rep_->BatchFetch(selection, options, call));
-    for (size_t i = 0; i < selection.items.size(); ++i) {
-      result[valid_index[start + i]] =
-          i < fetched.size() ? std::move(fetched[i]) : absl::InternalError("not fetched");
+    // An item the transport gave no answer for fails alone.
+    while (fetched.size() < selection.items.size()) {
+      fetched.emplace_back(absl::InternalError("not fetched"));
     }
+    fetched.resize(selection.items.size());
+    // One call for every name: its answer is the result as it is, not
+    // moved into a second vector of a thousand results.
+    if (fetched.size() == items.size()) return fetched;
+    result.resize(items.size());
+    for (size_t i = 0; i < fetched.size(); ++i)
+      result[valid_index[start + i]] = std::move(fetched[i]);
   }
+  result.resize(items.size());
+  for (auto& [index, status] : bad_names) result[index] = std::move(status);
   return result;
 }
 

@@ -11,12 +11,6 @@
 #include "client/src/recycled_buffers.h"
 
 namespace tensord {
-namespace {
-
-// One alignment for every small buffer, recycled or not.
-constexpr uint64_t kAlignment = kRecycledBufferAlignment;
-
-}  // namespace
 
 void* HeapTensorMemory::Map(uint64_t size) {
   void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -26,7 +20,7 @@ void* HeapTensorMemory::Map(uint64_t size) {
 }
 
 absl::StatusOr<std::shared_ptr<HeapTensorMemory>> HeapTensorMemory::Allocate(uint64_t size) {
-  if (size > UINT64_MAX - kAlignment) {
+  if (size > UINT64_MAX - kRecycledBufferAlignment) {  // AlignedMalloc adds room to align
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
   }
   if (size >= kMmapThreshold) {
@@ -50,17 +44,12 @@ absl::StatusOr<std::shared_ptr<HeapTensorMemory>> HeapTensorMemory::Allocate(uin
                                                   RecycledBuffers::CapacityFor(size),
                                                   /*mapped=*/false, nullptr);
   }
-  // malloc'd with room to align inside: glibc's aligned_alloc carves the
-  // block out of a larger chunk and frees the rest each time, 550 of the
-  // instructions of a 4 KiB fetch (callgrind).
-  void* block = std::malloc(size + kAlignment - 1);
-  if (block == nullptr) {
+  const RecycledBuffer buffer = AlignedMalloc(size);
+  if (buffer.data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
   }
-  const uintptr_t aligned =
-      (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~uintptr_t{kAlignment - 1};
-  return std::make_shared<HeapTensorMemory>(Key(), reinterpret_cast<void*>(aligned), block, size,
-                                            size, /*mapped=*/false, nullptr);
+  return std::make_shared<HeapTensorMemory>(Key(), buffer.data, buffer.block, size, size,
+                                            /*mapped=*/false, nullptr);
 }
 
 HeapTensorMemory::~HeapTensorMemory() {

@@ -63,6 +63,14 @@ thread_local Closer closer;
 
 }  // namespace
 
+RecycledBuffer AlignedMalloc(size_t bytes) {
+  void* block = std::malloc(bytes + kRecycledBufferAlignment - 1);
+  if (block == nullptr) return {};
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(block) + kRecycledBufferAlignment - 1) &
+                            ~uintptr_t{kRecycledBufferAlignment - 1};
+  return {reinterpret_cast<void*>(aligned), block};
+}
+
 size_t RecycledBuffers::CapacityFor(size_t size) {
   if (size > kLargestRecycledBuffer) return 0;
   if (size <= 1024) return size <= 256 ? 256 : RoundUp(size, 256);
@@ -79,13 +87,7 @@ RecycledBuffer RecycledBuffers::Allocate(size_t size) {
     lists.kept_bytes -= capacity;
     return {node, node->block};
   }
-  // malloc'd with room to align inside: glibc's aligned_alloc carves the
-  // block out of a larger chunk and frees the rest each time.
-  void* block = std::malloc(capacity + kRecycledBufferAlignment - 1);
-  if (block == nullptr) return {};
-  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(block) + kRecycledBufferAlignment - 1) &
-                            ~uintptr_t{kRecycledBufferAlignment - 1};
-  return {reinterpret_cast<void*>(aligned), block};
+  return AlignedMalloc(capacity);
 }
 
 void RecycledBuffers::Free(RecycledBuffer buffer, size_t size) {

@@ -3,12 +3,16 @@
 // stopped, keep answering while etcd is down (refusing what etcd must
 // order) and are listed again when it is back, and a name held by a live
 // node is refused.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <memory>
@@ -25,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/cluster/etcd_client.h"
+#include "service/common/scoped_fd.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/cluster_test_support.h"
@@ -343,6 +348,27 @@ TEST_F(ClusterMembershipTest, AuthenticatesWithUserAndPasswordFile) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_TRUE(absl::StrContains(wrong.status().message(), "user 'root'")) << wrong.status();
   std::remove(password_file.c_str());
+}
+
+// The ports a test's etcd listens on are picked together: each is distinct
+// and free (a CI run once got the same port for etcd's client and peer
+// listeners when they were picked one after the other).
+TEST(FreeLoopbackPortsTest, PicksDistinctPortsThatAreFreeAgain) {
+  constexpr int kCount = 64;
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(kCount);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  ASSERT_EQ(ports->size(), kCount);
+  EXPECT_EQ(std::set<int>(ports->begin(), ports->end()).size(), kCount);
+  for (int port : *ports) {
+    ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(fd.valid());
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+        << "port " << port << ": " << std::strerror(errno);
+  }
 }
 
 // etcd serving https only and requiring client certificates: a node with

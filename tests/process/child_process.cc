@@ -272,18 +272,24 @@ std::string ChildProcess::LogTail(size_t max_bytes) const {
   return "..." + all.substr(all.size() - max_bytes);
 }
 
-absl::StatusOr<int> FreeLoopbackPort() {
-  ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", std::strerror(errno)));
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count) {
+  std::vector<ScopedFd> held;
+  std::vector<int> ports;
+  for (int i = 0; i < count; ++i) {
+    ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", std::strerror(errno)));
+    }
+    ports.push_back(ntohs(address.sin_port));
+    held.push_back(std::move(fd));
   }
-  return ntohs(address.sin_port);
+  return ports;
 }
 
 }  // namespace tensord::testing

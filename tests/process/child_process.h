@@ -127,10 +127,13 @@ class ChildProcess {
   std::vector<std::string> ready_lines_;
 };
 
-// A port the kernel just handed out on 127.0.0.1 and that is free again.
-// Another process could take it before the child binds; the child then
-// fails to start, which the caller sees with its log.
-absl::StatusOr<int> FreeLoopbackPort();
+// `count` distinct ports the kernel just handed out on 127.0.0.1 and that
+// are free again. Every socket stays bound until all are picked: ports
+// picked one after another can repeat (a CI run got the same port for
+// etcd's client and peer listeners). Another process could take a port
+// before the child binds; the child then fails to start, which the caller
+// sees with its log.
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 
 // The whole file; empty when it cannot be read.
 std::string ReadWholeFile(const std::string& path);

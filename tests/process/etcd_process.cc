@@ -90,13 +90,10 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(*std::move(temp_dir)));
   etcd->tls_ = std::move(tls);
   etcd->extra_flags_ = std::move(extra_flags);
-  absl::StatusOr<int> client_port = FreeLoopbackPort();
-  absl::StatusOr<int> peer_port = FreeLoopbackPort();
-  if (!client_port.ok()) return client_port.status();
-  if (!peer_port.ok()) return peer_port.status();
-  if (*client_port == *peer_port) return absl::InternalError("got the same free port twice");
-  etcd->client_port_ = *client_port;
-  etcd->peer_port_ = *peer_port;
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(2);
+  if (!ports.ok()) return ports.status();
+  etcd->client_port_ = (*ports)[0];
+  etcd->peer_port_ = (*ports)[1];
   if (absl::Status launched = etcd->Launch(ready_timeout); !launched.ok()) return launched;
   return etcd;
 }

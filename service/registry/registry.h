@@ -24,6 +24,7 @@
 #include "service/memory/host_buffer.h"
 #include "service/registry/capacity.h"
 #include "service/registry/change_feed.h"
+#include "service/registry/latest_by_name.h"
 #include "service/registry/spare_buffers.h"
 #include "service/registry/tensor_version.h"
 #include "service/registry/version_info.h"
@@ -399,9 +400,8 @@ class Registry final : public WatchSource {
 
   mutable Mutex mutex_;
   uint64_t last_version_ ABSL_GUARDED_BY(mutex_) = 0;
-  // Ordered, for prefix listing and stable page tokens.
-  std::map<std::string, std::shared_ptr<const TensorVersion>, std::less<>> latest_
-      ABSL_GUARDED_BY(mutex_);
+  // Ordered, for prefix listing and stable page tokens, and hashed.
+  LatestByName<std::shared_ptr<const TensorVersion>> latest_ ABSL_GUARDED_BY(mutex_);
   // Superseded or deleted versions that readers may still hold, by
   // (version, name): an atomic group's items share a version.
   absl::flat_hash_map<std::pair<uint64_t, std::string>, std::weak_ptr<const TensorVersion>> retired_

@@ -206,11 +206,22 @@ TEST_F(ClusterReplicationTest, DurablePutsWaitForEtcdAndCachePutsDoNot) {
   // A durable read cannot be known to be the latest: refused too.
   EXPECT_EQ(clients_[1]->Fetch("down/w").status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(etcd_->Restart().ok());
-  // Once etcd answers the put goes through and every node reads it.
+  // Once etcd answers the put goes through and every node reads it: the
+  // other node once its own etcd channel is back (gRPC's reconnect backoff
+  // may still hold it for a moment), and until then it says UNAVAILABLE,
+  // never NOT_FOUND.
   EXPECT_TRUE(
       WaitUntil([&] { return clients_[0]->Put("down/w", tensor.dl()).ok(); }, absl::Seconds(15)))
       << nodes_[0]->StderrTail();
-  absl::StatusOr<Tensor> fetched = clients_[1]->Fetch("down/w");
+  absl::StatusOr<Tensor> fetched = absl::UnavailableError("not fetched yet");
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        fetched = clients_[1]->Fetch("down/w");
+        return fetched.ok() || fetched.status().code() != absl::StatusCode::kUnavailable;
+      },
+      absl::Seconds(15)))
+      << fetched.status() << "\n"
+      << nodes_[1]->StderrTail();
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(TensorBytes(*fetched), tensor.storage);
 }

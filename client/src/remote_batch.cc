@@ -48,12 +48,13 @@ absl::Status StatusOf(const v1::ItemStatus& status) {
 
 // Writes a batch's messages: small items gathered into one message of
 // about `chunk_bytes`, written by hand (ItemsMessageBuffer: the header
-// serialized and the bytes copied once, into the message's slice), large
-// ones as header and chunks.
+// serialized and the bytes copied once, into the message's slice, or from
+// kMinReferencedBatchItemBytes on, referenced where they lie), large ones
+// as header and chunks.
 class BatchPutWriter {
  public:
-  // Chunks of large items point into the caller's memory: `latch` counts
-  // those gRPC still holds.
+  // Chunks of large items and referenced items point into the caller's
+  // memory: `latch` counts those gRPC still holds.
   BatchPutWriter(grpc::ClientWriter<grpc::ByteBuffer>& writer, uint32_t chunk_bytes,
                  SliceLatch& latch)
       : writer_(writer), chunk_bytes_(chunk_bytes), latch_(latch) {}
@@ -96,22 +97,33 @@ class BatchPutWriter {
     const size_t item_size = LengthDelimitedFieldSize(header_size) +
                              (source.size == 0 ? 0 : LengthDelimitedFieldSize(source.size));
     const size_t field_size = LengthDelimitedFieldSize(item_size);
+    // A larger item's bytes are sent from where they lie, not copied.
+    const bool referenced = source.size >= kMinReferencedBatchItemBytes;
+    const size_t written = referenced ? field_size - source.size : field_size;
+    const size_t referenced_size = referenced ? source.size : 0;
     if (!pending_.has_value()) pending_.emplace(kRequestItemsField, chunk_bytes_);
-    uint8_t* out = pending_->Reserve(field_size);
+    uint8_t* out = pending_->Reserve(written, referenced_size);
     if (out == nullptr) {  // full: this item starts the next message
       Flush();
       pending_.emplace(kRequestItemsField, chunk_bytes_);
-      out = pending_->Reserve(field_size);
+      out = pending_->Reserve(written, referenced_size);
     }
     out = PutLengthPrefix(kItemsItemField, item_size, out);
     out = PutLengthPrefix(kItemHeaderField, header_size, out);
     out = header.SerializeWithCachedSizesToArray(out);
-    if (source.size > 0) {
-      out = PutLengthPrefix(kItemDataField, source.size, out);
-      std::memcpy(out, source.data, source.size);
-      out += source.size;
+    if (source.size == 0) {
+      pending_->Commit(out);
+      return;
     }
-    pending_->Commit(out);
+    out = PutLengthPrefix(kItemDataField, source.size, out);
+    if (referenced) {
+      latch_.Add();
+      pending_->CommitReferencing(out, grpc::Slice(const_cast<uint8_t*>(source.data), source.size,
+                                                   &SliceLatch::Release, &latch_));
+      return;
+    }
+    std::memcpy(out, source.data, source.size);
+    pending_->Commit(out + source.size);
   }
 
   static constexpr uint32_t kRequestItemsField = 4;
@@ -276,8 +288,8 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   std::vector<Sent> sent;
   sent.reserve(items.size());
   ShortLivedMessages<v1::PutHeader> headers;
-  // Packed copies of strided items sent as chunks: the chunks point into
-  // them, and gRPC may hold a chunk after its write returned (`latch`).
+  // Packed copies of strided items sent as chunks or referenced: the
+  // slices point into them, and gRPC may hold a chunk after its write returned (`latch`).
   std::vector<std::shared_ptr<HeapTensorMemory>> packed_until_sent;
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
@@ -302,7 +314,8 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
       v1::PutHeader& header = headers.Next();  // serialized by Add
       FillHeader(items[i], *source, options.send_crc32c, header);
       batch.Add(header, *source);
-      if (source->packed != nullptr && source->size > kMaxInlineBatchItemBytes) {
+      // Chunks and referenced items point into a strided item's packed copy.
+      if (source->packed != nullptr && source->size >= kMinReferencedBatchItemBytes) {
         packed_until_sent.push_back(std::move(source->packed));
       }
       sent.push_back({std::move(source->layout), source->size});

@@ -69,6 +69,25 @@ absl::StatusOr<bool> BatchFetchItemsWire::AddVersion(
   return true;
 }
 
+bool BatchFetchItemsWire::AddVersionReferencing(uint32_t index, const TensorVersion& version,
+                                                absl::FunctionRef<grpc::Slice()> reference) {
+  const TensorInfoWire info(version);
+  const uint64_t bytes = version.total_bytes;
+  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
+                           LengthDelimitedFieldSize(bytes);
+  // Everything but the bytes themselves is written here.
+  const size_t written = LengthDelimitedFieldSize(item_size) - bytes;
+  uint8_t* out = buffer_.Reserve(written, bytes);
+  if (out == nullptr) return false;
+  out = PutLengthPrefix(kItemsItemField, item_size, out);
+  out = PutScalarField(kIndex, index, out);
+  out = PutLengthPrefix(kInfo, info.size(), out);
+  out = info.Write(out);
+  out = PutLengthPrefix(kInlineData, bytes, out);
+  buffer_.CommitReferencing(out, reference());
+  return true;
+}
+
 grpc::ByteBuffer BatchFetchItemsWire::Finish() { return buffer_.Finish(); }
 
 }  // namespace tensord

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -44,6 +45,12 @@ class BatchFetchItemsWire {
   // given. Whether it fitted; a failed copy fails the message.
   absl::StatusOr<bool> AddVersion(uint32_t index, const TensorVersion& version, bool with_bytes,
                                   absl::FunctionRef<absl::Status(uint8_t*)> copy_bytes);
+
+  // Appends the item of `version` with its bytes, not copied: `reference`
+  // (called only when the item fits) gives a slice of them that gRPC holds
+  // until it has sent them. Whether it fitted.
+  bool AddVersionReferencing(uint32_t index, const TensorVersion& version,
+                             absl::FunctionRef<grpc::Slice()> reference);
 
   // The message: BatchFetchResponse{items: {items...}}. Call once.
   grpc::ByteBuffer Finish();

@@ -285,11 +285,21 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
       ++items_failed_;
       return true;
     }
-    TENSORD_ASSIGN_OR_RETURN(
-        const bool added,
-        message.AddVersion(entry.index, version, inline_bytes,
-                           [this, &version](uint8_t* out) { return CopyOut(version, out); }));
-    if (!added) return false;
+    if (inline_bytes && size >= kMinReferencedBatchItemBytes && version.device_memory == nullptr) {
+      // Sent from where it lies, its lease held until gRPC has sent it.
+      const bool added = message.AddVersionReferencing(entry.index, version, [&] {
+        auto* hold = new PayloadHold(*std::move(entry.lease), live_payloads_);
+        return grpc::Slice(const_cast<uint8_t*>(hold->version().buffer->data()), size,
+                           &PayloadHold::UnrefCallback, hold);
+      });
+      if (!added) return false;
+    } else {
+      TENSORD_ASSIGN_OR_RETURN(
+          const bool added,
+          message.AddVersion(entry.index, version, inline_bytes,
+                             [this, &version](uint8_t* out) { return CopyOut(version, out); }));
+      if (!added) return false;
+    }
     ++items_ok_;
     bytes_sent_ += size;
     if (inline_bytes) {

@@ -18,6 +18,12 @@ inline constexpr size_t kBatchItemLimit = 65536;
 // message); larger ones as a header followed by chunks.
 inline constexpr uint64_t kMaxInlineBatchItemBytes = 64 * 1024;
 
+// Inline items of at least this size are referenced by the item message
+// (a gRPC slice over their bytes, held until sent) instead of copied into
+// it; a smaller item's copy costs less than a slice of its own (an
+// allocation, a reference count, an iovec more to send).
+inline constexpr uint64_t kMinReferencedBatchItemBytes = 16 * 1024;
+
 // Most leases one handoff ReleaseRequest ends (at most 10 bytes each, so a
 // full request stays far inside a handoff packet).
 inline constexpr size_t kMaxLeasesPerRelease = 4096;

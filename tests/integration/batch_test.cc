@@ -1,6 +1,7 @@
 // BatchPut and BatchFetch against real servers: items that fail only
 // themselves, atomic groups that publish whole or not at all and are read
 // whole, the per-batch item limit, and tokens checked per item.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "service/wire/batch_limits.h"
 #include "tensord/client.h"
 #include "tests/integration/client_test_support.h"
 #include "tests/integration/raw_stub.h"
@@ -120,17 +122,20 @@ TEST_F(BatchTest, EachItemPublishesOrFailsOnItsOwn) {
 }
 
 // A strided item is packed into the client's own memory before it is sent;
-// a large one's chunks point into that copy (gRPC may hold them after their
-// write returned), and every item arrives whole and compact.
+// a large one's chunks and a referenced one's slice point into that copy
+// (gRPC may hold them after their write returned), and every item arrives
+// whole and compact.
 TEST_F(BatchTest, StridedLargeItemsArriveWhole) {
   constexpr int64_t kRows = 1024;
   std::vector<HostTensor> transposed;
   std::vector<std::vector<uint8_t>> expected;
   std::vector<BatchPutItem> items;
-  for (uint64_t seed : {71, 72, 73, 74}) {
-    // 128 KiB (malloc's) and 384 KiB (a mapping of its own), each sent as
-    // a header and chunks.
-    const int64_t kCols = seed % 2 == 0 ? 384 : 128;
+  uint64_t seed = 70;
+  // 128 KiB (malloc's) and 384 KiB (a mapping of its own), each sent as a
+  // header and chunks; 20 and 32 KiB, referenced inside an item message;
+  // 8 KiB, copied into it.
+  for (const int64_t kCols : {128, 384, 128, 384, 20, 32, 8}) {
+    ++seed;
     // The storage holds the tensor column by column: strides {1, kRows}.
     HostTensor tensor = CompactTensor(kU8, {kRows, kCols}, PatternBytes(kRows * kCols, seed));
     tensor.strides = {1, kRows};
@@ -152,6 +157,63 @@ TEST_F(BatchTest, StridedLargeItemsArriveWhole) {
     ASSERT_TRUE(fetched.ok()) << fetched.status();
     std::vector<uint8_t> bytes = TensorBytes(*fetched);
     EXPECT_TRUE(BytesEqual(bytes.data(), bytes.size(), expected[i])) << items[i].name;
+  }
+}
+
+// Items on both sides of kMinReferencedBatchItemBytes (copied into their
+// message, or referenced where they lie: the client's tensor on a put, the
+// stored version on a fetch) and past kMaxInlineBatchItemBytes (chunks),
+// mixed in the same messages with failed items, arrive byte-exact both
+// ways.
+TEST_F(BatchTest, ItemsCopiedAndReferencedInOneMessageArriveByteExact) {
+  const std::vector<uint64_t> sizes = {100,
+                                       kMinReferencedBatchItemBytes - 1,
+                                       kMinReferencedBatchItemBytes,
+                                       kMinReferencedBatchItemBytes + 1,
+                                       40000,
+                                       kMaxInlineBatchItemBytes,
+                                       kMaxInlineBatchItemBytes + 1,
+                                       0};
+  Batch batch;
+  for (int i = 0; i < 48; ++i) {
+    batch.Add(absl::StrCat("mixed/", i), sizes[i % sizes.size()], 200 + i);
+  }
+  absl::StatusOr<BatchPutResult> put = client_->BatchPut(batch.Items());
+  ASSERT_TRUE(put.ok()) << put.status();
+  for (size_t i = 0; i < put->items.size(); ++i) {
+    ASSERT_TRUE(put->items[i].ok()) << i << ": " << put->items[i].status();
+    EXPECT_EQ(put->items[i]->total_bytes, batch.tensors[i].storage.size());
+  }
+  ExpectInfoOfStored(*client_, *put->items[2]);
+  std::vector<TensorRef> wanted;
+  for (size_t i = 0; i < batch.names.size(); ++i) {
+    wanted.push_back({batch.names[i], 0});
+    if (i % 5 == 0) wanted.push_back({absl::StrCat("mixed/missing/", i), 0});
+  }
+  FetchOptions verify;
+  verify.verify_crc32c = true;
+  absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> fetched = client_->BatchFetch(wanted, verify);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), wanted.size());
+  size_t item = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (absl::StartsWith(wanted[i].name, "mixed/missing/")) {
+      EXPECT_EQ((*fetched)[i].status().code(), absl::StatusCode::kNotFound) << wanted[i].name;
+      continue;
+    }
+    ASSERT_TRUE((*fetched)[i].ok()) << wanted[i].name << ": " << (*fetched)[i].status();
+    EXPECT_EQ(TensorBytes(*(*fetched)[i]), batch.tensors[item].storage) << wanted[i].name;
+    ++item;
+  }
+  // The same items again while the first answer's tensors are still held.
+  absl::StatusOr<std::vector<Tensor>> all = client_->BatchFetchPrefix("mixed/");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), batch.names.size());
+  for (const Tensor& tensor : *all) {
+    const size_t index =
+        std::find(batch.names.begin(), batch.names.end(), tensor.info().name) - batch.names.begin();
+    ASSERT_LT(index, batch.names.size()) << tensor.info().name;
+    EXPECT_EQ(TensorBytes(tensor), batch.tensors[index].storage) << tensor.info().name;
   }
 }
 

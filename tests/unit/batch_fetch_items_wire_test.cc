@@ -73,6 +73,89 @@ TEST(BatchFetchItemsWireTest, WritesWhatTheGeneratedSerializerWrites) {
   EXPECT_EQ(parsed.items().items_size(), 6);
 }
 
+// Items referenced where their bytes lie make the same message as items
+// copied into it, first, last or side by side, between copied items and
+// failures; the referenced bytes are released once gRPC lets the message
+// go, not before.
+TEST(BatchFetchItemsWireTest, ReferencedItemsWriteTheSameBytesAsCopiedOnes) {
+  std::deque<TensorVersion> versions;
+  std::vector<std::vector<uint8_t>> bytes;
+  const std::vector<uint64_t> sizes = {20000, 100, 16384, 16384, 0, 70000, 30000};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    AddVersion(versions, "kv/" + std::to_string(i), sizes[i]);
+    bytes.emplace_back(sizes[i], static_cast<uint8_t>(i + 1));
+  }
+  // Referenced: the first, the third and fourth (side by side) and the
+  // last; the others copied, and a failure in the middle.
+  const std::vector<bool> referenced = {true, false, true, true, false, false, true};
+  BatchFetchItemsWire copied(1 << 20);
+  BatchFetchItemsWire mixed(1 << 20);
+  int released = 0;
+  for (size_t i = 0; i < versions.size(); ++i) {
+    const auto copy = [&, i](uint8_t* out) {
+      std::memcpy(out, bytes[i].data(), bytes[i].size());
+      return absl::OkStatus();
+    };
+    absl::StatusOr<bool> added = copied.AddVersion(i, versions[i], true, copy);
+    ASSERT_TRUE(added.ok() && *added);
+    if (referenced[i]) {
+      ASSERT_TRUE(mixed.AddVersionReferencing(i, versions[i], [&, i] {
+        return grpc::Slice(
+            bytes[i].data(), bytes[i].size(), [](void* count) { ++*static_cast<int*>(count); },
+            &released);
+      }));
+    } else {
+      added = mixed.AddVersion(i, versions[i], true, copy);
+      ASSERT_TRUE(added.ok() && *added);
+    }
+    if (i == 4) {
+      ASSERT_TRUE(copied.AddFailure(9, absl::NotFoundError("gone")));
+      ASSERT_TRUE(mixed.AddFailure(9, absl::NotFoundError("gone")));
+    }
+  }
+  const std::string expected = BufferBytes(copied.Finish());
+  {
+    const grpc::ByteBuffer message = mixed.Finish();
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(message.Dump(&slices).ok());
+    EXPECT_GE(slices.size(), 8u) << "the referenced bytes are slices of their own";
+    EXPECT_EQ(BufferBytes(message), expected);
+    slices.clear();
+    EXPECT_EQ(released, 0) << "released while the message still holds them";
+  }
+  EXPECT_EQ(released, 4);
+  v1::BatchFetchResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(expected));
+  ASSERT_EQ(parsed.items().items_size(), 8);
+  EXPECT_EQ(parsed.items().items(6).inline_data(), std::string(70000, char(6)));
+}
+
+// A referenced item counts against the budget like a copied one, and one
+// that does not fit is not referenced at all.
+TEST(BatchFetchItemsWireTest, AReferencedItemThatDoesNotFitIsNotTaken) {
+  std::deque<TensorVersion> versions;
+  TensorVersion& first = AddVersion(versions, "first", 40000);
+  TensorVersion& second = AddVersion(versions, "second", 40000);
+  std::vector<uint8_t> bytes(40000, 7);
+  int references = 0;
+  const auto reference = [&] {
+    ++references;
+    return grpc::Slice(bytes.data(), bytes.size(), grpc::Slice::STATIC_SLICE);
+  };
+  BatchFetchItemsWire wire(64 * 1024);
+  EXPECT_TRUE(wire.AddVersionReferencing(0, first, reference));
+  EXPECT_FALSE(wire.AddVersionReferencing(1, second, reference));
+  EXPECT_EQ(references, 1);
+  EXPECT_EQ(wire.items(), 1u);
+  // The first item always fits, however large, referenced too.
+  BatchFetchItemsWire small(1024);
+  EXPECT_TRUE(small.AddVersionReferencing(0, first, reference));
+  v1::BatchFetchResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(BufferBytes(small.Finish())));
+  ASSERT_EQ(parsed.items().items_size(), 1);
+  EXPECT_EQ(parsed.items().items(0).inline_data().size(), 40000u);
+}
+
 TEST(BatchFetchItemsWireTest, StopsAtTheBudgetButAlwaysTakesTheFirstItem) {
   std::deque<TensorVersion> versions;
   TensorVersion& big = AddVersion(versions, "big", 64 * 1024);

@@ -668,11 +668,16 @@ std::shared_ptr<const TensorVersion> Registry::FindLocked(absl::string_view name
   return retired->second.lock();
 }
 
-absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version) const {
+absl::Status Registry::MissLocked(absl::string_view name, uint64_t version) const {
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  return NotFoundLocked(name, version);
+}
+
+absl::StatusOr<Lease> Registry::Acquire(absl::string_view name, uint64_t version) const {
+  if (name.size() > kMaxTensorNameBytes) return ValidateTensorName(name);
   ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
-  if (found == nullptr) return NotFoundLocked(name, version);
+  if (found == nullptr) return MissLocked(name, version);
   found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
   return Lease(std::move(found));
@@ -684,13 +689,13 @@ std::vector<absl::StatusOr<Lease>> Registry::AcquireMany(
   leases.reserve(items.size());
   ReaderMutexLock lock(&mutex_);
   for (const NameVersionView& item : items) {
-    if (absl::Status valid = ValidateTensorName(item.name); !valid.ok()) {
-      leases.emplace_back(std::move(valid));
+    if (item.name.size() > kMaxTensorNameBytes) {
+      leases.emplace_back(ValidateTensorName(item.name));
       continue;
     }
     std::shared_ptr<const TensorVersion> found = FindLocked(item.name, item.version);
     if (found == nullptr) {
-      leases.emplace_back(NotFoundLocked(item.name, item.version));
+      leases.emplace_back(MissLocked(item.name, item.version));
       continue;
     }
     found->last_used.store(access_tick_.fetch_add(1, std::memory_order_relaxed) + 1,
@@ -750,10 +755,10 @@ absl::StatusOr<VersionInfo> Registry::Stat(absl::string_view name, uint64_t vers
 
 absl::StatusOr<std::shared_ptr<const TensorVersion>> Registry::Find(absl::string_view name,
                                                                     uint64_t version) const {
-  TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
+  if (name.size() > kMaxTensorNameBytes) return ValidateTensorName(name);
   ReaderMutexLock lock(&mutex_);
   std::shared_ptr<const TensorVersion> found = FindLocked(name, version);
-  if (found == nullptr) return NotFoundLocked(name, version);
+  if (found == nullptr) return MissLocked(name, version);
   return found;
 }
 

@@ -336,6 +336,13 @@ class Registry final : public WatchSource {
   // NOT_FOUND naming the name and, when given, the version and the latest.
   absl::Status NotFoundLocked(absl::string_view name, uint64_t version) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // The answer for a name FindLocked did not find: INVALID_ARGUMENT when
+  // the name breaks a rule, else NotFoundLocked. Readers check a name only
+  // when it is not found (after ruling out an overlong one, which is not
+  // looked up): every stored name was checked when it was sealed, so a
+  // found one is valid, and most lookups find.
+  absl::Status MissLocked(absl::string_view name, uint64_t version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   void RetireLocked(const std::shared_ptr<const TensorVersion>& version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes unleased kCache versions other than `keep`'s latest, least

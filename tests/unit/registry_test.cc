@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "service/common/crc32c.h"
@@ -233,6 +234,20 @@ TEST(RegistryTest, NamesAreValidated) {
   EXPECT_EQ(registry.Acquire(std::string(257, 'a'), 0).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(registry.Acquire("ok/name-1.2:3", 0).status().code(), absl::StatusCode::kNotFound);
+  // Readers check a name when it is not found; the answers are the same
+  // with a specific version and in a batch, and they name the name.
+  const std::string overlong(300, 'a');
+  const std::vector<NameVersionView> batch = {
+      {"a//b", 0}, {"a/..", 7}, {overlong, 0}, {"", 3}, {"fine/name", 0}, {"fine/name", 9}};
+  std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(batch);
+  ASSERT_EQ(leases.size(), batch.size());
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(leases[i].status().code(), absl::StatusCode::kInvalidArgument) << i;
+  }
+  EXPECT_TRUE(absl::StrContains(leases[0].status().message(), "a//b")) << leases[0].status();
+  EXPECT_EQ(leases[4].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(leases[5].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Find("a/./b", 4).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The rules spelled out plainly, to check the one-pass validator against:

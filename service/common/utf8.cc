@@ -1,6 +1,8 @@
 #include "service/common/utf8.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 namespace tensord {
 
@@ -8,6 +10,15 @@ bool IsValidUtf8(std::span<const uint8_t> text) {
   const size_t size = text.size();
   size_t i = 0;
   while (i < size) {
+    // ASCII eight bytes at a time: names and messages are nearly always
+    // ASCII, and every string of every parsed answer passes through here.
+    while (size - i >= 8) {
+      uint64_t word;
+      std::memcpy(&word, text.data() + i, sizeof word);
+      if ((word & 0x8080808080808080ull) != 0) break;
+      i += 8;
+    }
+    if (i == size) break;
     const uint8_t lead = text[i];
     if (lead < 0x80) {
       ++i;

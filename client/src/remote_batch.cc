@@ -289,7 +289,8 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   sent.reserve(items.size());
   ShortLivedMessages<v1::PutHeader> headers;
   // Packed copies of strided items sent as chunks or referenced: the
-  // slices point into them, and gRPC may hold a chunk after its write returned (`latch`).
+  // slices point into them, and gRPC may hold a slice after its write
+  // returned (`latch`).
   std::vector<std::shared_ptr<HeapTensorMemory>> packed_until_sent;
   grpc::ByteBuffer response_bytes;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(

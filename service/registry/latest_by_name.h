@@ -1,14 +1,14 @@
-#ifndef TENSORD_SERVICE_REGISTRY_LATEST_BY_NAME_H_
-#define TENSORD_SERVICE_REGISTRY_LATEST_BY_NAME_H_
-
 // The registry's latest version of every name, kept twice over: ordered
 // (prefix listing, page tokens) and hashed, so that finding one name is a
 // probe or two instead of log2(names) string comparisons, each a cache miss
 // at a million names. The hash index holds only the ordered map's
 // iterators (8 bytes a slot), keyed by the node's own name.
+#ifndef TENSORD_SERVICE_REGISTRY_LATEST_BY_NAME_H_
+#define TENSORD_SERVICE_REGISTRY_LATEST_BY_NAME_H_
+
 #include <cstddef>
+#include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>

@@ -237,8 +237,8 @@ TEST(RegistryTest, NamesAreValidated) {
   // Readers check a name when it is not found; the answers are the same
   // with a specific version and in a batch, and they name the name.
   const std::string overlong(300, 'a');
-  const std::vector<NameVersionView> batch = {
-      {"a//b", 0}, {"a/..", 7}, {overlong, 0}, {"", 3}, {"fine/name", 0}, {"fine/name", 9}};
+  const std::vector<NameVersionView> batch = {{"a//b", 0}, {"a/..", 7},      {overlong, 0},
+                                              {"", 3},     {"fine/name", 0}, {"fine/name", 9}};
   std::vector<absl::StatusOr<Lease>> leases = registry.AcquireMany(batch);
   ASSERT_EQ(leases.size(), batch.size());
   for (size_t i = 0; i < 4; ++i) {

@@ -76,8 +76,7 @@ TEST(Utf8Test, AgreesWithTheRulesAtEveryOffset) {
       for (size_t after : {0, 1, 7, 8, 9}) {
         const std::string text = std::string(before, 'a') + sequence + std::string(after, 'b');
         EXPECT_EQ(FastIsValidUtf8(text), ReferenceIsValidUtf8(text))
-            << "sequence of " << sequence.size() << " bytes after " << before << ", then "
-            << after;
+            << "sequence of " << sequence.size() << " bytes after " << before << ", then " << after;
       }
     }
   }

@@ -1,6 +1,6 @@
 #include "service/transport/batch_fetch_items_wire.h"
 
-#include <cstring>
+#include <optional>
 
 #include "service/common/status_macros.h"
 #include "service/transport/tensor_info_wire.h"
@@ -22,6 +22,25 @@ absl::string_view CutMessage(absl::string_view message) {
   size_t cut = kMaxItemStatusMessageBytes;
   while (cut > 0 && (static_cast<uint8_t>(message[cut]) & 0xc0) == 0x80) --cut;
   return message.substr(0, cut);
+}
+
+// Writes an item of a version up to its bytes (the item's frame, index and
+// info, and with `bytes` the inline_data field's prefix, written even for
+// none: `optional bytes`); the last `referenced` of them follow by
+// reference, the rest are the caller's to write. nullptr when the item
+// does not fit.
+uint8_t* BeginVersionItem(ItemsMessageBuffer& buffer, uint32_t index, const TensorInfoWire& info,
+                          std::optional<uint64_t> bytes, uint64_t referenced) {
+  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
+                           (bytes.has_value() ? LengthDelimitedFieldSize(*bytes) : 0);
+  uint8_t* out = buffer.Reserve(LengthDelimitedFieldSize(item_size) - referenced, referenced);
+  if (out == nullptr) return nullptr;
+  out = PutLengthPrefix(kItemsItemField, item_size, out);
+  out = PutScalarField(kIndex, index, out);
+  out = PutLengthPrefix(kInfo, info.size(), out);
+  out = info.Write(out);
+  if (bytes.has_value()) out = PutLengthPrefix(kInlineData, *bytes, out);
+  return out;
 }
 
 }  // namespace
@@ -50,40 +69,21 @@ absl::StatusOr<bool> BatchFetchItemsWire::AddVersion(
     uint32_t index, const TensorVersion& version, bool with_bytes,
     absl::FunctionRef<absl::Status(uint8_t*)> copy_bytes) {
   const TensorInfoWire info(version);
-  const uint64_t bytes = with_bytes ? version.total_bytes : 0;
-  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
-                           (with_bytes ? LengthDelimitedFieldSize(bytes) : 0);
-  uint8_t* out = buffer_.Reserve(LengthDelimitedFieldSize(item_size));
+  const std::optional<uint64_t> bytes =
+      with_bytes ? std::optional<uint64_t>(version.total_bytes) : std::nullopt;
+  uint8_t* out = BeginVersionItem(buffer_, index, info, bytes, /*referenced=*/0);
   if (out == nullptr) return false;
-  out = PutLengthPrefix(kItemsItemField, item_size, out);
-  out = PutScalarField(kIndex, index, out);
-  out = PutLengthPrefix(kInfo, info.size(), out);
-  out = info.Write(out);
-  if (with_bytes) {
-    // `optional bytes`: written even when empty.
-    out = PutLengthPrefix(kInlineData, bytes, out);
-    if (bytes > 0) TENSORD_RETURN_IF_ERROR(copy_bytes(out));
-    out += bytes;
-  }
-  buffer_.Commit(out);
+  if (bytes.value_or(0) > 0) TENSORD_RETURN_IF_ERROR(copy_bytes(out));
+  buffer_.Commit(out + bytes.value_or(0));
   return true;
 }
 
 bool BatchFetchItemsWire::AddVersionReferencing(uint32_t index, const TensorVersion& version,
                                                 absl::FunctionRef<grpc::Slice()> reference) {
   const TensorInfoWire info(version);
-  const uint64_t bytes = version.total_bytes;
-  const size_t item_size = ScalarFieldSize(index) + LengthDelimitedFieldSize(info.size()) +
-                           LengthDelimitedFieldSize(bytes);
-  // Everything but the bytes themselves is written here.
-  const size_t written = LengthDelimitedFieldSize(item_size) - bytes;
-  uint8_t* out = buffer_.Reserve(written, bytes);
+  uint8_t* out = BeginVersionItem(buffer_, index, info, version.total_bytes,
+                                  /*referenced=*/version.total_bytes);
   if (out == nullptr) return false;
-  out = PutLengthPrefix(kItemsItemField, item_size, out);
-  out = PutScalarField(kIndex, index, out);
-  out = PutLengthPrefix(kInfo, info.size(), out);
-  out = info.Write(out);
-  out = PutLengthPrefix(kInlineData, bytes, out);
   buffer_.CommitReferencing(out, reference());
   return true;
 }

@@ -219,16 +219,21 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     std::span<const TensorRef> items, const FetchOptions& options, const CallOptions& call) {
   TENSORD_RETURN_IF_ERROR(ValidateCallOptions(call));
   // Bad names fail only themselves, as missing ones do; the valid ones are
-  // copied out only when some are not.
+  // indexed (valid_index: their places in `items`) and copied out only when
+  // some are not.
   std::vector<size_t> valid_index;
-  valid_index.reserve(items.size());
   std::vector<std::pair<size_t, absl::Status>> bad_names;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (absl::Status name = ValidateTensorName(items[i].name); !name.ok()) {
-      bad_names.emplace_back(i, std::move(name));
+    absl::Status name = ValidateTensorName(items[i].name);
+    if (name.ok()) {
+      if (!bad_names.empty()) valid_index.push_back(i);
       continue;
     }
-    valid_index.push_back(i);
+    if (bad_names.empty()) {
+      valid_index.reserve(items.size() - 1);
+      for (size_t before = 0; before < i; ++before) valid_index.push_back(before);
+    }
+    bad_names.emplace_back(i, std::move(name));
   }
   std::vector<TensorRef> valid_copy;
   std::span<const TensorRef> valid = items;
@@ -252,8 +257,10 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> Client::BatchFetch(
     // moved into a second vector of a thousand results.
     if (fetched.size() == items.size()) return fetched;
     result.resize(items.size());
-    for (size_t i = 0; i < fetched.size(); ++i)
-      result[valid_index[start + i]] = std::move(fetched[i]);
+    for (size_t i = 0; i < fetched.size(); ++i) {
+      const size_t at = start + i;
+      result[bad_names.empty() ? at : valid_index[at]] = std::move(fetched[i]);
+    }
   }
   result.resize(items.size());
   for (auto& [index, status] : bad_names) result[index] = std::move(status);

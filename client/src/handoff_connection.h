@@ -60,7 +60,7 @@ class HandoffConnection {
   // it meanwhile. An error from `on_packet` ends the call and closes the
   // connection (the rest of the answer is never read). `request` gets its
   // id and the releases it carries; `appended_fields`, serialized
-  // HandoffRequest fields framed by hand (acquire_many_wire.h), go after
+  // HandoffRequest fields framed by hand (batch_request_wire.h), go after
   // its own.
   absl::Status CallBatch(v1::HandoffRequest& request, absl::string_view appended_fields,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);

@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "client/src/acquire_many_wire.h"
+#include "client/src/batch_request_wire.h"
 #include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
 #include "client/src/device_import_cache.h"
@@ -609,7 +609,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
     return AdoptBatch(request, /*appended_fields=*/"", 0, options);
   }
   // Names go in requests of at most one handoff packet each; every request
-  // is one cut of its own. Each is framed by hand (acquire_many_wire.h).
+  // is one cut of its own. Each is framed by hand (batch_request_wire.h).
   std::vector<absl::StatusOr<Tensor>> results;
   results.reserve(selection.items.size());
   std::string acquire_field;
@@ -620,7 +620,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> LocalTransport::BatchFetch(
     size_t request_bytes = 64 + 11 * mapped_arena_ids.size();
     const size_t first = next;
     while (next < selection.items.size()) {
-      const size_t item_bytes = AcquireManyItemSize(selection.items[next]);
+      const size_t item_bytes = NameVersionItemSize(selection.items[next]);
       if (next > first && request_bytes + item_bytes > kMaxBatchPacketBytes - 1024) break;
       request_bytes += item_bytes;
       ++next;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/batch_request_wire.h"
 #include "client/src/heap_tensor_memory.h"
 #include "client/src/host_tensor_source.h"
 #include "client/src/info_conversion.h"
@@ -152,15 +153,16 @@ struct OpenItem {
 // error is that item's answer.
 class BatchFetchAssembler {
  public:
-  BatchFetchAssembler(const v1::BatchFetchRequest& request, const FetchOptions& options,
+  // `requested`: the names the request named (0 for a prefix or a group).
+  BatchFetchAssembler(size_t requested, const FetchOptions& options,
                       ReceiveBufferPool& receive_pool)
-      : request_(request),
+      : requested_(requested),
         options_(options),
         receive_pool_(receive_pool),
         unanswered_(absl::InternalError("the server sent no answer for it")) {
     // Copies of one status share its message: no allocation per item.
-    results_.reserve(request.items_size());
-    for (int i = 0; i < request.items_size(); ++i) results_.emplace_back(unanswered_);
+    results_.reserve(requested);
+    for (size_t i = 0; i < requested; ++i) results_.emplace_back(unanswered_);
   }
 
   absl::Status AddChunk(const StreamMessage& chunk) {
@@ -210,7 +212,7 @@ class BatchFetchAssembler {
       *slot = Finish(assembled);
       return absl::OkStatus();
     }
-    if (request_.items_size() == 0) results_.pop_back();  // placed again when complete
+    if (requested_ == 0) results_.pop_back();  // placed again when complete
     open_ = std::move(assembled);
     return absl::OkStatus();
   }
@@ -235,7 +237,7 @@ class BatchFetchAssembler {
   // A prefix fetch (no names in the request) answers in order, growing the
   // results; a fetch by name answers each requested index once.
   absl::StatusOr<absl::StatusOr<Tensor>*> Place(uint32_t index) {
-    if (request_.items_size() == 0) {
+    if (requested_ == 0) {
       if (index != results_.size()) {
         return absl::InternalError(
             absl::StrCat("batch fetch item ", index, " arrived out of order"));
@@ -261,7 +263,7 @@ class BatchFetchAssembler {
     return Tensor(std::move(item.info), std::move(item.memory));
   }
 
-  const v1::BatchFetchRequest& request_;
+  const size_t requested_;
   const FetchOptions& options_;
   ReceiveBufferPool& receive_pool_;
   const absl::Status unanswered_;
@@ -359,12 +361,12 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    grpc::ClientContext& context, const v1::BatchFetchRequest& request, const FetchOptions& options,
+    grpc::ClientContext& context, const BatchSelection& selection, const FetchOptions& options,
     ReceiveBufferPool& receive_pool) {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channel, method, &context, SerializeToByteBuffer(request)));
-  BatchFetchAssembler assembler(request, options, receive_pool);
+          channel, method, &context, EncodeBatchFetchRequest(selection)));
+  BatchFetchAssembler assembler(selection.items.size(), options, receive_pool);
   grpc::ByteBuffer message;
   ByteBufferDecoder decoder;
   BatchFetchItemsDecoder items;

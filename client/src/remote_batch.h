@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/src/client_transport.h"
 #include "client/src/receive_buffer_pool.h"
 #include "client/src/remote_connection.h"
 #include "tensord/client.h"
@@ -36,7 +37,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
 // items of 256 KiB or more receive into `receive_pool`'s buffers.
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> StreamBatchFetch(
     grpc::ChannelInterface* channel, const grpc::internal::RpcMethod& method,
-    grpc::ClientContext& context, const v1::BatchFetchRequest& request, const FetchOptions& options,
+    grpc::ClientContext& context, const BatchSelection& selection, const FetchOptions& options,
     ReceiveBufferPool& receive_pool);
 
 }  // namespace tensord

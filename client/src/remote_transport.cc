@@ -87,18 +87,9 @@ absl::StatusOr<BatchPutResult> RemoteTransport::BatchPut(std::span<const BatchPu
 
 absl::StatusOr<std::vector<absl::StatusOr<Tensor>>> RemoteTransport::BatchFetch(
     const BatchSelection& selection, const FetchOptions& options, const CallOptions& call) {
-  v1::BatchFetchRequest request;
-  for (const TensorRef& item : selection.items) {
-    v1::NameVersion* wanted = request.add_items();
-    wanted->set_name(item.name);
-    wanted->set_version(item.version);
-  }
-  if (selection.prefix.has_value()) request.set_prefix(*selection.prefix);
-  request.set_group_version(selection.group_version);
-  request.set_cluster_group(selection.cluster_group);
   CallContext context(*rep_->connection, call);
   return StreamBatchFetch(rep_->connection->channel.get(), rep_->connection->batch_fetch_method,
-                          context.get(), request, options, *rep_->receive_pool);
+                          context.get(), selection, options, *rep_->receive_pool);
 }
 
 absl::StatusOr<Tensor> RemoteTransport::Fetch(absl::string_view name, const FetchOptions& options,

@@ -375,6 +375,17 @@ TEST_F(BatchTest, TheItemLimitSplitsPutsAndRefusesOverlongPrefixes) {
     ASSERT_TRUE((*fetched)[i].ok()) << i << ": " << (*fetched)[i].status();
     EXPECT_EQ(TensorBytes(*(*fetched)[i]), byte);
   }
+  // Bad names in both calls fail alone; every other answer keeps its place.
+  const std::vector<size_t> bad = {5, kMaxBatchItems - 1, kMaxBatchItems + 3};
+  for (size_t i : bad) wanted[i].name = "bad//name";
+  fetched = client_->BatchFetch(wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), count);
+  for (size_t i : bad) EXPECT_EQ((*fetched)[i].status().code(), absl::StatusCode::kInvalidArgument);
+  for (size_t i : {size_t{0}, size_t{6}, kMaxBatchItems - 2, kMaxBatchItems, count - 1}) {
+    ASSERT_TRUE((*fetched)[i].ok()) << i << ": " << (*fetched)[i].status();
+    EXPECT_EQ((*fetched)[i]->info().name, names[i]);
+  }
 
   BatchPutOptions atomic;
   atomic.atomic = true;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,8 @@
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
 #include "service/wire/byte_buffer_codec.h"
-#include "service/wire/call_arena.h"
 #include "service/wire/status_conversion.h"
+#include "service/wire/wire_requests.h"
 
 namespace tensord {
 namespace {
@@ -120,39 +121,44 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
  private:
   absl::Status Start(const grpc::ByteBuffer& request_bytes, Registry& registry,
                      TensorService& service) {
-    v1::BatchFetchRequest& request =
-        *google::protobuf::Arena::CreateMessage<v1::BatchFetchRequest>(&request_arena_);
-    const absl::Status parsed = ParseFromByteBuffer(request_bytes, request, "batch fetch request");
+    WireBatchFetchRequest request;
+    absl::Status parsed = FlattenByteBuffer(request_bytes, request_bytes_, "batch fetch request");
+    if (parsed.ok() &&
+        !ParseWireBatchFetchRequest({request_bytes_.begin(), request_bytes_.size()}, request)) {
+      parsed = absl::InvalidArgumentError(
+          "batch fetch request is not a valid tensord.v1.BatchFetchRequest");
+    }
     TENSORD_ASSIGN_OR_RETURN(const TokenGrant* grant, service.AdmitCall(context_, "BatchFetch"));
     TENSORD_RETURN_IF_ERROR(parsed);
-    TENSORD_RETURN_IF_ERROR(ValidateBatchSelection(
-        "batch fetch", request.items_size(), kBatchItemLimit,
-        request.has_prefix() ? std::optional<std::string>(request.prefix()) : std::nullopt,
-        request.group_version(), request.cluster_group()));
-    if (request.cluster_group() != 0 && cluster_ == nullptr) {
+    const std::optional<std::string> prefix =
+        request.prefix.has_value() ? std::optional<std::string>(*request.prefix) : std::nullopt;
+    TENSORD_RETURN_IF_ERROR(ValidateBatchSelection("batch fetch", request.items.size(),
+                                                   kBatchItemLimit, prefix, request.group_version,
+                                                   request.cluster_group));
+    if (request.cluster_group != 0 && cluster_ == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("batch fetch of cluster group ", request.cluster_group(),
+          absl::StrCat("batch fetch of cluster group ", request.cluster_group,
                        ": this server is not a cluster node (a single node's groups are read by "
                        "group_version)"));
     }
     TENSORD_ASSIGN_OR_RETURN(
         stream_slot_, service.streams().Admit("BatchFetch", [this] { context_->TryCancel(); }));
-    if (request.items_size() > 0) return ChooseItems(request, grant, registry);
-    if (request.cluster_group() != 0) {
-      cluster_group_ = request.cluster_group();
+    if (!request.items.empty()) return ChooseItems(request.items, grant);
+    if (request.cluster_group != 0) {
+      cluster_group_ = request.cluster_group;
       grant_ = grant;
       return absl::OkStatus();
     }
     std::vector<Lease> leases;
-    if (request.has_prefix()) {
+    if (prefix.has_value()) {
       // A token limited to a namespace reads only inside it.
-      TENSORD_ASSIGN_OR_RETURN(std::string prefix,
-                               grant == nullptr ? absl::StatusOr<std::string>(request.prefix())
-                                                : TokenAuthenticator::ListPrefix(
-                                                      *grant, request.prefix(), "BatchFetch"));
-      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquirePrefix(prefix, kBatchItemLimit));
+      TENSORD_ASSIGN_OR_RETURN(std::string allowed_prefix,
+                               grant == nullptr
+                                   ? absl::StatusOr<std::string>(*prefix)
+                                   : TokenAuthenticator::ListPrefix(*grant, *prefix, "BatchFetch"));
+      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquirePrefix(allowed_prefix, kBatchItemLimit));
     } else {
-      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquireGroup(request.group_version()));
+      TENSORD_ASSIGN_OR_RETURN(leases, registry.AcquireGroup(request.group_version));
       // All of a group or nothing: a token that may not read one item gets none.
       for (const Lease& lease : leases) {
         TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant, "BatchFetch", lease->name));
@@ -162,21 +168,21 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     return absl::OkStatus();
   }
 
-  absl::Status ChooseItems(const v1::BatchFetchRequest& request, const TokenGrant* grant,
-                           Registry& registry) {
-    entries_.resize(request.items_size());
-    std::vector<NameVersionView> wanted;  // in request_arena_, which lives as long
+  // `items` view request_bytes_, which lives as long as the reactor.
+  absl::Status ChooseItems(std::span<const WireNameVersion> items, const TokenGrant* grant) {
+    entries_.resize(items.size());
+    std::vector<NameVersionView> wanted;
     std::vector<uint32_t> wanted_index;
-    wanted.reserve(request.items_size());
-    for (int i = 0; i < request.items_size(); ++i) {
-      const v1::NameVersion& item = request.items(i);
+    wanted.reserve(items.size());
+    wanted_index.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
       entries_[i].index = static_cast<uint32_t>(i);
-      if (absl::Status allowed = TensorService::CheckName(grant, "BatchFetch", item.name());
+      if (absl::Status allowed = TensorService::CheckName(grant, "BatchFetch", items[i].name);
           !allowed.ok()) {
         entries_[i].lease = allowed;
         continue;
       }
-      wanted.push_back({item.name(), item.version()});
+      wanted.push_back({items[i].name, items[i].version});
       wanted_index.push_back(static_cast<uint32_t>(i));
     }
     requested_ = std::move(wanted);
@@ -303,7 +309,7 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
     ++items_ok_;
     bytes_sent_ += size;
     if (inline_bytes) {
-      entry.lease = absl::CancelledError("sent");  // the lease ends once the bytes are copied
+      entry.lease = sent_;  // the lease ends once the bytes are copied
     } else {
       large_ = new PayloadHold(*std::move(entry.lease), live_payloads_);
       large_offset_ = 0;
@@ -350,10 +356,12 @@ class BatchFetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   CallRecord call_;
   absl::Status outcome_;
   std::vector<BatchEntry> entries_;
-  // The request, parsed into an arena (a thousand names are a few blocks),
-  // and the named items it asks for (not denied by the token, viewed in
-  // the request) and their entries.
-  google::protobuf::Arena request_arena_{ManyNamesArenaOptions()};
+  // What an entry holds once its bytes are in a message: one status for all
+  // (a status with a message made per item was an allocation per item).
+  const absl::Status sent_ = absl::CancelledError("sent");
+  // The request's bytes, and the named items it asks for (not denied by
+  // the token, viewed in those bytes) and their entries.
+  grpc::Slice request_bytes_;
   std::vector<NameVersionView> requested_;
   std::vector<uint32_t> requested_index_;
   // A cluster group asked for, and the token that asked.

@@ -133,7 +133,7 @@ absl::StatusOr<ByteSpan> ResolveFetchRange(const WireFetchRequest& request, uint
                       total_bytes);
 }
 
-absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
+absl::Status ValidateBatchSelection(absl::string_view what, size_t items, size_t max_items,
                                     const std::optional<std::string>& prefix,
                                     uint64_t group_version, std::optional<uint64_t> cluster_group) {
   const uint64_t cluster = cluster_group.value_or(0);
@@ -153,7 +153,7 @@ absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t ma
     return absl::InvalidArgumentError(
         absl::StrCat(what, " of cluster group ", cluster, ": an etcd revision is at most 2^63-1"));
   }
-  if (static_cast<size_t>(items) > max_items) {
+  if (items > max_items) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " of ", items, " items; at most ", max_items, " per request"));
   }

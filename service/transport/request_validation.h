@@ -57,7 +57,7 @@ absl::StatusOr<ValidatedPut> ValidatePutFields(const std::string& name,
 // group (`cluster_group`: nullopt for a request without that field);
 // INVALID_ARGUMENT naming what was given otherwise. `what` names the
 // request ("batch fetch", "batch acquire").
-absl::Status ValidateBatchSelection(absl::string_view what, int items, size_t max_items,
+absl::Status ValidateBatchSelection(absl::string_view what, size_t items, size_t max_items,
                                     const std::optional<std::string>& prefix,
                                     uint64_t group_version,
                                     std::optional<uint64_t> cluster_group = std::nullopt);

@@ -4,9 +4,10 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 10: TensorInfo, StatResponse, FetchHeader, StatRequest,
+// Input: [kind = byte % 11: TensorInfo, StatResponse, FetchHeader, StatRequest,
 //         FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem,
-//         AcquiredItem, HandoffResponse (a batch acquire's answer)]
+//         AcquiredItem, HandoffResponse (a batch acquire's answer),
+//         BatchFetchRequest]
 //        [message bytes...]
 #include <cstddef>
 #include <cstdint>
@@ -155,7 +156,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -260,6 +261,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 9: CheckBatchAnswer(wire); break;
+    case 10: {
+      v1::BatchFetchRequest proto;
+      WireBatchFetchRequest parsed;
+      parsed.items.push_back({"stale", 1});  // reset by the parse
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      Check(ParseWireBatchFetchRequest(wire, parsed) == proto_ok);
+      if (!proto_ok) break;
+      Check(parsed.items.size() == static_cast<size_t>(proto.items_size()));
+      for (int i = 0; i < proto.items_size(); ++i) {
+        Check(parsed.items[i].name == proto.items(i).name() &&
+              parsed.items[i].version == proto.items(i).version());
+      }
+      Check(parsed.prefix.has_value() == proto.has_prefix());
+      Check(!parsed.prefix.has_value() || *parsed.prefix == proto.prefix());
+      Check(parsed.group_version == proto.group_version() &&
+            parsed.cluster_group == proto.cluster_group());
+      break;
+    }
     default: {
       v1::FetchHeader proto;
       WireFetchHeader parsed;

@@ -206,9 +206,9 @@ write("stream_message", "batch_put_options", stream_input(data(3, uint(1, 1))))
 write("stream_message", "batch_fetch_items_merged", stream_input(
     data(3, batch_items) + data(3, data(1, uint(1, 9) + data(4, b"") + data(4, b"ab")))))
 
-# wire_tensor_info: [kind % 10: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# wire_tensor_info: [kind % 11: TensorInfo, StatResponse, FetchHeader, StatRequest,
 # FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem, AcquiredItem,
-# HandoffResponse] [message].
+# HandoffResponse, BatchFetchRequest] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -276,6 +276,16 @@ write("wire_tensor_info", "batch_answer_other_kind", info_input(
     9, uint(1, 3) + data(8, data(1, arena_item)) + data(4, uint(2, 1))))
 write("wire_tensor_info", "negative_ids", info_input(0, tensor_info(
     "n", 1, layout(INT, 8, [4], strides=[-1], byte_offset=3, device=(1, -1)), 4)))
+# BatchFetch requests: by names (one at a version, one empty), by an empty
+# prefix (set, so every name), and fields repeated with unknown ones between.
+write("wire_tensor_info", "batch_fetch_request_names", info_input(
+    10, data(1, data(1, "kv/0/block/1")) + data(1, data(1, "kv/0/block/2") + uint(2, 7))
+    + data(1, b"")))
+write("wire_tensor_info", "batch_fetch_request_prefix", info_input(10, data(2, b"")))
+write("wire_tensor_info", "batch_fetch_request_merged", info_input(
+    10, data(1, data(1, "a") + uint(2, 5) + data(1, "bc")) + data(2, "p1") + data(2, "p2")
+    + uint(3, 1) + uint(3, 2) + uint(4, 9) + fixed32(21, 9) + tag(22, 3) + uint(1, 1)
+    + tag(22, 4)))
 
 # request_validation: PutHeader (mode bit 0 clear) or FetchRequest (set).
 write("request_validation", "put_f32_2x3", validation_input(

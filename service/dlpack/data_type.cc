@@ -1,5 +1,6 @@
 #include "service/dlpack/data_type.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -74,6 +75,15 @@ constexpr Alias kAliases[] = {
     {"c64", "complex64"}, {"c128", "complex128"}, {"handle", "opaque64"},
 };
 
+// Whether the table holds (code, bits), by index: ValidateDataType runs for
+// every layout put, fetched or answered, and the scan below was a fifth of
+// a small tensor's layout checks.
+constexpr auto kKnownCodeBits = [] {
+  std::array<std::array<bool, 256>, kMaxDataTypeCode + 1> known{};
+  for (const NamedType& type : kNamedTypes) known[type.code][type.bits] = true;
+  return known;
+}();
+
 const NamedType* FindByCodeBits(uint8_t code, uint8_t bits) {
   for (const NamedType& type : kNamedTypes) {
     if (type.code == code && type.bits == bits) return &type;
@@ -142,7 +152,7 @@ absl::Status ValidateDataType(DLDataType dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype code ", dtype.code, " is not a DLPack type code"));
   }
-  if (FindByCodeBits(dtype.code, dtype.bits) == nullptr) {
+  if (!kKnownCodeBits[dtype.code][dtype.bits]) {
     return absl::InvalidArgumentError(absl::StrCat(CodeFamily(dtype.code), " bits ", dtype.bits,
                                                    " is not one of ", AllowedBits(dtype.code)));
   }

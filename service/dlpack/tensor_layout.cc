@@ -1,6 +1,5 @@
 #include "service/dlpack/tensor_layout.h"
 
-#include <array>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -100,21 +99,24 @@ absl::StatusOr<uint64_t> ByteAddressableRequiredBytes(const TensorLayout& layout
   }
   const auto byte_offset = static_cast<int64_t>(layout.byte_offset);
   if (numel == 0) return layout.byte_offset;
-
-  // Viewed, not copied: a vector here was an allocation per checked layout.
-  std::array<int64_t, kMaxDims> compact;
-  std::span<const int64_t> strides = layout.strides;
-  if (strides.empty()) {
-    std::span<int64_t> computed(compact.data(), layout.shape.size());  // ndim checked above
-    CompactStridesInto(layout.shape, computed);
-    strides = computed;
-  }
-  TENSORD_ASSIGN_OR_RETURN(const OffsetRange range, ReachedOffsets(layout.shape, strides));
   const auto element_bytes = static_cast<int64_t>(ElementBytes(layout.dtype));
   // Built only on failure: this runs on every fetch, put and Stat answer.
   const auto overflow = [&layout] {
     return absl::StrCat("byte extent of ", DescribeLayout(layout), " overflows int64");
   };
+  if (layout.strides.empty()) {
+    // Compact (most layouts): the elements [0, numel) follow byte_offset,
+    // what the strides below would reach (numel fits int64: ElementCount).
+    int64_t end = 0;
+    if (__builtin_mul_overflow(static_cast<int64_t>(numel), element_bytes, &end) ||
+        __builtin_add_overflow(end, byte_offset, &end)) {
+      return absl::InvalidArgumentError(overflow());
+    }
+    return static_cast<uint64_t>(end);
+  }
+
+  const std::span<const int64_t> strides = layout.strides;
+  TENSORD_ASSIGN_OR_RETURN(const OffsetRange range, ReachedOffsets(layout.shape, strides));
 
   int64_t before_start = 0;  // Bytes reached before element [0, ..., 0].
   // range.min <= 0 may be INT64_MIN itself, whose negation overflows:

@@ -219,6 +219,34 @@ TEST(RequiredBytesTest, RejectsOverflow) {
             static_cast<uint64_t>(kInt64Max));
 }
 
+// Empty strides (compact) take a shortcut; the same layout with its
+// compact strides spelled out takes the general path: they agree, value
+// for value and error for error.
+TEST(RequiredBytesTest, CompactShortcutAgreesWithExplicitCompactStrides) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {},     {1},          {4096},          {2, 3},           {7, 1, 5},
+      {0, 9}, {kBig, 1024}, {kBig, 1 << 20}, {kInt64Max / 16}, {kInt64Max / 4}};
+  const std::vector<uint64_t> offsets = {0, 8, static_cast<uint64_t>(kInt64Max) - 100,
+                                         static_cast<uint64_t>(kInt64Max)};
+  for (DLDataType dtype : {kU8, kF32, kF64, DLDataType{kFloat, 32, 4}}) {
+    for (const std::vector<int64_t>& shape : shapes) {
+      for (uint64_t offset : offsets) {
+        const absl::StatusOr<uint64_t> shortcut = RequiredBytes(Layout(dtype, shape, {}, offset));
+        const absl::StatusOr<uint64_t> general =
+            RequiredBytes(Layout(dtype, shape, CompactStrides(shape), offset));
+        SCOPED_TRACE(testing::Message() << DescribeLayout(Layout(dtype, shape, {}, offset)));
+        ASSERT_EQ(shortcut.ok(), general.ok()) << shortcut.status() << " / " << general.status();
+        if (shortcut.ok()) {
+          EXPECT_EQ(*shortcut, *general);
+        } else {
+          EXPECT_EQ(shortcut.status().code(), general.status().code());
+          EXPECT_THAT(shortcut.status().message(), HasSubstr("overflows int64"));
+        }
+      }
+    }
+  }
+}
+
 TEST(RequiredBytesTest, SubByteMustBeCompactAtOffsetZero) {
   EXPECT_EQ(*RequiredBytes(Layout(kFp4, {3})), 2u);
   EXPECT_EQ(*RequiredBytes(Layout(kFp6, {5})), 4u);

@@ -68,7 +68,13 @@ std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view pa
 }
 
 HandoffSession::Reply HandoffSession::Answer(const v1::HandoffRequest& request, absl::Time now) {
-  v1::HandoffResponse response;
+  // On the request's arena when it has one: a put_many answer holds a
+  // result per item, each a message of its own.
+  google::protobuf::Arena* const arena = request.GetArena();
+  std::optional<v1::HandoffResponse> on_heap;
+  v1::HandoffResponse& response =
+      arena != nullptr ? *google::protobuf::Arena::CreateMessage<v1::HandoffResponse>(arena)
+                       : on_heap.emplace();
   response.set_request_id(request.request_id());
   Reply reply;
   std::string batch_answer;

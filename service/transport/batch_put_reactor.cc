@@ -121,12 +121,11 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(
         const BatchPutItemsDecoder::Message decoded,
         items_decoder_.Decode(decoder_.pieces(), [this](const WireBatchPutItem& item) {
-          v1::PutHeader& header = item_headers_.Next();  // used only during this call
-          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
+          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, item_header_)) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "batch put item ", ItemCount(), ": header is not a valid tensord.v1.PutHeader"));
           }
-          return TakeWholeItem(header, item.data);
+          return TakeWholeItem(item_header_, item.data);
         }));
     if (decoded.has_options) {
       if (messages_ > 0) {
@@ -167,7 +166,8 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   // Item `index`'s checks, copies (as a Put's: PutHeader.replicas or the
   // server's default for the name) and reservation.
-  absl::StatusOr<PendingVersion> PrepareItem(const v1::PutHeader& header, size_t index) {
+  // The header's layout is moved from.
+  absl::StatusOr<PendingVersion> PrepareItem(WirePutHeader& header, size_t index) {
     TENSORD_ASSIGN_OR_RETURN(ValidatedPut put,
                              ValidatePutHeader(header, options_.max_tensor_bytes));
     TENSORD_RETURN_IF_ERROR(TensorService::CheckName(grant_, "BatchPut", put.name));
@@ -178,11 +178,11 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     uint32_t replicas = 1;
     if (options_.cluster_access != nullptr) {
-      TENSORD_ASSIGN_OR_RETURN(replicas, options_.cluster_access->ReplicasFor(
-                                             put.name, header.replicas(), put.retention));
-    } else if (header.replicas() > 1) {
+      TENSORD_ASSIGN_OR_RETURN(
+          replicas, options_.cluster_access->ReplicasFor(put.name, header.replicas, put.retention));
+    } else if (header.replicas > 1) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "batch put item '", put.name, "' asks for replicas=", header.replicas(),
+          "batch put item '", put.name, "' asks for replicas=", header.replicas,
           ", but this server is a single node (start it with --etcd-endpoints to form a cluster)"));
     }
     if (replicas_.size() <= index) replicas_.resize(index + 1, 1);
@@ -191,7 +191,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                              put.retention);
   }
 
-  absl::Status TakeWholeItem(const v1::PutHeader& header, std::span<const uint8_t> data) {
+  absl::Status TakeWholeItem(WirePutHeader& header, std::span<const uint8_t> data) {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
     received_total_ += data.size();
     NoteLargeTransfer();
@@ -212,24 +212,23 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return absl::OkStatus();
     }
     pending->crc32c = Crc32c(data.data(), data.size());
-    std::optional<uint32_t> expected;
-    if (header.has_crc32c()) expected = header.crc32c();
-    CompleteItem(index, *std::move(pending), expected);
+    CompleteItem(index, *std::move(pending), header.crc32c);
     return absl::OkStatus();
   }
 
   absl::Status StartChunkedItem(const std::string& header_bytes) {
     TENSORD_ASSIGN_OR_RETURN(size_t index, BeginItem());
-    v1::PutHeader header;
-    if (!header.ParseFromString(header_bytes)) {
+    WirePutHeader header;  // views header_bytes
+    if (!ParseWirePutHeader(
+            {reinterpret_cast<const uint8_t*>(header_bytes.data()), header_bytes.size()}, header)) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch put item ", index, ": header is not a valid tensord.v1.PutHeader"));
     }
     OpenItem item;
     item.index = index;
-    item.name = header.name();
-    item.total_bytes = header.total_bytes();
-    if (header.has_crc32c()) item.expected_crc32c = header.crc32c();
+    item.name = std::string(header.name);
+    item.total_bytes = header.total_bytes;
+    item.expected_crc32c = header.crc32c;
     absl::StatusOr<PendingVersion> pending = PrepareItem(header, index);
     if (pending.ok()) {
       item.pending = *std::move(pending);
@@ -534,7 +533,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
   BatchPutItemsDecoder items_decoder_;
-  ShortLivedMessages<v1::PutHeader> item_headers_;  // whole items' headers
+  WirePutHeader item_header_;  // a whole item's, used only while it is taken
   bool atomic_ = false;
   uint64_t messages_ = 0;
   std::optional<OpenItem> open_;

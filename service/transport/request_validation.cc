@@ -1,6 +1,8 @@
 #include "service/transport/request_validation.h"
 
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
@@ -25,8 +27,9 @@ absl::StatusOr<Retention> RetentionFromProto(int retention) {
 
 namespace {
 
-absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const ValidatedPut& put) {
-  const std::string& id = part.upload_id();
+absl::StatusOr<ValidatedPutPart> ValidatePutPart(absl::string_view id, uint32_t parts,
+                                                 uint64_t offset, uint64_t length,
+                                                 const ValidatedPut& put) {
   const bool id_ok = id.size() == 32 && absl::c_all_of(id, [](char c) {
                        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
                      });
@@ -35,15 +38,13 @@ absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const 
                                                    absl::CHexEscape(id.substr(0, 64)),
                                                    "' is not 32 lowercase hex digits"));
   }
-  if (part.parts() < 2 || part.parts() > kMaxPutParts) {
-    return absl::InvalidArgumentError(absl::StrCat("put of '", put.name, "' in part.parts ",
-                                                   part.parts(), " streams; the limit is 2..",
-                                                   kMaxPutParts));
+  if (parts < 2 || parts > kMaxPutParts) {
+    return absl::InvalidArgumentError(absl::StrCat("put of '", put.name, "' in part.parts ", parts,
+                                                   " streams; the limit is 2..", kMaxPutParts));
   }
-  if (part.length() == 0 || part.offset() > put.total_bytes ||
-      part.length() > put.total_bytes - part.offset()) {
+  if (length == 0 || offset > put.total_bytes || length > put.total_bytes - offset) {
     return absl::InvalidArgumentError(
-        absl::StrCat("put of '", put.name, "': part [", part.offset(), ", +", part.length(),
+        absl::StrCat("put of '", put.name, "': part [", offset, ", +", length,
                      ") is empty or reaches beyond total_bytes ", put.total_bytes));
   }
   if (put.layout.device.device_type != kDLCPU) {
@@ -52,7 +53,7 @@ absl::StatusOr<ValidatedPutPart> ValidatePutPart(const v1::PutPart& part, const 
         "put of '", put.name, "' into device memory (kDLCUDA ", put.layout.device.device_id,
         ") cannot be split into parts; send it in one stream"));
   }
-  return ValidatedPutPart{id, part.parts(), part.offset(), part.length()};
+  return ValidatedPutPart{std::string(id), parts, offset, length};
 }
 
 }  // namespace
@@ -64,7 +65,22 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                              header.retention(), max_tensor_bytes));
   if (header.has_crc32c()) put.crc32c = header.crc32c();
   if (header.has_part()) {
-    TENSORD_ASSIGN_OR_RETURN(put.part, ValidatePutPart(header.part(), put));
+    const v1::PutPart& part = header.part();
+    TENSORD_ASSIGN_OR_RETURN(put.part, ValidatePutPart(part.upload_id(), part.parts(),
+                                                       part.offset(), part.length(), put));
+  }
+  return put;
+}
+
+absl::StatusOr<ValidatedPut> ValidatePutHeader(WirePutHeader& header, uint64_t max_tensor_bytes) {
+  TENSORD_ASSIGN_OR_RETURN(
+      ValidatedPut put, ValidatePutFields(header.name, std::move(header.layout), header.total_bytes,
+                                          header.retention, max_tensor_bytes));
+  put.crc32c = header.crc32c;
+  if (header.part.has_value()) {
+    const WirePutPart& part = *header.part;
+    TENSORD_ASSIGN_OR_RETURN(
+        put.part, ValidatePutPart(part.upload_id, part.parts, part.offset, part.length, put));
   }
   return put;
 }
@@ -72,11 +88,18 @@ absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
 absl::StatusOr<ValidatedPut> ValidatePutFields(const std::string& name,
                                                const v1::TensorLayout& layout, uint64_t total_bytes,
                                                int retention, uint64_t max_tensor_bytes) {
+  return ValidatePutFields(absl::string_view(name), WireLayoutOf(layout), total_bytes, retention,
+                           max_tensor_bytes);
+}
+
+absl::StatusOr<ValidatedPut> ValidatePutFields(absl::string_view name, WireLayout layout,
+                                               uint64_t total_bytes, int retention,
+                                               uint64_t max_tensor_bytes) {
   ValidatedPut put;
   TENSORD_RETURN_IF_ERROR(ValidateTensorName(name));
   TENSORD_ASSIGN_OR_RETURN(put.retention, RetentionFromProto(retention));
-  put.name = name;
-  TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromProto(layout));
+  put.name = std::string(name);
+  TENSORD_ASSIGN_OR_RETURN(put.layout, LayoutFromWire(std::move(layout)));
   // Pinned host memory (kDLCUDAHost) is host memory to the server: stored
   // and reported as kDLCPU. kDLCUDA ids are checked by the registry, which
   // knows the device backend.

@@ -11,7 +11,9 @@
 #include "absl/strings/string_view.h"
 #include "service/dlpack/tensor_layout.h"
 #include "service/registry/tensor_version.h"
+#include "service/wire/batch_put_items.h"
 #include "service/wire/wire_requests.h"
+#include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
@@ -46,11 +48,18 @@ absl::StatusOr<Retention> RetentionFromProto(int retention);
 
 absl::StatusOr<ValidatedPut> ValidatePutHeader(const v1::PutHeader& header,
                                                uint64_t max_tensor_bytes);
+// The same for a header parsed by hand (a BatchPut item's); its layout is
+// moved from.
+absl::StatusOr<ValidatedPut> ValidatePutHeader(WirePutHeader& header, uint64_t max_tensor_bytes);
 // The same rules for a write described without a PutHeader (a handoff
 // create or put_many item: no checksum, no part), with no header built.
 absl::StatusOr<ValidatedPut> ValidatePutFields(const std::string& name,
                                                const v1::TensorLayout& layout, uint64_t total_bytes,
                                                int retention, uint64_t max_tensor_bytes);
+// Both forms' one set of rules, on the layout's wire fields.
+absl::StatusOr<ValidatedPut> ValidatePutFields(absl::string_view name, WireLayout layout,
+                                               uint64_t total_bytes, int retention,
+                                               uint64_t max_tensor_bytes);
 
 // A batch read chooses its tensors by exactly one of a name list (1..
 // `max_items` names), a prefix, an atomic group's version, or a cluster

@@ -1,7 +1,5 @@
 #include "service/wire/batch_put_items.h"
 
-#include <google/protobuf/io/coded_stream.h>
-
 #include "service/common/status_macros.h"
 #include "service/wire/piece_reader.h"
 #include "service/wire/varint.h"
@@ -37,14 +35,61 @@ bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, WireBatc
   });
 }
 
-bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, v1::PutHeader& out) {
-  out.Clear();
+namespace {
+
+// A PutHeader's bytes merged into `out` (scalars and strings: the last
+// occurrence wins; the layout and the part merge), `depth` levels of
+// protobuf's recursion limit left at the header's own level.
+bool MergeWirePutHeader(std::span<const uint8_t> bytes, int depth, WirePutHeader& out) {
+  using namespace wire_reader;
+  if (depth < 0) return false;
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ViewString(reader, out.name);
+      case Tag(2, kWireLengthDelimited):
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseWireLayout(payload, inner, out.layout);
+        });
+      case Tag(3, kWireVarint): return ParseVarintAs(reader, out.total_bytes);
+      case Tag(4, kWireVarint): return ParseVarintAs(reader, out.crc32c.emplace());
+      case Tag(5, kWireVarint): return ParseVarintAs(reader, out.retention);
+      case Tag(6, kWireVarint): return ParseVarintAs(reader, out.replicas);
+      case Tag(7, kWireLengthDelimited): {
+        WirePutPart& part = out.part.has_value() ? *out.part : out.part.emplace();
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseFields(payload, inner,
+                             [&](Reader& fields, uint32_t part_tag, bool& part_known) {
+                               switch (part_tag) {
+                                 case Tag(1, kWireLengthDelimited):
+                                   return ViewString(fields, part.upload_id);
+                                 case Tag(2, kWireVarint): return ParseVarintAs(fields, part.parts);
+                                 case Tag(3, kWireVarint):
+                                   return ParseVarintAs(fields, part.offset);
+                                 case Tag(4, kWireVarint):
+                                   return ParseVarintAs(fields, part.length);
+                                 default: part_known = false; return true;
+                               }
+                             });
+        });
+      }
+      default: known = false; return true;
+    }
+  });
+}
+
+}  // namespace
+
+bool ParseWirePutHeader(std::span<const uint8_t> bytes, WirePutHeader& out) {
+  out = WirePutHeader();
+  return MergeWirePutHeader(bytes, wire_reader::kRecursionLimit, out);
+}
+
+bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, WirePutHeader& out) {
+  out = WirePutHeader();
+  // The item and the messages around it are as deep as the header starts.
+  const int depth = wire_reader::kRecursionLimit - nesting - 1;
   for (std::span<const uint8_t> occurrence : item.headers) {
-    google::protobuf::io::CodedInputStream input(occurrence.data(),
-                                                 static_cast<int>(occurrence.size()));
-    // The item and the messages around it are as deep as the header starts.
-    input.SetRecursionLimit(wire_reader::kRecursionLimit - nesting - 1);
-    if (!out.MergeFromCodedStream(&input) || !input.ConsumedEntireMessage()) return false;
+    if (!MergeWirePutHeader(occurrence, depth, out)) return false;
   }
   return true;
 }

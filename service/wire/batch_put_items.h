@@ -12,6 +12,7 @@
 #define TENSORD_SERVICE_WIRE_BATCH_PUT_ITEMS_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -19,8 +20,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "service/wire/piece_reader.h"
-#include "tensord/v1/tensor_service.pb.h"
+#include "service/wire/wire_tensor_info.h"
 
 namespace tensord {
 
@@ -41,10 +43,33 @@ struct WireBatchPutItem {
 // it).
 bool ParseWireBatchPutItem(std::span<const uint8_t> bytes, int nesting, WireBatchPutItem& out);
 
-// The item's header into `out` (cleared first; every occurrence merged),
-// as the generated parser reads it inside an item enclosed in `nesting`
-// messages: false where that parse would fail.
-bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, v1::PutHeader& out);
+// A v1::PutHeader as its fields arrive: strings viewed in the parsed bytes.
+struct WirePutPart {
+  absl::string_view upload_id;
+  uint32_t parts = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+struct WirePutHeader {
+  absl::string_view name;
+  WireLayout layout;  // its defaults (no dtype) when the header has none
+  uint64_t total_bytes = 0;
+  std::optional<uint32_t> crc32c;
+  int32_t retention = 0;
+  uint32_t replicas = 0;
+  std::optional<WirePutPart> part;
+};
+
+// A PutHeader sent as a message of its own (a chunked item's) into `out`,
+// reset first: false where the generated parser would fail.
+bool ParseWirePutHeader(std::span<const uint8_t> bytes, WirePutHeader& out);
+
+// The item's header into `out` (reset first; every occurrence merged), as
+// the generated parser reads it inside an item enclosed in `nesting`
+// messages: false where that parse would fail. The generated parse and
+// its message were a tenth of the server's work per item in a BatchPut of
+// 1024 x 4 KiB.
+bool ParseBatchPutHeader(const WireBatchPutItem& item, int nesting, WirePutHeader& out);
 
 // Not thread-safe; reuse one per stream.
 class BatchPutItemsDecoder {

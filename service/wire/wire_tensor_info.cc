@@ -51,7 +51,9 @@ bool ParseDevice(std::span<const uint8_t> bytes, int depth, WireLayout& layout) 
   });
 }
 
-bool ParseLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
+}  // namespace
+
+bool ParseWireLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
   return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
       case Tag(1, kWireLengthDelimited):
@@ -74,13 +76,15 @@ bool ParseLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layout) 
   });
 }
 
+namespace {
+
 // One TensorInfo field into its WireTensorInfo member, by the member's type.
 bool ParseMember(Reader& reader, int /*depth*/, std::string& out) {
   return ParseString(reader, out);
 }
 bool ParseMember(Reader& reader, int depth, WireLayout& out) {
   return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
-    return ParseLayout(payload, inner, out);
+    return ParseWireLayout(payload, inner, out);
   });
 }
 template <typename Int>

@@ -122,6 +122,11 @@ bool ParseWireBatchFetchItem(std::span<const uint8_t> bytes, int nesting, WireBa
 // keeping its strings' and vectors' memory.
 bool ParseWireAcquiredItem(std::span<const uint8_t> bytes, int nesting, WireAcquiredItem& out);
 
+// A v1::TensorLayout's fields merged into `out` (a later occurrence of a
+// layout merges into an earlier one), `depth` levels of protobuf's
+// recursion limit left at the layout's own level.
+bool ParseWireLayout(std::span<const uint8_t> bytes, int depth, WireLayout& out);
+
 }  // namespace tensord
 
 #endif  // TENSORD_SERVICE_WIRE_WIRE_TENSOR_INFO_H_

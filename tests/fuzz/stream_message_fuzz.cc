@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,6 +34,7 @@
 #include "service/wire/batch_put_items.h"
 #include "service/wire/stream_message.h"
 #include "tensord/v1/tensor_service.pb.h"
+#include "tests/fuzz/same_put_header.h"
 
 namespace {
 
@@ -138,16 +140,28 @@ void CheckBatchPutItems(const std::vector<std::span<const uint8_t>>& pieces,
                         const std::string& whole) {
   using namespace tensord;
   BatchPutItemsDecoder decoder;
-  // Each item's header (as protobuf writes it) and data.
-  std::vector<std::pair<std::string, std::string>> items;
+  // Each item's header and data, kept past its call (the header's strings
+  // copied and viewed again where they are kept).
+  struct KeptItem {
+    std::string name;
+    std::string upload_id;
+    WirePutHeader header;
+    std::string data;
+  };
+  std::deque<KeptItem> items;
   const absl::StatusOr<BatchPutItemsDecoder::Message> message =
       decoder.Decode(pieces, [&](const WireBatchPutItem& item) {
-        v1::PutHeader header;
+        WirePutHeader header;
         if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
           return absl::InvalidArgumentError("header");
         }
-        items.emplace_back(header.SerializeAsString(),
-                           std::string(item.data.begin(), item.data.end()));
+        KeptItem& kept = items.emplace_back();
+        kept.name = std::string(header.name);
+        if (header.part.has_value()) kept.upload_id = std::string(header.part->upload_id);
+        kept.header = std::move(header);
+        kept.header.name = kept.name;
+        if (kept.header.part.has_value()) kept.header.part->upload_id = kept.upload_id;
+        kept.data = std::string(item.data.begin(), item.data.end());
         return absl::OkStatus();
       });
   if (!message.ok()) {
@@ -163,8 +177,8 @@ void CheckBatchPutItems(const std::vector<std::span<const uint8_t>>& pieces,
   Check(static_cast<int>(items.size()) == proto.items().items_size());
   for (size_t i = 0; i < items.size(); ++i) {
     const v1::BatchPutItem& want = proto.items().items(static_cast<int>(i));
-    Check(items[i].first == want.header().SerializeAsString());
-    Check(items[i].second == want.data());
+    Check(SamePutHeader(items[i].header, want.header()));
+    Check(items[i].data == want.data());
   }
 }
 

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "tensord/v1/tensor_service.pb.h"
+#include "tests/fuzz/same_put_header.h"
 
 namespace tensord {
 namespace {
@@ -25,13 +27,13 @@ absl::StatusOr<std::vector<Decoded>> DecodeAll(BatchPutItemsDecoder& decoder,
                                                std::span<const std::span<const uint8_t>> pieces,
                                                BatchPutItemsDecoder::Message* message = nullptr) {
   std::vector<Decoded> items;
-  v1::PutHeader header;
+  WirePutHeader header;
   absl::StatusOr<BatchPutItemsDecoder::Message> decoded =
       decoder.Decode(pieces, [&](const WireBatchPutItem& item) {
         if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
           return absl::InvalidArgumentError("bad header");
         }
-        items.push_back({header.name(), header.total_bytes(), header.has_crc32c(),
+        items.push_back({std::string(header.name), header.total_bytes, header.crc32c.has_value(),
                          std::string(item.data.begin(), item.data.end())});
         return absl::OkStatus();
       });
@@ -120,6 +122,97 @@ TEST(BatchPutItemsTest, AHeaderCutInsideAFieldIsRefusedThoughTheNextWouldComplet
   BatchPutItemsDecoder decoder;
   const std::span<const uint8_t> piece[] = {Bytes(message)};
   EXPECT_EQ(DecodeAll(decoder, piece).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+v1::PutHeader FullHeader() {
+  v1::PutHeader header;
+  header.set_name("kv/layer0/block/17");
+  v1::TensorLayout& layout = *header.mutable_layout();
+  layout.mutable_dtype()->set_code(kDLFloat);
+  layout.mutable_dtype()->set_bits(16);
+  layout.mutable_dtype()->set_lanes(1);
+  layout.add_shape(16);
+  layout.add_shape(128);
+  layout.add_strides(128);
+  layout.add_strides(1);
+  layout.set_byte_offset(0);
+  layout.mutable_device()->set_type(kDLCPU);
+  header.set_total_bytes(4096);
+  header.set_crc32c(0xdeadbeef);
+  header.set_retention(v1::RETENTION_CACHE);
+  header.set_replicas(2);
+  v1::PutPart& part = *header.mutable_part();
+  part.set_upload_id(std::string(32, 'a'));
+  part.set_parts(2);
+  part.set_offset(2048);
+  part.set_length(2048);
+  return header;
+}
+
+// Parses `bytes` as a header sent alone both ways: they agree.
+void ExpectAloneSameAsGenerated(const std::string& bytes) {
+  v1::PutHeader proto;
+  const bool proto_ok = proto.ParseFromString(bytes);
+  WirePutHeader parsed;
+  parsed.name = "stale";
+  ASSERT_EQ(ParseWirePutHeader(Bytes(bytes), parsed), proto_ok) << absl::CHexEscape(bytes);
+  if (proto_ok) EXPECT_TRUE(SamePutHeader(parsed, proto)) << absl::CHexEscape(bytes);
+}
+
+TEST(BatchPutItemsTest, AHeaderParsedByHandHoldsWhatTheGeneratedParserReads) {
+  const v1::PutHeader full = FullHeader();
+  ExpectAloneSameAsGenerated(full.SerializeAsString());
+  ExpectAloneSameAsGenerated("");
+  v1::PutHeader zero_crc;  // set though zero: present
+  zero_crc.set_name("a");
+  zero_crc.set_crc32c(0);
+  ExpectAloneSameAsGenerated(zero_crc.SerializeAsString());
+  // Two headers joined merge: scalars and strings the last, the layout's
+  // shape appended, the part's fields merged.
+  v1::PutHeader second;
+  second.set_name("kv/other");
+  second.mutable_layout()->add_shape(2);
+  second.mutable_part()->set_length(7);
+  ExpectAloneSameAsGenerated(full.SerializeAsString() + second.SerializeAsString());
+  // Unknown fields of every wire type, and a group, are skipped.
+  ExpectAloneSameAsGenerated(full.SerializeAsString() + std::string("\x40\x01\x49", 3) +
+                             std::string(8, '\x02') + std::string("\x55\x01\x02\x03\x04", 5) +
+                             std::string("\x5a\x01z\x63\x08\x01\x64", 7));
+  // Refused alike: a name or upload id that is not UTF-8, a cut field.
+  ExpectAloneSameAsGenerated(std::string("\x0a\x02\xc3\x28", 4));
+  ExpectAloneSameAsGenerated(std::string("\x3a\x04\x0a\x02\xff\xfe", 6));
+  ExpectAloneSameAsGenerated(full.SerializeAsString().substr(0, 20));
+  ExpectAloneSameAsGenerated(std::string("\x18\x80", 2));
+  // Layouts nested in groups around protobuf's recursion limit.
+  for (int depth : {97, 98, 99, 100, 101}) {
+    const std::string groups = std::string(depth, '\x4b') + std::string(depth, '\x4c');
+    ExpectAloneSameAsGenerated(groups);
+    std::string layout = "\x12";
+    layout += static_cast<char>(0x80 | (groups.size() & 0x7f));
+    layout += static_cast<char>(groups.size() >> 7);
+    ExpectAloneSameAsGenerated(layout + groups);
+  }
+}
+
+TEST(BatchPutItemsTest, AnItemsHeaderParsedByHandHoldsWhatTheGeneratedParserReads) {
+  v1::BatchPutRequest request;
+  v1::BatchPutItem& item = *request.mutable_items()->add_items();
+  *item.mutable_header() = FullHeader();
+  item.set_data(std::string(4096, 'x'));
+  const std::string bytes = request.SerializeAsString();
+  BatchPutItemsDecoder decoder;
+  const std::span<const uint8_t> piece[] = {Bytes(bytes)};
+  int seen = 0;
+  absl::StatusOr<BatchPutItemsDecoder::Message> decoded =
+      decoder.Decode(piece, [&](const WireBatchPutItem& wire_item) {
+        WirePutHeader header;
+        EXPECT_TRUE(ParseBatchPutHeader(wire_item, BatchPutItemsDecoder::kItemNesting, header));
+        EXPECT_TRUE(SamePutHeader(header, item.header()));
+        ++seen;
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(seen, 1);
 }
 
 TEST(BatchPutItemsTest, ReadsOptionsAndRefusesThemBesideItems) {

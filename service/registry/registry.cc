@@ -504,7 +504,7 @@ absl::StatusOr<std::vector<VersionInfo>> Registry::InstallGroup(std::vector<Seal
     for (const auto& version : versions) displaced.push_back(InstallLocked(version));
     changes_.Append(ChangeEvent{.kind = ChangeEvent::Kind::kPublished,
                                 .version = last_version_,
-                                .items = infos,
+                                .items = {infos.begin(), infos.end()},
                                 .atomic_group = true});
     PruneGroupsLocked();
     groups_.emplace(last_version_, std::move(names));

@@ -1,5 +1,7 @@
 #include "client/src/host_tensor_source.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/dlpack/strided_copy.h"
@@ -31,12 +33,12 @@ absl::StatusOr<CompactSource> CompactSourceOf(const DLTensor& tensor) {
   CompactSource source;
   source.size = size;
   source.layout.dtype = layout.dtype;
-  source.layout.shape = layout.shape;
-  if (size == 0) return source;
-  if (dlpack::IsCompact(layout)) {
-    source.data = static_cast<const uint8_t*>(tensor.data) + layout.byte_offset;
+  if (size == 0 || dlpack::IsCompact(layout)) {
+    if (size > 0) source.data = static_cast<const uint8_t*>(tensor.data) + layout.byte_offset;
+    source.layout.shape = std::move(layout.shape);  // `layout` is not read again
     return source;
   }
+  source.layout.shape = layout.shape;
   TENSORD_ASSIGN_OR_RETURN(source.packed, HeapTensorMemory::Allocate(size));
   TENSORD_RETURN_IF_ERROR(
       dlpack::CopyStrided(tensor.data, layout, source.packed->data(), source.layout));

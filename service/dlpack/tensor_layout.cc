@@ -147,9 +147,9 @@ absl::StatusOr<uint64_t> BytesBeforeFirstElement(const TensorLayout& layout) {
   TENSORD_RETURN_IF_ERROR(ValidateNdim(layout.shape.size()));
   TENSORD_RETURN_IF_ERROR(ValidateStridesCount(layout));
   TENSORD_ASSIGN_OR_RETURN(const uint64_t numel, ElementCount(layout.shape));
-  if (numel == 0 || IsSubByte(layout.dtype)) return 0;
-  TENSORD_ASSIGN_OR_RETURN(const OffsetRange range,
-                           ReachedOffsets(layout.shape, EffectiveStrides(layout)));
+  // Compact strides reach nothing before element 0 (and need no vector).
+  if (numel == 0 || IsSubByte(layout.dtype) || layout.strides.empty()) return 0;
+  TENSORD_ASSIGN_OR_RETURN(const OffsetRange range, ReachedOffsets(layout.shape, layout.strides));
   int64_t before = 0;
   // range.min may be INT64_MIN: negate through the checked multiply.
   if (__builtin_mul_overflow(range.min, -static_cast<int64_t>(ElementBytes(layout.dtype)),

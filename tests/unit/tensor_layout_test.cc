@@ -219,9 +219,10 @@ TEST(RequiredBytesTest, RejectsOverflow) {
             static_cast<uint64_t>(kInt64Max));
 }
 
-// Empty strides (compact) take a shortcut; the same layout with its
-// compact strides spelled out takes the general path: they agree, value
-// for value and error for error.
+// Empty strides (compact) take a shortcut in RequiredBytes and
+// BytesBeforeFirstElement; the same layout with its compact strides
+// spelled out takes the general path: they agree, value for value and
+// error for error.
 TEST(RequiredBytesTest, CompactShortcutAgreesWithExplicitCompactStrides) {
   const std::vector<std::vector<int64_t>> shapes = {
       {},     {1},          {4096},          {2, 3},           {7, 1, 5},
@@ -231,9 +232,16 @@ TEST(RequiredBytesTest, CompactShortcutAgreesWithExplicitCompactStrides) {
   for (DLDataType dtype : {kU8, kF32, kF64, DLDataType{kFloat, 32, 4}}) {
     for (const std::vector<int64_t>& shape : shapes) {
       for (uint64_t offset : offsets) {
-        const absl::StatusOr<uint64_t> shortcut = RequiredBytes(Layout(dtype, shape, {}, offset));
-        const absl::StatusOr<uint64_t> general =
-            RequiredBytes(Layout(dtype, shape, CompactStrides(shape), offset));
+        const TensorLayout compact = Layout(dtype, shape, {}, offset);
+        const TensorLayout spelled_out = Layout(dtype, shape, CompactStrides(shape), offset);
+        const absl::StatusOr<uint64_t> before_shortcut = BytesBeforeFirstElement(compact);
+        const absl::StatusOr<uint64_t> before_general = BytesBeforeFirstElement(spelled_out);
+        ASSERT_EQ(before_shortcut.ok(), before_general.ok());
+        if (before_shortcut.ok()) {
+          EXPECT_EQ(*before_shortcut, *before_general);
+        }
+        const absl::StatusOr<uint64_t> shortcut = RequiredBytes(compact);
+        const absl::StatusOr<uint64_t> general = RequiredBytes(spelled_out);
         SCOPED_TRACE(testing::Message() << DescribeLayout(Layout(dtype, shape, {}, offset)));
         ASSERT_EQ(shortcut.ok(), general.ok()) << shortcut.status() << " / " << general.status();
         if (shortcut.ok()) {

@@ -20,6 +20,7 @@
 #include "service/transport/request_validation.h"
 #include "service/transport/tensor_service.h"
 #include "service/wire/batch_limits.h"
+#include "service/wire/batch_put_answer.h"
 #include "service/wire/batch_put_items.h"
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/call_arena.h"
@@ -469,23 +470,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
          {"group_version", group_version_},
          {"cluster_group", cluster_group_},
          {"request_id", call_.request_id()}});
-    // Made, serialized and freed here, in one thread: a message of 65,536
-    // items built across gRPC's threads would be freed in another one.
-    v1::BatchPutResponse response;
-    response.set_group_version(group_version_);
-    response.set_cluster_group(cluster_group_);
-    response.mutable_items()->Reserve(static_cast<int>(results_.size()));
-    for (const ItemResult& result : results_) {
-      v1::BatchPutItemResult* item = response.add_items();
-      item->set_version(result.version);
-      item->set_crc32c(result.crc32c);
-      item->set_created_unix_nanos(result.created_unix_nanos);
-      if (result.code != absl::StatusCode::kOk) {
-        item->mutable_status()->set_code(static_cast<int32_t>(result.code));
-        item->mutable_status()->set_message(result.message);
-      }
-    }
-    *response_ = SerializeToByteBuffer(response);
+    *response_ = EncodeBatchPutAnswer(results_, group_version_, cluster_group_);
   }
 
   // Publishes still answering finish first: the last one finishes the call
@@ -543,13 +528,7 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Each item's copies, by position (the reactor's thread only).
   std::vector<uint32_t> replicas_;
   // One per item, in order; the response is made from them at the end.
-  struct ItemResult {
-    absl::StatusCode code = absl::StatusCode::kOk;
-    std::string message;
-    uint64_t version = 0;
-    uint32_t crc32c = 0;
-    int64_t created_unix_nanos = 0;
-  };
+  using ItemResult = BatchPutItemOutcome;
   // Publishes answer on cluster threads: what they fill is behind a lock.
   mutable Mutex results_mu_;
   std::vector<ItemResult> results_ ABSL_GUARDED_BY(results_mu_);

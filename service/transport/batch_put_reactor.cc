@@ -23,7 +23,6 @@
 #include "service/wire/batch_put_answer.h"
 #include "service/wire/batch_put_items.h"
 #include "service/wire/byte_buffer_codec.h"
-#include "service/wire/call_arena.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -122,11 +121,12 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     TENSORD_ASSIGN_OR_RETURN(
         const BatchPutItemsDecoder::Message decoded,
         items_decoder_.Decode(decoder_.pieces(), [this](const WireBatchPutItem& item) {
-          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, item_header_)) {
+          WirePutHeader header;  // views the item's bytes, valid during this call only
+          if (!ParseBatchPutHeader(item, BatchPutItemsDecoder::kItemNesting, header)) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "batch put item ", ItemCount(), ": header is not a valid tensord.v1.PutHeader"));
           }
-          return TakeWholeItem(item_header_, item.data);
+          return TakeWholeItem(header, item.data);
         }));
     if (decoded.has_options) {
       if (messages_ > 0) {
@@ -518,7 +518,6 @@ class BatchPutReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer request_;
   ByteBufferDecoder decoder_;
   BatchPutItemsDecoder items_decoder_;
-  WirePutHeader item_header_;  // a whole item's, used only while it is taken
   bool atomic_ = false;
   uint64_t messages_ = 0;
   std::optional<OpenItem> open_;

@@ -10,7 +10,9 @@
 #include "service/common/status_macros.h"
 #include "service/common/tensor_name.h"
 #include "service/dlpack/data_type.h"
+#include "service/wire/batch_put_items.h"
 #include "service/wire/layout_conversion.h"
+#include "service/wire/wire_tensor_info.h"
 
 namespace tensord {
 

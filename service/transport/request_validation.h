@@ -11,12 +11,13 @@
 #include "absl/strings/string_view.h"
 #include "service/dlpack/tensor_layout.h"
 #include "service/registry/tensor_version.h"
-#include "service/wire/batch_put_items.h"
 #include "service/wire/wire_requests.h"
-#include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/tensor_service.pb.h"
 
 namespace tensord {
+
+struct WireLayout;     // service/wire/wire_tensor_info.h
+struct WirePutHeader;  // service/wire/batch_put_items.h
 
 // Most part streams one put may be split into (PutPart.parts).
 inline constexpr uint32_t kMaxPutParts = 16;

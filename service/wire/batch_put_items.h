@@ -5,9 +5,10 @@
 // them once, into the version's buffer. The generated parser copied each
 // message whole (flattening gRPC's slices), then every item's bytes into a
 // string: two copies and a message per item, a third of the server's CPU
-// in a BatchPut of 1024 x 4 KiB (perf). Parses untrusted input
-// (wire_tensor_info_fuzz and stream_message_fuzz hold it to the generated
-// parser).
+// in a BatchPut of 1024 x 4 KiB (perf). Item headers, and a chunked item's
+// header as the stream decoder hands it over, are parsed by hand too
+// (WirePutHeader). Parses untrusted input (wire_tensor_info_fuzz and
+// stream_message_fuzz hold it to the generated parser).
 #ifndef TENSORD_SERVICE_WIRE_BATCH_PUT_ITEMS_H_
 #define TENSORD_SERVICE_WIRE_BATCH_PUT_ITEMS_H_
 

@@ -38,8 +38,8 @@ class BasicCallArena {
   google::protobuf::Arena arena_;
 };
 
-// An arena for the messages parsed from one request of many names (a batch
-// acquire or fetch, a batch put's item headers): a thousand names are a few
+// An arena for the messages parsed from one request of many names (a
+// handoff request: a batch acquire, a put_many): a thousand names are a few
 // blocks, not two thousand allocations and frees.
 inline google::protobuf::ArenaOptions ManyNamesArenaOptions() {
   google::protobuf::ArenaOptions options;
@@ -48,8 +48,8 @@ inline google::protobuf::ArenaOptions ManyNamesArenaOptions() {
   return options;
 }
 
-// Messages made one at a time, each used only until the next is made (a
-// batch put's item headers, on either side): made in an arena emptied
+// Messages made one at a time, each used only until the next is made (the
+// client's batch put item headers): made in an arena emptied
 // every kPerRound of them, since a message on the heap, cleared for reuse,
 // frees and allocates its submessages each time. Not thread-safe.
 template <typename Message, uint32_t kPerRound = 256>

@@ -123,7 +123,7 @@ TEST(WireBatchFetchRequestTest, RefusesWhatProtobufRefuses) {
   ExpectSameAsGenerated("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"s);
   ExpectSameAsGenerated("\x00"s);          // tag 0
   ExpectSameAsGenerated("\x0c"s);          // an end-group outside one
-  ExpectSameAsGenerated("\x0a\x02\x08"s);  // a varint cut short
+  ExpectSameAsGenerated("\x0a\x02\x08"s);  // an item longer than what is left
   // A string as field 1 of an item has wire type 2; as a varint it is an
   // unknown field, skipped by both.
   ExpectSameAsGenerated("\x0a\x02\x08\x01"s);

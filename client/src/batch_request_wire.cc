@@ -13,6 +13,25 @@ namespace {
 // Field numbers of handoff.proto, tensor.proto and tensor_service.proto.
 enum BatchRequestWireField : uint32_t {
   kHandoffRequestAcquireMany = 8,
+  kHandoffRequestPutMany = 12,
+  kPutManyItems = 1,
+  kPutManyAtomic = 2,
+  kPutManyItemName = 1,
+  kPutManyItemLayout = 2,
+  kPutManyItemTotalBytes = 3,
+  kPutManyItemRetention = 4,
+  kPutManyItemCrc32c = 5,
+  kPutManyItemOffset = 6,
+  kLayoutDtype = 1,
+  kLayoutShape = 2,
+  kLayoutStrides = 3,
+  kLayoutByteOffset = 4,
+  kLayoutDevice = 5,
+  kDataTypeCode = 1,
+  kDataTypeBits = 2,
+  kDataTypeLanes = 3,
+  kDeviceType = 1,
+  kDeviceId = 2,
   kAcquireManyItems = 1,
   kAcquireManyHostOnly = 4,
   kAcquireManyAcceptsArenaSlots = 5,
@@ -43,6 +62,84 @@ size_t PackedVarintsSize(std::span<const uint64_t> values) {
   return size;
 }
 
+size_t PackedInt64sSize(std::span<const int64_t> values) {
+  size_t size = 0;
+  for (int64_t value : values) size += VarintSize(static_cast<uint64_t>(value));
+  return size;
+}
+
+uint8_t* PutPackedInt64s(uint32_t field, std::span<const int64_t> values, size_t payload,
+                         uint8_t* out) {
+  if (values.empty()) return out;
+  out = PutLengthPrefix(field, payload, out);
+  for (int64_t value : values) out += PutVarint(static_cast<uint64_t>(value), out);
+  return out;
+}
+
+// A v1::TensorLayout's payload sizes: the message's and its parts'.
+struct LayoutSizes {
+  size_t dtype = 0;
+  size_t shape = 0;
+  size_t strides = 0;
+  size_t device = 0;
+  size_t total = 0;
+};
+
+LayoutSizes LayoutSizesOf(const dlpack::TensorLayout& layout) {
+  LayoutSizes sizes;
+  sizes.dtype = ScalarFieldSize(layout.dtype.code) + ScalarFieldSize(layout.dtype.bits) +
+                ScalarFieldSize(layout.dtype.lanes);
+  sizes.shape = PackedInt64sSize(layout.shape);
+  sizes.strides = PackedInt64sSize(layout.strides);
+  sizes.device = ScalarFieldSize(Int32Bits(static_cast<int32_t>(layout.device.device_type))) +
+                 ScalarFieldSize(Int32Bits(layout.device.device_id));
+  sizes.total = LengthDelimitedFieldSize(sizes.dtype) +
+                (layout.shape.empty() ? 0 : LengthDelimitedFieldSize(sizes.shape)) +
+                (layout.strides.empty() ? 0 : LengthDelimitedFieldSize(sizes.strides)) +
+                ScalarFieldSize(layout.byte_offset) + LengthDelimitedFieldSize(sizes.device);
+  return sizes;
+}
+
+// The layout's payload, its fields in number order; dtype and device are
+// always written, as LayoutToProto sets them.
+uint8_t* PutLayout(const dlpack::TensorLayout& layout, const LayoutSizes& sizes, uint8_t* out) {
+  out = PutLengthPrefix(kLayoutDtype, sizes.dtype, out);
+  out = PutScalarField(kDataTypeCode, layout.dtype.code, out);
+  out = PutScalarField(kDataTypeBits, layout.dtype.bits, out);
+  out = PutScalarField(kDataTypeLanes, layout.dtype.lanes, out);
+  out = PutPackedInt64s(kLayoutShape, layout.shape, sizes.shape, out);
+  out = PutPackedInt64s(kLayoutStrides, layout.strides, sizes.strides, out);
+  out = PutScalarField(kLayoutByteOffset, layout.byte_offset, out);
+  out = PutLengthPrefix(kLayoutDevice, sizes.device, out);
+  out =
+      PutScalarField(kDeviceType, Int32Bits(static_cast<int32_t>(layout.device.device_type)), out);
+  return PutScalarField(kDeviceId, Int32Bits(layout.device.device_id), out);
+}
+
+size_t PutManyItemPayloadSize(const PutManyItemWire& item, const LayoutSizes& layout) {
+  return (item.name.empty() ? 0 : LengthDelimitedFieldSize(item.name.size())) +
+         LengthDelimitedFieldSize(layout.total) + ScalarFieldSize(item.total_bytes) +
+         ScalarFieldSize(Int32Bits(item.retention)) +
+         // proto3 `optional`: written when set, even 0.
+         (item.crc32c.has_value() ? 1 + VarintSize(*item.crc32c) : 0) +
+         ScalarFieldSize(item.offset);
+}
+
+uint8_t* PutPutManyItem(const PutManyItemWire& item, uint8_t* out) {
+  const LayoutSizes layout = LayoutSizesOf(*item.layout);
+  out = PutLengthPrefix(kPutManyItems, PutManyItemPayloadSize(item, layout), out);
+  out = PutBytesField(kPutManyItemName, item.name, out);
+  out = PutLengthPrefix(kPutManyItemLayout, layout.total, out);
+  out = PutLayout(*item.layout, layout, out);
+  out = PutScalarField(kPutManyItemTotalBytes, item.total_bytes, out);
+  out = PutScalarField(kPutManyItemRetention, Int32Bits(item.retention), out);
+  if (item.crc32c.has_value()) {
+    *out++ = WireTag(kPutManyItemCrc32c, kWireVarint);
+    out += PutVarint(*item.crc32c, out);
+  }
+  return PutScalarField(kPutManyItemOffset, item.offset, out);
+}
+
 }  // namespace
 
 size_t NameVersionItemSize(const TensorRef& item) {
@@ -70,6 +167,22 @@ void AppendAcquireManyField(const AcquireManyByName& request, std::string& out) 
     write = PutLengthPrefix(kAcquireManyMappedArenaIds, ids_size, write);
     for (uint64_t id : request.mapped_arena_ids) write += PutVarint(id, write);
   }
+  assert(write == start + LengthDelimitedFieldSize(payload));  // sizes above match the writes
+}
+
+size_t PutManyItemSize(const PutManyItemWire& item) {
+  return LengthDelimitedFieldSize(PutManyItemPayloadSize(item, LayoutSizesOf(*item.layout)));
+}
+
+void AppendPutManyField(std::span<const PutManyItemWire> items, bool atomic, std::string& out) {
+  size_t payload = ScalarFieldSize(atomic ? 1 : 0);
+  for (const PutManyItemWire& item : items) payload += PutManyItemSize(item);
+  const size_t at = out.size();
+  out.resize(at + LengthDelimitedFieldSize(payload));
+  uint8_t* const start = reinterpret_cast<uint8_t*>(out.data()) + at;
+  uint8_t* write = PutLengthPrefix(kHandoffRequestPutMany, payload, start);
+  for (const PutManyItemWire& item : items) write = PutPutManyItem(item, write);
+  write = PutScalarField(kPutManyAtomic, atomic ? 1 : 0, write);
   assert(write == start + LengthDelimitedFieldSize(payload));  // sizes above match the writes
 }
 

@@ -1,10 +1,11 @@
 // Requests that name tensors by the thousand, framed by hand: the handoff's
-// batch acquire (HandoffRequest's acquire_many field) and the BatchFetch
-// request. Building them with protobuf made a NameVersion message and a
-// string per name only to serialize them: an eighth of the client's work in
-// a local batch of small tensors, and three allocations a name in a remote
-// one. The bytes are those the generated serializer writes
-// (BatchRequestWireTest).
+// batch acquire and batch put (HandoffRequest's acquire_many and put_many
+// fields) and the BatchFetch request. Building them with protobuf made a
+// message and a string per name only to serialize them: an eighth of the
+// client's work in a local batch fetch of small tensors, three allocations a
+// name in a remote one, and a third of a local batch put's (its items'
+// messages built, copied into the request and destroyed). The bytes are
+// those the generated serializer writes (BatchRequestWireTest).
 #ifndef TENSORD_CLIENT_SRC_BATCH_REQUEST_WIRE_H_
 #define TENSORD_CLIENT_SRC_BATCH_REQUEST_WIRE_H_
 
@@ -12,8 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+
+#include "absl/strings/string_view.h"
+#include "service/dlpack/tensor_layout.h"
 
 #include "client/src/client_transport.h"
 #include "tensord/client.h"
@@ -33,6 +38,22 @@ struct AcquireManyByName {
 size_t NameVersionItemSize(const TensorRef& item);
 // Appends the acquire_many field (tag, length, payload) to `out`.
 void AppendAcquireManyField(const AcquireManyByName& request, std::string& out);
+
+// One v1::PutManyItem: a tensor whose bytes lie at `offset` of the
+// request's memfd.
+struct PutManyItemWire {
+  absl::string_view name;
+  const dlpack::TensorLayout* layout = nullptr;
+  uint64_t total_bytes = 0;
+  int32_t retention = 0;  // a v1::Retention
+  std::optional<uint32_t> crc32c;
+  uint64_t offset = 0;
+};
+
+// The bytes one item adds to put_many's repeated items field.
+size_t PutManyItemSize(const PutManyItemWire& item);
+// Appends the put_many field (tag, length, payload) to `out`.
+void AppendPutManyField(std::span<const PutManyItemWire> items, bool atomic, std::string& out);
 
 // A v1::BatchFetchRequest choosing `selection`, in one slice.
 grpc::ByteBuffer EncodeBatchFetchRequest(const BatchSelection& selection);

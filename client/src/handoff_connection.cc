@@ -61,11 +61,13 @@ absl::StatusOr<HandoffConnection::Response> HandoffConnection::CallLocked(
 }
 
 absl::StatusOr<HandoffConnection::Response> HandoffConnection::DeliverLocked(
-    v1::HandoffRequest& request, int fd, bool& delivered) {
-  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd));
+    v1::HandoffRequest& request, int fd, bool& delivered, absl::string_view appended_fields) {
+  TENSORD_RETURN_IF_ERROR(SendLocked(request, fd, /*close_on_failure=*/true, appended_fields));
   delivered = true;
-  // A put_many answer is as large as a batch answer's.
-  const bool batch = request.kind_case() == v1::HandoffRequest::kPutMany;
+  // A put_many answer is as large as a batch answer's; fields framed by
+  // hand are a batch's (put_many's).
+  const bool batch =
+      request.kind_case() == v1::HandoffRequest::kPutMany || !appended_fields.empty();
   TENSORD_ASSIGN_OR_RETURN(ReceivedPacket packet, ReceiveLocked(batch));
   return ParseAnswerLocked(std::move(packet), request.request_id());
 }
@@ -197,20 +199,21 @@ void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, On
     // The first request alone, so that a refused credential is answered by
     // authenticating before anything else is sent.
     v1::HandoffRequest first;
-    if (absl::Status filled = fill(0, first); !filled.ok()) {
+    std::string first_fields;
+    if (absl::Status filled = fill(0, first, first_fields); !filled.ok()) {
       on_answer(0, /*delivered=*/false, filled);
       return;
     }
-    const size_t releasing = AttachReleasesLocked(first);
+    const size_t releasing = AttachReleasesLocked(first, first_fields.size());
     bool delivered = false;
-    absl::StatusOr<Response> answered = DeliverLocked(first, fd, delivered);
+    absl::StatusOr<Response> answered = DeliverLocked(first, fd, delivered, first_fields);
     absl::StatusOr<bool> retry = AuthenticatedForRetryLocked(answered.status());
     if (!retry.ok()) {
       delivered = false;          // it was refused: nothing published
       answered = retry.status();  // why it could not be sent again
     } else if (*retry) {
       delivered = false;
-      answered = DeliverLocked(first, fd, delivered);
+      answered = DeliverLocked(first, fd, delivered, first_fields);
     }
     releaser_.Sent(releasing);
     go_on = on_answer(0, delivered, std::move(answered));
@@ -223,12 +226,13 @@ void HandoffConnection::CallPipelined(size_t count, int fd, FillRequest fill, On
   while (true) {
     while (go_on && next < count && in_flight.size() < 2) {
       v1::HandoffRequest request;
-      absl::Status sent = fill(next, request);
+      std::string fields;
+      absl::Status sent = fill(next, request, fields);
       // A failed send delivered nothing (a packet goes whole or not at
       // all); the socket stays open until the answers already on their
       // way are read, so what the server did with those is known.
       if (sent.ok()) {
-        sent = SendLocked(request, fd, /*close_on_failure=*/false);
+        sent = SendLocked(request, fd, /*close_on_failure=*/false, fields);
         send_failed = !sent.ok();
       }
       if (!sent.ok()) {

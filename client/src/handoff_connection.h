@@ -65,20 +65,19 @@ class HandoffConnection {
   absl::Status CallBatch(v1::HandoffRequest& request, absl::string_view appended_fields,
                          absl::FunctionRef<absl::Status(BatchPacket&)> on_packet);
   // Requests 0..count-1 of one call, each passing `fd`, answered in order.
-  // `fill(i, request)` makes request i; `on_answer(i, delivered, answer)`
-  // takes its answer, or why it has none: with `delivered` false the
-  // request never reached the server (fill or send failed); with it true
-  // and a status that is not the server's answer (IsServerAnswer, or a
-  // use_remote refusal: IsUseRemote), what the server did with it is
-  // unknown. It says whether to go on. Two are in
-  // flight: request i+1 is filled and sent before answer i is read, so the
-  // caller fills it while the server serves request i. On a connection
-  // whose credentials the server has not yet taken, the first is answered
-  // (authenticating as Call does) before the next is sent.
-  // Once `fill` fails, a send fails or `on_answer` says stop, no request
+  // `fill(i, request, appended_fields)` makes request i (its kind's field
+  // may be framed by hand into `appended_fields`, as CallBatch's is); `on_answer(i, delivered,
+  // answer)` takes its answer, or why it has none: with `delivered` false the request never reached
+  // the server (fill or send failed); with it true and a status that is not the server's answer
+  // (IsServerAnswer, or a use_remote refusal: IsUseRemote), what the server did with it is unknown.
+  // It says whether to go on. Two are in flight: request i+1 is filled and sent before answer i is
+  // read, so the caller fills it while the server serves request i. On a connection whose
+  // credentials the server has not yet taken, the first is answered (authenticating as Call does)
+  // before the next is sent. Once `fill` fails, a send fails or `on_answer` says stop, no request
   // follows, but every one sent is still answered. Under this connection's
   // lock throughout.
-  using FillRequest = absl::FunctionRef<absl::Status(size_t index, v1::HandoffRequest& request)>;
+  using FillRequest = absl::FunctionRef<absl::Status(size_t index, v1::HandoffRequest& request,
+                                                     std::string& appended_fields)>;
   using OnAnswer =
       absl::FunctionRef<bool(size_t index, bool delivered, absl::StatusOr<Response> answer)>;
   void CallPipelined(size_t count, int fd, FillRequest fill, OnAnswer on_answer);
@@ -130,9 +129,11 @@ class HandoffConnection {
   // DeliverLocked, when nobody asks whether the request went out.
   absl::StatusOr<Response> CallLocked(v1::HandoffRequest& request, int fd = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sends `request` and reads and parses its answer; `delivered` is set
-  // once the request went out.
-  absl::StatusOr<Response> DeliverLocked(v1::HandoffRequest& request, int fd, bool& delivered)
+  // Sends `request` (with `appended_fields` after its own, as SendLocked
+  // does) and reads and parses its answer; `delivered` is set once the
+  // request went out.
+  absl::StatusOr<Response> DeliverLocked(v1::HandoffRequest& request, int fd, bool& delivered,
+                                         absl::string_view appended_fields = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The answer to request `request_id` in `packet`; a refusal as its status.
   absl::StatusOr<Response> ParseAnswerLocked(ReceivedPacket packet, uint64_t request_id)

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/batch_request_wire.h"
 #include "client/src/call_cancellation.h"
 #include "client/src/call_routing.h"
 #include "client/src/info_conversion.h"
@@ -47,17 +49,42 @@ uint64_t AlignUp(uint64_t value) { return (value + kItemAlignment - 1) & ~(kItem
 
 // One item as the request describes it, and where its bytes come from.
 struct PlannedItem {
-  v1::PutManyItem proto;
-  const DLTensor* tensor = nullptr;
+  const BatchPutItem* item = nullptr;
   dlpack::TensorLayout source;
   // What the server stores: the source's dtype and shape, compact, on the host.
-  dlpack::TensorLayout compact() const {
-    dlpack::TensorLayout layout;
-    layout.dtype = source.dtype;
-    layout.shape = source.shape;
-    return layout;
+  dlpack::TensorLayout compact;
+  uint64_t total_bytes = 0;
+  // In its request's range of the staging memfd.
+  uint64_t offset = 0;
+  std::optional<uint32_t> crc32c;
+
+  // The item as the request frames it, its bytes at `base` + offset.
+  PutManyItemWire Wire(uint64_t base) const {
+    PutManyItemWire wire;
+    wire.name = item->name;
+    wire.layout = &compact;
+    wire.total_bytes = total_bytes;
+    wire.retention = static_cast<int32_t>(item->retention);
+    wire.crc32c = crc32c;
+    wire.offset = base + offset;
+    return wire;
   }
+  // What the item adds to a request at most, wherever its request lies in
+  // the memfd: counted at an offset past any a request has (see
+  // kOffsetsBelow).
+  size_t MostWireBytes() const;
 };
+
+// Every offset a request carries is below this: a request's items take at
+// most kMaxPutManyBytes and their alignment, and requests that share a
+// staging memfd (kMaxKeptStagingBytes, below) take no more in all.
+constexpr uint64_t kOffsetsBelow = kMaxPutManyBytes + kMaxPutManyItems * kItemAlignment;
+
+size_t PlannedItem::MostWireBytes() const {
+  PutManyItemWire wire = Wire(0);
+  wire.offset = kOffsetsBelow;
+  return PutManyItemSize(wire);
+}
 
 // The largest staging memfd a connection keeps between batch puts; a
 // request beyond it writes into one of its own, closed after.
@@ -65,6 +92,7 @@ constexpr uint64_t kMaxKeptStagingBytes = uint64_t{64} << 20;
 // Staging sizes are rounded up to this, so batches of about one size reuse
 // one memfd.
 constexpr uint64_t kStagingGranule = uint64_t{1} << 20;
+static_assert(kMaxKeptStagingBytes <= kMaxPutManyBytes, "kOffsetsBelow bounds shared offsets");
 
 }  // namespace
 
@@ -133,15 +161,12 @@ absl::StatusOr<std::vector<PlannedItem>> PlanItems(std::span<const BatchPutItem>
   std::vector<PlannedItem> planned(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     PlannedItem& item = planned[i];
+    item.item = &items[i];
     TENSORD_ASSIGN_OR_RETURN(item.source, dlpack::LayoutOf(items[i].tensor));
-    const dlpack::TensorLayout compact = item.compact();
-    TENSORD_ASSIGN_OR_RETURN(uint64_t size, dlpack::CompactByteSize(compact.dtype, compact.shape));
-    item.tensor = &items[i].tensor;
-    item.proto.set_name(items[i].name);
-    LayoutToProto(compact, item.proto.mutable_layout());
-    item.proto.mutable_layout()->clear_strides();
-    item.proto.set_total_bytes(size);
-    item.proto.set_retention(static_cast<v1::Retention>(items[i].retention));
+    item.compact.dtype = item.source.dtype;
+    item.compact.shape = item.source.shape;
+    TENSORD_ASSIGN_OR_RETURN(item.total_bytes,
+                             dlpack::CompactByteSize(item.compact.dtype, item.compact.shape));
   }
   return planned;
 }
@@ -165,12 +190,12 @@ absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>&
     size_t packet_bytes = kPacketSlack;
     uint64_t data_bytes = 0;
     while (request.end < planned.size() && request.end - first < max_items) {
-      v1::PutManyItem& item = planned[request.end].proto;
-      const uint64_t size = item.total_bytes();
-      item.set_offset(request.memfd_bytes);
-      // The checksum's room, filled in once the bytes are written.
-      if (options.send_crc32c) item.set_crc32c(~uint32_t{0});
-      const size_t item_bytes = 4 + item.ByteSizeLong();  // with its tag and length
+      PlannedItem& item = planned[request.end];
+      const uint64_t size = item.total_bytes;
+      item.offset = request.memfd_bytes;
+      // The checksum's largest room, filled in once the bytes are written.
+      if (options.send_crc32c) item.crc32c = ~uint32_t{0};
+      const size_t item_bytes = item.MostWireBytes();
       const bool fits = packet_bytes + item_bytes <= kMaxBatchPacketBytes &&
                         data_bytes + size <= kMaxPutManyBytes;
       if (!fits) break;
@@ -180,10 +205,10 @@ absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>&
       ++request.end;
     }
     if (request.end == first && !planned.empty()) {
-      return MarkUseRemote(absl::FailedPreconditionError(absl::StrCat(
-          "batch put item ", first, " ('", planned[first].proto.name(), "') of ",
-          planned[first].proto.total_bytes(), " bytes exceeds a local batch put request's ",
-          kMaxPutManyBytes, " bytes; it goes over gRPC")));
+      return MarkUseRemote(absl::FailedPreconditionError(
+          absl::StrCat("batch put item ", first, " ('", planned[first].item->name, "') of ",
+                       planned[first].total_bytes, " bytes exceeds a local batch put request's ",
+                       kMaxPutManyBytes, " bytes; it goes over gRPC")));
     }
     requests.push_back(request);
     if (planned.empty()) break;
@@ -203,14 +228,13 @@ absl::StatusOr<std::vector<Request>> SplitIntoRequests(std::vector<PlannedItem>&
 absl::Status WriteItems(const PutStaging& staging, uint64_t base, std::vector<PlannedItem>& planned,
                         const Request& request, bool send_crc32c) {
   for (size_t i = request.first; i < request.end; ++i) {
-    v1::PutManyItem& item = planned[i].proto;
-    uint8_t* target = staging.data() + base + item.offset();
-    const dlpack::TensorLayout compact = planned[i].compact();
-    if (item.total_bytes() > 0) {
+    PlannedItem& item = planned[i];
+    uint8_t* target = staging.data() + base + item.offset;
+    if (item.total_bytes > 0) {
       TENSORD_RETURN_IF_ERROR(
-          dlpack::CopyStrided(planned[i].tensor->data, planned[i].source, target, compact));
+          dlpack::CopyStrided(item.item->tensor.data, item.source, target, item.compact));
     }
-    if (send_crc32c) item.set_crc32c(Crc32c(target, item.total_bytes()));
+    if (send_crc32c) item.crc32c = Crc32c(target, item.total_bytes);
   }
   return absl::OkStatus();
 }
@@ -233,10 +257,10 @@ absl::Status PlaceResults(const v1::PutManyResponse& answer,
                                      item.status().message());
       continue;
     }
-    const v1::PutManyItem& sent = planned[i].proto;
-    result.items[i] =
-        InfoOfPut(sent.name(), planned[i].compact(), sent.total_bytes(), sent.retention(),
-                  item.version(), item.crc32c(), item.created_unix_nanos());
+    const PlannedItem& sent = planned[i];
+    result.items[i] = InfoOfPut(sent.item->name, sent.compact, sent.total_bytes,
+                                static_cast<int32_t>(sent.item->retention), item.version(),
+                                item.crc32c(), item.created_unix_nanos());
   }
   return absl::OkStatus();
 }
@@ -279,17 +303,17 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
   absl::Status failure;  // the first request's that failed
   // Request `index`: its items written into `staging` from `base`, and
   // described at those offsets.
+  std::vector<PutManyItemWire> wire_items;
   auto fill = [&](size_t index, const PutStaging& staging, uint64_t base,
-                  v1::HandoffRequest& put) -> absl::Status {
+                  std::string& put_many_field) -> absl::Status {
     TENSORD_RETURN_IF_ERROR(CheckNotCancelled(call, "batch put"));
     const Request& request = requests[index];
     TENSORD_RETURN_IF_ERROR(WriteItems(staging, base, planned, request, options.send_crc32c));
-    put.mutable_put_many()->set_atomic(options.atomic);
+    wire_items.clear();
     for (size_t i = request.first; i < request.end; ++i) {
-      v1::PutManyItem* item = put.mutable_put_many()->add_items();
-      *item = planned[i].proto;
-      item->set_offset(base + item->offset());
+      wire_items.push_back(planned[i].Wire(base));
     }
+    AppendPutManyField(wire_items, options.atomic, put_many_field);
     return absl::OkStatus();
   };
   // A request reached the server and no answer says what became of it.
@@ -331,8 +355,8 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
       const PutStaging& staging = *put_staging_;  // put_mutex_ is held throughout
       connection_->CallPipelined(
           requests.size(), staging.fd(),
-          [&](size_t index, v1::HandoffRequest& put) {
-            return fill(index, staging, bases[index], put);
+          [&](size_t index, v1::HandoffRequest&, std::string& put_many_field) {
+            return fill(index, staging, bases[index], put_many_field);
           },
           take_answer);
     } else {
@@ -355,7 +379,9 @@ absl::StatusOr<BatchPutResult> LocalTransport::BatchPut(std::span<const BatchPut
         const PutStaging& staging = own_staging != nullptr ? *own_staging : *put_staging_;
         connection_->CallPipelined(
             1, staging.fd(),
-            [&](size_t, v1::HandoffRequest& put) { return fill(index, staging, 0, put); },
+            [&](size_t, v1::HandoffRequest&, std::string& put_many_field) {
+              return fill(index, staging, 0, put_many_field);
+            },
             [&](size_t, bool delivered, absl::StatusOr<HandoffConnection::Response> answer) {
               return take_answer(index, delivered, std::move(answer));
             });

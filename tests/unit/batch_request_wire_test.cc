@@ -2,7 +2,10 @@
 // writes for a HandoffRequest holding only the same acquire_many, and
 // appended to a serialized request it parses as that request with the
 // field set. EncodeBatchFetchRequest writes what the generated serializer
-// writes for the same BatchFetchRequest.
+// writes for the same BatchFetchRequest. AppendPutManyField writes what it
+// writes for a HandoffRequest holding only the same put_many (items as
+// LayoutToProto describes their layouts), and PutManyItemSize is each
+// item's share of it.
 #include "client/src/batch_request_wire.h"
 
 #include <optional>
@@ -12,6 +15,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "service/wire/batch_limits.h"
+#include "service/wire/layout_conversion.h"
 #include "tensord/v1/handoff.pb.h"
 #include "tensord/v1/tensor_service.pb.h"
 #include "tests/unit/grpc_buffer_bytes.h"
@@ -156,6 +161,106 @@ TEST(BatchRequestWireTest, ABatchOfTheMostItemsIsWhatTheGeneratedSerializerWrite
   }
   for (size_t i = 0; i < kMaxBatchItems; ++i) items.push_back({.name = names[i], .version = i % 3});
   ExpectBatchFetchSameAsGenerated(Selection(items, std::nullopt, 0, 0));
+}
+
+v1::HandoffRequest GeneratedPutMany(std::span<const PutManyItemWire> items, bool atomic) {
+  v1::HandoffRequest message;
+  v1::PutManyRequest* put = message.mutable_put_many();
+  for (const PutManyItemWire& item : items) {
+    v1::PutManyItem* added = put->add_items();
+    added->set_name(std::string(item.name));
+    LayoutToProto(*item.layout, added->mutable_layout());
+    // LayoutToProto spells compact strides out; a layout without strides
+    // has none on the wire.
+    if (item.layout->strides.empty()) added->mutable_layout()->clear_strides();
+    added->set_total_bytes(item.total_bytes);
+    added->set_retention(static_cast<v1::Retention>(item.retention));
+    if (item.crc32c.has_value()) added->set_crc32c(*item.crc32c);
+    added->set_offset(item.offset);
+  }
+  put->set_atomic(atomic);
+  return message;
+}
+
+void ExpectPutManySameAsGenerated(std::span<const PutManyItemWire> items, bool atomic) {
+  std::string by_hand;
+  AppendPutManyField(items, atomic, by_hand);
+  const v1::HandoffRequest generated = GeneratedPutMany(items, atomic);
+  EXPECT_EQ(by_hand, generated.SerializeAsString());
+  size_t items_size = 0;
+  for (const PutManyItemWire& item : items) items_size += PutManyItemSize(item);
+  v1::PutManyRequest items_only = generated.put_many();
+  items_only.set_atomic(false);
+  EXPECT_EQ(items_size, items_only.ByteSizeLong());
+}
+
+PutManyItemWire PutItem(absl::string_view name, const dlpack::TensorLayout& layout,
+                        uint64_t total_bytes, int32_t retention, std::optional<uint32_t> crc32c,
+                        uint64_t offset) {
+  PutManyItemWire item;
+  item.name = name;
+  item.layout = &layout;
+  item.total_bytes = total_bytes;
+  item.retention = retention;
+  item.crc32c = crc32c;
+  item.offset = offset;
+  return item;
+}
+
+TEST(BatchRequestWireTest, PutManyIsWhatTheGeneratedSerializerWrites) {
+  const std::string long_name(300, 'n');  // a two-byte length
+  dlpack::TensorLayout bytes;             // 4 KiB of uint8, as a batch put of small tensors has
+  bytes.dtype = {kDLUInt, 8, 1};
+  bytes.shape = {4096};
+  dlpack::TensorLayout scalar;  // no shape, a zero dtype, the default device
+  dlpack::TensorLayout odd;     // negative and large values, strides, offset, another device
+  odd.dtype = {kDLBfloat, 16, 4};
+  odd.shape = {3, -1, int64_t{1} << 40, 0};
+  odd.strides = {-5, 1, int64_t{1} << 62, 7};
+  odd.byte_offset = uint64_t{1} << 33;
+  odd.device = {kDLCUDA, -2};
+  const std::vector<PutManyItemWire> items = {
+      PutItem("kv/layer0/block/17", bytes, 4096, 0, std::nullopt, 0),
+      PutItem("a", scalar, 0, 2, 0, 64),  // a checksum of 0 is still written
+      PutItem(long_name, odd, ~uint64_t{0}, 1, ~uint32_t{0}, ~uint64_t{0}),
+      PutItem("", scalar, 1, -3, 12345, uint64_t{1} << 26),
+  };
+  ExpectPutManySameAsGenerated(items, /*atomic=*/false);
+  ExpectPutManySameAsGenerated(items, /*atomic=*/true);
+  ExpectPutManySameAsGenerated(std::span(items).first(1), /*atomic=*/false);
+  ExpectPutManySameAsGenerated({}, /*atomic=*/false);
+  ExpectPutManySameAsGenerated({}, /*atomic=*/true);
+
+  std::vector<std::string> names;
+  std::vector<PutManyItemWire> many;
+  for (size_t i = 0; i < kMaxPutManyItems; ++i)
+    names.push_back("bench/batch/put/" + std::to_string(i));
+  for (size_t i = 0; i < kMaxPutManyItems; ++i) {
+    many.push_back(
+        PutItem(names[i], bytes, 4096, 0, static_cast<uint32_t>(i * 2654435761u), i * 4096));
+  }
+  ExpectPutManySameAsGenerated(many, /*atomic=*/true);
+}
+
+TEST(BatchRequestWireTest, PutManyAppendedToARequestItParsesAsThatRequestWithTheField) {
+  dlpack::TensorLayout layout;
+  layout.dtype = {kDLFloat, 32, 1};
+  layout.shape = {2, 3};
+  const std::vector<PutManyItemWire> items = {PutItem("x/1", layout, 24, 0, 7, 0),
+                                              PutItem("x/2", layout, 24, 2, std::nullopt, 64)};
+  v1::HandoffRequest head;
+  head.set_request_id(99);
+  head.add_release_lease_ids(3);
+  std::string packet = head.SerializeAsString();
+  AppendPutManyField(items, /*atomic=*/true, packet);
+
+  v1::HandoffRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(packet));
+  v1::HandoffRequest expected = GeneratedPutMany(items, /*atomic=*/true);
+  expected.set_request_id(99);
+  expected.add_release_lease_ids(3);
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(parsed.kind_case(), v1::HandoffRequest::kPutMany);
 }
 
 }  // namespace

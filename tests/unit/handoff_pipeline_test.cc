@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/batch_request_wire.h"
 #include "client/src/handoff_connection.h"
 #include "gtest/gtest.h"
 #include "service/common/unix_socket.h"
@@ -110,9 +111,18 @@ void RunPipeline(ScriptedServer& server, const std::vector<std::string>& names,
   (*connection)
       ->CallPipelined(
           names.size(), /*fd=*/-1,
-          [&](size_t index, v1::HandoffRequest& request) {
+          [&](size_t index, v1::HandoffRequest& request, std::string& appended_fields) {
             ++filled;
-            request.mutable_put_many()->add_items()->set_name(names[index]);
+            if (index % 2 == 0) {
+              request.mutable_put_many()->add_items()->set_name(names[index]);
+              return absl::OkStatus();
+            }
+            // Odd requests framed by hand, as a local batch put frames them.
+            const dlpack::TensorLayout layout;
+            PutManyItemWire item;
+            item.name = names[index];
+            item.layout = &layout;
+            AppendPutManyField({&item, 1}, /*atomic=*/false, appended_fields);
             return absl::OkStatus();
           },
           [&](size_t index, bool delivered, absl::StatusOr<HandoffConnection::Response> answer) {

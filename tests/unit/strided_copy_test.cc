@@ -165,6 +165,18 @@ TEST(CopyStridedTest, MatchesNaiveOnOddElementSizesAndLanes) {
                      Layout(DLDataType{kInt, 16, 1}, {5}));
 }
 
+// Both sides compact (one memcpy, unplanned): byte offsets, lanes, spelled
+// out strides, extent-1 dims with any stride, 0-d and empty tensors.
+TEST(CopyStridedTest, CompactLayoutsMatchNaive) {
+  const DLDataType u8x3{kUInt, 8, 3};
+  ExpectMatchesNaive(Layout(kF32, {2, 3}, {}, 4), Layout(kF32, {2, 3}, {3, 1}, 12));
+  ExpectMatchesNaive(Layout(u8x3, {4, 3}, {}, 5), Layout(u8x3, {4, 3}, {3, 1}, 7));
+  ExpectMatchesNaive(Layout(kF32, {1, 4, 1}, {7, 1, 3}, 8), Layout(kF32, {1, 4, 1}, {}, 1));
+  ExpectMatchesNaive(Layout(kU8, {}, {}, 3), Layout(kU8, {}));
+  ExpectMatchesNaive(Layout(kF32, {0, 5}), Layout(kF32, {0, 5}, {5, 1}));
+  ExpectMatchesNaive(Layout(kU8, {4096}), Layout(kU8, {4096}, {}, 64));
+}
+
 TEST(CopyStridedTest, ExtentOneDimsAndBroadcastSource) {
   ExpectMatchesNaive(Layout(kF32, {1, 4, 1}, {99, 1, -5}), Layout(kF32, {1, 4, 1}));
   ExpectMatchesNaive(Layout(kF32, {3, 4}, {0, 1}), Layout(kF32, {3, 4}));

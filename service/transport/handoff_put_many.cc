@@ -28,6 +28,7 @@
 #include "service/transport/handoff_session.h"
 #include "service/transport/request_validation.h"
 #include "service/wire/batch_limits.h"
+#include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -124,17 +125,17 @@ void FitOnePacket(v1::PutManyResponse& response) {
 
 // The request's own limits, before anything of it is read: item count and
 // declared bytes.
-absl::Status CheckRequestSize(const v1::PutManyRequest& request) {
-  if (request.items_size() > static_cast<int>(kMaxPutManyItems)) {
-    return absl::InvalidArgumentError(absl::StrCat("put_many of ", request.items_size(),
+absl::Status CheckRequestSize(const WirePutManyRequest& request) {
+  if (request.items.size() > kMaxPutManyItems) {
+    return absl::InvalidArgumentError(absl::StrCat("put_many of ", request.items.size(),
                                                    " items; one request carries at most ",
                                                    kMaxPutManyItems));
   }
   uint64_t declared = 0;
-  for (const v1::PutManyItem& item : request.items()) {
+  for (const WirePutManyItem& item : request.items) {
     // Each counted as at most one byte over the limit, so the sum of 4096
     // cannot wrap past the check (the items are validated later).
-    declared += std::min<uint64_t>(item.total_bytes(), kMaxPutManyBytes + 1);
+    declared += std::min<uint64_t>(item.total_bytes, kMaxPutManyBytes + 1);
   }
   if (declared > kMaxPutManyBytes) {
     return absl::InvalidArgumentError(
@@ -142,10 +143,6 @@ absl::Status CheckRequestSize(const v1::PutManyRequest& request) {
                      " bytes of items; one request carries at most that much"));
   }
   return absl::OkStatus();
-}
-
-std::optional<uint32_t> ExpectedCrc(const v1::PutManyItem& item) {
-  return item.has_crc32c() ? std::optional<uint32_t>(item.crc32c()) : std::nullopt;
 }
 
 // The answer being built: one result per item, failure messages within
@@ -184,12 +181,13 @@ class PutManyAnswer {
 using PrepareItem = absl::FunctionRef<absl::StatusOr<PendingVersion>(int index)>;
 
 // Each item published on its own; a refused one fails alone.
-void PublishEach(Registry& registry, const v1::PutManyRequest& request, PrepareItem prepare,
+void PublishEach(Registry& registry, const WirePutManyRequest& request, PrepareItem prepare,
                  PutManyAnswer& answer) {
-  for (int i = 0; i < request.items_size(); ++i) {
+  const int items = static_cast<int>(request.items.size());
+  for (int i = 0; i < items; ++i) {
     absl::StatusOr<PendingVersion> pending = prepare(i);
     absl::StatusOr<VersionInfo> info =
-        pending.ok() ? registry.Publish(*std::move(pending), ExpectedCrc(request.items(i)))
+        pending.ok() ? registry.Publish(*std::move(pending), request.items[i].crc32c)
                      : pending.status();
     if (info.ok()) {
       answer.Published(i, *info);
@@ -201,12 +199,13 @@ void PublishEach(Registry& registry, const v1::PutManyRequest& request, PrepareI
 
 // All items under one version, or none: the first refusal fails every
 // item, naming it. The group's version, or 0.
-uint64_t PublishAtomically(Registry& registry, const v1::PutManyRequest& request,
+uint64_t PublishAtomically(Registry& registry, const WirePutManyRequest& request,
                            PrepareItem prepare, PutManyAnswer& answer) {
+  const int items = static_cast<int>(request.items.size());
   std::vector<PendingVersion> group;
   std::vector<std::optional<uint32_t>> expected;
   absl::Status refused;
-  for (int i = 0; i < request.items_size() && refused.ok(); ++i) {
+  for (int i = 0; i < items && refused.ok(); ++i) {
     absl::StatusOr<PendingVersion> pending = prepare(i);
     if (!pending.ok()) {
       refused = absl::Status(pending.status().code(),
@@ -214,7 +213,7 @@ uint64_t PublishAtomically(Registry& registry, const v1::PutManyRequest& request
       continue;
     }
     group.push_back(*std::move(pending));
-    expected.push_back(ExpectedCrc(request.items(i)));
+    expected.push_back(request.items[i].crc32c);
   }
   absl::StatusOr<std::vector<VersionInfo>> infos =
       refused.ok() ? registry.PublishGroup(std::move(group), expected)
@@ -223,16 +222,33 @@ uint64_t PublishAtomically(Registry& registry, const v1::PutManyRequest& request
     const absl::Status not_published = absl::AbortedError(
         absl::StrCat("not published: the atomic batch publishes all items or none, and ",
                      infos.status().message()));
-    for (int i = 0; i < request.items_size(); ++i) answer.Fail(i, not_published);
+    for (int i = 0; i < items; ++i) answer.Fail(i, not_published);
     return 0;
   }
-  for (int i = 0; i < request.items_size(); ++i) answer.Published(i, (*infos)[i]);
+  for (int i = 0; i < items; ++i) answer.Published(i, (*infos)[i]);
   return infos->empty() ? 0 : infos->front().version;
 }
 
 }  // namespace
 
 absl::Status HandoffSession::PutMany(const v1::PutManyRequest& request, ScopedFd memfd,
+                                     v1::PutManyResponse& response) {
+  WirePutManyRequest wire;
+  wire.atomic = request.atomic();
+  wire.items.reserve(static_cast<size_t>(request.items_size()));
+  for (const v1::PutManyItem& item : request.items()) {
+    WirePutManyItem& converted = wire.items.emplace_back();
+    converted.name = item.name();
+    converted.layout = WireLayoutOf(item.layout());
+    converted.total_bytes = item.total_bytes();
+    converted.retention = static_cast<int32_t>(item.retention());
+    if (item.has_crc32c()) converted.crc32c = item.crc32c();
+    converted.offset = item.offset();
+  }
+  return PutMany(wire, std::move(memfd), response);
+}
+
+absl::Status HandoffSession::PutMany(WirePutManyRequest& request, ScopedFd memfd,
                                      v1::PutManyResponse& response) {
   if (cluster_ != nullptr) {
     // A cluster orders its puts through etcd, which the gRPC BatchPut does.
@@ -253,28 +269,29 @@ absl::Status HandoffSession::PutMany(const v1::PutManyRequest& request, ScopedFd
   MemfdReader reader(memfd.get(), put_many_window_);
   // Item `index` checked and copied, ready to publish.
   auto prepare = [&](int index) -> absl::StatusOr<PendingVersion> {
-    const v1::PutManyItem& item = request.items(index);
-    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, CheckWrite(item.name(), item.layout(),
-                                                          item.total_bytes(), item.retention()));
+    WirePutManyItem& item = request.items[static_cast<size_t>(index)];
+    TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, CheckWrite(item.name, std::move(item.layout),
+                                                          item.total_bytes, item.retention));
     if (IsDeviceLayout(put.layout)) {
       return absl::InvalidArgumentError(
           absl::StrCat("put_many item '", put.name, "' has a device layout (",
                        DeviceLabel(put.layout.device), "); it carries host tensors only"));
     }
-    if (item.offset() > file_bytes || put.total_bytes > file_bytes - item.offset()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "put_many item '", put.name, "' places its ", put.total_bytes, " bytes at offset ",
-          item.offset(), " of a memfd of ", file_bytes, " bytes"));
+    if (item.offset > file_bytes || put.total_bytes > file_bytes - item.offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("put_many item '", put.name, "' places its ", put.total_bytes,
+                       " bytes at offset ", item.offset, " of a memfd of ", file_bytes, " bytes"));
     }
     TENSORD_ASSIGN_OR_RETURN(PendingVersion pending,
                              registry_.Prepare(std::move(put.name), std::move(put.layout),
                                                put.total_bytes, put.retention));
-    TENSORD_RETURN_IF_ERROR(reader.CopyTo(item.offset(), put.total_bytes, *pending.buffer));
+    TENSORD_RETURN_IF_ERROR(reader.CopyTo(item.offset, put.total_bytes, *pending.buffer));
     // pending.crc32c stays unset: the registry sums its own sealed copy.
     return pending;
   };
-  PutManyAnswer answer(request.items_size(), response);
-  if (request.atomic()) {
+  const int items = static_cast<int>(request.items.size());
+  PutManyAnswer answer(items, response);
+  if (request.atomic) {
     response.set_group_version(PublishAtomically(registry_, request, prepare, answer));
   } else {
     PublishEach(registry_, request, prepare, answer);
@@ -282,11 +299,11 @@ absl::Status HandoffSession::PutMany(const v1::PutManyRequest& request, ScopedFd
   FitOnePacket(response);
   metrics_.AddHandoffBytesReceived(answer.published_bytes());
   Log(LogLevel::kInfo, "handoff_batch_put",
-      {{"items", request.items_size()},
+      {{"items", items},
        {"published", answer.published()},
-       {"failed", request.items_size() - answer.published()},
+       {"failed", items - answer.published()},
        {"bytes", answer.published_bytes()},
-       {"atomic", request.atomic() ? "true" : "false"},
+       {"atomic", request.atomic ? "true" : "false"},
        {"group_version", response.group_version()},
        {"peer_pid", peer_.pid}});
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "service/wire/batch_limits.h"
 #include "service/wire/call_arena.h"
 #include "service/wire/handoff_device_handle.h"
+#include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {
@@ -43,6 +44,15 @@ std::optional<HandoffSession::Reply> HandoffSession::Handle(absl::string_view pa
   // (the keepalive, kept with the lease or create, holds the memory).
   sent_export_fds_.clear();
   google::protobuf::Arena arena(ManyNamesArenaOptions());
+  if (packet_fd_.valid()) {
+    // put_many, the one request that carries an fd (its memfd), parsed by
+    // hand; any other packet, or a put_many it does not take, as below.
+    WirePutManyRequest put_many;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(packet.data());
+    if (ParseWirePutManyRequest({bytes, packet.size()}, put_many)) {
+      return AnswerPutMany(put_many, arena, now);
+    }
+  }
   v1::HandoffRequest& request = *google::protobuf::Arena::CreateMessage<v1::HandoffRequest>(&arena);
   if (!request.ParseFromArray(packet.data(), static_cast<int>(packet.size()))) {
     v1::HandoffResponse response;
@@ -79,14 +89,31 @@ HandoffSession::Reply HandoffSession::Answer(const v1::HandoffRequest& request, 
   Reply reply;
   std::string batch_answer;
   const absl::Status status = Dispatch(request, now, response, reply.fds, batch_answer);
-  if (!status.ok() && IsFdExhaustion(status)) {
-    FdExhaustionLog().Note("handoff request", status.message(), now);
-  }
-  reply = Encode(response, status, std::move(reply));
+  reply = Finish(response, status, std::move(reply), now);
   const bool batch = request.kind_case() == v1::HandoffRequest::kAcquireMany ||
                      request.kind_case() == v1::HandoffRequest::kAcquireMore;
   if (status.ok() && batch) AppendAcquireManyField(batch_answer, reply.bytes);
   return reply;
+}
+
+HandoffSession::Reply HandoffSession::AnswerPutMany(WirePutManyRequest& request,
+                                                    google::protobuf::Arena& arena,
+                                                    absl::Time now) {
+  v1::HandoffResponse& response =
+      *google::protobuf::Arena::CreateMessage<v1::HandoffResponse>(&arena);
+  response.set_request_id(request.request_id);
+  absl::Status status = Admit(request.release_lease_ids, /*continues_batch=*/false);
+  if (status.ok()) status = PutMany(request, std::move(packet_fd_), *response.mutable_put_many());
+  return Finish(response, status, Reply(), now);
+}
+
+HandoffSession::Reply HandoffSession::Finish(v1::HandoffResponse& response,
+                                             const absl::Status& status, Reply reply,
+                                             absl::Time now) {
+  if (!status.ok() && IsFdExhaustion(status)) {
+    FdExhaustionLog().Note("handoff request", status.message(), now);
+  }
+  return Encode(response, status, std::move(reply));
 }
 
 HandoffSession::Reply HandoffSession::Encode(v1::HandoffResponse& response,
@@ -163,20 +190,9 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
   if (request.kind_case() == v1::HandoffRequest::kAuthenticate) {
     return Authenticate(request.authenticate());
   }
-  if (!authorized_) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "peer uid ", peer_.uid, " gid ", peer_.gid, " (pid ", peer_.pid,
-        ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
-        "authenticate with a token from IssueHandoffToken"));
-  }
-  if (request.release_lease_ids_size() > static_cast<int>(kMaxLeasesPerRelease)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request ends ", request.release_lease_ids_size(),
-        " leases (release_lease_ids); the limit is ", kMaxLeasesPerRelease, " per request"));
-  }
-  for (uint64_t lease_id : request.release_lease_ids()) leases_.erase(lease_id);
-  // Any other request ends an unfinished batch answer.
-  if (request.kind_case() != v1::HandoffRequest::kAcquireMore) DropPendingPackets();
+  TENSORD_RETURN_IF_ERROR(Admit(
+      {request.release_lease_ids().data(), static_cast<size_t>(request.release_lease_ids_size())},
+      /*continues_batch=*/request.kind_case() == v1::HandoffRequest::kAcquireMore));
   int fd = -1;
   absl::Status status;
   switch (request.kind_case()) {
@@ -193,6 +209,25 @@ absl::Status HandoffSession::Dispatch(const v1::HandoffRequest& request, absl::T
   }
   if (fd >= 0) fds.push_back(fd);
   return status;
+}
+
+absl::Status HandoffSession::Admit(std::span<const uint64_t> release_lease_ids,
+                                   bool continues_batch) {
+  if (!authorized_) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "peer uid ", peer_.uid, " gid ", peer_.gid, " (pid ", peer_.pid,
+        ") is not on the handoff allow-list (--handoff-allow-uid/--handoff-allow-gid); "
+        "authenticate with a token from IssueHandoffToken"));
+  }
+  if (release_lease_ids.size() > kMaxLeasesPerRelease) {
+    return absl::InvalidArgumentError(absl::StrCat("request ends ", release_lease_ids.size(),
+                                                   " leases (release_lease_ids); the limit is ",
+                                                   kMaxLeasesPerRelease, " per request"));
+  }
+  for (uint64_t lease_id : release_lease_ids) leases_.erase(lease_id);
+  // Any other request ends an unfinished batch answer.
+  if (!continues_batch) DropPendingPackets();
+  return absl::OkStatus();
 }
 
 absl::Status HandoffSession::DispatchWithoutFd(const v1::HandoffRequest& request,
@@ -320,8 +355,15 @@ absl::StatusOr<ValidatedPut> HandoffSession::CheckWrite(const std::string& name,
                                                         const v1::TensorLayout& layout,
                                                         uint64_t total_bytes,
                                                         v1::Retention retention) const {
-  TENSORD_ASSIGN_OR_RETURN(ValidatedPut put, ValidatePutFields(name, layout, total_bytes, retention,
-                                                               limits_.max_tensor_bytes));
+  return CheckWrite(name, WireLayoutOf(layout), total_bytes, retention);
+}
+
+absl::StatusOr<ValidatedPut> HandoffSession::CheckWrite(absl::string_view name, WireLayout layout,
+                                                        uint64_t total_bytes,
+                                                        int32_t retention) const {
+  TENSORD_ASSIGN_OR_RETURN(
+      ValidatedPut put,
+      ValidatePutFields(name, std::move(layout), total_bytes, retention, limits_.max_tensor_bytes));
   TENSORD_RETURN_IF_ERROR(scope_.Check(put.name, /*write_access=*/true));
   return put;
 }

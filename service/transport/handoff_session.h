@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "service/transport/acquired_item_wire.h"
 #include "service/transport/handoff_tokens.h"
 #include "service/transport/request_validation.h"
+#include "service/wire/wire_requests.h"
+#include "service/wire/wire_tensor_info.h"
 #include "tensord/v1/handoff.pb.h"
 
 namespace tensord {
@@ -105,6 +108,12 @@ class HandoffSession {
   int KeepUntilSent(ScopedFd fd);
   // The reply to a parsed request, answered now.
   Reply Answer(const v1::HandoffRequest& request, absl::Time now);
+  // A put_many parsed by hand (ParseWirePutManyRequest), answered now; its
+  // response on `arena`.
+  Reply AnswerPutMany(WirePutManyRequest& request, google::protobuf::Arena& arena, absl::Time now);
+  // `response` with `status` when it is an error, noting fd exhaustion.
+  Reply Finish(v1::HandoffResponse& response, const absl::Status& status, Reply reply,
+               absl::Time now);
   // `response` with `status` when it is an error.
   static Reply Encode(v1::HandoffResponse& response, const absl::Status& status, Reply reply);
   // Starts what a request must ask the cluster first; true when it did
@@ -121,6 +130,10 @@ class HandoffSession {
   absl::Status Dispatch(const v1::HandoffRequest& request, absl::Time now,
                         v1::HandoffResponse& response, std::vector<int>& fds,
                         std::string& batch_answer);
+  // What every request but authenticate passes first: the peer's
+  // authorization and the leases it ends; and, unless it `continues_batch`
+  // (acquire_more), the end of an unfinished batch answer.
+  absl::Status Admit(std::span<const uint64_t> release_lease_ids, bool continues_batch);
   // The requests whose answers carry no fd.
   absl::Status DispatchWithoutFd(const v1::HandoffRequest& request, v1::HandoffResponse& response);
   // Batch acquire (handoff_batch_acquire.cc): every lease at once, the
@@ -151,12 +164,18 @@ class HandoffSession {
   // put_many's items'.
   absl::StatusOr<ValidatedPut> CheckWrite(const std::string& name, const v1::TensorLayout& layout,
                                           uint64_t total_bytes, v1::Retention retention) const;
+  absl::StatusOr<ValidatedPut> CheckWrite(absl::string_view name, WireLayout layout,
+                                          uint64_t total_bytes, int32_t retention) const;
   absl::Status Seal(const v1::SealRequest& request, v1::SealResponse& response);
   absl::Status Abort(const v1::AbortRequest& request);
   absl::Status SealGroup(const v1::SealGroupRequest& request, v1::SealGroupResponse& response);
   absl::Status Authenticate(const v1::AuthenticateRequest& request);
   // A local batch put (handoff_put_many.cc): every item copied out of the
   // client's sealed `memfd` and published, each answered in `response`.
+  // Its items' layouts are moved out of `request`.
+  absl::Status PutMany(WirePutManyRequest& request, ScopedFd memfd, v1::PutManyResponse& response);
+  // The same, parsed by protobuf (a packet ParseWirePutManyRequest leaves
+  // to it).
   absl::Status PutMany(const v1::PutManyRequest& request, ScopedFd memfd,
                        v1::PutManyResponse& response);
   // Exports `allocation` for the client and describes it in `proto`.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/strings/string_view.h"
@@ -178,6 +179,27 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ParseVarintAs(Reader& reader, Int& out)
   uint64_t value = 0;
   if (!reader.Varint(value)) return false;
   out = static_cast<Int>(value);  // truncated to the field's width, as protobuf does
+  return true;
+}
+
+// A repeated integer field: packed (one payload of varints) or one element,
+// appended to `out` (protobuf takes either form for any repeated scalar).
+template <typename Int>
+bool ParseRepeatedVarints(Reader& reader, uint32_t tag, std::vector<Int>& out) {
+  if ((tag & 7) == kWireVarint) {
+    Int value = 0;
+    if (!ParseVarintAs(reader, value)) return false;
+    out.push_back(value);
+    return true;
+  }
+  std::span<const uint8_t> payload;
+  if (!reader.Payload(payload)) return false;
+  Reader packed(payload);
+  while (!packed.done()) {
+    Int value = 0;
+    if (!ParseVarintAs(packed, value)) return false;
+    out.push_back(value);
+  }
   return true;
 }
 

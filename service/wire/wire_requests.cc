@@ -65,4 +65,75 @@ bool ParseWireBatchFetchRequest(std::span<const uint8_t> bytes, WireBatchFetchRe
   });
 }
 
+namespace {
+
+// handoff.proto's numbers.
+enum PutManyWireField : uint32_t {
+  kRequestId = 1,
+  kFirstOtherKind = 2,  // acquire .. seal_group: 2..10
+  kLastOtherKind = 10,
+  kReleaseLeaseIds = 11,
+  kPutMany = 12,
+  kPutManyItems = 1,
+  kPutManyAtomic = 2,
+};
+
+bool ParsePutManyItem(std::span<const uint8_t> bytes, int depth, WirePutManyItem& item) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(1, kWireLengthDelimited): return ViewString(reader, item.name);
+      case Tag(2, kWireLengthDelimited):  // occurrences merge
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParseWireLayout(payload, inner, item.layout);
+        });
+      case Tag(3, kWireVarint): return ParseVarintAs(reader, item.total_bytes);
+      case Tag(4, kWireVarint): return ParseVarintAs(reader, item.retention);
+      case Tag(5, kWireVarint): return ParseVarintAs(reader, item.crc32c.emplace());
+      case Tag(6, kWireVarint): return ParseVarintAs(reader, item.offset);
+      default: known = false; return true;
+    }
+  });
+}
+
+// One occurrence of put_many, merged into `out` (items appended).
+bool MergePutMany(std::span<const uint8_t> bytes, int depth, WirePutManyRequest& out) {
+  return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    switch (tag) {
+      case Tag(kPutManyItems, kWireLengthDelimited):
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return ParsePutManyItem(payload, inner, out.items.emplace_back());
+        });
+      case Tag(kPutManyAtomic, kWireVarint): return ParseBool(reader, out.atomic);
+      default: known = false; return true;
+    }
+  });
+}
+
+}  // namespace
+
+bool ParseWirePutManyRequest(std::span<const uint8_t> bytes, WirePutManyRequest& out) {
+  out = WirePutManyRequest();
+  constexpr int depth = kRecursionLimit;
+  bool has_put_many = false;
+  const bool parsed = ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
+    const uint32_t field = tag >> 3;
+    if (field >= kFirstOtherKind && field <= kLastOtherKind) {
+      return false;  // another kind, set or merely named: protobuf decides
+    }
+    switch (tag) {
+      case Tag(kRequestId, kWireVarint): return ParseVarintAs(reader, out.request_id);
+      case Tag(kReleaseLeaseIds, kWireVarint):
+      case Tag(kReleaseLeaseIds, kWireLengthDelimited):
+        return ParseRepeatedVarints(reader, tag, out.release_lease_ids);
+      case Tag(kPutMany, kWireLengthDelimited):
+        has_put_many = true;
+        return ParseSubmessage(reader, depth, [&](std::span<const uint8_t> payload, int inner) {
+          return MergePutMany(payload, inner, out);
+        });
+      default: known = false; return true;
+    }
+  });
+  return parsed && has_put_many;
+}
+
 }  // namespace tensord

@@ -3,8 +3,8 @@
 // a message. For the small unary calls (Stat, FetchInline) the generated
 // parse and the message's free were a fifth of what tensord added to a
 // Stat on the server; a BatchFetch of a thousand names made a string on
-// the heap for each. wire_tensor_info_fuzz holds them to the generated
-// parser.
+// the heap for each, and so did the handoff's put_many. wire_tensor_info_fuzz holds them to the
+// generated parser.
 #ifndef TENSORD_SERVICE_WIRE_WIRE_REQUESTS_H_
 #define TENSORD_SERVICE_WIRE_WIRE_REQUESTS_H_
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "service/wire/wire_tensor_info.h"
 
 namespace tensord {
 
@@ -54,6 +55,32 @@ struct WireBatchFetchRequest {
 // False where v1::BatchFetchRequest::ParseFromArray would be. `out` starts
 // empty.
 bool ParseWireBatchFetchRequest(std::span<const uint8_t> bytes, WireBatchFetchRequest& out);
+
+// One v1::PutManyItem (handoff.proto).
+struct WirePutManyItem {
+  absl::string_view name;  // into the parsed bytes
+  WireLayout layout;       // its defaults (no dtype) when the item has none
+  uint64_t total_bytes = 0;
+  int32_t retention = 0;
+  std::optional<uint32_t> crc32c;
+  uint64_t offset = 0;
+};
+
+// A v1::HandoffRequest whose kind is put_many (a local batch put).
+struct WirePutManyRequest {
+  uint64_t request_id = 0;
+  std::vector<uint64_t> release_lease_ids;
+  std::vector<WirePutManyItem> items;
+  bool atomic = false;
+};
+
+// True where v1::HandoffRequest::ParseFromArray would succeed with put_many
+// its kind, `out` then holding what that parse holds. False for a packet
+// it would refuse and for any packet naming another kind (whichever comes
+// last): the caller parses those with protobuf. The generated parse made a
+// message, a name string and a layout per item: a tenth of the server's
+// work in a local batch put of 4 KiB tensors. `out` starts empty.
+bool ParseWirePutManyRequest(std::span<const uint8_t> bytes, WirePutManyRequest& out);
 
 }  // namespace tensord
 

@@ -11,25 +11,6 @@ namespace {
 
 using namespace wire_reader;
 
-// A repeated int64, packed (one payload of varints) or one element.
-bool ParseRepeatedInt64(Reader& reader, uint32_t tag, std::vector<int64_t>& out) {
-  if ((tag & 7) == kWireVarint) {
-    int64_t value = 0;
-    if (!ParseVarintAs(reader, value)) return false;
-    out.push_back(value);
-    return true;
-  }
-  std::span<const uint8_t> payload;
-  if (!reader.Payload(payload)) return false;
-  Reader packed(payload);
-  while (!packed.done()) {
-    int64_t value = 0;
-    if (!ParseVarintAs(packed, value)) return false;
-    out.push_back(value);
-  }
-  return true;
-}
-
 bool ParseDataType(std::span<const uint8_t> bytes, int depth, WireLayout& layout) {
   return ParseFields(bytes, depth, [&](Reader& reader, uint32_t tag, bool& known) {
     switch (tag) {
@@ -62,9 +43,9 @@ bool ParseWireLayout(std::span<const uint8_t> bytes, int depth, WireLayout& layo
           return ParseDataType(payload, inner, layout);
         });
       case Tag(2, kWireLengthDelimited):
-      case Tag(2, kWireVarint): return ParseRepeatedInt64(reader, tag, layout.shape);
+      case Tag(2, kWireVarint): return ParseRepeatedVarints(reader, tag, layout.shape);
       case Tag(3, kWireLengthDelimited):
-      case Tag(3, kWireVarint): return ParseRepeatedInt64(reader, tag, layout.strides);
+      case Tag(3, kWireVarint): return ParseRepeatedVarints(reader, tag, layout.strides);
       case Tag(4, kWireVarint): return ParseVarintAs(reader, layout.byte_offset);
       case Tag(5, kWireLengthDelimited):
         layout.has_device = true;

@@ -4,10 +4,12 @@
 // message has the same fields, and the client's conversion (InfoFromWire)
 // agrees with InfoFromProto, value for value or error for error.
 //
-// Input: [kind = byte % 11: TensorInfo, StatResponse, FetchHeader, StatRequest,
+// Input: [kind = byte % 12: TensorInfo, StatResponse, FetchHeader, StatRequest,
 //         FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem,
 //         AcquiredItem, HandoffResponse (a batch acquire's answer),
-//         BatchFetchRequest]
+//         BatchFetchRequest, HandoffRequest (a put_many: the hand parser
+//         may leave a packet to protobuf, never take one protobuf refuses
+//         or reads otherwise)]
 //        [message bytes...]
 #include <cstddef>
 #include <cstdint>
@@ -157,7 +159,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::span<const uint8_t> wire(data + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0: {
       v1::TensorInfo proto;
       WireTensorInfo parsed;
@@ -288,6 +290,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(!parsed.prefix.has_value() || *parsed.prefix == proto.prefix());
       Check(parsed.group_version == proto.group_version() &&
             parsed.cluster_group == proto.cluster_group());
+      break;
+    }
+    case 11: {
+      v1::HandoffRequest proto;
+      WirePutManyRequest parsed;
+      parsed.items.emplace_back();  // reset by the parse
+      const bool proto_ok = proto.ParseFromArray(wire.data(), static_cast<int>(wire.size()));
+      if (ParseWirePutManyRequest(wire, parsed)) Check(proto_ok && SamePutMany(parsed, proto));
       break;
     }
     default: {

@@ -206,9 +206,9 @@ write("stream_message", "batch_put_options", stream_input(data(3, uint(1, 1))))
 write("stream_message", "batch_fetch_items_merged", stream_input(
     data(3, batch_items) + data(3, data(1, uint(1, 9) + data(4, b"") + data(4, b"ab")))))
 
-# wire_tensor_info: [kind % 11: TensorInfo, StatResponse, FetchHeader, StatRequest,
+# wire_tensor_info: [kind % 12: TensorInfo, StatResponse, FetchHeader, StatRequest,
 # FetchRequest, FetchResponse, BatchFetchItem, BatchPutItem, AcquiredItem,
-# HandoffResponse, BatchFetchRequest] [message].
+# HandoffResponse, BatchFetchRequest, HandoffRequest (put_many)] [message].
 def info_input(kind, message):
     return bytes([kind]) + message
 
@@ -286,6 +286,19 @@ write("wire_tensor_info", "batch_fetch_request_merged", info_input(
     10, data(1, data(1, "a") + uint(2, 5) + data(1, "bc")) + data(2, "p1") + data(2, "p2")
     + uint(3, 1) + uint(3, 2) + uint(4, 9) + fixed32(21, 9) + tag(22, 3) + uint(1, 1)
     + tag(22, 4)))
+# put_many requests (HandoffRequest.put_many = 12): items with and without
+# a checksum and release ids; put_many twice (items appended) with an item's
+# layout twice (merged), unpacked release ids and unknown fields; and one
+# that names another kind first (left to protobuf).
+write("wire_tensor_info", "put_many_request", info_input(11, put_many(
+    7, [put_many_item("p/a", layout(UINT, 8, [4096]), 4096, 0),
+        put_many_item("p/b", F32_2X3, 24, 4096, crc=0)], atomic=True) + data(11, varint(3) + varint(9))))
+write("wire_tensor_info", "put_many_request_merged", info_input(11, uint(1, 5) + data(
+    12, data(1, put_many_item("m/0", F32_2X3, 24, 64, crc=7) + data(2, data(2, varint(5)))))
+    + uint(11, 4) + uint(11, 6) + fixed32(21, 9) + tag(22, 3) + uint(1, 1) + tag(22, 4)
+    + data(12, data(1, put_many_item("m/1", layout(UINT, 8, [1]), 1, 128)) + uint(2, 1))))
+write("wire_tensor_info", "put_many_request_other_kind_first", info_input(
+    11, data(3, uint(1, 1)) + put_many(8, [put_many_item("o/0", F32_2X3, 24, 0)])))
 
 # request_validation: PutHeader (mode bit 0 clear) or FetchRequest (set).
 write("request_validation", "put_f32_2x3", validation_input(

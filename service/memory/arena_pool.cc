@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/mutex.h"
+#include "service/common/status_macros.h"
 #include "service/memory/host_arena.h"
 
 namespace tensord {
@@ -146,6 +147,11 @@ absl::Status ArenaSlot::Write(uint64_t offset, std::span<const std::span<const u
     target += piece.size();
   }
   return absl::OkStatus();
+}
+
+absl::Status ArenaSlot::ReadFrom(int fd, uint64_t file_offset, uint64_t offset, uint64_t length) {
+  TENSORD_RETURN_IF_ERROR(CheckWrite(sealed_, size_, offset, length));
+  return PreadInto(fd, file_offset, arena_->memory->writable(index_) + offset, length);
 }
 
 const uint8_t* ArenaSlot::data() const { return arena_->memory->readable(index_); }

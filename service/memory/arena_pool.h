@@ -47,6 +47,7 @@ class ArenaSlot final : public HostBytes {
 
   absl::Status Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) override;
   using HostBytes::Write;
+  absl::Status ReadFrom(int fd, uint64_t file_offset, uint64_t offset, uint64_t length) override;
   // Allocate() allocated them.
   absl::Status AllocatePages() override { return absl::OkStatus(); }
   absl::Status Seal() override {

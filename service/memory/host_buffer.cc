@@ -179,6 +179,12 @@ absl::Status HostBuffer::AllocatePages() {
   return absl::OkStatus();
 }
 
+absl::Status HostBuffer::ReadFrom(int fd, uint64_t file_offset, uint64_t offset, uint64_t length) {
+  if (writable_ == nullptr) return HostBytes::ReadFrom(fd, file_offset, offset, length);
+  TENSORD_RETURN_IF_ERROR(CheckWrite(sealed_, size_, offset, length));
+  return PreadInto(fd, file_offset, writable_ + offset, length);
+}
+
 absl::Status HostBuffer::Write(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) {
   absl::StatusOr<uint64_t> fits = CheckWrite(sealed_, size_, offset, pieces);
   if (!fits.ok()) return fits.status();

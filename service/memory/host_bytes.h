@@ -26,6 +26,17 @@ class HostBytes {
     return Write(offset, std::span<const std::span<const uint8_t>>(&piece, 1));
   }
 
+  // Reads `length` bytes at `file_offset` of `fd` straight into the bytes
+  // at `offset` with pread: one copy, where Write from a buffer the caller
+  // read the file into takes two. A hole reads as zeros, and a file that
+  // changes meanwhile is an errno (or INVALID_ARGUMENT where it ends
+  // first), never a fault in this process. Write's errors otherwise;
+  // UNIMPLEMENTED where the bytes are not mapped writable here (the caller
+  // copies through a buffer then).
+  virtual absl::Status ReadFrom(int fd, uint64_t file_offset, uint64_t offset, uint64_t length) {
+    return absl::UnimplementedError("these bytes are written through their fd only");
+  }
+
   // Allocates every page now, charged to this process: a local producer
   // filling the bytes would otherwise carry tensord's memory (and could be
   // OOM-killed for it). RESOURCE_EXHAUSTED when the kernel has no memory.
@@ -56,6 +67,10 @@ class HostBytes {
   // unsealed buffer of `size` bytes (Write's errors otherwise).
   static absl::StatusOr<uint64_t> CheckWrite(bool sealed, uint64_t size, uint64_t offset,
                                              std::span<const std::span<const uint8_t>> pieces);
+  // The same for `length` bytes.
+  static absl::Status CheckWrite(bool sealed, uint64_t size, uint64_t offset, uint64_t length);
+  // ReadFrom's pread into `target`, checked.
+  static absl::Status PreadInto(int fd, uint64_t file_offset, uint8_t* target, uint64_t length);
 };
 
 }  // namespace tensord

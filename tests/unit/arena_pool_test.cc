@@ -85,6 +85,39 @@ TEST(ArenaPoolTest, SlotsAreZeroedWritableUntilSealedAndBounded) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % kPage, 0u);
 }
 
+// ReadFrom preads a file's bytes straight into the slot: a hole reads as
+// zeros, a file that ends first and a range past the slot are errors, and
+// a sealed slot takes nothing.
+TEST(ArenaPoolTest, ReadFromPreadsAFileIntoTheSlot) {
+  ArenaPool pool(SmallArenas());
+  absl::StatusOr<std::unique_ptr<ArenaSlot>> slot = pool.Allocate(20000, "");
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  ArenaSlot& bytes = **slot;
+  ScopedFd file(::memfd_create("read-from", MFD_CLOEXEC));
+  ASSERT_TRUE(file.valid());
+  std::vector<uint8_t> pattern(10000);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 1);
+  ASSERT_EQ(::pwrite(file.get(), pattern.data(), pattern.size(), 100),
+            static_cast<ssize_t>(pattern.size()));
+  ASSERT_EQ(::ftruncate(file.get(), 30000), 0);  // bytes 10100.. are a hole
+
+  ASSERT_TRUE(bytes.ReadFrom(file.get(), 100, 10, 15000).ok());
+  // Past the file's end (into slot bytes the checks below leave alone).
+  const absl::Status past_end = bytes.ReadFrom(file.get(), 28000, 16000, 3000);
+  EXPECT_EQ(past_end.code(), absl::StatusCode::kInvalidArgument) << past_end;
+  EXPECT_NE(past_end.message().find("ends at offset 30000"), std::string::npos) << past_end;
+  EXPECT_EQ(bytes.ReadFrom(file.get(), 0, 19000, 1001).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_FALSE(bytes.ReadFrom(-1, 0, 0, 1).ok());
+  ASSERT_TRUE(bytes.Seal().ok());
+  EXPECT_EQ(bytes.ReadFrom(file.get(), 0, 0, 1).code(), absl::StatusCode::kFailedPrecondition);
+
+  for (size_t i = 0; i < 15000; ++i) {
+    const uint8_t expected = i < pattern.size() ? pattern[i] : 0;
+    ASSERT_EQ(bytes.data()[10 + i], expected) << i;
+  }
+  EXPECT_EQ(bytes.data()[0], 0);
+}
+
 TEST(ArenaPoolTest, AFreedSlotIsReusedZeroedAndNeverWhileHeld) {
   ArenaPool pool(SmallArenas());
   std::unique_ptr<ArenaSlot> held = Filled(pool, kPage, 0xaa);

@@ -36,6 +36,18 @@ TEST(HostBufferTest, SealedBytesCannotChange) {
   EXPECT_EQ((*buffer)->data()[0], 0x5a);
 }
 
+// A buffer of normal pages is written through its fd (no writable
+// mapping): ReadFrom leaves the copy to its caller.
+TEST(HostBufferTest, ReadFromIsLeftToTheCallerWithoutAWritableMapping) {
+  auto buffer = HostBuffer::Create(8192, "read-from");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  const int file = ::memfd_create("source", MFD_CLOEXEC);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::ftruncate(file, 8192), 0);
+  EXPECT_EQ((*buffer)->ReadFrom(file, 0, 0, 8192).code(), absl::StatusCode::kUnimplemented);
+  ::close(file);
+}
+
 TEST(HostBufferTest, PiecewiseWritesLandInOrderAndUnwrittenBytesAreZero) {
   constexpr uint64_t kSize = 3 * 4096 + 100;
   auto buffer = HostBuffer::Create(kSize, "pieces");

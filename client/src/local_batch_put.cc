@@ -28,7 +28,6 @@
 #include "service/dlpack/data_type.h"
 #include "service/dlpack/strided_copy.h"
 #include "service/wire/batch_limits.h"
-#include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 
 namespace tensord {

@@ -42,6 +42,12 @@ enum BatchRequestWireField : uint32_t {
   kBatchFetchPrefix = 2,
   kBatchFetchGroupVersion = 3,
   kBatchFetchClusterGroup = 4,
+  kPutHeaderName = 1,
+  kPutHeaderLayout = 2,
+  kPutHeaderTotalBytes = 3,
+  kPutHeaderCrc32c = 4,
+  kPutHeaderRetention = 5,
+  kBatchPutRequestHeader = 1,
 };
 
 size_t NameVersionSize(const TensorRef& item) {
@@ -85,30 +91,41 @@ struct LayoutSizes {
   size_t total = 0;
 };
 
-LayoutSizes LayoutSizesOf(const dlpack::TensorLayout& layout) {
+// Whether a layout's strides are written: a BatchPut item's header
+// describes its compact bytes and leaves them out.
+enum class Strides { kWritten, kLeftOut };
+
+LayoutSizes LayoutSizesOf(const dlpack::TensorLayout& layout,
+                          Strides strides_written = Strides::kWritten) {
+  const std::span<const int64_t> strides = strides_written == Strides::kWritten
+                                               ? std::span<const int64_t>(layout.strides)
+                                               : std::span<const int64_t>();
   LayoutSizes sizes;
   sizes.dtype = ScalarFieldSize(layout.dtype.code) + ScalarFieldSize(layout.dtype.bits) +
                 ScalarFieldSize(layout.dtype.lanes);
   sizes.shape = PackedInt64sSize(layout.shape);
-  sizes.strides = PackedInt64sSize(layout.strides);
+  sizes.strides = PackedInt64sSize(strides);
   sizes.device = ScalarFieldSize(Int32Bits(static_cast<int32_t>(layout.device.device_type))) +
                  ScalarFieldSize(Int32Bits(layout.device.device_id));
   sizes.total = LengthDelimitedFieldSize(sizes.dtype) +
                 (layout.shape.empty() ? 0 : LengthDelimitedFieldSize(sizes.shape)) +
-                (layout.strides.empty() ? 0 : LengthDelimitedFieldSize(sizes.strides)) +
+                (strides.empty() ? 0 : LengthDelimitedFieldSize(sizes.strides)) +
                 ScalarFieldSize(layout.byte_offset) + LengthDelimitedFieldSize(sizes.device);
   return sizes;
 }
 
 // The layout's payload, its fields in number order; dtype and device are
 // always written, as LayoutToProto sets them.
-uint8_t* PutLayout(const dlpack::TensorLayout& layout, const LayoutSizes& sizes, uint8_t* out) {
+uint8_t* PutLayout(const dlpack::TensorLayout& layout, const LayoutSizes& sizes, uint8_t* out,
+                   Strides strides_written = Strides::kWritten) {
   out = PutLengthPrefix(kLayoutDtype, sizes.dtype, out);
   out = PutScalarField(kDataTypeCode, layout.dtype.code, out);
   out = PutScalarField(kDataTypeBits, layout.dtype.bits, out);
   out = PutScalarField(kDataTypeLanes, layout.dtype.lanes, out);
   out = PutPackedInt64s(kLayoutShape, layout.shape, sizes.shape, out);
-  out = PutPackedInt64s(kLayoutStrides, layout.strides, sizes.strides, out);
+  if (strides_written == Strides::kWritten) {
+    out = PutPackedInt64s(kLayoutStrides, layout.strides, sizes.strides, out);
+  }
   out = PutScalarField(kLayoutByteOffset, layout.byte_offset, out);
   out = PutLengthPrefix(kLayoutDevice, sizes.device, out);
   out =
@@ -140,7 +157,43 @@ uint8_t* PutPutManyItem(const PutManyItemWire& item, uint8_t* out) {
   return PutScalarField(kPutManyItemOffset, item.offset, out);
 }
 
+size_t PutHeaderPayloadSize(const PutHeaderWire& header, const LayoutSizes& layout) {
+  return (header.name.empty() ? 0 : LengthDelimitedFieldSize(header.name.size())) +
+         LengthDelimitedFieldSize(layout.total) + ScalarFieldSize(header.total_bytes) +
+         // proto3 `optional`: written when set, even 0.
+         (header.crc32c.has_value() ? 1 + VarintSize(*header.crc32c) : 0) +
+         ScalarFieldSize(Int32Bits(header.retention));
+}
+
 }  // namespace
+
+size_t PutHeaderSize(const PutHeaderWire& header) {
+  return PutHeaderPayloadSize(header, LayoutSizesOf(*header.layout, Strides::kLeftOut));
+}
+
+uint8_t* PutPutHeader(const PutHeaderWire& header, size_t size, uint8_t* out) {
+  [[maybe_unused]] uint8_t* const start = out;
+  const LayoutSizes layout = LayoutSizesOf(*header.layout, Strides::kLeftOut);
+  out = PutBytesField(kPutHeaderName, header.name, out);
+  out = PutLengthPrefix(kPutHeaderLayout, layout.total, out);
+  out = PutLayout(*header.layout, layout, out, Strides::kLeftOut);
+  out = PutScalarField(kPutHeaderTotalBytes, header.total_bytes, out);
+  if (header.crc32c.has_value()) {
+    *out++ = WireTag(kPutHeaderCrc32c, kWireVarint);
+    out += PutVarint(*header.crc32c, out);
+  }
+  out = PutScalarField(kPutHeaderRetention, Int32Bits(header.retention), out);
+  assert(out == start + size);  // PutHeaderSize matches the writes
+  return out;
+}
+
+grpc::ByteBuffer EncodeBatchPutHeaderRequest(const PutHeaderWire& header) {
+  const size_t size = PutHeaderSize(header);
+  grpc::Slice slice(LengthDelimitedFieldSize(size));
+  auto* const start = const_cast<uint8_t*>(slice.begin());
+  PutPutHeader(header, size, PutLengthPrefix(kBatchPutRequestHeader, size, start));
+  return grpc::ByteBuffer(&slice, 1);
+}
 
 size_t NameVersionItemSize(const TensorRef& item) {
   return LengthDelimitedFieldSize(NameVersionSize(item));

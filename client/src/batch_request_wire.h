@@ -1,6 +1,6 @@
 // Requests that name tensors by the thousand, framed by hand: the handoff's
 // batch acquire and batch put (HandoffRequest's acquire_many and put_many
-// fields) and the BatchFetch request. Building them with protobuf made a
+// fields), the BatchFetch request and the BatchPut item headers. Building them with protobuf made a
 // message and a string per name only to serialize them: an eighth of the
 // client's work in a local batch fetch of small tensors, three allocations a
 // name in a remote one, and a third of a local batch put's (its items'
@@ -54,6 +54,25 @@ struct PutManyItemWire {
 size_t PutManyItemSize(const PutManyItemWire& item);
 // Appends the put_many field (tag, length, payload) to `out`.
 void AppendPutManyField(std::span<const PutManyItemWire> items, bool atomic, std::string& out);
+
+// A v1::PutHeader as a BatchPut item carries it: a compact host tensor,
+// its layout written without strides.
+struct PutHeaderWire {
+  absl::string_view name;
+  const dlpack::TensorLayout* layout = nullptr;  // its strides are not written
+  uint64_t total_bytes = 0;
+  std::optional<uint32_t> crc32c;
+  int32_t retention = 0;  // a v1::Retention
+};
+
+// The header's serialized size (its payload, without a tag or length).
+size_t PutHeaderSize(const PutHeaderWire& header);
+// Writes the header's `size` (PutHeaderSize) bytes at `out`; returns
+// their end.
+uint8_t* PutPutHeader(const PutHeaderWire& header, size_t size, uint8_t* out);
+// A v1::BatchPutRequest holding only `header`, in one slice: the message
+// that precedes the chunks of an item sent in chunks.
+grpc::ByteBuffer EncodeBatchPutHeaderRequest(const PutHeaderWire& header);
 
 // A v1::BatchFetchRequest choosing `selection`, in one slice.
 grpc::ByteBuffer EncodeBatchFetchRequest(const BatchSelection& selection);

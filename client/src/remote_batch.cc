@@ -23,7 +23,6 @@
 #include "service/wire/byte_buffer_codec.h"
 #include "service/wire/call_arena.h"
 #include "service/wire/items_message_buffer.h"
-#include "service/wire/layout_conversion.h"
 #include "service/wire/status_conversion.h"
 #include "service/wire/varint.h"
 
@@ -32,15 +31,15 @@ namespace {
 
 static_assert(kMaxBatchItems == kBatchItemLimit, "client.h and service/wire/batch_limits.h agree");
 
-// `header` is a new message.
-void FillHeader(const BatchPutItem& item, const CompactSource& source, bool send_crc32c,
-                v1::PutHeader& header) {
-  header.set_name(item.name);
-  LayoutToProto(source.layout, header.mutable_layout());
-  header.mutable_layout()->clear_strides();  // compact
-  header.set_total_bytes(source.size);
-  if (send_crc32c) header.set_crc32c(Crc32c(source.data, source.size));
-  header.set_retention(static_cast<v1::Retention>(item.retention));
+// The header of `item`, whose compact bytes are `source` (which it views).
+PutHeaderWire HeaderOf(const BatchPutItem& item, const CompactSource& source, bool send_crc32c) {
+  PutHeaderWire header;
+  header.name = item.name;
+  header.layout = &source.layout;
+  header.total_bytes = source.size;
+  if (send_crc32c) header.crc32c = Crc32c(source.data, source.size);
+  header.retention = static_cast<int32_t>(item.retention);
+  return header;
 }
 
 absl::Status StatusOf(const v1::ItemStatus& status) {
@@ -66,15 +65,13 @@ class BatchPutWriter {
     if (open_) open_ = writer_.Write(SerializeToByteBuffer(message));
   }
 
-  void Add(const v1::PutHeader& header, const CompactSource& source) {
+  void Add(const PutHeaderWire& header, const CompactSource& source) {
     if (source.size <= kMaxInlineBatchItemBytes) {
       AddWhole(header, source);
       return;
     }
     Flush();
-    v1::BatchPutRequest header_message;
-    *header_message.mutable_header() = header;
-    Send(header_message);
+    if (open_) open_ = writer_.Write(EncodeBatchPutHeaderRequest(header));
     for (uint64_t offset = 0; open_ && offset < source.size;) {
       const uint64_t size = std::min<uint64_t>(chunk_bytes_, source.size - offset);
       latch_.Add();
@@ -93,8 +90,8 @@ class BatchPutWriter {
  private:
   // BatchPutRequest.items = 4 { BatchPutItems.items = 1 { BatchPutItem
   // header = 1, data = 2 } }, as the generated serializer writes them.
-  void AddWhole(const v1::PutHeader& header, const CompactSource& source) {
-    const size_t header_size = header.ByteSizeLong();
+  void AddWhole(const PutHeaderWire& header, const CompactSource& source) {
+    const size_t header_size = PutHeaderSize(header);
     const size_t item_size = LengthDelimitedFieldSize(header_size) +
                              (source.size == 0 ? 0 : LengthDelimitedFieldSize(source.size));
     const size_t field_size = LengthDelimitedFieldSize(item_size);
@@ -111,7 +108,7 @@ class BatchPutWriter {
     }
     out = PutLengthPrefix(kItemsItemField, item_size, out);
     out = PutLengthPrefix(kItemHeaderField, header_size, out);
-    out = header.SerializeWithCachedSizesToArray(out);
+    out = PutPutHeader(header, header_size, out);
     if (source.size == 0) {
       pending_->Commit(out);
       return;
@@ -289,7 +286,6 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
   };
   std::vector<Sent> sent;
   sent.reserve(items.size());
-  ShortLivedMessages<v1::PutHeader> headers;
   // Packed copies of strided items sent as chunks or referenced: the
   // slices point into them, and gRPC may hold a slice after its write
   // returned (`latch`).
@@ -314,9 +310,7 @@ absl::StatusOr<BatchPutResult> StreamBatchPut(grpc::ChannelInterface* channel,
             absl::StrCat("item ", i, " ('", items[i].name, "'): ", source.status().message()));
         break;
       }
-      v1::PutHeader& header = headers.Next();  // serialized by Add
-      FillHeader(items[i], *source, options.send_crc32c, header);
-      batch.Add(header, *source);
+      batch.Add(HeaderOf(items[i], *source, options.send_crc32c), *source);
       // Chunks and referenced items point into a strided item's packed copy.
       if (source->packed != nullptr && source->size >= kMinReferencedBatchItemBytes) {
         packed_until_sent.push_back(std::move(source->packed));

@@ -263,5 +263,63 @@ TEST(BatchRequestWireTest, PutManyAppendedToARequestItParsesAsThatRequestWithThe
   EXPECT_EQ(parsed.kind_case(), v1::HandoffRequest::kPutMany);
 }
 
+// What the BatchPut client wrote with protobuf: the layout as LayoutToProto
+// describes it, strides cleared (the bytes sent are compact).
+v1::PutHeader GeneratedPutHeader(const PutHeaderWire& header) {
+  v1::PutHeader message;
+  message.set_name(std::string(header.name));
+  LayoutToProto(*header.layout, message.mutable_layout());
+  message.mutable_layout()->clear_strides();
+  message.set_total_bytes(header.total_bytes);
+  if (header.crc32c.has_value()) message.set_crc32c(*header.crc32c);
+  message.set_retention(static_cast<v1::Retention>(header.retention));
+  return message;
+}
+
+PutHeaderWire Header(absl::string_view name, const dlpack::TensorLayout& layout,
+                     uint64_t total_bytes, std::optional<uint32_t> crc32c, int32_t retention) {
+  PutHeaderWire header;
+  header.name = name;
+  header.layout = &layout;
+  header.total_bytes = total_bytes;
+  header.crc32c = crc32c;
+  header.retention = retention;
+  return header;
+}
+
+TEST(BatchRequestWireTest, PutHeaderIsWhatTheGeneratedSerializerWrites) {
+  const std::string long_name(300, 'n');  // a two-byte length
+  dlpack::TensorLayout bytes;             // 4 KiB of uint8, as a batch put of small tensors has
+  bytes.dtype = {kDLUInt, 8, 1};
+  bytes.shape = {4096};
+  dlpack::TensorLayout scalar;  // no shape, a zero dtype, the default device
+  dlpack::TensorLayout odd;     // negative and large values, strides (left out), another device
+  odd.dtype = {kDLBfloat, 16, 4};
+  odd.shape = {3, -1, int64_t{1} << 40, 0};
+  odd.strides = {-5, 1, int64_t{1} << 62, 7};
+  odd.byte_offset = uint64_t{1} << 33;
+  odd.device = {kDLCUDA, -2};
+  for (const PutHeaderWire& header : {
+           Header("kv/layer0/block/17", bytes, 4096, std::nullopt, 0),
+           Header("a", scalar, 0, 0, 2),  // a checksum of 0 is still written
+           Header(long_name, odd, ~uint64_t{0}, ~uint32_t{0}, 1),
+           Header("", scalar, 1, 12345, -3),
+       }) {
+    const std::string expected = GeneratedPutHeader(header).SerializeAsString();
+    const size_t size = PutHeaderSize(header);
+    ASSERT_EQ(size, expected.size()) << header.name;
+    std::string written(size + 1, '\xee');  // one byte past: not written
+    uint8_t* const start = reinterpret_cast<uint8_t*>(written.data());
+    EXPECT_EQ(PutPutHeader(header, size, start), start + size) << header.name;
+    EXPECT_EQ(written.substr(0, size), expected) << header.name;
+    EXPECT_EQ(written.back(), '\xee');
+
+    v1::BatchPutRequest request;
+    *request.mutable_header() = GeneratedPutHeader(header);
+    EXPECT_EQ(BufferBytes(EncodeBatchPutHeaderRequest(header)), request.SerializeAsString())
+        << header.name;
+  }
+}
+
 }  // namespace
 }  // namespace tensord

@@ -1,11 +1,12 @@
 // Requests that name tensors by the thousand, framed by hand: the handoff's
 // batch acquire and batch put (HandoffRequest's acquire_many and put_many
-// fields), the BatchFetch request and the BatchPut item headers. Building them with protobuf made a
-// message and a string per name only to serialize them: an eighth of the
-// client's work in a local batch fetch of small tensors, three allocations a
-// name in a remote one, and a third of a local batch put's (its items'
-// messages built, copied into the request and destroyed). The bytes are
-// those the generated serializer writes (BatchRequestWireTest).
+// fields), the BatchFetch request and the BatchPut item headers. Building
+// them with protobuf made a message and a string per name only to
+// serialize them: an eighth of the client's work in a local batch fetch of
+// small tensors, three allocations a name in a remote one, a third of a
+// local batch put's (its items' messages built, copied into the request
+// and destroyed) and a fifth of a remote one's. The bytes are those the
+// generated serializer writes (BatchRequestWireTest).
 #ifndef TENSORD_CLIENT_SRC_BATCH_REQUEST_WIRE_H_
 #define TENSORD_CLIENT_SRC_BATCH_REQUEST_WIRE_H_
 

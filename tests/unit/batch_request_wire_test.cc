@@ -5,7 +5,9 @@
 // writes for the same BatchFetchRequest. AppendPutManyField writes what it
 // writes for a HandoffRequest holding only the same put_many (items as
 // LayoutToProto describes their layouts), and PutManyItemSize is each
-// item's share of it.
+// item's share of it. PutPutHeader writes what it writes for a PutHeader
+// as the BatchPut client built it (the layout's strides cleared), and
+// EncodeBatchPutHeaderRequest a BatchPutRequest holding only that header.
 #include "client/src/batch_request_wire.h"
 
 #include <optional>

@@ -209,18 +209,28 @@ PutManyItemWire PutItem(absl::string_view name, const dlpack::TensorLayout& layo
   return item;
 }
 
-TEST(BatchRequestWireTest, PutManyIsWhatTheGeneratedSerializerWrites) {
-  const std::string long_name(300, 'n');  // a two-byte length
-  dlpack::TensorLayout bytes;             // 4 KiB of uint8, as a batch put of small tensors has
-  bytes.dtype = {kDLUInt, 8, 1};
-  bytes.shape = {4096};
+// The layouts the put serializer tests write.
+struct SampleLayouts {
+  SampleLayouts() {
+    bytes.dtype = {kDLUInt, 8, 1};
+    bytes.shape = {4096};
+    odd.dtype = {kDLBfloat, 16, 4};
+    odd.shape = {3, -1, int64_t{1} << 40, 0};
+    odd.strides = {-5, 1, int64_t{1} << 62, 7};
+    odd.byte_offset = uint64_t{1} << 33;
+    odd.device = {kDLCUDA, -2};
+  }
+  dlpack::TensorLayout bytes;   // 4 KiB of uint8, as a batch put of small tensors has
   dlpack::TensorLayout scalar;  // no shape, a zero dtype, the default device
   dlpack::TensorLayout odd;     // negative and large values, strides, offset, another device
-  odd.dtype = {kDLBfloat, 16, 4};
-  odd.shape = {3, -1, int64_t{1} << 40, 0};
-  odd.strides = {-5, 1, int64_t{1} << 62, 7};
-  odd.byte_offset = uint64_t{1} << 33;
-  odd.device = {kDLCUDA, -2};
+};
+
+TEST(BatchRequestWireTest, PutManyIsWhatTheGeneratedSerializerWrites) {
+  const std::string long_name(300, 'n');  // a two-byte length
+  const SampleLayouts layouts;
+  const dlpack::TensorLayout& bytes = layouts.bytes;
+  const dlpack::TensorLayout& scalar = layouts.scalar;
+  const dlpack::TensorLayout& odd = layouts.odd;
   const std::vector<PutManyItemWire> items = {
       PutItem("kv/layer0/block/17", bytes, 4096, 0, std::nullopt, 0),
       PutItem("a", scalar, 0, 2, 0, 64),  // a checksum of 0 is still written
@@ -291,16 +301,10 @@ PutHeaderWire Header(absl::string_view name, const dlpack::TensorLayout& layout,
 
 TEST(BatchRequestWireTest, PutHeaderIsWhatTheGeneratedSerializerWrites) {
   const std::string long_name(300, 'n');  // a two-byte length
-  dlpack::TensorLayout bytes;             // 4 KiB of uint8, as a batch put of small tensors has
-  bytes.dtype = {kDLUInt, 8, 1};
-  bytes.shape = {4096};
-  dlpack::TensorLayout scalar;  // no shape, a zero dtype, the default device
-  dlpack::TensorLayout odd;     // negative and large values, strides (left out), another device
-  odd.dtype = {kDLBfloat, 16, 4};
-  odd.shape = {3, -1, int64_t{1} << 40, 0};
-  odd.strides = {-5, 1, int64_t{1} << 62, 7};
-  odd.byte_offset = uint64_t{1} << 33;
-  odd.device = {kDLCUDA, -2};
+  const SampleLayouts layouts;            // the odd one's strides are left out
+  const dlpack::TensorLayout& bytes = layouts.bytes;
+  const dlpack::TensorLayout& scalar = layouts.scalar;
+  const dlpack::TensorLayout& odd = layouts.odd;
   for (const PutHeaderWire& header : {
            Header("kv/layer0/block/17", bytes, 4096, std::nullopt, 0),
            Header("a", scalar, 0, 0, 2),  // a checksum of 0 is still written

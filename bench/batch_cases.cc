@@ -18,6 +18,7 @@
 #include "bench/baselines.h"
 #include "bench/cases.h"
 #include "bench/empty_server.h"
+#include "bench/proc_stats.h"
 #include "service/common/crc32c.h"
 #include "service/common/status_macros.h"
 
@@ -189,6 +190,28 @@ TimedRun SingleFetchRun(Client& client, const std::vector<TensorRef>& refs,
   };
 }
 
+// What each call of one case cost the server: its live threads' CPU time
+// from before the call to after it, beside the call's timed part. (Not the
+// client's CPU: a call includes checking its answers, which its timed part
+// leaves out.)
+struct ServerCpu {
+  std::vector<double> cpu_s;
+  std::vector<double> timed_s;
+};
+
+// `run`, noting what each call of it costs the server `server` in `spent`.
+TimedRun CountingServerCpu(TimedRun run, pid_t server, ServerCpu& spent) {
+  return [run = std::move(run), server, &spent]() -> absl::StatusOr<double> {
+    TENSORD_ASSIGN_OR_RETURN(const uint64_t before, ReadLiveThreadsCpuNanos(server));
+    TENSORD_ASSIGN_OR_RETURN(const double seconds, run());
+    TENSORD_ASSIGN_OR_RETURN(const uint64_t after, ReadLiveThreadsCpuNanos(server));
+    // A server thread that exited meanwhile took its time with it.
+    spent.cpu_s.push_back(static_cast<double>(after - std::min(after, before)) / 1e9);
+    spent.timed_s.push_back(seconds);
+    return seconds;
+  };
+}
+
 // The cases of one batch of `count` tensors, in rounds, and their rows.
 absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const BatchTensors& tensors,
                           int count) {
@@ -272,8 +295,13 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
       single_puts(peers.local),
       BatchFetchAndDropRun(peers.remote, fetch_refs, tensors),
       batch_puts_back_to_back(peers.remote)};
+  std::vector<ServerCpu> server_cpu(cases.size());
+  std::vector<TimedRun> counted;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    counted.push_back(CountingServerCpu(cases[c], env.tensord_pid, server_cpu[c]));
+  }
   TENSORD_ASSIGN_OR_RETURN(std::vector<std::vector<double>> samples,
-                           RepeatInterleaved(env.config.batch_policy(count), cases));
+                           RepeatInterleaved(env.config.batch_policy(count), counted));
 
   const std::string runs = absl::StrCat("median of ", samples[kRaw].size());
   const std::string calls_per_sample =
@@ -352,6 +380,20 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
                     .ratio = GigabytesPerSecond(total, Median(samples[kind.batch])) / raw_gbps,
                     .baseline = kRawTcp,
                     .note = absl::StrCat(runs, "; ", FormatBytes(total), " in all")});
+    // Whether the server is what a batch waits on: on a CPU for most of
+    // the call's time, its time a tensor is what must shrink.
+    const ServerCpu& cpu = server_cpu[kind.batch];
+    const double server_s = Median(cpu.cpu_s);
+    env.report.Add({.section = kBatchSection,
+                    .name = absl::StrCat(batch_name, ", server CPU a tensor"),
+                    .bytes = bytes,
+                    .value = server_s * 1e6 / count,
+                    .unit = "us",
+                    .ratio = server_s / Median(cpu.timed_s),
+                    .baseline = "the call's time",
+                    .note = absl::StrCat("median of ", cpu.cpu_s.size(),
+                                         " calls, warm-ups included; above 1x where several "
+                                         "server threads ran at once")});
     env.report.Add({.section = kBatchSection,
                     .name = single_name,
                     .bytes = bytes,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -63,6 +64,24 @@ absl::StatusOr<double> ReadCpuSeconds(pid_t pid) {
     return absl::InternalError(absl::StrCat("unexpected contents of ", path));
   }
   return static_cast<double>(user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+absl::StatusOr<uint64_t> ReadLiveThreadsCpuNanos(pid_t pid) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  std::error_code error;
+  std::filesystem::directory_iterator threads(tasks, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", tasks, ": ", error.message()));
+  }
+  uint64_t total = 0;
+  for (const std::filesystem::directory_entry& thread : threads) {
+    // "<ns on a CPU> <ns waiting for one> <timeslices>"
+    std::ifstream in(thread.path() / "schedstat");
+    uint64_t on_cpu = 0;
+    if (!(in >> on_cpu)) continue;  // the thread exited meanwhile
+    total += on_cpu;
+  }
+  return total;
 }
 
 }  // namespace tensord::bench

@@ -25,6 +25,12 @@ absl::StatusOr<ResidentMemory> ReadResidentMemory(pid_t pid);
 // /proc/PID/stat (clock-tick resolution, usually 10 ms).
 absl::StatusOr<double> ReadCpuSeconds(pid_t pid);
 
+// Nanoseconds that the process's live threads have run so far, summed from
+// /proc/PID/task/*/schedstat: exact, where ReadCpuSeconds counts clock
+// ticks (too coarse for calls of a few milliseconds), but without threads
+// that already exited.
+absl::StatusOr<uint64_t> ReadLiveThreadsCpuNanos(pid_t pid);
+
 }  // namespace tensord::bench
 
 #endif  // TENSORD_BENCH_PROC_STATS_H_

@@ -241,7 +241,9 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
     kLocalBatchPut,
     kLocalSinglePut,
     kBatchFetchAndDrop,
-    kBatchPutBackToBack
+    kBatchPutBackToBack,
+    kWholePut,
+    kLocalWholePut
   };
   auto batch_put = [&](Client& client) -> TimedRun {
     return [&]() -> absl::StatusOr<double> {
@@ -277,6 +279,23 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
       return seconds;
     };
   };
+  // The batch's bytes as one tensor in one Put: what the same bytes cost
+  // without an item's work, the ceiling a batch put works under.
+  const int64_t whole_shape = static_cast<int64_t>(total);
+  auto whole_put = [&](Client& client) -> TimedRun {
+    return [&]() -> absl::StatusOr<double> {
+      const Clock::time_point start = Clock::now();
+      TENSORD_ASSIGN_OR_RETURN(
+          TensorInfo stored,
+          client.Put(ItemName("whole", bytes, count), ByteTensor(tensors.data(0), &whole_shape)));
+      const double seconds = SecondsSince(start);
+      if (stored.total_bytes != total) {
+        return absl::DataLossError(absl::StrCat("one Put of the batch's bytes stored ",
+                                                stored.total_bytes, " of ", total, " bytes"));
+      }
+      return seconds;
+    };
+  };
   const std::vector<TimedRun> cases = {
       [&] { return TimedRawTransfer(env, peers.link, total); },
       [&]() -> absl::StatusOr<double> {
@@ -294,7 +313,9 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
       batch_put(peers.local),
       single_puts(peers.local),
       BatchFetchAndDropRun(peers.remote, fetch_refs, tensors),
-      batch_puts_back_to_back(peers.remote)};
+      batch_puts_back_to_back(peers.remote),
+      whole_put(peers.remote),
+      whole_put(peers.local)};
   std::vector<ServerCpu> server_cpu(cases.size());
   std::vector<TimedRun> counted;
   for (size_t c = 0; c < cases.size(); ++c) {
@@ -403,6 +424,23 @@ absl::Status MeasureBatch(const BenchEnv& env, const BatchPeers& peers, const Ba
                     .baseline = "empty call rate",
                     .note = absl::StrCat(runs, "; ", kind.single_note)});
   }
+  if (count > 1) {
+    for (const auto& [batch, whole, label, client] :
+         {std::tuple(kBatchPut, kWholePut, "put", "kRemote client"),
+          std::tuple(kLocalBatchPut, kLocalWholePut, "local put", "kLocal client")}) {
+      const double batch_gbps = GigabytesPerSecond(total, Median(samples[batch]));
+      env.report.Add({.section = kBatchSection,
+                      .name = absl::StrCat(label, ", BatchPut of ", count),
+                      .bytes = bytes,
+                      .value = batch_gbps,
+                      .unit = "GB/s",
+                      .ratio = batch_gbps / GigabytesPerSecond(total, Median(samples[whole])),
+                      .baseline = absl::StrCat("one Put of all ", FormatBytes(total)),
+                      .note = absl::StrCat(runs, "; ", client,
+                                           "; the same bytes as one tensor: what the items' "
+                                           "own work costs")});
+    }
+  }
   const double dropped_rate = rate(kLocalBatchFetchAndDrop);
   env.report.Add({.section = kBatchSection,
                   .name = absl::StrCat("local fetch, BatchFetch of ", count, " then drop"),
@@ -472,8 +510,12 @@ absl::Status RunBatchSection(const BenchEnv& env) {
       TENSORD_RETURN_IF_ERROR(remote->Delete(ItemName("fetch", bytes, i)).status());
       TENSORD_RETURN_IF_ERROR(remote->Delete(ItemName("put", bytes, i)).status());
     }
+    for (int count : config.batch_counts) {
+      TENSORD_RETURN_IF_ERROR(remote->Delete(ItemName("whole", bytes, count)).status());
+    }
   }
-  return RunBatchScaleRows(env, *remote, *local, *link);
+  TENSORD_RETURN_IF_ERROR(RunBatchScaleRows(env, *remote, *local, *link));
+  return RunRegistryFloorRows(env);
 }
 
 }  // namespace tensord::bench

@@ -167,6 +167,9 @@ absl::Status RunBatchSection(const BenchEnv& env);
 // sizes (batch_scale_cases.cc).
 absl::Status RunBatchScaleRows(const BenchEnv& env, Client& remote, Client& local,
                                RawTcpLink& link);
+// The batch section's floor: the registry's own cost a small put tensor,
+// in this process, against a memcpy and a CRC-32C of its bytes.
+absl::Status RunRegistryFloorRows(const BenchEnv& env);
 absl::Status RunDeviceSection(const BenchEnv& env);
 // Starts its own etcd and nodes; a "skipped" row when /usr/bin/etcd is absent.
 absl::Status RunClusterSection(const BenchEnv& env);

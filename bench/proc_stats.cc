@@ -68,18 +68,20 @@ absl::StatusOr<double> ReadCpuSeconds(pid_t pid) {
 
 absl::StatusOr<uint64_t> ReadLiveThreadsCpuNanos(pid_t pid) {
   const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  // The error_code forms throughout: a process that exits meanwhile is an
+  // error to return, not an exception.
   std::error_code error;
-  std::filesystem::directory_iterator threads(tasks, error);
-  if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot list ", tasks, ": ", error.message()));
-  }
   uint64_t total = 0;
-  for (const std::filesystem::directory_entry& thread : threads) {
+  for (std::filesystem::directory_iterator thread(tasks, error), end; !error && thread != end;
+       thread.increment(error)) {
     // "<ns on a CPU> <ns waiting for one> <timeslices>"
-    std::ifstream in(thread.path() / "schedstat");
+    std::ifstream in(thread->path() / "schedstat");
     uint64_t on_cpu = 0;
     if (!(in >> on_cpu)) continue;  // the thread exited meanwhile
     total += on_cpu;
+  }
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", tasks, ": ", error.message()));
   }
   return total;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,22 +67,38 @@ absl::StatusOr<double> ReadCpuSeconds(pid_t pid) {
   return static_cast<double>(user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-absl::StatusOr<uint64_t> ReadLiveThreadsCpuNanos(pid_t pid) {
+absl::StatusOr<ThreadCpuNanos> ReadThreadCpuNanos(pid_t pid) {
   const std::string tasks = absl::StrCat("/proc/", pid, "/task");
   // The error_code forms throughout: a process that exits meanwhile is an
   // error to return, not an exception.
   std::error_code error;
-  uint64_t total = 0;
+  ThreadCpuNanos threads;
   for (std::filesystem::directory_iterator thread(tasks, error), end; !error && thread != end;
        thread.increment(error)) {
+    pid_t tid = 0;
+    if (!absl::SimpleAtoi(thread->path().filename().string(), &tid)) continue;
     // "<ns on a CPU> <ns waiting for one> <timeslices>"
     std::ifstream in(thread->path() / "schedstat");
     uint64_t on_cpu = 0;
     if (!(in >> on_cpu)) continue;  // the thread exited meanwhile
-    total += on_cpu;
+    threads[tid] = on_cpu;
   }
   if (error) {
     return absl::UnavailableError(absl::StrCat("cannot list ", tasks, ": ", error.message()));
+  }
+  if (threads.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "no thread under ", tasks, " has a readable schedstat (a kernel without schedstats?)"));
+  }
+  return threads;
+}
+
+uint64_t CpuNanosBetween(const ThreadCpuNanos& before, const ThreadCpuNanos& after) {
+  uint64_t total = 0;
+  for (const auto& [tid, now] : after) {
+    auto earlier = before.find(tid);
+    const uint64_t then = earlier == before.end() ? 0 : earlier->second;
+    total += now - std::min(now, then);
   }
   return total;
 }

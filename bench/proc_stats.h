@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 
 #include "absl/status/statusor.h"
 
@@ -25,11 +26,18 @@ absl::StatusOr<ResidentMemory> ReadResidentMemory(pid_t pid);
 // /proc/PID/stat (clock-tick resolution, usually 10 ms).
 absl::StatusOr<double> ReadCpuSeconds(pid_t pid);
 
-// Nanoseconds that the process's live threads have run so far, summed from
-// /proc/PID/task/*/schedstat: exact, where ReadCpuSeconds counts clock
-// ticks (too coarse for calls of a few milliseconds), but without threads
-// that already exited.
-absl::StatusOr<uint64_t> ReadLiveThreadsCpuNanos(pid_t pid);
+// Nanoseconds each live thread of the process has run so far, by thread
+// id, from /proc/PID/task/*/schedstat: exact, where ReadCpuSeconds counts
+// clock ticks (too coarse for calls of a few milliseconds). UNAVAILABLE
+// when the process is gone or the kernel keeps no schedstat.
+using ThreadCpuNanos = std::map<pid_t, uint64_t>;
+absl::StatusOr<ThreadCpuNanos> ReadThreadCpuNanos(pid_t pid);
+
+// What the threads ran between two readings: each one's growth, a thread
+// born in between counted whole. A thread that exited in between is in
+// neither sum (its last moments are lost), so exiting threads never make
+// the total shrink.
+uint64_t CpuNanosBetween(const ThreadCpuNanos& before, const ThreadCpuNanos& after);
 
 }  // namespace tensord::bench
 
